@@ -1,0 +1,37 @@
+# The two commands of the README: `make run` and `make test`. Both create the virtual
+# environment first (once: `make venv` is a no-op when nothing changed).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: venv run test lint typecheck layers pytest clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,test,compression]'
+	touch $(STAMP)
+
+run: venv
+	$(BIN)/trio-kafka --help
+
+lint: venv
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+typecheck: venv
+	$(BIN)/mypy
+
+layers: venv
+	$(BIN)/lint-imports
+
+pytest: venv
+	$(BIN)/pytest
+
+test: lint typecheck layers pytest
+
+clean:
+	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache

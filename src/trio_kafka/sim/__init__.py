@@ -1,0 +1,1 @@
+"""See docs/design.md for what this layer does and may import."""
