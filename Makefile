@@ -5,14 +5,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv run test lint typecheck layers pytest clean
+.PHONY: venv run test lint typecheck layers pytest docs clean
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,test,compression]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,test,docs,compression]'
 	touch $(STAMP)
 
 run: venv
@@ -31,7 +31,10 @@ layers: venv
 pytest: venv
 	$(BIN)/pytest
 
-test: lint typecheck layers pytest
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+test: lint typecheck layers docs pytest
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache
