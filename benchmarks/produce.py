@@ -32,7 +32,9 @@ def _create_topic(bootstrap: str, topic: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])
+    futures = admin.create_topics(
+        [NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)]
+    )
     for future in futures.values():
         future.result(timeout=30)
 
@@ -123,7 +125,10 @@ def run_trio_kafka(bootstrap: str, topic: str, count: int, size: int) -> int:
     async def main() -> int:
         value = b"x" * size
         async with open_producer(
-            bootstrap=bootstrap, acks="all", linger=LINGER_MS / 1000, max_request_size=4 * 1024 * 1024
+            bootstrap=bootstrap,
+            acks="all",
+            linger=LINGER_MS / 1000,
+            max_request_size=4 * 1024 * 1024,
         ) as producer:
             handles = [await producer.send(topic, value=value) for _ in range(count)]
             await producer.flush()
@@ -150,7 +155,11 @@ def child(client: str, count: int, size: int) -> None:
         start = time.perf_counter()
         acked = CLIENTS[client](broker.bootstrap, topic, count, size)
         elapsed = time.perf_counter() - start
-    print(json.dumps({"client": client, "count": count, "size": size, "acked": acked, "seconds": elapsed}))
+    print(
+        json.dumps(
+            {"client": client, "count": count, "size": size, "acked": acked, "seconds": elapsed}
+        )
+    )
 
 
 def measure(client: str, count: int, size: int) -> dict[str, Any]:
@@ -159,6 +168,7 @@ def measure(client: str, count: int, size: int) -> dict[str, Any]:
         capture_output=True,
         text=True,
         timeout=900,
+        check=False,
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -169,7 +179,9 @@ def measure(client: str, count: int, size: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--small", type=int, default=200_000, help="records of 100 bytes")
     parser.add_argument("--large", type=int, default=5_000, help="records of 128 KiB")
     parser.add_argument("--clients", default=",".join(CLIENTS))
@@ -192,12 +204,18 @@ def main() -> None:
             results[(client, size)] = measure(client, count, size)
 
     console = Console()
-    table = Table(title=f"Producer throughput against Tansu ({platform.machine()}, {platform.python_version()})")
+    table = Table(
+        title=f"Producer throughput against Tansu ({platform.machine()}, {platform.python_version()})"
+    )
     for column in ("workload", "client", "records/s", "MB/s", "trio-kafka / client"):
         table.add_column(column, justify="right" if column != "client" else "left")
     for count, size in workloads:
         ours = results.get(("trio-kafka", size), {})
-        ours_rate = ours["count"] / ours["seconds"] if "seconds" in ours and ours["acked"] == count else None
+        ours_rate = (
+            ours["count"] / ours["seconds"]
+            if "seconds" in ours and ours["acked"] == count
+            else None
+        )
         for client in clients:
             r = results[(client, size)]
             label = f"{count:,} x {size:,} B"
