@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+import warnings
 
 import crc32c
 import pytest
@@ -72,3 +73,244 @@ def test_set_base_offset_and_log_append_time_keep_the_crc_valid() -> None:
     assert header.timestamp_type is TimestampType.LOG_APPEND_TIME
     [batch] = decode_batches(data)
     assert [(r.offset, r.timestamp) for r in batch.records] == [(100, 12_345), (101, 12_345)]
+
+
+# --- an independent encoder, written from the spec, for byte-for-byte comparison --------
+
+
+def spec_varint(value: int) -> bytes:
+    """Zigzag (64-bit form) then base-128, low group first: the protobuf rules."""
+    raw = ((value << 1) ^ (value >> 63)) & ((1 << 64) - 1)
+    out = b""
+    while True:
+        group = raw & 0x7F
+        raw >>= 7
+        if raw:
+            out += bytes([group | 0x80])
+        else:
+            return out + bytes([group])
+
+
+def spec_bytes(data: bytes | None) -> bytes:
+    return spec_varint(-1) if data is None else spec_varint(len(data)) + data
+
+
+def spec_record(offset_delta: int, timestamp_delta: int, key, value, headers) -> bytes:  # type: ignore[no-untyped-def]
+    body = b"\x00"  # attributes
+    body += spec_varint(timestamp_delta)
+    body += spec_varint(offset_delta)
+    body += spec_bytes(key)
+    body += spec_bytes(value)
+    body += spec_varint(len(headers))
+    for name, header_value in headers:
+        body += spec_bytes(name.encode())
+        body += spec_bytes(header_value)
+    return spec_varint(len(body)) + body
+
+
+def spec_batch(records, *, base_offset, leader_epoch, attributes, producer_id, epoch, sequence):  # type: ignore[no-untyped-def]
+    base_ts = records[0][0]
+    encoded = b"".join(
+        spec_record(i, ts - base_ts, k, v, h) for i, (ts, k, v, h) in enumerate(records)
+    )
+    after_crc = (
+        struct.pack(">h", attributes)
+        + struct.pack(">i", len(records) - 1)  # lastOffsetDelta
+        + struct.pack(">q", base_ts)
+        + struct.pack(">q", max(r[0] for r in records))
+        + struct.pack(">q", producer_id)
+        + struct.pack(">h", epoch)
+        + struct.pack(">i", sequence)
+        + struct.pack(">i", len(records))
+        + encoded
+    )
+    return (
+        struct.pack(">q", base_offset)
+        + struct.pack(">i", 4 + 1 + 4 + len(after_crc))  # leader epoch, magic, crc, rest
+        + struct.pack(">i", leader_epoch)
+        + struct.pack(">b", 2)
+        + struct.pack(">I", crc32c.crc32c(after_crc))
+        + after_crc
+    )
+
+
+def test_spec_varint_matches_the_protocol_examples() -> None:
+    assert [spec_varint(n) for n in (0, -1, 1, -2, 63, -64, 64)] == [
+        b"\x00", b"\x01", b"\x02", b"\x03", b"\x7e", b"\x7f", b"\x80\x01",
+    ]  # fmt: skip
+    assert spec_varint(150) == b"\xac\x02"
+
+
+HAND_RECORDS = [
+    (1_700_000_000_000, b"key", b"value", []),
+    (1_700_000_000_005, None, b"v" * 300, [("trace", b"abc"), ("empty", b""), ("null", None)]),
+    (1_699_999_999_000, b"", None, []),  # earlier than the base: a negative delta
+    (1_700_000_100_000, b"k" * 20_000, b"", [("\u00e9t\u00e9", b"\x00" * 200)]),
+]
+
+
+def test_builder_output_equals_a_batch_built_field_by_field_from_the_spec() -> None:
+    builder = BatchBuilder()
+    for ts, key, value, headers in HAND_RECORDS:
+        builder.append(ts, key, value, headers)
+    ours = builder.build(
+        base_offset=-1, producer_id=1234, producer_epoch=7, base_sequence=99,
+        is_transactional=True, partition_leader_epoch=3,
+    )  # fmt: skip
+    expected = spec_batch(
+        HAND_RECORDS, base_offset=-1, leader_epoch=3, attributes=0x10, producer_id=1234,
+        epoch=7, sequence=99,
+    )  # fmt: skip
+    assert ours == expected
+
+
+def test_decoder_reads_a_batch_built_field_by_field_from_the_spec() -> None:
+    data = spec_batch(
+        HAND_RECORDS, base_offset=500, leader_epoch=0, attributes=0, producer_id=-1,
+        epoch=-1, sequence=-1,
+    )  # fmt: skip
+    [batch] = decode_batches(data)
+    assert batch.max_timestamp == 1_700_000_100_000
+    assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in batch.records] == [
+        (500 + i, ts, k, v, h) for i, (ts, k, v, h) in enumerate(HAND_RECORDS)
+    ]
+
+
+def test_builder_matches_kafka_python_byte_for_byte() -> None:
+    with warnings.catch_warnings():  # kafka-python's import uses a deprecated API
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    theirs = DefaultRecordBatchBuilder(2, 0, True, 77, 2, 10, batch_size=1 << 20)
+    ours = BatchBuilder()
+    for i, (ts, key, value, headers) in enumerate(HAND_RECORDS):
+        theirs.append(i, ts, key, value, headers)
+        ours.append(ts, key, value, headers)
+    built = ours.build(
+        producer_id=77, producer_epoch=2, base_sequence=10, is_transactional=True,
+        partition_leader_epoch=0,
+    )  # fmt: skip
+    assert built == bytes(theirs.build())
+
+
+# --- builder behaviour ------------------------------------------------------------------
+
+
+def test_empty_builder_refuses_to_build() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        BatchBuilder().build()
+
+
+def test_append_returns_offset_deltas_and_counts() -> None:
+    builder = BatchBuilder()
+    assert [builder.append(0, None, b"x") for _ in range(3)] == [0, 1, 2]
+    assert builder.record_count == 3
+    assert builder.size_in_bytes() == len(builder.build())
+
+
+def test_rebuild_rewrites_only_the_header_and_never_recompresses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import trio_kafka.records._builder as builder_module
+
+    calls = []
+    real = builder_module.compress
+
+    def counting(*args):  # type: ignore[no-untyped-def]
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(builder_module, "compress", counting)
+    builder = BatchBuilder(Compression.ZSTD)
+    for i in range(50):
+        builder.append(i, None, b"payload %d" % i)
+    first = builder.build(producer_id=1, producer_epoch=0, base_sequence=0)
+    second = builder.build(producer_id=1, producer_epoch=1, base_sequence=0, base_offset=9)
+    assert len(calls) == 1
+    assert first[61:] == second[61:]
+    assert first[:61] != second[:61]
+    assert verify_batch_crc(first) and verify_batch_crc(second)
+    assert read_batch_header(second).producer_epoch == 1
+    builder.append(99, None, b"late")  # an append after a build is encoded in the next one
+    [batch] = decode_batches(builder.build())
+    assert batch.record_count == 51 and len(calls) == 2
+
+
+def test_log_append_time_builder_sets_the_attribute() -> None:
+    builder = BatchBuilder(timestamp_type=TimestampType.LOG_APPEND_TIME)
+    builder.append(10, None, b"x")
+    builder.append(30, None, b"y")
+    [batch] = decode_batches(builder.build())
+    assert batch.timestamp_type is TimestampType.LOG_APPEND_TIME
+    assert [r.timestamp for r in batch.records] == [30, 30]
+
+
+def test_large_timestamp_deltas_and_many_records_take_the_slow_varint_path() -> None:
+    builder = BatchBuilder()
+    timestamps = [0, 10**12, -(10**12), 5]
+    for i in range(20_000):
+        builder.append(timestamps[i % 4], None, b"")
+    [batch] = decode_batches(builder.build())
+    assert batch.records[-1].offset == 19_999
+    assert [r.timestamp for r in batch.records[:4]] == timestamps
+    assert batch.max_timestamp == 10**12
+
+
+# --- several batches, partial batches, headers ----------------------------------------
+
+
+def _small_batch(base_offset: int) -> bytes:
+    builder = BatchBuilder()
+    builder.append(1, b"k", b"v")
+    return builder.build(base_offset=base_offset)
+
+
+def test_several_batches_are_decoded_in_order() -> None:
+    data = _small_batch(0) + _small_batch(1) + _small_batch(2)
+    assert [b.base_offset for b in decode_batches(memoryview(data))] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("cut", [1, 11, 12, 17, 40, 61, -1])
+def test_partial_trailing_batch_is_dropped_only_when_allowed(cut: int) -> None:
+    whole = _small_batch(0)
+    data = whole + _small_batch(1)[:cut]
+    assert [b.base_offset for b in decode_batches(data, allow_partial=True)] == [0]
+    with pytest.raises(CorruptRecordError, match="truncated"):
+        list(decode_batches(data))
+
+
+def test_read_batch_header_reads_the_fixed_fields_at_a_position() -> None:
+    data = _small_batch(0) + _small_batch(5)
+    first = read_batch_header(data)
+    second = read_batch_header(data, first.size)
+    assert (second.base_offset, second.record_count, second.last_offset) == (5, 1, 5)
+    assert second.last_sequence == -1 and second.compression is Compression.NONE
+
+
+def test_last_sequence_wraps_like_kafka() -> None:
+    builder = BatchBuilder()
+    builder.append(0, None, b"a")
+    builder.append(0, None, b"b")
+    header = read_batch_header(builder.build(producer_id=1, base_sequence=2**31 - 1))
+    assert header.last_sequence == 0
+
+
+def test_wrong_magic_is_named() -> None:
+    data = bytearray(_small_batch(0))
+    data[16] = 1
+    with pytest.raises(CorruptRecordError, match="magic 1"):
+        list(decode_batches(data))
+    with pytest.raises(CorruptRecordError, match="magic 1"):
+        read_batch_header(data)
+
+
+def test_impossible_batch_length_is_named() -> None:
+    data = bytearray(_small_batch(0))
+    struct.pack_into(">i", data, 8, 10)
+    with pytest.raises(CorruptRecordError, match="batchLength 10"):
+        list(decode_batches(data, allow_partial=True))
+
+
+def test_set_base_offset_refuses_more_than_one_batch() -> None:
+    with pytest.raises(CorruptRecordError, match="exactly one"):
+        set_base_offset(_small_batch(0) * 2, 3)
