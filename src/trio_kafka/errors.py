@@ -1027,3 +1027,26 @@ def error_for_code(code: int, message: str | None = None) -> BrokerError:
     if info.abortable:
         return AbortableBrokerError(code, message)
     return BrokerError(code, message)
+
+
+class UnsupportedRequestError(ProtocolError):
+    """A request whose API key or version this side does not speak.
+
+    It carries what the header said, so a broker can still answer with
+    UNSUPPORTED_VERSION under the right correlation id.
+    """
+
+    def __init__(self, reason: str, *, api_key: int, api_version: int, correlation_id: int) -> None:
+        super().__init__(reason, message_name=f"api key {api_key}", version=api_version)
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+class UnknownTopicError(KafkaError):
+    """The topic is not in the cluster's metadata (it does not exist, or we may not see it)
+    after waiting `max_block` seconds; nothing was written."""
+
+    def __init__(self, message: str, *, topic: str) -> None:
+        super().__init__(message)
+        self.topic = topic

@@ -1,0 +1,428 @@
+"""Wire types: how each primitive, string, bytes and array reads, writes and sizes itself.
+
+Theory of operation. A wire type never interprets a schema at run time: `compile(version,
+flexible, nullable)` returns three small closures specialised for that combination (a `Reader`, a
+`Writer`, a `Sizer`), and the schema layer (`_schema.py`) strings them together into one
+plan per (message class, version). The closures do no bookkeeping of their own: a short
+buffer surfaces as `struct.error` or `IndexError`, a bad length as `Malformed`, and the
+struct reader that called them turns any of these into a `ProtocolError` that names the
+field and the byte offset (see `_schema.DECODE_ERRORS`).
+
+Every length read from the wire (string, bytes, array, tagged field) is checked against
+the bytes that remain before anything is allocated, so hostile input cannot make us build
+a huge list or string, and every loop is bounded by the input's size.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+#: `read(buf, pos) -> (value, new_pos)`; `buf` is always `bytes`.
+Reader = Callable[[bytes, int], tuple[Any, int]]
+#: `write(out, value)` appends the encoding of `value` to `out`.
+Writer = Callable[[bytearray, Any], None]
+#: `size(value)` is the number of bytes `write` would append.
+Sizer = Callable[[Any], int]
+Codec = tuple[Reader, Writer, Sizer]
+
+
+class Malformed(Exception):
+    """Internal: the bytes contradict the schema (a bad length, a null where none may be)."""
+
+
+#: What a reader may raise on bad input; struct readers turn these into `ProtocolError`.
+DECODE_ERRORS = (Malformed, struct.error, IndexError, UnicodeDecodeError, ValueError)
+
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_unpack_i16 = _I16.unpack_from
+_unpack_i32 = _I32.unpack_from
+_pack_i16 = _I16.pack
+_pack_i32 = _I32.pack
+
+
+# --- variable-length integers (unsigned, and zigzag-signed as in record batches) ----------
+
+
+def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned varint of at most 5 bytes (Kafka's 32-bit unsigned varint)."""
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    result = b & 0x7F
+    shift = 7
+    pos += 1
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 28:
+            raise Malformed("unsigned varint longer than 5 bytes")
+
+
+def read_uvarlong(buf: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned varint of at most 10 bytes (the 64-bit form behind varlong)."""
+    result = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise Malformed("varlong longer than 10 bytes")
+
+
+def write_uvarint(out: bytearray, value: int) -> None:
+    if value < 0:
+        raise ValueError(f"unsigned varint cannot hold {value}")
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def uvarint_size(value: int) -> int:
+    if value < 0x80:
+        return 1
+    return (value.bit_length() + 6) // 7
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    raw, pos = read_uvarint(buf, pos)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _read_varlong(buf: bytes, pos: int) -> tuple[int, int]:
+    raw, pos = read_uvarlong(buf, pos)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _zigzag32(value: int) -> int:
+    if not -(2**31) <= value < 2**31:
+        raise ValueError(f"varint out of range: {value}")
+    return (value << 1) ^ (value >> 31)
+
+
+def _zigzag64(value: int) -> int:
+    if not -(2**63) <= value < 2**63:
+        raise ValueError(f"varlong out of range: {value}")
+    return (value << 1) ^ (value >> 63)
+
+
+def _remaining_check(buf: bytes, pos: int, length: int, what: str) -> int:
+    end = pos + length
+    if end > len(buf):
+        raise Malformed(f"{what} of length {length} but only {len(buf) - pos} bytes left")
+    return end
+
+
+# --- the wire types -----------------------------------------------------------------------
+
+
+class WireType:
+    """A type as a field declaration names it; `compile` specialises it per version."""
+
+    #: The type's name in Kafka's JSON definitions ("int32", "[]Foo", "Foo").
+    json_name: str = "?"
+
+    def compile(self, version: int, flexible: bool, nullable: bool) -> Codec:
+        raise NotImplementedError
+
+    def default(self) -> Any:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return self.json_name
+
+
+class Fixed(WireType):
+    """A fixed-width number (or bool) packed with `struct`."""
+
+    def __init__(self, json_name: str, fmt: str, default: Any) -> None:
+        self.json_name = json_name
+        self._struct = struct.Struct(fmt)
+        self._default = default
+
+    def default(self) -> Any:
+        return self._default
+
+    def compile(self, version: int, flexible: bool, nullable: bool) -> Codec:
+        unpack = self._struct.unpack_from
+        pack = self._struct.pack
+        width = self._struct.size
+
+        def read(buf: bytes, pos: int) -> tuple[Any, int]:
+            return unpack(buf, pos)[0], pos + width
+
+        def write(out: bytearray, value: Any) -> None:
+            out += pack(value)
+
+        def size(value: Any) -> int:
+            return width
+
+        return read, write, size
+
+
+class _Varint(WireType):
+    def __init__(self, json_name: str, long: bool) -> None:
+        self.json_name = json_name
+        self._long = long
+
+    def default(self) -> int:
+        return 0
+
+    def compile(self, version: int, flexible: bool, nullable: bool) -> Codec:
+        zigzag = _zigzag64 if self._long else _zigzag32
+        read = _read_varlong if self._long else _read_varint
+
+        def write(out: bytearray, value: int) -> None:
+            write_uvarint(out, zigzag(value))
+
+        def size(value: int) -> int:
+            return uvarint_size(zigzag(value))
+
+        return read, write, size
+
+
+class _UVarint(WireType):
+    json_name = "uvarint"
+
+    def default(self) -> int:
+        return 0
+
+    def compile(self, version: int, flexible: bool, nullable: bool) -> Codec:
+        def write(out: bytearray, value: int) -> None:
+            if value >= 2**32:
+                raise ValueError(f"unsigned varint out of range: {value}")
+            write_uvarint(out, value)
+
+        return read_uvarint, write, uvarint_size
+
+
+class _Uuid(WireType):
+    json_name = "uuid"
+
+    def default(self) -> uuid.UUID:
+        return ZERO_UUID
+
+    def compile(self, version: int, flexible: bool, nullable: bool) -> Codec:
+        def read(buf: bytes, pos: int) -> tuple[uuid.UUID, int]:
+            end = _remaining_check(buf, pos, 16, "uuid")
+            return uuid.UUID(bytes=buf[pos:end]), end
+
+        def write(out: bytearray, value: uuid.UUID) -> None:
+            out += value.bytes
+
+        def size(value: uuid.UUID) -> int:
+            return 16
+
+        return read, write, size
+
+
+class _String(WireType):
+    json_name = "string"
+
+    def default(self) -> str:
+        return ""
+
+    def compile(self, version: int, flexible: bool, nullable: bool) -> Codec:
+        def read(buf: bytes, pos: int) -> tuple[str | None, int]:
+            if flexible:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            else:
+                n = _unpack_i16(buf, pos)[0]
+                pos += 2
+            if n < 0:
+                if nullable:
+                    return None, pos
+                raise Malformed("null in a non-nullable string")
+            end = _remaining_check(buf, pos, n, "string")
+            return buf[pos:end].decode(), end
+
+        def write(out: bytearray, value: str | None) -> None:
+            if value is None:
+                if not nullable:
+                    raise ValueError("None in a non-nullable string")
+                out += b"\x00" if flexible else b"\xff\xff"
+                return
+            data = value.encode()
+            if flexible:
+                write_uvarint(out, len(data) + 1)
+            else:
+                if len(data) > 0x7FFF:
+                    raise ValueError(f"string of {len(data)} bytes is longer than 32767")
+                out += _pack_i16(len(data))
+            out += data
+
+        def size(value: str | None) -> int:
+            if value is None:
+                return 1 if flexible else 2
+            n = len(value.encode())
+            return n + (uvarint_size(n + 1) if flexible else 2)
+
+        return read, write, size
+
+
+class _Bytes(WireType):
+    def __init__(self, json_name: str) -> None:
+        self.json_name = json_name
+
+    def default(self) -> bytes | None:
+        return b""
+
+    def compile(self, version: int, flexible: bool, nullable: bool) -> Codec:
+        def read(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+            if flexible:
+                n, pos = read_uvarint(buf, pos)
+                n -= 1
+            else:
+                n = _unpack_i32(buf, pos)[0]
+                pos += 4
+            if n < 0:
+                if nullable:
+                    return None, pos
+                raise Malformed("null in non-nullable bytes")
+            end = _remaining_check(buf, pos, n, "bytes")
+            return buf[pos:end], end
+
+        def write(out: bytearray, value: bytes | None) -> None:
+            if value is None:
+                if not nullable:
+                    raise ValueError("None in non-nullable bytes")
+                out += b"\x00" if flexible else b"\xff\xff\xff\xff"
+                return
+            if flexible:
+                write_uvarint(out, len(value) + 1)
+            else:
+                out += _pack_i32(len(value))
+            out += value
+
+        def size(value: bytes | None) -> int:
+            if value is None:
+                return 1 if flexible else 4
+            n = len(value)
+            return n + (uvarint_size(n + 1) if flexible else 4)
+
+        return read, write, size
+
+
+class Array(WireType):
+    """An array of `element` (a wire type, or a struct wrapped by the schema layer)."""
+
+    def __init__(self, element: WireType) -> None:
+        self.element = element
+        self.json_name = "[]" + element.json_name
+
+    def default(self) -> list[Any]:
+        return []
+
+    def compile(self, version: int, flexible: bool, nullable: bool) -> Codec:
+        read_item, write_item, size_item = self.element.compile(version, flexible, False)
+        return compile_array(read_item, write_item, size_item, flexible, nullable)
+
+
+def compile_array(
+    read_item: Reader, write_item: Writer, size_item: Sizer, flexible: bool, nullable: bool
+) -> Codec:
+    def read(buf: bytes, pos: int) -> tuple[list[Any] | None, int]:
+        if flexible:
+            n, pos = read_uvarint(buf, pos)
+            n -= 1
+        else:
+            n = _unpack_i32(buf, pos)[0]
+            pos += 4
+        if n < 0:
+            if nullable:
+                return None, pos
+            raise Malformed("null in a non-nullable array")
+        if n > len(buf) - pos:
+            raise Malformed(f"array of {n} elements but only {len(buf) - pos} bytes left")
+        items: list[Any] = []
+        append = items.append
+        index = 0
+        try:
+            for index in range(n):  # noqa: B007 - index names the element on failure
+                item, pos = read_item(buf, pos)
+                append(item)
+        except ElementFailure as failure:
+            failure.path.insert(0, f"[{index}]")
+            raise
+        except DECODE_ERRORS as exc:
+            raise ElementFailure(exc, pos, [f"[{index}]"]) from exc
+        return items, pos
+
+    def write(out: bytearray, value: list[Any] | None) -> None:
+        if value is None:
+            if not nullable:
+                raise ValueError("None in a non-nullable array")
+            out += b"\x00" if flexible else b"\xff\xff\xff\xff"
+            return
+        if flexible:
+            write_uvarint(out, len(value) + 1)
+        else:
+            out += _pack_i32(len(value))
+        for item in value:
+            write_item(out, item)
+
+    def size(value: list[Any] | None) -> int:
+        if value is None:
+            return 1 if flexible else 4
+        n = len(value)
+        total = uvarint_size(n + 1) if flexible else 4
+        for item in value:
+            total += size_item(item)
+        return total
+
+    return read, write, size
+
+
+class ElementFailure(Exception):
+    """Internal: decoding failed at `offset`; `path` is filled in on the way out."""
+
+    def __init__(self, cause: BaseException, offset: int, path: list[str]) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.offset = offset
+        self.path = path
+
+
+ZERO_UUID = uuid.UUID(int=0)
+
+INT8 = Fixed("int8", ">b", 0)
+INT16 = Fixed("int16", ">h", 0)
+INT32 = Fixed("int32", ">i", 0)
+INT64 = Fixed("int64", ">q", 0)
+UINT16 = Fixed("uint16", ">H", 0)
+FLOAT64 = Fixed("float64", ">d", 0.0)
+BOOL = Fixed("bool", ">?", False)
+VARINT = _Varint("varint", long=False)
+VARLONG = _Varint("varlong", long=True)
+UVARINT = _UVarint()
+UUID = _Uuid()
+STRING = _String()
+BYTES = _Bytes("bytes")
+#: Raw record batches: on the wire exactly `bytes` (decoding them is `records/`' job).
+RECORDS = _Bytes("records")
+
+
+def array(element: Any) -> Array:
+    """`array(INT32)`, `array(SomeStruct)`: the schema layer wraps struct classes."""
+    from ._schema import as_wire_type
+
+    return Array(as_wire_type(element))
+
+
+#: Kafka's JSON uses these as defaults (MaxBytes, "authorized operations not requested").
+INT32_MAX = 0x7FFFFFFF
+INT32_MIN = -(2**31)
