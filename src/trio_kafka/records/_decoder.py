@@ -167,6 +167,12 @@ def read_batch_header(data: bytes | bytearray | memoryview, position: int = 0) -
     Does not verify the CRC nor that the whole batch is present (see verify_batch_crc and
     decode_batches).
     """
+    header = _unchecked_header(data, position)
+    _check_fields(header, position)
+    return header
+
+
+def _unchecked_header(data: bytes | bytearray | memoryview, position: int) -> BatchHeader:
     available = len(data) - position
     if position < 0 or available < HEADER_SIZE:
         raise CorruptRecordError(
@@ -174,11 +180,12 @@ def read_batch_header(data: bytes | bytearray | memoryview, position: int = 0) -
             f" {max(available, 0)} of {HEADER_SIZE} bytes",
         )
     header = BatchHeader(*HEADER.unpack_from(data, position))
-    _check_header(header, position)
+    _check_framing(header, position)
     return header
 
 
-def _check_header(header: BatchHeader, position: int) -> None:
+def _check_framing(header: BatchHeader, position: int) -> None:
+    """What must hold before the CRC can even be located: magic and batchLength."""
     if header.magic != MAGIC:
         raise CorruptRecordError(
             f"record batch at byte {position} has magic {header.magic}, only 2 is supported",
@@ -188,6 +195,10 @@ def _check_header(header: BatchHeader, position: int) -> None:
             f"record batch at byte {position} has batchLength {header.batch_length},"
             f" below the minimum {MIN_BATCH_LENGTH}",
         )
+
+
+def _check_fields(header: BatchHeader, position: int) -> None:
+    """The header fields inside the CRC that the decoder relies on."""
     if header.record_count < 0:
         raise CorruptRecordError(
             f"record batch at byte {position} has a negative record count {header.record_count}",
@@ -200,7 +211,7 @@ def _check_header(header: BatchHeader, position: int) -> None:
 
 
 def _whole_batch(data: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
-    header = read_batch_header(data, position)
+    header = _unchecked_header(data, position)
     if len(data) - position < header.size:
         raise CorruptRecordError(
             f"record batch at byte {position} is truncated:"
@@ -253,7 +264,7 @@ def decode_batches(
                 f"record batch header at byte {position} is truncated:"
                 f" {remaining} of {HEADER_SIZE} bytes",
             )
-        header = read_batch_header(data, position)
+        header = _unchecked_header(data, position)
         batch_end = position + header.size
         if batch_end > end:
             if allow_partial:
@@ -268,6 +279,7 @@ def decode_batches(
                     f"record batch at byte {position} fails its CRC:"
                     f" stored {header.crc:#010x}, computed {actual:#010x}",
                 )
+        _check_fields(header, position)
         yield _decode_records(data, position, batch_end, header)
         position = batch_end
 
@@ -452,6 +464,7 @@ def set_log_append_time(batch: bytes | bytearray | memoryview, timestamp_ms: int
     and baseTimestamp are left as the producer wrote them, as Kafka's broker does.
     """
     data, header = _one_batch(batch)
+    _check_fields(header, 0)
     out = bytearray(data)
     INT16.pack_into(out, ATTRIBUTES_OFFSET, header.attributes | TIMESTAMP_TYPE_BIT)
     INT64.pack_into(out, MAX_TIMESTAMP_OFFSET, timestamp_ms)
