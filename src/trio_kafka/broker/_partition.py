@@ -1,0 +1,230 @@
+"""One partition as its leader sees it: validating and appending produced batches.
+
+Theory of operation
+-------------------
+`Partition.produce` is the whole write path of a Produce request for one partition, pure
+(time is `now_ms`). It checks, in this order, and stops at the first failure with nothing
+appended:
+
+1. the bytes: exactly one v2 batch whose batchLength matches, whose CRC matches, that is
+   not a control batch and whose record count agrees with its lastOffsetDelta
+   (CORRUPT_MESSAGE, or INVALID_RECORD for several batches or a control batch);
+2. its size against the topic's `max.message.bytes` (MESSAGE_TOO_LARGE);
+3. for an idempotent batch (producer id >= 0), the producer state (`_producer_state`):
+   an older epoch, a duplicate (answered with its original offsets, success, nothing
+   appended), a sequence gap, an unknown producer;
+4. for a transactional batch opening a transaction on this partition, the coordinator's
+   verification (passed in as `verify_txn`), and for a non-transactional batch, that its
+   producer has no transaction open here (INVALID_TXN_STATE);
+5. the CAS check when the topic enables it (`expected.offset.check.enable`): the batch's
+   baseOffset is the expected offset, -1 for none; anything else must equal the log end
+   offset (EXPECTED_OFFSET_MISMATCH, with the log end offset in the answer). Dedup comes
+   before CAS, so a retried batch that landed gets its offset, not a mismatch.
+
+Then the batch is stamped (offsets, and the broker's clock under LogAppendTime), appended,
+and its sequence recorded. `write_marker` appends a transaction's COMMIT or ABORT control
+batch and closes the transaction on this partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from trio_kafka.broker._log import PartitionLog
+from trio_kafka.broker._producer_state import ProducerStateTable, Verdict
+from trio_kafka.broker._topics import TopicConfig
+from trio_kafka.errors import CorruptRecordError, ErrorCode
+from trio_kafka.records import (
+    HEADER_SIZE,
+    ControlType,
+    build_control_batch,
+    read_batch_header,
+    set_log_append_time,
+    verify_batch_crc,
+)
+
+_LOG_OVERHEAD = 12
+
+
+@attrs.frozen
+class ProduceOutcome:
+    """How one partition answered one batch (the fields of PartitionProduceResponse)."""
+
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    duplicate: bool = False
+
+
+@attrs.define(eq=False)
+class Partition:
+    """A partition's log, its producers' state, and the broker that leads it."""
+
+    topic: str
+    index: int
+    # Node id of the leader; handlers answer NOT_LEADER_OR_FOLLOWER on any other broker.
+    leader: int
+    leader_epoch: int = 0
+    log: PartitionLog = attrs.field(factory=PartitionLog)
+    producers: ProducerStateTable = attrs.field(factory=ProducerStateTable)
+
+    def _fail(self, error: ErrorCode, message: str) -> ProduceOutcome:
+        return ProduceOutcome(error, message, -1, -1, self.log.log_start_offset)
+
+    def produce(
+        self,
+        data: bytes | None,
+        config: TopicConfig,
+        now_ms: int,
+        *,
+        verify_txn: Callable[[int, int], ErrorCode] | None = None,
+    ) -> ProduceOutcome:
+        if not data:
+            return self._fail(ErrorCode.CORRUPT_MESSAGE, "the partition's records are empty")
+        if len(data) > config.max_message_bytes:
+            return self._fail(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"batch of {len(data)} bytes exceeds max.message.bytes={config.max_message_bytes}",
+            )
+        try:
+            header = read_batch_header(data)
+            if header.size > len(data):
+                raise CorruptRecordError(
+                    f"batchLength {header.batch_length} says {header.size} bytes, "
+                    f"{len(data)} were sent"
+                )
+            if header.size < len(data):
+                return self._fail(
+                    ErrorCode.INVALID_RECORD,
+                    "a produce request must carry exactly one record batch per partition",
+                )
+            if not verify_batch_crc(data):
+                raise CorruptRecordError(f"CRC mismatch (header says {header.crc:#010x})")
+        except CorruptRecordError as exc:
+            return self._fail(ErrorCode.CORRUPT_MESSAGE, f"corrupt record batch: {exc}")
+        if header.is_control:
+            return self._fail(ErrorCode.INVALID_RECORD, "clients may not produce control batches")
+        if header.record_count <= 0 or header.record_count != header.last_offset_delta + 1:
+            return self._fail(
+                ErrorCode.CORRUPT_MESSAGE,
+                f"record count {header.record_count} does not match lastOffsetDelta "
+                f"{header.last_offset_delta}",
+            )
+        if len(data) == HEADER_SIZE and header.record_count:
+            return self._fail(ErrorCode.CORRUPT_MESSAGE, "batch has a record count but no records")
+
+        pid, epoch, seq = header.producer_id, header.producer_epoch, header.base_sequence
+        idempotent = pid >= 0
+        if header.is_transactional and not idempotent:
+            return self._fail(
+                ErrorCode.INVALID_PRODUCER_ID_MAPPING, "transactional batch without a producer id"
+            )
+        if idempotent:
+            check = self.producers.check(pid, epoch, seq, header.record_count)
+            match check.verdict:
+                case Verdict.REJECT:
+                    return self._fail(check.error, check.message)
+                case Verdict.DUPLICATE:
+                    assert check.duplicate is not None
+                    return ProduceOutcome(
+                        base_offset=check.duplicate.first_offset,
+                        log_append_time_ms=check.duplicate.timestamp_ms
+                        if config.log_append_time
+                        else -1,
+                        log_start_offset=self.log.log_start_offset,
+                        duplicate=True,
+                    )
+                case Verdict.APPEND:
+                    pass
+            open_first = self.log.open_transaction_first_offset(pid)
+            if header.is_transactional:
+                if open_first is None and verify_txn is not None:
+                    error = verify_txn(pid, epoch)
+                    if error is not ErrorCode.NONE:
+                        return self._fail(
+                            error,
+                            f"producer {pid} epoch {epoch} has no open transaction "
+                            f"including {self.topic}-{self.index}",
+                        )
+            elif open_first is not None:
+                return self._fail(
+                    ErrorCode.INVALID_TXN_STATE,
+                    f"producer {pid} sent a non-transactional batch inside its transaction",
+                )
+
+        if config.expected_offset_check and header.base_offset != -1:
+            leo = self.log.log_end_offset
+            if header.base_offset != leo:
+                return ProduceOutcome(
+                    ErrorCode.EXPECTED_OFFSET_MISMATCH,
+                    f"expected offset {header.base_offset} but the log end offset of "
+                    f"{self.topic}-{self.index} is {leo}",
+                    leo,
+                    -1,
+                    self.log.log_start_offset,
+                )
+
+        append_time = -1
+        max_timestamp = header.max_timestamp
+        if config.log_append_time:
+            data = set_log_append_time(data, now_ms)
+            append_time = max_timestamp = now_ms
+        stored = self.log.append(
+            data,
+            record_count=header.record_count,
+            producer_id=pid,
+            producer_epoch=epoch,
+            is_transactional=header.is_transactional,
+            max_timestamp=max_timestamp,
+        )
+        if idempotent:
+            self.producers.record(
+                pid,
+                epoch,
+                seq,
+                first_offset=stored.base_offset,
+                last_offset=stored.last_offset,
+                now_ms=append_time if config.log_append_time else now_ms,
+            )
+        return ProduceOutcome(
+            base_offset=stored.base_offset,
+            log_append_time_ms=append_time,
+            log_start_offset=self.log.log_start_offset,
+        )
+
+    def write_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        *,
+        commit: bool,
+        coordinator_epoch: int,
+        now_ms: int,
+    ) -> ErrorCode:
+        """Append a COMMIT or ABORT marker for `producer_id` and close its transaction."""
+        error = self.producers.marker_epoch_error(producer_id, producer_epoch)
+        if error is not ErrorCode.NONE:
+            return error
+        data = build_control_batch(
+            ControlType.COMMIT if commit else ControlType.ABORT,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            timestamp_ms=now_ms,
+            coordinator_epoch=coordinator_epoch,
+        )
+        stored = self.log.append(
+            data,
+            record_count=1,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            is_transactional=True,
+            is_control=True,
+            max_timestamp=now_ms,
+        )
+        self.log.end_transaction(producer_id, marker_offset=stored.base_offset, committed=commit)
+        self.producers.record_marker(producer_id, producer_epoch, coordinator_epoch)
+        return ErrorCode.NONE
