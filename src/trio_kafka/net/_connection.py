@@ -1,0 +1,479 @@
+"""One connection to one broker: correlation ids, pipelining, timeouts, failure.
+
+Theory of operation
+-------------------
+Kafka answers the requests of one connection in the order it received them, so a
+connection is a FIFO of requests in flight. Three parties share it:
+
+- Senders (any task calling `send()` / `request()`): wait for an in-flight slot (a FIFO
+  `trio.Semaphore` of `max_in_flight`), then enter the one writer critical section (a
+  `trio.Lock`, FIFO too), where the correlation id is assigned, the frame is encoded, the
+  request joins the in-flight queue and the bytes are written. Doing all four under one
+  lock makes wire order equal correlation order equal queue order. The write runs shielded
+  from the caller's cancellation (a half-written frame would break the stream for every
+  other request) but bounded by the request's deadline.
+- The reader task owns the receive side: it splits frames (`FrameSplitter`), checks each
+  response's correlation id against the head of the queue (a mismatch means the stream can
+  no longer be trusted: fail loudly and close) and completes that request.
+- Timeouts: the reader waits for bytes only until the earliest deadline in flight. A
+  request past its deadline fails with `RequestTimeoutError` (ambiguous: the broker may
+  have processed it) and the connection is closed, because every later response on it
+  would come after the one we gave up on (the Java client does the same).
+
+When the connection ends for any reason, each request in flight fails with
+`ConnectionLostError` (ambiguous: it was written) and every sender still waiting for a slot
+or the lock fails with `BrokerConnectionError` (retriable: it was never written). A request
+that expects no response (Produce with acks=0) completes as soon as it is written.
+
+The connection does not negotiate versions or authenticate: the selector does that with
+`request()` right after connecting and then sets `api_versions`.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import enum
+import math
+import struct
+from collections.abc import AsyncIterator, Generator
+from typing import Any
+
+import attrs
+import trio
+
+from trio_kafka.errors import (
+    BrokerConnectionError,
+    ConnectionLostError,
+    ErrorCode,
+    KafkaError,
+    ProtocolError,
+    RequestTimeoutError,
+)
+from trio_kafka.net._clock import Clock, TrioClock
+from trio_kafka.protocol import FrameSplitter, decode_response, encode_request
+
+#: Java's request.timeout.ms default (30 s).
+DEFAULT_REQUEST_TIMEOUT = 30.0
+#: Java's max.in.flight.requests.per.connection default.
+DEFAULT_MAX_IN_FLIGHT = 5
+#: Largest response frame accepted; a bigger size prefix means a garbled stream.
+DEFAULT_MAX_FRAME_SIZE = 128 * 1024 * 1024
+
+_API_VERSIONS_KEY = 18
+_PRODUCE_KEY = 0
+_INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_RECEIVE_SIZE = 64 * 1024
+
+
+class ConnectionState(enum.Enum):
+    OPEN = "OPEN"
+    CLOSED = "CLOSED"
+
+
+def expects_response(message: Any) -> bool:
+    """False only for a Produce request with acks=0, which the broker never answers."""
+    return not (type(message).API_KEY == _PRODUCE_KEY and getattr(message, "acks", -1) == 0)
+
+
+@attrs.define(eq=False)
+class PendingResponse:
+    """The outcome of one request: `await pending` (or `await pending.wait()`) gives the
+    response or raises; `done()` never blocks."""
+
+    api_key: int
+    version: int
+    correlation_id: int
+    #: When the response must have arrived (trio's timescale); inf for no limit.
+    deadline: float
+    request_class: type[Any]
+    #: False for a Produce with acks=0: done as soon as it is written.
+    expects_response: bool = True
+    # Set exactly once, by the reader (response or error) or the closer (error).
+    _event: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _response: Any = attrs.field(default=None, init=False)
+    _error: BaseException | None = attrs.field(default=None, init=False)
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def result(self) -> Any:
+        """The response (None for acks=0); raises the error; only once `done()`."""
+        if not self._event.is_set():
+            raise RuntimeError("the response has not arrived yet")
+        if self._error is not None:
+            raise self._error
+        return self._response
+
+    async def wait(self) -> Any:
+        await self._event.wait()
+        return self.result()
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self.wait().__await__()
+
+    def _set_response(self, response: Any) -> None:
+        if not self._event.is_set():
+            self._response = response
+            self._event.set()
+
+    def _set_error(self, error: BaseException) -> None:
+        if not self._event.is_set():
+            self._error = error
+            self._event.set()
+
+    def __repr__(self) -> str:
+        if not self._event.is_set():
+            state = "IN-FLIGHT"
+        elif self._error is not None:
+            state = f"FAILED {type(self._error).__name__}"
+        else:
+            state = "DONE"
+        return (
+            f"<PendingResponse [{self.request_class.__name__} v{self.version}, "
+            f"correlation id {self.correlation_id}, {state}]>"
+        )
+
+
+@attrs.define(eq=False)
+class BrokerConnection:
+    """One open stream to one broker. Start its reader with `start(nursery)` (or use
+    `open_connection`)."""
+
+    stream: trio.abc.Stream
+    host: str
+    port: int
+    #: The broker's node id (negative for a bootstrap pseudo-node).
+    node_id: int = -1
+    client_id: str | None = "trio-kafka"
+    clock: Clock = attrs.field(factory=TrioClock)
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    #: API key -> version to use, set by the selector after ApiVersions; consulted when
+    #: `send()` gets no explicit version.
+    api_versions: dict[int, int] = attrs.field(factory=dict)
+
+    # OPEN until the first failure or close; never goes back.
+    state: ConnectionState = attrs.field(default=ConnectionState.OPEN, init=False)
+    #: Why the connection closed (None while open, or after a clean `aclose()`).
+    close_reason: BaseException | None = attrs.field(default=None, init=False)
+    #: clock time of the last byte written or read (the selector's idle reaper reads it).
+    last_activity: float = attrs.field(default=0.0, init=False)
+    # Requests written and awaiting a response, oldest first. Owned by the writer section
+    # (append) and the reader (popleft); the closer empties it.
+    _in_flight: collections.deque[PendingResponse] = attrs.field(
+        factory=collections.deque, init=False
+    )
+    # Senders waiting for a slot or the lock (for repr and for close diagnostics).
+    _queued: int = attrs.field(default=0, init=False)
+    _slots: trio.Semaphore = attrs.field(init=False)
+    _write_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+    _next_correlation_id: int = attrs.field(default=0, init=False)
+    # The reader's wait for bytes; its deadline is the earliest request deadline.
+    _receive_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
+    # Cancels the reader when the connection closes.
+    _reader_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
+    _closed_event: trio.Event = attrs.field(factory=trio.Event, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, not {self.max_in_flight}")
+        self._slots = trio.Semaphore(self.max_in_flight)
+        self.last_activity = self.clock.now()
+
+    # -- public surface -------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        return self.state is ConnectionState.OPEN
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    @property
+    def queued(self) -> int:
+        return self._queued
+
+    def start(self, nursery: trio.Nursery) -> None:
+        """Run the reader task in `nursery` (it ends when the connection closes)."""
+        nursery.start_soon(self._reader, name=f"kafka-reader-{self.host}:{self.port}")
+
+    async def wait_closed(self) -> None:
+        await self._closed_event.wait()
+
+    async def send(
+        self,
+        message: Any,
+        *,
+        version: int | None = None,
+        timeout: float | None = None,
+    ) -> PendingResponse:
+        """Write `message` and return its pending response without waiting for it.
+
+        Returns once the request is on the wire (or its write failed: the pending then
+        holds the error), so calls made one after another are answered in that order.
+        Raises `BrokerConnectionError` (retriable: nothing was written) if the connection
+        is closed, or closes while this call waits for an in-flight slot or the lock.
+        """
+        request_class = type(message)
+        if version is None:
+            version = self.api_versions.get(request_class.API_KEY, request_class.MAX_VERSION)
+        timeout = self.request_timeout if timeout is None else timeout
+        self._check_open()
+        self._queued += 1
+        still_queued = True
+        registered = False
+        try:
+            await self._slots.acquire()
+            try:
+                async with self._write_lock:
+                    self._check_open()
+                    self._queued -= 1
+                    still_queued = False
+                    # Nothing was written up to here: failures so far are retriable. From
+                    # the registration on the request may reach the broker: ambiguous.
+                    pending, frame = self._register(message, request_class, version, timeout)
+                    registered = True
+                    await self._write(frame, pending)
+            except BaseException:
+                if not registered:
+                    self._slots.release()
+                raise
+        finally:
+            if still_queued:
+                self._queued -= 1
+        return pending
+
+    async def request(
+        self,
+        message: Any,
+        *,
+        version: int | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Send `message` and wait for its response (None for a Produce with acks=0)."""
+        pending = await self.send(message, version=version, timeout=timeout)
+        return await pending.wait()
+
+    async def aclose(self) -> None:
+        """Close: requests in flight fail with ConnectionLostError, waiting senders with
+        BrokerConnectionError."""
+        await self._close(None)
+
+    def __repr__(self) -> str:
+        node = f"node {self.node_id}" if self.node_id >= 0 else f"bootstrap {self.node_id}"
+        return (
+            f"<BrokerConnection [{node} {self.host}:{self.port}, {self.state.value}, "
+            f"in-flight {len(self._in_flight)}/{self.max_in_flight}, queued {self._queued}]>"
+        )
+
+    # -- the writer critical section --------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.state is not ConnectionState.OPEN:
+            error = BrokerConnectionError(
+                f"connection to {self.host}:{self.port} is closed; the request was not sent"
+            )
+            error.__cause__ = self.close_reason
+            raise error
+
+    def _register(
+        self, message: Any, request_class: type[Any], version: int, timeout: float
+    ) -> tuple[PendingResponse, bytes]:
+        """Assign the correlation id, encode, and queue the request (under the lock)."""
+        correlation_id = self._next_correlation_id
+        frame = encode_request(
+            message, version=version, correlation_id=correlation_id, client_id=self.client_id
+        )
+        # Correlation ids are int32 on the wire; wrap within the non-negative range.
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        deadline = self.clock.now() + timeout if timeout != math.inf else math.inf
+        pending = PendingResponse(
+            api_key=request_class.API_KEY,
+            version=version,
+            correlation_id=correlation_id,
+            deadline=deadline,
+            request_class=request_class,
+            expects_response=expects_response(message),
+        )
+        if pending.expects_response:
+            self._in_flight.append(pending)
+            if self._receive_scope is not None and deadline < self._receive_scope.deadline:
+                self._receive_scope.deadline = deadline
+        return pending, frame
+
+    async def _write(self, frame: bytes, pending: PendingResponse) -> None:
+        failure: BaseException | None = None
+        # Shielded: a caller cancelled mid-write would leave half a frame on the stream and
+        # break every other request; bounded by the request's own deadline instead.
+        with trio.CancelScope(shield=True, deadline=pending.deadline) as scope:
+            try:
+                await self.stream.send_all(frame)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                failure = exc
+        if scope.cancelled_caught:
+            timeout = self._timeout_error(pending, "writing it")
+            self._resolve(pending, error=timeout)
+            await self._close(timeout)
+        elif failure is not None:
+            lost = self._lost_error(pending, f"failed while writing it ({failure!r})")
+            lost.__cause__ = failure
+            self._resolve(pending, error=lost)
+            await self._close(failure)
+        else:
+            self.last_activity = self.clock.now()
+            if not pending.expects_response:
+                self._resolve(pending, response=None)
+
+    # -- the reader task ----------------------------------------------------------------------
+
+    async def _reader(self) -> None:
+        splitter = FrameSplitter(max_frame_size=self.max_frame_size)
+        with self._reader_scope:
+            try:
+                while True:
+                    with trio.CancelScope(deadline=self._earliest_deadline()) as scope:
+                        self._receive_scope = scope
+                        data = await self.stream.receive_some(_RECEIVE_SIZE)
+                    self._receive_scope = None
+                    if scope.cancelled_caught:
+                        await self._expire()
+                        return
+                    if not data:
+                        await self._close(
+                            ConnectionLostError(f"{self.host}:{self.port} closed the connection")
+                        )
+                        return
+                    self.last_activity = self.clock.now()
+                    for frame in splitter.feed(data):
+                        self._dispatch(frame)
+            except ProtocolError as exc:
+                await self._close(exc)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                await self._close(exc)
+
+    def _earliest_deadline(self) -> float:
+        return min((p.deadline for p in self._in_flight if not p.done()), default=math.inf)
+
+    async def _expire(self) -> None:
+        now = self.clock.now()
+        expired = [p for p in self._in_flight if not p.done() and p.deadline <= now]
+        if not expired and self._in_flight:
+            # The deadline fired on trio's clock; a custom clock may lag it by rounding.
+            expired = [self._in_flight[0]]
+        first: KafkaError | None = None
+        for pending in expired:
+            error = self._timeout_error(pending, "waiting for its response")
+            first = first or error
+            self._resolve(pending, error=error)
+        await self._close(first)
+
+    def _dispatch(self, frame: bytes) -> None:
+        if len(frame) < 4:
+            raise ProtocolError(
+                f"response frame of {len(frame)} bytes from {self.host}:{self.port} is too "
+                "short to hold a correlation id"
+            )
+        (correlation_id,) = _INT32.unpack_from(frame, 0)
+        if not self._in_flight:
+            raise ProtocolError(
+                f"response with correlation id {correlation_id} from {self.host}:{self.port} "
+                "but no request is in flight"
+            )
+        pending = self._in_flight[0]
+        if correlation_id != pending.correlation_id:
+            raise ProtocolError(
+                f"response correlation id {correlation_id} from {self.host}:{self.port} does "
+                f"not match the oldest request in flight ({pending.request_class.__name__} "
+                f"v{pending.version}, correlation id {pending.correlation_id}): the stream "
+                "is out of order or garbled"
+            )
+        self._in_flight.popleft()
+        version = pending.version
+        if (
+            pending.api_key == _API_VERSIONS_KEY
+            and version > 0
+            and len(frame) >= 6
+            and _INT16.unpack_from(frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION
+        ):
+            # KIP-511: a broker that does not know our ApiVersions version answers at v0,
+            # with its own range for ApiVersions, so the client can retry.
+            version = 0
+        try:
+            _, response = decode_response(pending.request_class, version, frame)
+        except ProtocolError as exc:
+            lost = self._lost_error(
+                pending, f"answered with a response that does not decode ({exc})"
+            )
+            lost.__cause__ = exc
+            self._resolve(pending, error=lost)
+            raise
+        self._resolve(pending, response=response)
+
+    # -- completion and closing ---------------------------------------------------------------
+
+    def _resolve(
+        self,
+        pending: PendingResponse,
+        *,
+        response: Any = None,
+        error: BaseException | None = None,
+    ) -> None:
+        """Complete `pending` once and give its in-flight slot back."""
+        if pending.done():
+            return
+        if error is not None:
+            pending._set_error(error)
+        else:
+            pending._set_response(response)
+        self._slots.release()
+
+    def _timeout_error(self, pending: PendingResponse, doing: str) -> RequestTimeoutError:
+        return RequestTimeoutError(
+            f"{pending.request_class.__name__} v{pending.version} (correlation id "
+            f"{pending.correlation_id}) to {self.host}:{self.port} timed out {doing}: the "
+            "broker may have processed it; the connection is closed"
+        )
+
+    def _lost_error(self, pending: PendingResponse, what: str) -> ConnectionLostError:
+        return ConnectionLostError(
+            f"connection to {self.host}:{self.port} {what} with "
+            f"{pending.request_class.__name__} v{pending.version} (correlation id "
+            f"{pending.correlation_id}) in flight: the broker may have processed it"
+        )
+
+    async def _close(self, reason: BaseException | None) -> None:
+        if self.state is ConnectionState.CLOSED:
+            return
+        self.state = ConnectionState.CLOSED
+        self.close_reason = reason
+        lost, self._in_flight = self._in_flight, collections.deque()
+        what = "closed" if reason is None else f"was lost ({reason})"
+        for pending in lost:
+            error = self._lost_error(pending, what)
+            error.__cause__ = reason
+            self._resolve(pending, error=error)
+        self._reader_scope.cancel()
+        self._closed_event.set()
+        # Closing a broken stream may complain; there is nothing left to save on it.
+        with contextlib.suppress(
+            trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError, OSError
+        ):
+            await trio.aclose_forcefully(self.stream)
+
+
+@contextlib.asynccontextmanager
+async def open_connection(
+    stream: trio.abc.Stream, host: str, port: int, **options: Any
+) -> AsyncIterator[BrokerConnection]:
+    """A connection over `stream` with its reader running; closed on exit."""
+    async with trio.open_nursery() as nursery:
+        connection = BrokerConnection(stream, host, port, **options)
+        connection.start(nursery)
+        try:
+            yield connection
+        finally:
+            await connection.aclose()

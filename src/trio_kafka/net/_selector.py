@@ -1,0 +1,568 @@
+"""The shared selector: every broker connection of a process, in one object.
+
+Theory of operation
+-------------------
+Any number of producers share one `KafkaSelector` (the "KafkaSelector" of the producer
+API proposal in the seeds). It owns, per node, at most one `BrokerConnection`, and the
+cluster metadata that says which node is where.
+
+- Nodes: bootstrap servers are pseudo-nodes with ids -1, -2, ...; real node ids come from
+  Metadata responses. A node's connection is opened lazily, on the first `connection()`
+  for it; concurrent callers share one attempt. An attempt connects through the injected
+  `Transport` (bounded by `connection_setup_timeout`), negotiates versions with
+  ApiVersions and authenticates with SASL when configured; only then is the connection
+  handed out.
+- Backoff: a failed attempt, or a connection that drops, makes the node wait
+  `reconnect_backoff * 2**failures` (jittered from the injected rng, capped at
+  `reconnect_backoff_max`) before the next attempt; a successful setup resets the count.
+- Metadata: `refresh_metadata()` asks a least-loaded node (an open connection with the
+  fewest requests in flight, else a node not backing off) for the topics of interest.
+  Concurrent refreshes share one request when it covers their topics. A background task
+  refreshes once the snapshot is `metadata_max_age` old. If every node fails, the error
+  names every address tried and the last OS error.
+- Idle reaping: a background task closes connections with nothing in flight and no
+  traffic for `connections_max_idle`.
+
+The background tasks and the connections' reader tasks run in a nursery of the selector's
+own, started inside the nursery the caller gives to `start()` (`open_selector()` does both);
+`aclose()` closes every connection and ends them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import ssl
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+import attrs
+import trio
+
+from trio_kafka.errors import (
+    AuthenticationError,
+    BrokerConnectionError,
+    KafkaError,
+    UnknownTopicError,
+    error_info,
+)
+from trio_kafka.net._backoff import ExponentialBackoff
+from trio_kafka.net._clock import Clock, TrioClock, default_rng
+from trio_kafka.net._config import SelectorConfig
+from trio_kafka.net._connection import BrokerConnection, PendingResponse
+from trio_kafka.net._metadata import ClusterMetadata, TopicMetadata
+from trio_kafka.net._sasl import authenticate
+from trio_kafka.net._transport import TcpTransport, Transport
+from trio_kafka.net._versions import ApiVersionsInfo, negotiate
+from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+
+
+@attrs.define(eq=False)
+class _Attempt:
+    """One connection attempt; everyone waiting for the node waits for it."""
+
+    done: trio.Event = attrs.field(factory=trio.Event)
+    connection: BrokerConnection | None = None
+    error: BaseException | None = None
+
+
+@attrs.define(eq=False)
+class _Node:
+    node_id: int
+    host: str
+    port: int
+    #: The open (negotiated, authenticated) connection, None when there is none.
+    connection: BrokerConnection | None = None
+    info: ApiVersionsInfo | None = None
+    #: The attempt in progress, None when none is.
+    attempt: _Attempt | None = None
+    #: Consecutive failed attempts (and drops) since the last successful setup.
+    failures: int = 0
+    #: Clock time before which no new attempt starts.
+    retry_at: float = -math.inf
+    last_error: BaseException | None = None
+    # Connections we closed on purpose (idle, address change): no backoff for them.
+    deliberate: set[int] = attrs.field(factory=set)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def ready(self) -> bool:
+        return self.connection is not None and self.connection.is_open
+
+
+@attrs.define(eq=False)
+class _Refresh:
+    """One Metadata request in progress; `topics` None means every topic."""
+
+    topics: frozenset[str] | None
+    done: trio.Event = attrs.field(factory=trio.Event)
+    error: BaseException | None = None
+
+
+@attrs.define(eq=False)
+class KafkaSelector:
+    """Owns every broker connection of a process. Build it, then `await start(nursery)`
+    (or use `open_selector()`)."""
+
+    config: SelectorConfig
+    transport: Transport = attrs.field(factory=TcpTransport)
+    clock: Clock = attrs.field(factory=TrioClock)
+    rng: random.Random = attrs.field(factory=lambda: default_rng(None))
+
+    #: The latest metadata snapshot (replaced whole on each refresh).
+    metadata: ClusterMetadata = attrs.field(factory=ClusterMetadata, init=False)
+    # Node id -> node; bootstrap pseudo-nodes have negative ids. Insertion-ordered dict
+    # (never a set) so iteration order, and thus a simulated run, is deterministic.
+    _nodes: dict[int, _Node] = attrs.field(factory=dict, init=False)
+    # Topics whose metadata we keep (a dict used as an ordered set).
+    _interest: dict[str, None] = attrs.field(factory=dict, init=False)
+    _refresh: _Refresh | None = attrs.field(default=None, init=False)
+    _last_refresh_attempt: float = attrs.field(default=-math.inf, init=False)
+    # Consecutive failed refreshes (spaces the age task's retries).
+    _refresh_failures: int = attrs.field(default=0, init=False)
+    _backoff: ExponentialBackoff = attrs.field(init=False)
+    _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
+    _closed: bool = attrs.field(default=False, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._backoff = ExponentialBackoff(
+            self.config.reconnect_backoff, self.config.reconnect_backoff_max
+        )
+        for index, (host, port) in enumerate(self.config.bootstrap_servers):
+            node_id = -1 - index
+            self._nodes[node_id] = _Node(node_id, host, port)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        """Start the background tasks in a nursery of ours inside `nursery`."""
+        await nursery.start(self._serve)
+
+    async def _serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._reap_idle, name="kafka-idle-reaper")
+            nursery.start_soon(self._refresh_when_old, name="kafka-metadata-age")
+            task_status.started()
+
+    async def aclose(self) -> None:
+        """Close every connection and stop the background tasks."""
+        self._closed = True
+        for node in list(self._nodes.values()):
+            if node.connection is not None:
+                node.deliberate.add(id(node.connection))
+                await node.connection.aclose()
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+
+    # -- connections ----------------------------------------------------------------------------
+
+    @property
+    def node_ids(self) -> list[int]:
+        return list(self._nodes)
+
+    def node_address(self, node_id: int) -> str:
+        return self._node(node_id).address
+
+    def api_versions(self, node_id: int) -> ApiVersionsInfo | None:
+        """What the node said in ApiVersions on its current (or last) connection."""
+        return self._node(node_id).info
+
+    async def connection(self, node_id: int) -> BrokerConnection:
+        """The node's open connection, opening it (after any backoff) if needed.
+
+        Raises `BrokerConnectionError` (retriable) when the attempt fails and
+        `AuthenticationError` when the broker refuses our credentials or certificate.
+        """
+        node = self._node(node_id)
+        while True:
+            if self._closed:
+                raise BrokerConnectionError("the selector is closed")
+            if node.connection is not None and node.connection.is_open:
+                return node.connection
+            attempt = node.attempt
+            if attempt is None:
+                attempt = node.attempt = _Attempt()
+                self._service_nursery().start_soon(self._connect, node, attempt)
+            await attempt.done.wait()
+            if attempt.error is not None:
+                raise attempt.error
+            # Success; loop to hand out the connection (or retry if it already dropped).
+
+    async def send(
+        self,
+        node_id: int,
+        message: Any,
+        *,
+        version: int | None = None,
+        timeout: float | None = None,
+    ) -> PendingResponse:
+        """Write `message` to the node; the response is awaited later (pipelining)."""
+        connection = await self.connection(node_id)
+        return await connection.send(message, version=version, timeout=timeout)
+
+    async def request(
+        self,
+        node_id: int,
+        message: Any,
+        *,
+        version: int | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Send `message` to the node and wait for its response."""
+        connection = await self.connection(node_id)
+        return await connection.request(message, version=version, timeout=timeout)
+
+    def least_loaded_node(self) -> int:
+        """A node to ask for cluster-wide things: an open connection with the fewest
+        requests in flight, else the node whose backoff ends first (ties: rng)."""
+        candidates = self._metadata_candidates()
+        return candidates[0].node_id
+
+    async def _connect(self, node: _Node, attempt: _Attempt) -> None:
+        try:
+            connection, info = await self._open(node)
+        except Exception as exc:
+            self._record_failure(node, exc)
+            attempt.error = exc
+            return
+        except BaseException:
+            # Cancelled (the selector is closing): waiters get a plain error, not our
+            # Cancelled, which must only propagate in this task.
+            attempt.error = BrokerConnectionError(
+                f"connecting to node {node.node_id} at {node.address} was cancelled"
+            )
+            raise
+        finally:
+            node.attempt = None
+            attempt.done.set()
+        node.connection, node.info, node.failures = connection, info, 0
+        node.last_error = None
+        attempt.connection = connection
+        self._service_nursery().start_soon(self._watch, node, connection)
+
+    async def _open(self, node: _Node) -> tuple[BrokerConnection, ApiVersionsInfo]:
+        if node.retry_at > self.clock.now():
+            await trio.sleep_until(node.retry_at)
+        where = f"node {node.node_id} at {node.address}"
+        try:
+            with trio.fail_after(self.config.connection_setup_timeout):
+                stream = await self.transport.connect(node.host, node.port)
+        except trio.TooSlowError as exc:
+            raise BrokerConnectionError(
+                f"cannot connect to {where}: no connection within "
+                f"{self.config.connection_setup_timeout} s"
+            ) from exc
+        except (OSError, trio.BrokenResourceError) as exc:
+            cause = exc if isinstance(exc, OSError) else exc.__cause__
+            if isinstance(cause, ssl.SSLCertVerificationError):
+                raise AuthenticationError(
+                    f"TLS certificate of {where} failed verification: {cause.verify_message}"
+                ) from exc
+            raise BrokerConnectionError(f"cannot connect to {where}: {cause or exc!r}") from exc
+        connection = BrokerConnection(
+            stream,
+            node.host,
+            node.port,
+            node_id=node.node_id,
+            client_id=self.config.client_id,
+            clock=self.clock,
+            max_in_flight=self.config.max_in_flight,
+            request_timeout=self.config.request_timeout,
+            max_frame_size=self.config.max_frame_size,
+        )
+        connection.start(self._service_nursery())
+        try:
+            info = await negotiate(connection)
+            if self.config.sasl is not None:
+                await authenticate(connection, self.config.sasl, self.rng)
+        except AuthenticationError:
+            await connection.aclose()
+            raise
+        except KafkaError as exc:
+            await connection.aclose()
+            raise BrokerConnectionError(
+                f"setting up the connection to {where} failed: {exc}"
+            ) from exc
+        except BaseException:
+            await connection.aclose()
+            raise
+        return connection, info
+
+    def _record_failure(self, node: _Node, error: BaseException | None) -> None:
+        node.retry_at = self.clock.now() + self._backoff.backoff(node.failures, self.rng)
+        node.failures += 1
+        if error is not None:
+            node.last_error = error
+
+    async def _watch(self, node: _Node, connection: BrokerConnection) -> None:
+        await connection.wait_closed()
+        if node.connection is connection:
+            node.connection = None
+        if id(connection) in node.deliberate:
+            node.deliberate.discard(id(connection))
+        else:
+            self._record_failure(node, connection.close_reason)
+
+    def _node(self, node_id: int) -> _Node:
+        try:
+            return self._nodes[node_id]
+        except KeyError:
+            raise KeyError(
+                f"unknown node {node_id}; known: {sorted(self._nodes)} (refresh the metadata?)"
+            ) from None
+
+    def _service_nursery(self) -> trio.Nursery:
+        if self._nursery is None:
+            raise RuntimeError("the selector is not started: use open_selector() or start()")
+        return self._nursery
+
+    # -- metadata -------------------------------------------------------------------------------
+
+    @property
+    def topics_of_interest(self) -> list[str]:
+        return list(self._interest)
+
+    async def refresh_metadata(self, topics: Iterable[str] = ()) -> ClusterMetadata:
+        """Fetch fresh metadata for the topics of interest plus `topics` (which join the
+        interest set). Shares a request already in progress that covers them."""
+        wanted = list(topics)
+        for topic in wanted:
+            self._interest.setdefault(topic)
+        while True:
+            refresh = self._refresh
+            if refresh is None:
+                refresh = self._refresh = _Refresh(frozenset(self._interest))
+                self._service_nursery().start_soon(self._run_refresh, refresh)
+                break
+            if refresh.topics is None or refresh.topics.issuperset(wanted):
+                break
+            await refresh.done.wait()
+        await refresh.done.wait()
+        if refresh.error is not None:
+            raise refresh.error
+        return self.metadata
+
+    async def wait_for_topic(self, topic: str, *, timeout: float | None = None) -> TopicMetadata:
+        """The topic's metadata, refreshing until it has partitions; after `timeout`
+        (default `max_block`) raises `UnknownTopicError`."""
+        timeout = self.config.max_block if timeout is None else timeout
+        deadline = self.clock.now() + timeout
+        retry = ExponentialBackoff(self.config.retry_backoff, self.config.retry_backoff_max)
+        attempts = 0
+        last_error: BaseException | None = None
+        found = self.metadata.topic(topic)
+        while found is None or not found.is_usable:
+            with trio.move_on_at(deadline):
+                try:
+                    await self.refresh_metadata([topic])
+                except BrokerConnectionError as exc:
+                    last_error = exc
+                found = self.metadata.topic(topic)
+                if found is not None and found.is_usable:
+                    break
+                await trio.sleep(retry.backoff(attempts, self.rng))
+                attempts += 1
+            if self.clock.now() >= deadline:
+                raise UnknownTopicError(
+                    self._unknown_topic_message(topic, timeout, found, last_error), topic=topic
+                )
+        return found
+
+    def _unknown_topic_message(
+        self,
+        topic: str,
+        timeout: float,
+        found: TopicMetadata | None,
+        last_error: BaseException | None,
+    ) -> str:
+        if found is not None and found.error_code:
+            why = f"the brokers answer {error_info(found.error_code).name} for it"
+        elif found is not None:
+            why = "it has no partitions yet"
+        elif last_error is not None:
+            why = f"no broker answered: {last_error}"
+        else:
+            why = "the brokers do not know it"
+        return (
+            f"topic {topic!r} is not in the metadata after {timeout} s ({why}). Create it "
+            "(CreateTopics, `kafka-topics.sh --create`), enable auto-creation on the broker, "
+            "or check the topic name and the client's ACLs"
+        )
+
+    async def _run_refresh(self, refresh: _Refresh) -> None:
+        self._last_refresh_attempt = self.clock.now()
+        try:
+            await self._fetch_metadata(refresh.topics)
+        except Exception as exc:
+            refresh.error = exc
+            self._refresh_failures += 1
+        else:
+            self._refresh_failures = 0
+        finally:
+            self._refresh = None
+            refresh.done.set()
+
+    async def _fetch_metadata(self, topics: frozenset[str] | None) -> None:
+        tried: list[str] = []
+        last_error: BaseException | None = None
+        for node in self._metadata_candidates():
+            tried.append(node.address)
+            try:
+                connection = await self.connection(node.node_id)
+                request = MetadataRequest(
+                    topics=None
+                    if topics is None
+                    else [MetadataRequestTopic(name=t) for t in sorted(topics)],
+                    allow_auto_topic_creation=self.config.allow_auto_create_topics,
+                )
+                response = await connection.request(request)
+            except AuthenticationError:
+                raise
+            except KafkaError as exc:
+                last_error = exc
+                continue
+            self._apply_metadata(response, topics)
+            return
+        root = last_error
+        while root is not None and root.__cause__ is not None:
+            root = root.__cause__
+        raise BrokerConnectionError(
+            f"no broker answered Metadata; tried {', '.join(tried)}; last error: "
+            f"{last_error} (cause: {root!r})"
+        ) from last_error
+
+    def _apply_metadata(self, response: Any, topics: frozenset[str] | None) -> None:
+        self.metadata = self.metadata.with_response(
+            response, now=self.clock.now(), requested=topics
+        )
+        for broker in self.metadata.brokers.values():
+            node = self._nodes.get(broker.node_id)
+            if node is None:
+                self._nodes[broker.node_id] = _Node(broker.node_id, broker.host, broker.port)
+            elif (node.host, node.port) != (broker.host, broker.port):
+                # The broker moved: the old connection talks to someone else now.
+                old = node.connection
+                node.host, node.port, node.failures, node.retry_at = (
+                    broker.host,
+                    broker.port,
+                    0,
+                    -math.inf,
+                )
+                if old is not None:
+                    node.deliberate.add(id(old))
+                    node.connection = None
+                    self._service_nursery().start_soon(old.aclose)
+
+    def _metadata_candidates(self) -> list[_Node]:
+        """Nodes in the order to ask: open connections by load, then the rest by when
+        their backoff ends. Metadata brokers come before bootstrap pseudo-nodes, which
+        stay as the fallback (re-bootstrap) when every known broker fails."""
+        nodes = list(self._nodes.values())
+        offset = self.rng.randrange(len(nodes)) if nodes else 0
+        nodes = nodes[offset:] + nodes[:offset]  # spread load; rng keeps it deterministic
+
+        now = self.clock.now()
+
+        def key(node: _Node) -> tuple[int, int, float]:
+            bootstrap = 1 if node.node_id < 0 and self.metadata.brokers else 0
+            if node.connection is not None and node.connection.is_open:
+                return (bootstrap, 0, float(node.connection.in_flight))
+            return (bootstrap, 1, max(node.retry_at, now))
+
+        return sorted(nodes, key=key)
+
+    def request_refresh(self) -> None:
+        """Start a metadata refresh in the background (shared with any in progress) and
+        return at once: what the producer calls when an error `invalidates_metadata`."""
+        self._service_nursery().start_soon(self._refresh_quietly)
+
+    async def _refresh_quietly(self) -> None:
+        with contextlib.suppress(KafkaError):
+            await self.refresh_metadata()
+
+    async def _refresh_when_old(self) -> None:
+        retry = ExponentialBackoff(self.config.retry_backoff, self.config.retry_backoff_max)
+        while True:
+            updated = self.metadata.updated_at
+            now = self.clock.now()
+            if updated is not None and self._refresh_failures == 0:
+                due = updated + self.config.metadata_max_age
+            elif self._refresh_failures:
+                due = self._last_refresh_attempt + retry.backoff(
+                    self._refresh_failures - 1, self.rng
+                )
+            else:
+                due = now + self.config.metadata_max_age  # nothing asked for yet
+            await trio.sleep_until(due)
+            if updated is not None and self.metadata.updated_at != updated:
+                continue  # someone else refreshed meanwhile
+            if self._interest or self.metadata.updated_at is not None:
+                await self._refresh_quietly()
+
+        # -- idle connections -----------------------------------------------------------------------
+
+    async def _reap_idle(self) -> None:
+        idle = self.config.connections_max_idle
+        while True:
+            now = self.clock.now()
+            wake = now + idle
+            for node in list(self._nodes.values()):
+                connection = node.connection
+                if connection is None or not connection.is_open:
+                    continue
+                if connection.in_flight or connection.queued:
+                    continue
+                due = connection.last_activity + idle
+                if due <= now:
+                    node.deliberate.add(id(connection))
+                    node.connection = None
+                    await connection.aclose()
+                else:
+                    wake = min(wake, due)
+            await trio.sleep_until(wake)
+
+    def __repr__(self) -> str:
+        now = self.clock.now() if self._nursery is not None else 0.0
+        ready = sum(1 for n in self._nodes.values() if n.ready)
+        connecting = sum(1 for n in self._nodes.values() if n.attempt is not None)
+        backing_off = sum(
+            1
+            for n in self._nodes.values()
+            if not n.ready and n.attempt is None and n.retry_at > now
+        )
+        state = "CLOSED" if self._closed else "OPEN"
+        return (
+            f"<KafkaSelector [{state}, nodes {len(self._nodes)}: ready {ready}, connecting "
+            f"{connecting}, backing off {backing_off}; metadata: "
+            f"{len(self.metadata.brokers)} brokers, {len(self.metadata.topics)} topics]>"
+        )
+
+
+@contextlib.asynccontextmanager
+async def open_selector(
+    bootstrap_servers: str | Iterable[str],
+    *,
+    transport: Transport | None = None,
+    clock: Clock | None = None,
+    rng: random.Random | None = None,
+    **options: Any,
+) -> AsyncIterator[KafkaSelector]:
+    """A started selector, closed on exit. `options` are `SelectorConfig` fields."""
+    config = SelectorConfig(bootstrap_servers=bootstrap_servers, **options)
+    selector = KafkaSelector(
+        config,
+        transport=transport if transport is not None else TcpTransport(),
+        clock=clock if clock is not None else TrioClock(),
+        rng=default_rng(rng),
+    )
+    async with trio.open_nursery() as nursery:
+        await selector.start(nursery)
+        try:
+            yield selector
+        finally:
+            await selector.aclose()
