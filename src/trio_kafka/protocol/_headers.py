@@ -24,7 +24,7 @@ class RequestHeader(Message):
     api_key: int = field(INT16)  # RequestApiKey
     api_version: int = field(INT16)  # RequestApiVersion
     correlation_id: int = field(INT32)
-    client_id: str | None = field(STRING, "1+", nullable="1+", flexible="none", default=None)
+    client_id: str | None = field(STRING, "1+", nullable="1+", flexible="none")
 
 
 @attrs.frozen
