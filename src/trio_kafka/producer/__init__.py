@@ -1,1 +1,122 @@
-"""See docs/design.md for what this layer does and may import."""
+"""The sans-IO producer core: records, outcomes, partitioners, accumulator, sequencing.
+
+Nothing here does I/O, reads a clock or draws its own randomness: time comes in as
+`now` (float seconds, any monotonic clock), randomness from an injected object with
+`random()` and `randrange(n)` (the shell passes a seeded `random.Random`).
+
+The driver's recipe (what `client/` builds on top)
+---------------------------------------------------
+
+    core = ProducerCore(config, rng, wall_offset=time.time() - trio.current_time())
+    core.update_metadata(ClusterView.from_leaders({"t": [1, 2, 1]}))  # every Metadata
+
+send(topic, value, key=None, headers=None, partition=None, timestamp_ms=None):
+
+    handle = core.append(topic, value, key, headers, partition, timestamp_ms, now)
+    # None: buffer_memory is full. BLOCK: wait (up to max_block) until a call below
+    #   reports `completed` > 0 and append again; DROP: fail with BufferFullError.
+    # UnknownTopicError: fetch metadata for the topic (up to max_block), append again.
+    # RecordTooLargeError / InvalidPartitionError: raise to the caller.
+    # `core.append_many(topic, values, now)` -> (handles, taken) for bulk loads.
+    # `await handle`: register `handle.batch.add_done_hook(lambda b: event.set())`.
+
+the sender loop (Java's runOnce, one pass):
+
+    if core.fatal_error: core.fail_all(core.fatal_error); close.
+    if core.needs_producer_id: InitProducerId -> core.set_producer_id(pid, epoch, now)
+    if core.epoch_bump_due: InitProducerId(producer_id=current, epoch=current) when the
+        broker supports KIP-360 -> core.set_producer_id(...), else
+        core.bump_epoch_locally(now)
+    core.expire(now)
+    nodes, delay, unknown = core.ready(now)   # refresh metadata for `unknown` topics
+    for node, batches in core.drain(now, connected(nodes)).items():
+        send ProduceRequest(acks, request_timeout, transactional_id,
+                            topic_data=core.produce_data(batches))
+        on response: settled = core.handle_response(node, batches,
+                          {(topic, partition): partition_response, ...} or None if acks=0,
+                          now)
+        on connection lost / request timeout:
+                     settled = core.handle_request_failure(node, batches, error, now)
+        (sent=False when the request never left: nothing can have been written)
+        settled.refresh_metadata -> request a metadata update
+        settled.completed > 0     -> wake senders blocked on buffer room
+    sleep until min(delay, next response, metadata) or a send wakes it.
+
+flush: core.begin_flush(); wait until not core.has_unfinished; core.end_flush().
+close: core.close() (no more lingering), wait for `has_unfinished` to clear within
+close_timeout, then core.fail_all(ProducerClosedError(...)).
+
+A record's fate is its `DeliveryHandle`: `done()`, `outcome` (`Acknowledged`,
+`Failed` -- not written --, `Ambiguous` -- may have been written --), `result()`,
+`add_done_callback(fn)`. Completion is per batch: a handle is (batch, index).
+"""
+
+from __future__ import annotations
+
+from trio_kafka.producer._accumulator import ReadyResult, RecordAccumulator
+from trio_kafka.producer._batch import (
+    Acknowledged,
+    Ambiguous,
+    AmbiguousWriteError,
+    BatchState,
+    DeliveryHandle,
+    Failed,
+    Outcome,
+    ProducerBatch,
+    ProducerRecord,
+    Result,
+)
+from trio_kafka.producer._cluster import ClusterView
+from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig
+from trio_kafka.producer._core import (
+    PartitionResponse,
+    PartitionResponseLike,
+    ProducerCore,
+    RecordError,
+    Settled,
+)
+from trio_kafka.producer._errors import (
+    InvalidPartitionError,
+    RecordTooLargeError,
+    UnknownTopicError,
+)
+from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
+from trio_kafka.producer._murmur import murmur2, partition_for_key, to_positive
+from trio_kafka.producer._partitioner import RandomSource, StickyState
+from trio_kafka.producer._sequencer import NoSequencing, Sequencer, SequencingPolicy
+
+__all__ = [
+    "Acknowledged",
+    "Ambiguous",
+    "AmbiguousWriteError",
+    "BatchState",
+    "BufferFullStrategy",
+    "ClusterView",
+    "DeliveryHandle",
+    "Failed",
+    "InvalidPartitionError",
+    "MetricsSnapshot",
+    "NoSequencing",
+    "Outcome",
+    "PartitionResponse",
+    "PartitionResponseLike",
+    "ProducerBatch",
+    "ProducerConfig",
+    "ProducerCore",
+    "ProducerMetrics",
+    "ProducerRecord",
+    "RandomSource",
+    "ReadyResult",
+    "RecordAccumulator",
+    "RecordError",
+    "RecordTooLargeError",
+    "Result",
+    "Sequencer",
+    "SequencingPolicy",
+    "Settled",
+    "StickyState",
+    "UnknownTopicError",
+    "murmur2",
+    "partition_for_key",
+    "to_positive",
+]

@@ -1,0 +1,556 @@
+"""The record accumulator: per-partition batch queues, buffer memory, ready/drain/expire.
+
+Theory of operation. Each partition with unsent data has a queue of batches; the last
+one is open for appends (`_open`). `append` reserves the record's estimated size from
+`buffer_memory` and puts it in the open batch; the common case (an unkeyed record whose
+topic's sticky batch has room) touches four attributes and a list. Everything else
+(keyed, explicit partition, custom partitioner, CAS, a full batch, a partition switch)
+takes `_append_slow`.
+
+`ready(now)` reports the leaders with a sendable batch (full, lingered, backed off
+long enough, or everything when the buffer is exhausted, a flush runs or the
+accumulator closes), the delay until the next batch becomes sendable or expires, and
+the topics with a partition without leader; it also builds the adaptive partitioner's
+load stats. `drain(now, nodes)` takes, per node, at most one batch per partition, round
+robin, up to `max_request_size`, obeying the sequencing policy's ordering rules and
+`max_in_flight` per node and per partition. `expire(now)` removes queued batches past
+`delivery_timeout`. In-flight batches are the core's business until they come back.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from trio_kafka.producer._batch import (
+    BatchState,
+    DeliveryHandle,
+    Headers,
+    ProducerBatch,
+    ProducerRecord,
+)
+from trio_kafka.producer._cluster import ClusterView
+from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig
+from trio_kafka.producer._errors import (
+    InvalidPartitionError,
+    RecordTooLargeError,
+    UnknownTopicError,
+)
+from trio_kafka.producer._murmur import murmur2
+from trio_kafka.producer._partitioner import LeaderChooser, RandomSource, StickyState
+from trio_kafka.producer._sequencer import SequencingPolicy, TopicPartition
+
+# Per-record overhead estimate (length, attributes, deltas, key/value lengths, header
+# count varints): an upper bound for small records, as Java's estimate is.
+RECORD_OVERHEAD = 16
+_INF = float("inf")
+
+
+class ReadyResult(NamedTuple):
+    ready_nodes: set[int]
+    next_check_delay: float
+    unknown_leader_topics: set[str]
+
+
+def _sealed_placeholder() -> ProducerBatch:
+    batch = ProducerBatch("", -1, 0, 0.0)
+    batch.seal()
+    return batch
+
+
+_NO_BATCH = _sealed_placeholder()
+
+
+def headers_size(headers: Headers) -> int:
+    return sum(len(k) + (len(v) if v else 0) + 4 for k, v in headers)
+
+
+class RecordAccumulator:
+    """See the module doc. Owned by `ProducerCore`; the driver calls it through the core."""
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        rng: RandomSource,
+        sequencing: SequencingPolicy,
+        cluster: ClusterView | None = None,
+        wall_offset: float = 0.0,
+    ) -> None:
+        self.config = config
+        self.rng = rng
+        self.sequencing = sequencing
+        self.cluster = cluster if cluster is not None else ClusterView()
+        # Seconds to add to `now` to get Unix time for record timestamps (set by the driver).
+        self.wall_offset = wall_offset
+        self.batch_size = config.batch_size
+        self.linger = config.linger
+        # Partition -> queue of batches (only non-empty queues are kept).
+        self.queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        # Partition -> its open batch (the last of its queue, still taking appends).
+        self._open: dict[TopicPartition, ProducerBatch] = {}
+        self._sticky: dict[str, StickyState] = {}
+        self._leader = (
+            LeaderChooser(config.leader_switch_interval)
+            if config.partitioner == "leader_aware"
+            else None
+        )
+        # Next time the fast path must step aside (leader-aware node switch).
+        self._switch_at = -_INF if self._leader is not None else _INF
+        self._custom = config.partitioner if callable(config.partitioner) else None
+        self._ignore_keys = config.partitioner_ignore_keys
+        # Buffer accounting: bytes held by unfinished batches, and the limit.
+        self.buffer_used = 0
+        self.buffer_limit = (
+            1 << 62
+            if config.buffer_full_strategy is BufferFullStrategy.PARK
+            else config.buffer_memory
+        )
+        # Set when an append found no room; makes everything sendable until room frees.
+        self.exhausted = False
+        self.flushing = 0  # flushes in progress (Java's flushInProgress)
+        self.closed = False
+        # Unfinished sequenced-or-sent batches in flight, per partition and per node.
+        self.partition_in_flight: dict[TopicPartition, int] = {}
+        self.node_in_flight: dict[int, int] = {}
+        # Drain round-robin start per node (so no partition starves).
+        self._drain_index: dict[int, int] = {}
+        # Availability timeout bookkeeping (KIP-794): last time a node had sendable data
+        # and last time we could drain it.
+        self._node_ready_time: dict[int, float] = {}
+        self._node_drain_time: dict[int, float] = {}
+
+    def __repr__(self) -> str:
+        batches = sum(len(q) for q in self.queues.values())
+        return (
+            f"<RecordAccumulator queued_batches={batches} buffer={self.buffer_used}"
+            f"/{self.config.buffer_memory} in_flight={sum(self.node_in_flight.values())}>"
+        )
+
+    # -- append ----------------------------------------------------------------------
+
+    def append(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: Headers | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        now: float = 0.0,
+        expected_offset: int = -1,
+    ) -> DeliveryHandle | None:
+        """Add one record; None when `buffer_memory` has no room for it.
+
+        Raises `UnknownTopicError` (fetch metadata, then append again),
+        `RecordTooLargeError` and `InvalidPartitionError`.
+        """
+        size = RECORD_OVERHEAD
+        if value is not None:
+            size += len(value)
+        if key is not None:
+            size += len(key)
+        if headers:
+            size += headers_size(headers)
+        if self.buffer_used + size > self.buffer_limit:
+            self._no_room(size)
+            return None
+        if partition is None and (key is None or self._ignore_keys) and now < self._switch_at:
+            sticky = self._sticky.get(topic)
+            if sticky is not None:
+                batch: ProducerBatch = sticky.batch  # type: ignore[assignment]
+                if size <= batch.room:
+                    batch.room -= size
+                    sticky.produced += size
+                    self.buffer_used += size
+                    records = batch.records
+                    records.append((now, timestamp_ms, key, value, headers))
+                    return DeliveryHandle(batch, len(records) - 1)
+        return self._append_slow(
+            topic, value, key, headers, partition, timestamp_ms, now, expected_offset, size
+        )
+
+    def append_record(self, record: ProducerRecord, now: float) -> DeliveryHandle | None:
+        return self.append(
+            record.topic,
+            record.value,
+            record.key,
+            record.headers or None,
+            record.partition,
+            record.timestamp,
+            now,
+        )
+
+    def append_many(
+        self, topic: str, values: Iterable[bytes | None], now: float
+    ) -> tuple[list[DeliveryHandle], int]:
+        """Append unkeyed values to `topic` in one call.
+
+        Returns the handles of the records taken and how many were taken: fewer than
+        given when the buffer filled (the driver waits for room and passes the rest).
+        """
+        handles: list[DeliveryHandle] = []
+        add = handles.append
+        limit = self.buffer_limit
+        used = self.buffer_used
+        batch: ProducerBatch = _NO_BATCH
+        sticky = self._sticky.get(topic)
+        for value in values:
+            size = RECORD_OVERHEAD + (len(value) if value is not None else 0)
+            if used + size > limit:
+                self.buffer_used = used
+                self._no_room(size)
+                return handles, len(handles)
+            if size <= batch.room and sticky is not None and sticky.batch is batch:
+                batch.room -= size
+                sticky.produced += size
+                used += size
+                records = batch.records
+                records.append((now, None, None, value, None))
+                add(DeliveryHandle(batch, len(records) - 1))
+                continue
+            self.buffer_used = used
+            handle = self._append_slow(topic, value, None, None, None, None, now, -1, size)
+            add(handle)
+            used = self.buffer_used
+            batch = handle.batch
+            sticky = self._sticky.get(topic)
+        self.buffer_used = used
+        return handles, len(handles)
+
+    def _no_room(self, size: int) -> None:
+        """Mark the buffer exhausted (everything becomes sendable); raise if it never fits."""
+        if size > self.config.buffer_memory:
+            raise RecordTooLargeError(
+                f"a record of {size} bytes is larger than buffer_memory={self.config.buffer_memory}"
+            )
+        self.exhausted = True
+
+    def _append_slow(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: Headers | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+        now: float,
+        expected_offset: int,
+        size: int,
+    ) -> DeliveryHandle:
+        cluster = self.cluster
+        if size > self.config.max_request_size:
+            raise RecordTooLargeError(
+                f"a record of {size} bytes is larger than max_request_size="
+                f"{self.config.max_request_size}"
+            )
+        count = cluster.num_partitions(topic)
+        if count == 0:
+            raise UnknownTopicError(topic)
+        sticky: StickyState | None = None
+        if partition is not None:
+            if not 0 <= partition < count:
+                raise InvalidPartitionError(
+                    f"partition {partition} of topic {topic!r} does not exist: it has {count}"
+                )
+        elif self._custom is not None:
+            record = ProducerRecord(topic, value, key, headers or (), None, timestamp_ms)
+            partition = self._custom(record, cluster)
+            if not 0 <= partition < count:
+                raise InvalidPartitionError(
+                    f"the custom partitioner chose partition {partition} of topic {topic!r},"
+                    f" which has {count}"
+                )
+        elif key is not None and not self._ignore_keys:
+            partition = (murmur2(key) & 0x7FFFFFFF) % count
+        else:
+            if now >= self._switch_at:
+                self._switch_leader(now)
+            sticky = self._sticky.get(topic)
+            if sticky is None:
+                sticky = self._sticky[topic] = StickyState()
+            partition = self._sticky_partition(topic, sticky, size)
+        tp = (topic, partition)
+        batch = self._open.get(tp)
+        if (
+            batch is None
+            or size > batch.room
+            or (
+                expected_offset >= 0
+                and batch.expected_offset + len(batch.records) != expected_offset
+            )
+            or (expected_offset < 0 and batch.expected_offset >= 0)
+        ):
+            if batch is not None:
+                batch.seal()
+            batch = ProducerBatch(
+                topic,
+                partition,
+                max(self.batch_size, size),
+                now,
+                self.wall_offset,
+                expected_offset,
+            )
+            self._open[tp] = batch
+            queue = self.queues.get(tp)
+            if queue is None:
+                queue = self.queues[tp] = deque()
+            queue.append(batch)
+        batch.room -= size
+        self.buffer_used += size
+        if sticky is not None:
+            sticky.produced += size
+            sticky.batch = batch if expected_offset < 0 else _NO_BATCH
+        records = batch.records
+        records.append((now, timestamp_ms, key, value, headers))
+        return DeliveryHandle(batch, len(records) - 1)
+
+    def _sticky_partition(self, topic: str, sticky: StickyState, size: int) -> int:
+        """Java's sticky switch: after a batch's worth of bytes, once that batch is full
+        (or after twice a batch's worth regardless)."""
+        partition = sticky.partition
+        if partition >= 0:
+            open_batch = self._open.get((topic, partition))
+            full = open_batch is None or size > open_batch.room
+            produced = sticky.produced
+            if not (produced >= self.batch_size and full) and produced < 2 * self.batch_size:
+                return partition
+        node = self._leader.node if self._leader is not None else None
+        partition = sticky.next_partition(topic, self.cluster, self.rng, node)
+        sticky.partition = partition
+        sticky.produced = 0
+        sticky.batch = _NO_BATCH
+        return partition
+
+    def _switch_leader(self, now: float) -> None:
+        assert self._leader is not None
+        self._leader.choose(self.cluster, self.rng, now)
+        self._switch_at = self._leader.switch_at
+        for sticky in self._sticky.values():
+            sticky.partition = -1
+            sticky.batch = _NO_BATCH
+
+    @property
+    def leader_node(self) -> int | None:
+        """The leader-aware partitioner's current node (None for other partitioners)."""
+        return self._leader.node if self._leader is not None else None
+
+    def update_cluster(self, cluster: ClusterView) -> None:
+        """New metadata: forget sticky choices whose partition lost its leader."""
+        self.cluster = cluster
+        for topic, sticky in self._sticky.items():
+            if sticky.partition >= 0 and cluster.leader(topic, sticky.partition) < 0:
+                sticky.partition = -1
+                sticky.batch = _NO_BATCH
+        if self._leader is not None and self._leader.node not in cluster.nodes:
+            self._switch_at = -_INF  # pick another node at the next append
+
+    # -- ready / drain ---------------------------------------------------------------
+
+    def ready(self, now: float) -> ReadyResult:
+        """Leaders with sendable data, the delay until the next check, leaderless topics."""
+        cluster = self.cluster
+        ready_nodes: set[int] = set()
+        unknown: set[str] = set()
+        delay = _INF
+        linger = self.linger
+        max_in_flight = self.config.max_in_flight
+        delivery_timeout = self.config.delivery_timeout
+        send_all = self.exhausted or self.flushing > 0 or self.closed
+        partition_in_flight = self.partition_in_flight
+        self.sequencing.resolve_sequences()
+        for tp, queue in self.queues.items():
+            batch = queue[0]
+            leader = cluster.leader(*tp)
+            expire_in = batch.created + delivery_timeout - now
+            if expire_in < delay:
+                delay = max(expire_in, 0.0)
+            if leader < 0:
+                unknown.add(tp[0])
+                continue
+            if leader in ready_nodes:
+                continue
+            if partition_in_flight.get(tp, 0) >= max_in_flight:
+                continue  # waits for a response, not for time
+            if batch.attempts:
+                wait = batch.retry_at - now
+                if wait > 0:
+                    delay = min(delay, wait)
+                    continue
+                sendable = True
+            else:
+                wait = batch.created + linger - now
+                sendable = send_all or wait <= 0 or len(queue) > 1 or batch.room <= 0
+            if not sendable:
+                delay = min(delay, wait)
+                continue
+            if self.sequencing.drain_blocked(batch):
+                continue  # waits for responses or an epoch bump
+            self._node_ready_time[leader] = now
+            if self.node_in_flight.get(leader, 0) < max_in_flight:
+                ready_nodes.add(leader)
+        if self.config.partitioner_adaptive and self._sticky:
+            self._update_load_stats(now)
+        return ReadyResult(ready_nodes, delay, unknown)
+
+    def _update_load_stats(self, now: float) -> None:
+        cluster = self.cluster
+        timeout = self.config.partitioner_availability_timeout
+        unavailable: set[int] = set()
+        if timeout > 0:
+            for node, ready_time in self._node_ready_time.items():
+                if ready_time - self._node_drain_time.get(node, ready_time) > timeout:
+                    unavailable.add(node)
+        if frozenset(unavailable) != cluster.unavailable_nodes:
+            self.cluster = cluster = cluster.with_unavailable(frozenset(unavailable))
+        queues = self.queues
+        for topic, sticky in self._sticky.items():
+            leaders = cluster.leaders.get(topic, ())
+            sizes: list[int] = []
+            ids: list[int] = []
+            for partition, node in enumerate(leaders):
+                if node < 0 or node in unavailable:
+                    continue
+                queue = queues.get((topic, partition))
+                sizes.append(len(queue) if queue else 0)
+                ids.append(partition)
+            sticky.update_load_stats(sizes, ids, len(leaders))
+
+    def drain(
+        self, now: float, nodes: Iterable[int], max_request_size: int | None = None
+    ) -> dict[int, list[ProducerBatch]]:
+        """Take the batches to send now: one request's worth per node (see module doc)."""
+        max_size = self.config.max_request_size if max_request_size is None else max_request_size
+        max_in_flight = self.config.max_in_flight
+        sequencing = self.sequencing
+        result: dict[int, list[ProducerBatch]] = {}
+        for node in nodes:
+            if self.node_in_flight.get(node, 0) >= max_in_flight:
+                continue
+            parts = self.cluster.partitions_for_node(node)
+            if not parts:
+                continue
+            start = self._drain_index.get(node, 0) % len(parts)
+            taken: list[ProducerBatch] = []
+            size = 0
+            for i in range(len(parts)):
+                index = (start + i) % len(parts)
+                tp = parts[index]
+                queue = self.queues.get(tp)
+                if not queue:
+                    continue
+                first = queue[0]
+                if first.attempts and first.retry_at > now:
+                    continue
+                if self.partition_in_flight.get(tp, 0) >= max_in_flight:
+                    continue
+                if taken and size + first.size > max_size:
+                    self._drain_index[node] = index
+                    break
+                if sequencing.drain_blocked(first):
+                    continue
+                queue.popleft()
+                if not queue:
+                    del self.queues[tp]
+                if self._open.get(tp) is first:
+                    del self._open[tp]
+                first.seal()
+                sequencing.assign(first)
+                first.state = BatchState.IN_FLIGHT
+                first.attempts += 1
+                first.last_attempt = now
+                self.partition_in_flight[tp] = self.partition_in_flight.get(tp, 0) + 1
+                size += first.size
+                taken.append(first)
+            else:
+                self._drain_index[node] = start + 1
+            if taken:
+                result[node] = taken
+                self.node_in_flight[node] = self.node_in_flight.get(node, 0) + 1
+                self._node_drain_time[node] = now
+        return result
+
+    # -- batches coming back ---------------------------------------------------------
+
+    def settle_in_flight(self, batch: ProducerBatch) -> None:
+        """A drained batch's request came back (answered, lost or timed out)."""
+        tp = (batch.topic, batch.partition)
+        left = self.partition_in_flight.get(tp, 0) - 1
+        if left > 0:
+            self.partition_in_flight[tp] = left
+        else:
+            self.partition_in_flight.pop(tp, None)
+
+    def request_done(self, node: int) -> None:
+        left = self.node_in_flight.get(node, 0) - 1
+        if left > 0:
+            self.node_in_flight[node] = left
+        else:
+            self.node_in_flight.pop(node, None)
+
+    def reenqueue(self, batch: ProducerBatch, now: float, backoff: float) -> None:
+        """Put a batch back for a retry, in sequence order (Java's insertInSequenceOrder)."""
+        batch.state = BatchState.QUEUED
+        batch.retry_at = now + backoff
+        tp = (batch.topic, batch.partition)
+        queue = self.queues.get(tp)
+        if queue is None:
+            queue = self.queues[tp] = deque()
+        sequence = batch.base_sequence
+        if sequence < 0:
+            queue.appendleft(batch)
+            return
+        index = 0
+        for index, queued in enumerate(queue):  # noqa: B007
+            if queued.base_sequence < 0 or queued.base_sequence > sequence:
+                break
+        else:
+            index = len(queue)
+        queue.insert(index, batch)
+
+    def release(self, batch: ProducerBatch) -> None:
+        """Give back a finished batch's buffer bytes."""
+        self.buffer_used -= batch.size
+        if self.exhausted and self.buffer_used < self.buffer_limit:
+            self.exhausted = False
+
+    def has_room(self, size: int) -> bool:
+        return self.buffer_used + size <= self.buffer_limit
+
+    # -- expiry ----------------------------------------------------------------------
+
+    def expire(self, now: float) -> list[ProducerBatch]:
+        """Remove and return queued batches older than `delivery_timeout`."""
+        deadline = now - self.config.delivery_timeout
+        expired: list[ProducerBatch] = []
+        for tp in list(self.queues):
+            queue = self.queues[tp]
+            while queue and queue[0].created <= deadline:
+                batch = queue.popleft()
+                if self._open.get(tp) is batch:
+                    del self._open[tp]
+                batch.seal()
+                expired.append(batch)
+            if not queue:
+                del self.queues[tp]
+        return expired
+
+    def take_all_queued(self) -> list[ProducerBatch]:
+        """Remove every queued batch (closing, or a fatal error)."""
+        batches = [b for q in self.queues.values() for b in q]
+        self.queues.clear()
+        self._open.clear()
+        for batch in batches:
+            batch.seal()
+        return batches
+
+    @property
+    def has_undrained(self) -> bool:
+        return bool(self.queues)
+
+    def debug_state(self) -> dict[str, Any]:
+        return {
+            "queues": {f"{t}-{p}": len(q) for (t, p), q in self.queues.items()},
+            "buffer_used": self.buffer_used,
+            "node_in_flight": dict(self.node_in_flight),
+        }

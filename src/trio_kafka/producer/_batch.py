@@ -1,0 +1,348 @@
+"""Records, outcomes, batches and delivery handles.
+
+Theory of operation: records are appended raw to the open `ProducerBatch` of their
+partition (a tuple per record; encoding waits until the batch is drained, so the
+per-record cost of `send()` stays a list append). A batch moves QUEUED -> IN_FLIGHT ->
+(QUEUED again on a retry) -> DONE, and its final state is set exactly once by
+`complete`, `fail` or `fail_ambiguous`. Every record's `DeliveryHandle` points at its
+batch and its index: its offset is the batch's base offset plus the index, so
+acknowledging a batch of 1,000 records is one update, and handles compute their outcome
+when asked.
+
+`maybe_written` is the batch's memory of whether any attempt may have reached a log
+(a request that left without a definite answer, or NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+Once set, a batch can no longer end as `Failed`: a final error makes it `Ambiguous`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from trio_kafka.errors import AmbiguousError, KafkaError
+
+if TYPE_CHECKING:
+    from trio_kafka.records import BatchBuilder
+
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+@attrs.frozen(slots=True)
+class ProducerRecord:
+    """One record to produce; `partition=None` lets the partitioner choose."""
+
+    topic: str
+    value: bytes | None
+    key: bytes | None = None
+    headers: Headers = ()
+    partition: int | None = None
+    #: Create time in ms since the epoch; None stamps it when appended.
+    timestamp: int | None = None
+
+
+@attrs.frozen(slots=True)
+class Acknowledged:
+    """The record is in the log at `offset` (-1 when acks=0 or for a deduplicated
+    retry whose original offset the broker no longer knows)."""
+
+    topic: str
+    partition: int
+    offset: int
+    #: Create time, or the log append time when the topic uses LogAppendTime (ms).
+    timestamp: int
+
+
+@attrs.frozen(slots=True)
+class Failed:
+    """The record was not written; `error` says why."""
+
+    topic: str
+    partition: int
+    error: KafkaError
+
+
+@attrs.frozen(slots=True)
+class Ambiguous:
+    """The record may or may not have been written (`error` is an `AmbiguousError`)."""
+
+    topic: str
+    partition: int
+    error: AmbiguousError
+
+
+Outcome = Acknowledged | Failed | Ambiguous
+
+
+class BatchState(enum.Enum):
+    QUEUED = "queued"  # in its partition's queue (new, or waiting to be retried)
+    IN_FLIGHT = "in_flight"  # drained into a request that has not been settled
+    DONE = "done"  # final: see ProducerBatch.result
+
+
+class Result(enum.Enum):
+    ACKNOWLEDGED = "acknowledged"
+    FAILED = "failed"
+    AMBIGUOUS = "ambiguous"
+
+
+class AmbiguousWriteError(AmbiguousError):
+    """A definite error arrived for a batch an earlier attempt of which may have landed."""
+
+    def __init__(self, message: str, cause: KafkaError) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class ProducerBatch:
+    """The records bound for one partition and sent in one record batch.
+
+    A plain slots class rather than attrs: its attributes are read and written on the
+    per-record path, where every indirection shows.
+    """
+
+    __slots__ = (
+        "attempts",
+        "base_offset",
+        "base_sequence",
+        "builder",
+        "capacity",
+        "created",
+        "error",
+        "expected_offset",
+        "hooks",
+        "is_transactional",
+        "last_attempt",
+        "log_append_time",
+        "maybe_written",
+        "partition",
+        "producer_epoch",
+        "producer_id",
+        "record_errors",
+        "records",
+        "reserved",
+        "result",
+        "retry_at",
+        "room",
+        "sequence_reset",
+        "state",
+        "topic",
+        "wall_offset",
+    )
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        capacity: int,
+        now: float,
+        wall_offset: float = 0.0,
+        expected_offset: int = -1,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        # (now, timestamp_ms | None, key, value, headers) per record, in offset order.
+        self.records: list[
+            tuple[float, int | None, bytes | None, bytes | None, Headers | None]
+        ] = []
+        # Bytes this batch may still take; -1 once sealed (drained: no more appends).
+        self.capacity = capacity
+        self.room = capacity
+        # Buffer bytes held (set when sealed; capacity - room while open).
+        self.reserved = 0
+        self.created = now
+        self.wall_offset = wall_offset
+        # CAS: the offset the batch must land at (-1: no expectation).
+        self.expected_offset = expected_offset
+        self.state = BatchState.QUEUED
+        # Sends so far; the time of the last one; the earliest time of the next.
+        self.attempts = 0
+        self.last_attempt = now
+        self.retry_at = now
+        # Idempotence header fields, set by the sequencer when first drained.
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = -1
+        self.is_transactional = False
+        self.sequence_reset = False
+        self.maybe_written = False
+        self.builder: BatchBuilder | None = None
+        # Final state, set once.
+        self.result: Result | None = None
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error: KafkaError | None = None
+        self.record_errors: dict[int, KafkaError] | None = None
+        # Called once with the batch when it completes (callbacks, the driver's wakeups).
+        self.hooks: list[Callable[[ProducerBatch], None]] | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"<ProducerBatch {self.topic}-{self.partition} records={len(self.records)} "
+            f"{self.state.value} seq={self.base_sequence} epoch={self.producer_epoch} "
+            f"attempts={self.attempts}>"
+        )
+
+    @property
+    def record_count(self) -> int:
+        return len(self.records)
+
+    @property
+    def size(self) -> int:
+        """Estimated bytes of the records (what the buffer accounting holds)."""
+        return self.reserved if self.room < 0 else self.capacity - self.room
+
+    @property
+    def last_sequence(self) -> int:
+        return self.base_sequence + len(self.records) - 1
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None
+
+    def seal(self) -> None:
+        """No more appends (the batch is being drained)."""
+        if self.room >= 0:
+            self.reserved = self.capacity - self.room
+            self.room = -1
+
+    def encode(self, compression: int = 0, compression_level: int | None = None) -> bytes:
+        """The batch's wire bytes with its current producer id, epoch and sequence.
+
+        The records are encoded once (first drain) and the builder is kept, so a retry
+        only rewrites the header.
+        """
+        builder = self.builder
+        if builder is None:
+            from trio_kafka.records import BatchBuilder, Compression
+
+            builder = self.builder = BatchBuilder(Compression(compression), compression_level)
+            offset = self.wall_offset
+            append = builder.append
+            for now, ts, key, value, headers in self.records:
+                append(int((now + offset) * 1000) if ts is None else ts, key, value, headers or ())
+        return builder.build(
+            base_offset=self.expected_offset,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            base_sequence=self.base_sequence,
+            is_transactional=self.is_transactional,
+        )
+
+    def timestamp_of(self, index: int) -> int:
+        if self.log_append_time >= 0:
+            return self.log_append_time
+        now, ts, _, _, _ = self.records[index]
+        return int((now + self.wall_offset) * 1000) if ts is None else ts
+
+    # -- final states (each returns False if the batch was already done) ------------
+
+    def complete(self, base_offset: int, log_append_time: int = -1) -> bool:
+        if self.result is not None:
+            return False
+        self.result = Result.ACKNOWLEDGED
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+        self._finish()
+        return True
+
+    def fail(self, error: KafkaError, record_errors: dict[int, KafkaError] | None = None) -> bool:
+        """Final failure; becomes Ambiguous if an earlier attempt may have landed."""
+        if self.result is not None:
+            return False
+        if self.maybe_written and not isinstance(error, AmbiguousError):
+            return self.fail_ambiguous(
+                AmbiguousWriteError(
+                    f"{error} (an earlier attempt of this batch may have been written)", error
+                )
+            )
+        self.result = Result.FAILED
+        self.error = error
+        self.record_errors = record_errors
+        self._finish()
+        return True
+
+    def fail_ambiguous(self, error: AmbiguousError) -> bool:
+        if self.result is not None:
+            return False
+        self.result = Result.AMBIGUOUS
+        self.error = error
+        self._finish()
+        return True
+
+    def _finish(self) -> None:
+        self.state = BatchState.DONE
+        self.builder = None
+        hooks = self.hooks
+        if hooks:
+            self.hooks = None
+            for hook in hooks:
+                hook(self)
+
+    def add_done_hook(self, hook: Callable[[ProducerBatch], None]) -> None:
+        """Call `hook(batch)` when the batch completes (now if it already has)."""
+        if self.result is not None:
+            hook(self)
+        elif self.hooks is None:
+            self.hooks = [hook]
+        else:
+            self.hooks.append(hook)
+
+    def outcome(self, index: int) -> Outcome | None:
+        match self.result:
+            case None:
+                return None
+            case Result.ACKNOWLEDGED:
+                offset = self.base_offset + index if self.base_offset >= 0 else -1
+                return Acknowledged(self.topic, self.partition, offset, self.timestamp_of(index))
+            case Result.FAILED:
+                errors = self.record_errors
+                error = errors.get(index, self.error) if errors else self.error
+                assert error is not None
+                return Failed(self.topic, self.partition, error)
+            case Result.AMBIGUOUS:
+                assert isinstance(self.error, AmbiguousError)
+                return Ambiguous(self.topic, self.partition, self.error)
+
+
+class DeliveryHandle:
+    """One record's delivery: its batch and its index in it.
+
+    `done()`, `outcome`, `result()` and `add_done_callback(fn)`; the trio driver adds
+    `await` on top through `batch.add_done_hook`.
+    """
+
+    __slots__ = ("batch", "index")
+
+    def __init__(self, batch: ProducerBatch, index: int) -> None:
+        self.batch = batch
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"<DeliveryHandle {self.batch.topic}-{self.batch.partition}#{self.index} {self.outcome!r}>"
+
+    def done(self) -> bool:
+        return self.batch.result is not None
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """The typed outcome, or None while the record is not settled."""
+        return self.batch.outcome(self.index)
+
+    def result(self) -> Acknowledged:
+        """The acknowledgement; raises the error if the record failed or is ambiguous,
+        and `RuntimeError` if it is not settled yet."""
+        outcome = self.batch.outcome(self.index)
+        match outcome:
+            case None:
+                raise RuntimeError("the record's delivery is not settled yet")
+            case Acknowledged():
+                return outcome
+            case Failed(error=error) | Ambiguous(error=error):
+                raise error
+
+    def add_done_callback(self, fn: Callable[[DeliveryHandle], Any]) -> None:
+        """Call `fn(handle)` once the record is settled (at once if it already is)."""
+        self.batch.add_done_hook(lambda _batch: fn(self))

@@ -1,0 +1,222 @@
+"""`ProducerConfig`: every producer option, validated once at construction.
+
+Times are float seconds (trio's convention); names mirror the Java client's. The table
+below is the reference (Java name, default, meaning).
+
+| option | Java name | default |
+| --- | --- | --- |
+| `acks` | `acks` | `-1` ("all"; 0, 1, -1 allowed; "all" accepted) |
+| `enable_idempotence` | `enable.idempotence` | `True` |
+| `max_in_flight` | `max.in.flight.requests.per.connection` | `5` (1-5 with idempotence) |
+| `retries` | `retries` | `2**31 - 1` (bounded by `delivery_timeout`) |
+| `retry_backoff` | `retry.backoff.ms` | `0.1` |
+| `retry_backoff_max` | `retry.backoff.max.ms` | `1.0` |
+| `request_timeout` | `request.timeout.ms` | `30.0` |
+| `delivery_timeout` | `delivery.timeout.ms` | `120.0` (>= `linger + request_timeout`) |
+| `linger` | `linger.ms` | `0.005` (Java 4.0's 5 ms) |
+| `batch_size` | `batch.size` | `16384` |
+| `buffer_memory` | `buffer.memory` | `32 MiB` |
+| `max_block` | `max.block.ms` | `60.0` |
+| `max_request_size` | `max.request.size` | `1 MiB` |
+| `compression` | `compression.type` | `"none"` (none, gzip, snappy, lz4, zstd) |
+| `compression_level` | `compression.<codec>.level` | `None` (the codec's default) |
+| `partitioner` | `partitioner.class` | `"sticky"` (sticky, leader_aware, or a callable) |
+| `partitioner_ignore_keys` | `partitioner.ignore.keys` | `False` |
+| `partitioner_adaptive` | `partitioner.adaptive.partitioning.enable` | `True` |
+| `partitioner_availability_timeout` | `partitioner.availability.timeout.ms` | `0.0` (off) |
+| `leader_switch_interval` | (ours: leader-aware partitioner) | `30.0` |
+| `client_id` | `client.id` | `"trio-kafka"` |
+| `transactional_id` | `transactional.id` | `None` |
+| `transaction_timeout` | `transaction.timeout.ms` | `60.0` |
+| `metadata_max_age` | `metadata.max.age.ms` | `300.0` |
+| `connections_max_idle` | `connections.max.idle.ms` | `540.0` |
+| `reconnect_backoff` | `reconnect.backoff.ms` | `0.05` |
+| `reconnect_backoff_max` | `reconnect.backoff.max.ms` | `1.0` |
+| `close_timeout` | (`close(Duration)`) | `30.0` |
+| `buffer_full_strategy` | (Netty producer's names) | `"block"` (block, drop, park) |
+| `key_serializer` | `key.serializer` | `None` (bytes pass through) |
+| `value_serializer` | `value.serializer` | `None` (bytes pass through) |
+| `interceptors` | `interceptor.classes` | `()` |
+
+A wrong value or a contradictory combination raises `ConfigError` naming the option and
+what is allowed; `from_kwargs` also catches misspelt option names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from trio_kafka.errors import ConfigError
+
+
+class BufferFullStrategy(enum.Enum):
+    """What `send` does when `buffer_memory` is used up (the Netty producer's names)."""
+
+    BLOCK = "block"  # wait up to max_block for room, then BufferFullError
+    DROP = "drop"  # fail the record at once with BufferFullError
+    PARK = "park"  # accept it without limit (the caller promised to bound its own rate)
+
+
+_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+_PARTITIONERS = ("sticky", "leader_aware")
+_MAX_RETRIES = 2**31 - 1
+
+
+def _acks(value: object) -> int:
+    if value == "all":
+        return -1
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        value = int(value)
+    if isinstance(value, bool) or value not in (0, 1, -1):
+        raise ConfigError(f"acks={value!r} is not allowed: use 0, 1, -1 or 'all'")
+    assert isinstance(value, int)
+    return value
+
+
+def _positive(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"{attribute.name}={value!r} is not allowed: it must be > 0")
+
+
+def _non_negative(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ConfigError(f"{attribute.name}={value!r} is not allowed: it must be >= 0")
+
+
+def _positive_int(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{attribute.name}={value!r} is not allowed: it must be an int > 0")
+
+
+def _one_of(*allowed: str) -> Callable[[object, attrs.Attribute[Any], object], None]:
+    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value not in allowed:
+            raise ConfigError(
+                f"{attribute.name}={value!r} is not allowed: use one of {', '.join(allowed)}"
+            )
+
+    return check
+
+
+def _partitioner(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not callable(value) and value not in _PARTITIONERS:
+        raise ConfigError(
+            f"partitioner={value!r} is not allowed: use 'sticky', 'leader_aware' or a "
+            "callable (record, cluster_view) -> partition"
+        )
+
+
+def _strategy(value: object) -> BufferFullStrategy:
+    try:
+        return BufferFullStrategy(value)
+    except ValueError:
+        allowed = ", ".join(s.value for s in BufferFullStrategy)
+        raise ConfigError(
+            f"buffer_full_strategy={value!r} is not allowed: use one of {allowed}"
+        ) from None
+
+
+@attrs.frozen(slots=True)
+class ProducerConfig:
+    """Every producer option (see the module's table for Java names and defaults)."""
+
+    acks: int = attrs.field(default=-1, converter=_acks)
+    enable_idempotence: bool = True
+    max_in_flight: int = attrs.field(default=5, validator=_positive_int)
+    retries: int = attrs.field(default=_MAX_RETRIES, validator=_non_negative)
+    retry_backoff: float = attrs.field(default=0.1, validator=_non_negative)
+    retry_backoff_max: float = attrs.field(default=1.0, validator=_non_negative)
+    request_timeout: float = attrs.field(default=30.0, validator=_positive)
+    delivery_timeout: float = attrs.field(default=120.0, validator=_positive)
+    linger: float = attrs.field(default=0.005, validator=_non_negative)
+    batch_size: int = attrs.field(default=16384, validator=_positive_int)
+    buffer_memory: int = attrs.field(default=32 * 1024 * 1024, validator=_positive_int)
+    max_block: float = attrs.field(default=60.0, validator=_non_negative)
+    max_request_size: int = attrs.field(default=1024 * 1024, validator=_positive_int)
+    compression: str = attrs.field(default="none", validator=_one_of(*_CODECS))
+    compression_level: int | None = None
+    partitioner: str | Callable[..., int] = attrs.field(default="sticky", validator=_partitioner)
+    partitioner_ignore_keys: bool = False
+    partitioner_adaptive: bool = True
+    partitioner_availability_timeout: float = attrs.field(default=0.0, validator=_non_negative)
+    leader_switch_interval: float = attrs.field(default=30.0, validator=_positive)
+    client_id: str = "trio-kafka"
+    transactional_id: str | None = None
+    transaction_timeout: float = attrs.field(default=60.0, validator=_positive)
+    metadata_max_age: float = attrs.field(default=300.0, validator=_positive)
+    connections_max_idle: float = attrs.field(default=540.0, validator=_positive)
+    reconnect_backoff: float = attrs.field(default=0.05, validator=_non_negative)
+    reconnect_backoff_max: float = attrs.field(default=1.0, validator=_non_negative)
+    close_timeout: float = attrs.field(default=30.0, validator=_non_negative)
+    buffer_full_strategy: BufferFullStrategy = attrs.field(
+        default=BufferFullStrategy.BLOCK, converter=_strategy
+    )
+    key_serializer: Callable[[Any], bytes | None] | None = None
+    value_serializer: Callable[[Any], bytes | None] | None = None
+    interceptors: Sequence[Any] = attrs.field(default=(), converter=tuple)
+
+    def __attrs_post_init__(self) -> None:
+        # Cross-option rules, as Java's ProducerConfig.postProcessAndValidateIdempotenceConfigs
+        # and KafkaProducer.configureDeliveryTimeout check them.
+        if self.transactional_id is not None and not self.enable_idempotence:
+            raise ConfigError(
+                "transactional_id is set but enable_idempotence=False: a transactional "
+                "producer must be idempotent (set enable_idempotence=True)"
+            )
+        if self.enable_idempotence:
+            if self.acks != -1:
+                raise ConfigError(
+                    f"acks={self.acks} is not allowed with enable_idempotence=True: "
+                    "use acks=-1 ('all'), or set enable_idempotence=False"
+                )
+            if self.max_in_flight > 5:
+                raise ConfigError(
+                    f"max_in_flight={self.max_in_flight} is not allowed with "
+                    "enable_idempotence=True: use 1 to 5"
+                )
+            if self.retries == 0:
+                raise ConfigError(
+                    "retries=0 is not allowed with enable_idempotence=True: use retries >= 1"
+                )
+        if self.delivery_timeout < self.linger + self.request_timeout:
+            raise ConfigError(
+                f"delivery_timeout={self.delivery_timeout} is not allowed: it must be >= "
+                f"linger + request_timeout ({self.linger + self.request_timeout})"
+            )
+        if self.retry_backoff_max < self.retry_backoff:
+            raise ConfigError(
+                f"retry_backoff_max={self.retry_backoff_max} is not allowed: it must be >= "
+                f"retry_backoff ({self.retry_backoff})"
+            )
+        if self.reconnect_backoff_max < self.reconnect_backoff:
+            raise ConfigError(
+                f"reconnect_backoff_max={self.reconnect_backoff_max} is not allowed: it must "
+                f"be >= reconnect_backoff ({self.reconnect_backoff})"
+            )
+        if self.compression_level is not None and self.compression == "none":
+            raise ConfigError(
+                "compression_level is set but compression='none': choose a codec "
+                f"({', '.join(_CODECS[1:])}) or leave compression_level=None"
+            )
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> ProducerConfig:
+        """Build from keywords, rejecting unknown names with the closest known one."""
+        known = [a.name for a in attrs.fields(cls)]
+        for name in kwargs:
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ConfigError(f"unknown producer option {name!r}{hint}")
+        return cls(**kwargs)
+
+    def evolve(self, **changes: Any) -> ProducerConfig:
+        """A copy with some options changed (validated again)."""
+        current = {a.name: getattr(self, a.name) for a in attrs.fields(type(self))}
+        current.update(changes)
+        return ProducerConfig.from_kwargs(**current)

@@ -1,0 +1,472 @@
+"""`ProducerCore`: the accumulator, the sequencing policy and the response handler together.
+
+Theory of operation: the driver's loop is Java's `Sender.runOnce` split in pure steps:
+`expire(now)`, `ready(now)`, `drain(now, nodes)`, `encode(batch)`, then, when a request
+comes back, `handle_response` (per-partition answers) or `handle_request_failure` (the
+request was lost, timed out, or never left). Every decision about a batch is taken
+here, in one place (`_settle`): complete, retry (with or without a metadata refresh),
+request an epoch bump, fail, or make ambiguous.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
+
+import attrs
+
+from trio_kafka.errors import (
+    AmbiguousDeliveryTimeoutError,
+    AmbiguousError,
+    DeliveryTimeoutError,
+    ErrorCode,
+    ExpectedOffsetMismatchError,
+    KafkaError,
+    RequestTimeoutError,
+    error_for_code,
+    error_info,
+)
+from trio_kafka.producer._accumulator import ReadyResult, RecordAccumulator
+from trio_kafka.producer._batch import BatchState, DeliveryHandle, Headers, ProducerBatch, Result
+from trio_kafka.producer._cluster import ClusterView
+from trio_kafka.producer._config import ProducerConfig
+from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
+from trio_kafka.producer._partitioner import RandomSource
+from trio_kafka.producer._sequencer import NoSequencing, Sequencer, SequencingPolicy
+
+_COMPRESSION = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+class RecordErrorLike(Protocol):
+    @property
+    def batch_index(self) -> int: ...
+    @property
+    def batch_index_error_message(self) -> str | None: ...
+
+
+class PartitionResponseLike(Protocol):
+    """What `handle_response` reads of a partition's answer: the protocol layer's
+    `PartitionProduceResponse` fits, and so does `PartitionResponse`."""
+
+    @property
+    def error_code(self) -> int: ...
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def log_append_time_ms(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def record_errors(self) -> Sequence[RecordErrorLike]: ...
+    @property
+    def error_message(self) -> str | None: ...
+
+
+@attrs.frozen(slots=True)
+class RecordError:
+    batch_index: int
+    batch_index_error_message: str | None = None
+
+
+@attrs.frozen(slots=True)
+class PartitionResponse:
+    """A partition's answer to a Produce request (for tests and other callers)."""
+
+    error_code: int = 0
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    record_errors: Sequence[RecordError] = ()
+    error_message: str | None = None
+
+
+@attrs.frozen(slots=True)
+class Settled:
+    """What the driver should do after handing back a request's results."""
+
+    refresh_metadata: bool = False
+    #: Batches that reached a final state (room came free: wake blocked senders).
+    completed: int = 0
+    retried: int = 0
+
+
+class ProducerCore:
+    """The sans-IO producer (see `trio_kafka.producer` for the driver's recipe)."""
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        rng: RandomSource,
+        *,
+        sequencing: SequencingPolicy | None = None,
+        cluster: ClusterView | None = None,
+        wall_offset: float = 0.0,
+    ) -> None:
+        self.config = config
+        self.rng = rng
+        if sequencing is None:
+            sequencing = (
+                Sequencer(is_transactional=config.transactional_id is not None)
+                if config.enable_idempotence
+                else NoSequencing()
+            )
+        self.sequencing = sequencing
+        self.metrics = ProducerMetrics()
+        self.accumulator = RecordAccumulator(config, rng, sequencing, cluster, wall_offset)
+        # The hot path, bound once: `core.append(...)` is the accumulator's.
+        self.append = self.accumulator.append
+        self.append_many = self.accumulator.append_many
+        self.append_record = self.accumulator.append_record
+        self._compression = _COMPRESSION[config.compression]
+        # Set when the producer cannot go on: the driver closes it.
+        self.fatal_error: KafkaError | None = None
+
+    def __repr__(self) -> str:
+        return f"<ProducerCore {self.accumulator!r} {self.sequencing!r}>"
+
+    # -- metadata, producer id -------------------------------------------------------
+
+    def update_metadata(self, cluster: ClusterView) -> None:
+        self.accumulator.update_cluster(cluster)
+
+    @property
+    def cluster(self) -> ClusterView:
+        return self.accumulator.cluster
+
+    @property
+    def needs_producer_id(self) -> bool:
+        """Idempotent and no producer id yet: run InitProducerId, then `set_producer_id`."""
+        return self.sequencing.enabled and self.sequencing.producer_id < 0
+
+    @property
+    def epoch_bump_due(self) -> bool:
+        """An epoch bump was requested and no produce request is in flight any more:
+        run InitProducerId with the current id and epoch (KIP-360) and call
+        `set_producer_id`, or call `bump_epoch_locally()`."""
+        return self.sequencing.epoch_bump_required and not self.accumulator.node_in_flight
+
+    def set_producer_id(self, producer_id: int, producer_epoch: int, now: float) -> None:
+        bumped = self.sequencing.epoch_bump_required
+        dropped = self.sequencing.new_producer_id(producer_id, producer_epoch)
+        if bumped:
+            self.metrics.epoch_bumps += 1
+        for batch in dropped:
+            self._remove_queued(batch)
+            self._finish_ambiguous(
+                batch,
+                _ambiguous(
+                    "the producer epoch was bumped while an earlier attempt of this batch "
+                    "may have been written; resending it under the new epoch could duplicate it"
+                ),
+            )
+
+    def bump_epoch_locally(self, now: float) -> None:
+        """Client-side bump (the idempotent producer's, as Java does it)."""
+        producer_id, epoch = self.sequencing.next_local_epoch()  # type: ignore[attr-defined]
+        self.set_producer_id(producer_id, epoch, now)
+
+    # -- the send loop ---------------------------------------------------------------
+
+    def ready(self, now: float) -> ReadyResult:
+        return self.accumulator.ready(now)
+
+    def drain(
+        self, now: float, nodes: Iterable[int], max_request_size: int | None = None
+    ) -> dict[int, list[ProducerBatch]]:
+        drained = self.accumulator.drain(now, nodes, max_request_size)
+        metrics = self.metrics
+        for batches in drained.values():
+            metrics.requests_sent += 1
+            for batch in batches:
+                metrics.batches_sent += 1
+                metrics.records_sent += len(batch.records)
+                metrics.bytes_sent += batch.size
+                if batch.attempts > 1:
+                    metrics.record_retries += len(batch.records)
+        return drained
+
+    def encode(self, batch: ProducerBatch) -> bytes:
+        """The record batch bytes for `batch`'s PartitionProduceData.records."""
+        return batch.encode(self._compression, self.config.compression_level)
+
+    def produce_data(self, batches: Iterable[ProducerBatch]) -> dict[str, list[tuple[int, bytes]]]:
+        """topic -> [(partition, records bytes)] for one ProduceRequest."""
+        data: dict[str, list[tuple[int, bytes]]] = {}
+        for batch in batches:
+            data.setdefault(batch.topic, []).append((batch.partition, self.encode(batch)))
+        return data
+
+    def expire(self, now: float) -> list[ProducerBatch]:
+        """Fail queued batches past `delivery_timeout`; in-flight ones wait for their
+        request to come back (Ambiguous only then, if it cannot be retried)."""
+        expired = self.accumulator.expire(now)
+        for batch in expired:
+            age = now - batch.created
+            if batch.maybe_written:
+                self.sequencing.on_final(batch, gap=False)
+                self._finish_ambiguous(
+                    batch,
+                    AmbiguousDeliveryTimeoutError(
+                        f"{len(batch.records)} record(s) for {batch.topic}-{batch.partition} "
+                        f"expired after {age:.3f}s; an earlier attempt may have been written"
+                    ),
+                )
+            else:
+                self.sequencing.on_final(batch, gap=False)
+                self._finish_failed(
+                    batch,
+                    DeliveryTimeoutError(
+                        f"{len(batch.records)} record(s) for {batch.topic}-{batch.partition} "
+                        f"expired after {age:.3f}s without being written"
+                    ),
+                )
+        return expired
+
+    # -- responses -------------------------------------------------------------------
+
+    def handle_response(
+        self,
+        node: int,
+        batches: Sequence[ProducerBatch],
+        responses: Mapping[tuple[str, int], PartitionResponseLike] | None,
+        now: float,
+    ) -> Settled:
+        """A Produce response for the request `drain` gave for `node`.
+
+        `responses` maps (topic, partition) to its answer; None for acks=0 (nothing
+        comes back: the records are reported with offset -1).
+        """
+        self.accumulator.request_done(node)
+        refresh = False
+        completed = retried = 0
+        for batch in batches:
+            if batch.state is not BatchState.IN_FLIGHT:
+                continue
+            self.accumulator.settle_in_flight(batch)
+            self.metrics.record_latency(now - batch.last_attempt)
+            if responses is None:
+                self._finish_ok(batch, -1, -1)
+                completed += 1
+                continue
+            response = responses.get((batch.topic, batch.partition))
+            if response is None:
+                # A broker that does not answer for a partition it was sent: treat as
+                # a lost response for that batch.
+                outcome = self._lost(batch, now, KafkaError("no answer for this partition"))
+            else:
+                outcome = self._settle(batch, response, now)
+            if outcome in {"retry", "retry_refresh"}:
+                retried += 1
+                refresh = refresh or outcome == "retry_refresh"
+            else:
+                completed += 1
+                refresh = refresh or outcome == "refresh"
+        return Settled(refresh, completed, retried)
+
+    def handle_request_failure(
+        self,
+        node: int,
+        batches: Sequence[ProducerBatch],
+        error: KafkaError,
+        now: float,
+        *,
+        sent: bool = True,
+    ) -> Settled:
+        """The request got no answer: connection lost or request timeout (`sent=True`:
+        it may have been processed), or it never left (`sent=False`)."""
+        self.accumulator.request_done(node)
+        completed = retried = 0
+        for batch in batches:
+            if batch.state is not BatchState.IN_FLIGHT:
+                continue
+            self.accumulator.settle_in_flight(batch)
+            if sent:
+                batch.maybe_written = True
+                outcome = self._lost(batch, now, error)
+            else:
+                outcome = self._retry_or_fail(batch, now, error, refresh=True)
+            if outcome.startswith("retry"):
+                retried += 1
+            else:
+                completed += 1
+        return Settled(True, completed, retried)
+
+    def _can_retry(self, batch: ProducerBatch, now: float) -> bool:
+        return (
+            now - batch.created < self.config.delivery_timeout
+            and batch.attempts <= self.config.retries
+            and self.fatal_error is None
+        )
+
+    def _backoff(self, attempts: int) -> float:
+        """KIP-580: exponential from retry_backoff up to retry_backoff_max, ±20% jitter."""
+        base, top = self.config.retry_backoff, self.config.retry_backoff_max
+        if base >= top:
+            return top
+        term = base * (1 << min(max(attempts - 1, 0), 60))
+        jitter = 0.8 + 0.4 * float(self.rng.random())
+        return min(term * jitter, top)
+
+    def _retry(self, batch: ProducerBatch, now: float) -> None:
+        self.sequencing.on_retry(batch)
+        self.accumulator.reenqueue(batch, now, self._backoff(batch.attempts))
+
+    def _lost(self, batch: ProducerBatch, now: float, error: KafkaError) -> str:
+        """No definite answer: retry with the same sequence and epoch, or Ambiguous."""
+        if self._can_retry(batch, now):
+            self._retry(batch, now)
+            return "retry_refresh"
+        self.sequencing.on_final(batch, gap=False)
+        cause = error if isinstance(error, AmbiguousError) else RequestTimeoutError(str(error))
+        if now - batch.created >= self.config.delivery_timeout:
+            cause = AmbiguousDeliveryTimeoutError(
+                f"{len(batch.records)} record(s) for {batch.topic}-{batch.partition}: "
+                f"delivery_timeout passed with a request in flight ({error})"
+            )
+        self._finish_ambiguous(batch, cause)
+        return "final"
+
+    def _retry_or_fail(
+        self, batch: ProducerBatch, now: float, error: KafkaError, *, refresh: bool
+    ) -> str:
+        if self._can_retry(batch, now):
+            self._retry(batch, now)
+            return "retry_refresh" if refresh else "retry"
+        if now - batch.created >= self.config.delivery_timeout and not batch.maybe_written:
+            error = DeliveryTimeoutError(f"delivery_timeout passed; last error: {error}")
+        self.sequencing.on_final(batch, gap=not batch.maybe_written)
+        self._finish_failed(batch, error)
+        return "refresh" if refresh else "final"
+
+    def _settle(self, batch: ProducerBatch, response: PartitionResponseLike, now: float) -> str:
+        """Java's `Sender.completeBatch` + `canRetry`, for one partition's answer."""
+        code = response.error_code
+        if code == ErrorCode.NONE:
+            batch.base_offset = response.base_offset
+            self.sequencing.on_success(batch)
+            self._finish_ok(batch, response.base_offset, response.log_append_time_ms)
+            return "final"
+        if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and batch.base_sequence >= 0:
+            # The broker holds this sequence already but no longer its offset.
+            batch.base_offset = -1
+            self.sequencing.on_success(batch)
+            self._finish_ok(batch, -1, -1)
+            return "final"
+        info = error_info(code)
+        message = response.error_message
+        if code == ErrorCode.EXPECTED_OFFSET_MISMATCH:
+            self.sequencing.on_final(batch, gap=True)
+            self._finish_failed(
+                batch,
+                ExpectedOffsetMismatchError(
+                    message,
+                    expected_offset=batch.expected_offset,
+                    log_end_offset=response.base_offset,
+                ),
+            )
+            return "final"
+        if code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+            # Written, to fewer replicas than asked: retry (dedup makes it safe); it can
+            # never be reported as failed.
+            batch.maybe_written = True
+        error = error_for_code(code, message)
+        decision = self.sequencing.retry_decision(batch, code, response.log_start_offset)
+        retriable = info.retriable if decision is None else decision
+        if info.fatal:
+            self._fatal(error)
+            retriable = False
+        if retriable:
+            return self._retry_or_fail(batch, now, error, refresh=info.invalid_metadata)
+        record_errors: dict[int, KafkaError] | None = None
+        if response.record_errors:
+            record_errors = {
+                e.batch_index: error_for_code(code, e.batch_index_error_message or message)
+                for e in response.record_errors
+            }
+        self.sequencing.on_final(batch, gap=not batch.maybe_written)
+        self._finish_failed(batch, error, record_errors)
+        return "refresh" if info.invalid_metadata else "final"
+
+    # -- final states ----------------------------------------------------------------
+
+    def _finish_ok(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        if batch.complete(base_offset, log_append_time):
+            self.metrics.records_acknowledged += len(batch.records)
+            self.accumulator.release(batch)
+
+    def _finish_failed(
+        self,
+        batch: ProducerBatch,
+        error: KafkaError,
+        record_errors: dict[int, KafkaError] | None = None,
+    ) -> None:
+        if batch.fail(error, record_errors):
+            if batch.result is Result.FAILED:
+                self.metrics.records_failed += len(batch.records)
+            else:
+                self.metrics.records_ambiguous += len(batch.records)
+            self.accumulator.release(batch)
+
+    def _finish_ambiguous(self, batch: ProducerBatch, error: AmbiguousError) -> None:
+        if batch.fail_ambiguous(error):
+            self.metrics.records_ambiguous += len(batch.records)
+            self.accumulator.release(batch)
+
+    def _remove_queued(self, batch: ProducerBatch) -> None:
+        queue = self.accumulator.queues.get((batch.topic, batch.partition))
+        if queue is not None and batch in queue:
+            queue.remove(batch)
+            if not queue:
+                del self.accumulator.queues[(batch.topic, batch.partition)]
+
+    def _fatal(self, error: KafkaError) -> None:
+        if self.fatal_error is None:
+            self.fatal_error = error
+            if isinstance(self.sequencing, Sequencer):
+                self.sequencing.fatal_error = error
+
+    def fail_all(self, error: KafkaError) -> int:
+        """Fail every queued batch (closing without flush, or after a fatal error).
+
+        Batches never sent fail with `error`; those an earlier attempt of which may have
+        landed become Ambiguous. In-flight batches settle when their requests return.
+        """
+        batches = self.accumulator.take_all_queued()
+        for batch in batches:
+            self.sequencing.on_final(batch, gap=False)
+            self._finish_failed(batch, error)
+        return len(batches)
+
+    # -- flush, close, metrics -------------------------------------------------------
+
+    def begin_flush(self) -> None:
+        self.accumulator.flushing += 1
+
+    def end_flush(self) -> None:
+        self.accumulator.flushing -= 1
+
+    def close(self) -> None:
+        """Stop lingering: everything queued becomes sendable at once."""
+        self.accumulator.closed = True
+
+    @property
+    def has_unfinished(self) -> bool:
+        """Queued or in-flight batches remain (flush and close wait for False)."""
+        return self.accumulator.has_undrained or bool(self.accumulator.node_in_flight)
+
+    def metrics_snapshot(self) -> MetricsSnapshot:
+        return self.metrics.snapshot(self.accumulator.buffer_used)
+
+
+def _ambiguous(message: str) -> AmbiguousError:
+    return AmbiguousError(message)
+
+
+__all__ = [
+    "DeliveryHandle",
+    "Headers",
+    "PartitionResponse",
+    "ProducerCore",
+    "RecordError",
+    "Settled",
+]

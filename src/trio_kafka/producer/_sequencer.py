@@ -1,0 +1,330 @@
+"""Idempotence bookkeeping: producer id and epoch, a sequence per partition (KIP-98/360).
+
+Theory of operation. A batch gets its producer id, epoch and base sequence when it is
+first drained, and keeps them on every retry, so the broker can deduplicate a retry of
+an attempt that landed. Each partition keeps its unfinished sequenced batches sorted by
+sequence (`inflight`: sent, or waiting for a retry), its next sequence and its last
+acknowledged sequence and offset.
+
+Order under retries (Java's rules): a retried batch goes back to its queue in sequence
+order; while a partition has a batch being retried, only the lowest unfinished sequence
+may be sent, one request at a time, and no new batch is sequenced.
+
+KIP-360 recovery. OUT_OF_ORDER_SEQUENCE_NUMBER for the batch right after the last
+acknowledged one (a real gap) and UNKNOWN_PRODUCER_ID (the broker lost our state) do
+not kill the producer: the partition is marked for rewriting and an epoch bump is
+requested. Draining stops until no produce request is in flight; then the driver gets a
+new epoch (InitProducerId with the current id and epoch, or a local bump) and calls
+`new_producer_id`, which rewrites the marked partitions' unfinished batches from
+sequence 0 under the new epoch, in their old order, and they are retried. Other
+partitions finish their old-epoch batches with their old sequences (dedup still works)
+and start at 0 with the new epoch once those are settled. A batch that ends without a
+definite answer (expired after a request left) leaves its partition "unresolved": no
+new batch is sequenced there until its in-flight batches settle, then either the
+sequences line up or the epoch is bumped.
+
+`NoSequencing` is the policy without idempotence. Transactions will wrap this one (the
+seam: `drain_blocked`, `assign`, `on_*`, `is_transactional`).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from trio_kafka.errors import ErrorCode, KafkaError
+from trio_kafka.producer._batch import BatchState, ProducerBatch
+
+TopicPartition = tuple[str, int]
+_MAX_EPOCH = 32767
+_SEQUENCE_WRAP = 2**31
+
+
+class SequencingPolicy(Protocol):
+    enabled: bool
+    is_transactional: bool
+    epoch_bump_required: bool
+    producer_id: int
+    producer_epoch: int
+
+    def drain_blocked(self, batch: ProducerBatch) -> bool: ...
+    def assign(self, batch: ProducerBatch) -> None: ...
+    def on_success(self, batch: ProducerBatch) -> None: ...
+    def on_retry(self, batch: ProducerBatch) -> None: ...
+    def on_final(self, batch: ProducerBatch, *, gap: bool) -> None: ...
+    def retry_decision(
+        self, batch: ProducerBatch, code: int, log_start_offset: int
+    ) -> bool | None: ...
+    def resolve_sequences(self) -> None: ...
+    def new_producer_id(self, producer_id: int, producer_epoch: int) -> list[ProducerBatch]: ...
+
+
+class NoSequencing:
+    """No idempotence: batches go out with producer id -1 and no sequence."""
+
+    enabled = False
+    is_transactional = False
+    epoch_bump_required = False
+    producer_id = -1
+    producer_epoch = -1
+
+    def drain_blocked(self, batch: ProducerBatch) -> bool:
+        return False
+
+    def assign(self, batch: ProducerBatch) -> None:
+        pass
+
+    def on_success(self, batch: ProducerBatch) -> None:
+        pass
+
+    def on_retry(self, batch: ProducerBatch) -> None:
+        pass
+
+    def on_final(self, batch: ProducerBatch, *, gap: bool) -> None:
+        pass
+
+    def retry_decision(self, batch: ProducerBatch, code: int, log_start_offset: int) -> bool | None:
+        return None
+
+    def resolve_sequences(self) -> None:
+        pass
+
+    def new_producer_id(self, producer_id: int, producer_epoch: int) -> list[ProducerBatch]:
+        return []
+
+
+class PartitionSequence:
+    """Sequence state of one partition (owned by the Sequencer)."""
+
+    __slots__ = (
+        "inflight",
+        "last_acked_offset",
+        "last_acked_sequence",
+        "next_sequence",
+        "producer_epoch",
+        "producer_id",
+        "retrying",
+        "unresolved_next",
+    )
+
+    def __init__(self, producer_id: int, producer_epoch: int) -> None:
+        # The id/epoch this partition's sequences belong to (may lag after a bump).
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.next_sequence = 0
+        self.last_acked_sequence = -1
+        self.last_acked_offset = -1
+        # Unfinished sequenced batches, sorted by base_sequence.
+        self.inflight: list[ProducerBatch] = []
+        # Those of them waiting for, or in, a retry.
+        self.retrying: set[ProducerBatch] = set()
+        # Set when a batch ended without a definite answer: the next sequence after it.
+        self.unresolved_next: int | None = None
+
+    def first_sequence(self) -> int:
+        return self.inflight[0].base_sequence if self.inflight else -1
+
+    def remove(self, batch: ProducerBatch) -> None:
+        if batch in self.inflight:
+            self.inflight.remove(batch)
+        self.retrying.discard(batch)
+
+
+class Sequencer:
+    """Idempotent producer state (see module doc)."""
+
+    enabled = True
+
+    def __init__(self, *, is_transactional: bool = False) -> None:
+        self.is_transactional = is_transactional
+        # Current producer id and epoch (-1: InitProducerId not done yet).
+        self.producer_id = -1
+        self.producer_epoch = -1
+        # An epoch bump was requested and not applied; partitions to rewrite then.
+        self.epoch_bump_required = False
+        self.partitions_to_rewrite: set[TopicPartition] = set()
+        self.partitions: dict[TopicPartition, PartitionSequence] = {}
+        # Non-None once the producer cannot go on (fenced, unauthorised).
+        self.fatal_error: KafkaError | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"<Sequencer pid={self.producer_id} epoch={self.producer_epoch} "
+            f"bump={self.epoch_bump_required} partitions={len(self.partitions)}>"
+        )
+
+    def entry(self, tp: TopicPartition) -> PartitionSequence:
+        e = self.partitions.get(tp)
+        if e is None:
+            e = self.partitions[tp] = PartitionSequence(self.producer_id, self.producer_epoch)
+        return e
+
+    # -- drain -----------------------------------------------------------------------
+
+    def drain_blocked(self, batch: ProducerBatch) -> bool:
+        """May `batch` (its partition's first queued) not be sent now?"""
+        if self.producer_id < 0 or self.epoch_bump_required or self.fatal_error is not None:
+            return True
+        e = self.entry((batch.topic, batch.partition))
+        if batch.base_sequence < 0:
+            if e.inflight and (
+                e.producer_id != self.producer_id or e.producer_epoch != self.producer_epoch
+            ):
+                return True  # old-epoch batches first, then restart at 0
+            # No new sequences while the state of earlier ones is unknown or recovering.
+            return e.unresolved_next is not None or bool(e.retrying)
+        if batch.base_sequence != e.first_sequence():
+            return True  # a retry waits until every lower sequence is settled
+        # One request at a time while retrying.
+        return bool(e.retrying) and any(b.state is BatchState.IN_FLIGHT for b in e.inflight)
+
+    def assign(self, batch: ProducerBatch) -> None:
+        """Give a batch drained for the first time its id, epoch and sequence."""
+        if batch.base_sequence >= 0:
+            return
+        e = self.entry((batch.topic, batch.partition))
+        if (
+            e.producer_id != self.producer_id or e.producer_epoch != self.producer_epoch
+        ) and not e.inflight:
+            e.producer_id = self.producer_id
+            e.producer_epoch = self.producer_epoch
+            e.next_sequence = 0
+            e.last_acked_sequence = -1
+        batch.producer_id = self.producer_id
+        batch.producer_epoch = self.producer_epoch
+        batch.base_sequence = e.next_sequence
+        batch.is_transactional = self.is_transactional
+        e.next_sequence = (e.next_sequence + len(batch.records)) % _SEQUENCE_WRAP
+        e.inflight.append(batch)  # sequences grow: appending keeps the order
+
+    # -- outcomes --------------------------------------------------------------------
+
+    def on_success(self, batch: ProducerBatch) -> None:
+        if batch.base_sequence < 0:
+            return
+        e = self.entry((batch.topic, batch.partition))
+        if batch.producer_id == e.producer_id and batch.producer_epoch == e.producer_epoch:
+            e.last_acked_sequence = max(e.last_acked_sequence, batch.last_sequence)
+            if batch.base_offset >= 0:
+                e.last_acked_offset = max(
+                    e.last_acked_offset, batch.base_offset + len(batch.records) - 1
+                )
+        e.remove(batch)
+
+    def on_retry(self, batch: ProducerBatch) -> None:
+        if batch.base_sequence >= 0:
+            self.entry((batch.topic, batch.partition)).retrying.add(batch)
+
+    def on_final(self, batch: ProducerBatch, *, gap: bool) -> None:
+        """A sequenced batch ended without success.
+
+        `gap`: it definitely left a hole in the sequences (so later ones will be
+        rejected): rewrite the partition under a new epoch. Otherwise (it may have
+        landed) the partition becomes unresolved until its other batches settle.
+        """
+        if batch.base_sequence < 0:
+            return
+        tp = (batch.topic, batch.partition)
+        e = self.entry(tp)
+        e.remove(batch)
+        if gap:
+            self.request_epoch_bump(tp)
+        else:
+            nxt = batch.last_sequence + 1
+            e.unresolved_next = nxt if e.unresolved_next is None else max(e.unresolved_next, nxt)
+
+    def request_epoch_bump(self, tp: TopicPartition) -> None:
+        self.epoch_bump_required = True
+        self.partitions_to_rewrite.add(tp)
+
+    def _is_next(self, e: PartitionSequence, sequence: int) -> bool:
+        return sequence - e.last_acked_sequence == 1
+
+    def retry_decision(self, batch: ProducerBatch, code: int, log_start_offset: int) -> bool | None:
+        """Java's `TransactionManager.canRetry` for the idempotence errors.
+
+        True: retry (maybe after requesting an epoch bump); None: not an idempotence
+        error, decide by the error table.
+        """
+        if batch.base_sequence < 0:
+            return None
+        tp = (batch.topic, batch.partition)
+        e = self.entry(tp)
+        if code == ErrorCode.UNKNOWN_PRODUCER_ID:
+            if log_start_offset == -1 or batch.sequence_reset:
+                return True
+            if e.last_acked_offset < log_start_offset:
+                # Retention removed our last write: expected to lose producer state.
+                self.request_epoch_bump(tp)
+                return True
+            if not self.is_transactional:
+                self.request_epoch_bump(tp)
+                return True
+            return False
+        if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            if e.unresolved_next is None and (
+                batch.sequence_reset or not self._is_next(e, batch.base_sequence)
+            ):
+                return True  # an earlier batch failed; this one follows it back
+            if not self.is_transactional:
+                if e.unresolved_next is None or e.unresolved_next == batch.base_sequence:
+                    self.request_epoch_bump(tp)  # a real gap in the broker's log
+                return True
+            return False
+        return None
+
+    def resolve_sequences(self) -> None:
+        """Java's `maybeResolveSequences`: settle partitions left unresolved."""
+        for tp, e in self.partitions.items():
+            if e.unresolved_next is None or e.inflight:
+                continue
+            if not self._is_next(e, e.next_sequence):
+                self.request_epoch_bump(tp)
+            e.unresolved_next = None
+
+    # -- epoch -----------------------------------------------------------------------
+
+    def next_local_epoch(self) -> tuple[int, int]:
+        """The id and epoch of a client-side bump; (-1, -1) when the epoch is exhausted
+        (then a fresh InitProducerId is needed)."""
+        if self.producer_epoch >= _MAX_EPOCH:
+            return -1, -1
+        return self.producer_id, self.producer_epoch + 1
+
+    def new_producer_id(self, producer_id: int, producer_epoch: int) -> list[ProducerBatch]:
+        """Install an id and epoch (first InitProducerId, or an epoch bump).
+
+        Returns the batches that must now end as Ambiguous: an earlier attempt of theirs
+        may have landed, and re-sequencing them under the new epoch would defeat the
+        broker's deduplication (a duplicate). Every other unfinished batch of a
+        partition marked for rewriting gets a new sequence from 0, in its old order.
+        """
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        dropped: list[ProducerBatch] = []
+        if producer_id < 0:
+            return dropped
+        for tp in self.partitions_to_rewrite:
+            e = self.entry(tp)
+            sequence = 0
+            keep = []
+            for batch in e.inflight:
+                if batch.maybe_written:
+                    dropped.append(batch)
+                    e.retrying.discard(batch)
+                    continue
+                keep.append(batch)
+                batch.producer_id = producer_id
+                batch.producer_epoch = producer_epoch
+                batch.base_sequence = sequence
+                batch.sequence_reset = True
+                sequence += len(batch.records)
+            e.inflight = keep
+            e.producer_id = producer_id
+            e.producer_epoch = producer_epoch
+            e.next_sequence = sequence
+            e.last_acked_sequence = -1
+            e.last_acked_offset = -1
+            e.unresolved_next = None
+        self.partitions_to_rewrite.clear()
+        self.epoch_bump_required = False
+        return dropped
