@@ -258,12 +258,12 @@ class KafkaSelector:
                 f"{self.config.connection_setup_timeout} s"
             ) from exc
         except (OSError, trio.BrokenResourceError) as exc:
-            cause = exc if isinstance(exc, OSError) else exc.__cause__
+            cause = _root_error(exc)
             if isinstance(cause, ssl.SSLCertVerificationError):
                 raise AuthenticationError(
                     f"TLS certificate of {where} failed verification: {cause.verify_message}"
                 ) from exc
-            raise BrokerConnectionError(f"cannot connect to {where}: {cause or exc!r}") from exc
+            raise BrokerConnectionError(f"cannot connect to {where}: {cause}") from exc
         connection = BrokerConnection(
             stream,
             node.host,
@@ -411,7 +411,6 @@ class KafkaSelector:
         tried: list[str] = []
         last_error: BaseException | None = None
         for node in self._metadata_candidates():
-            tried.append(node.address)
             try:
                 connection = await self.connection(node.node_id)
                 request = MetadataRequest(
@@ -425,15 +424,12 @@ class KafkaSelector:
                 raise
             except KafkaError as exc:
                 last_error = exc
+                tried.append(f"{node.address} ({type(_root_error(exc)).__name__})")
                 continue
             self._apply_metadata(response, topics)
             return
-        root = last_error
-        while root is not None and root.__cause__ is not None:
-            root = root.__cause__
         raise BrokerConnectionError(
-            f"no broker answered Metadata; tried {', '.join(tried)}; last error: "
-            f"{last_error} (cause: {root!r})"
+            f"no broker answered Metadata; tried {', '.join(tried)}; last error: {last_error}"
         ) from last_error
 
     def _apply_metadata(self, response: Any, topics: frozenset[str] | None) -> None:
@@ -566,3 +562,18 @@ async def open_selector(
             yield selector
         finally:
             await selector.aclose()
+
+
+def _root_error(error: BaseException) -> BaseException:
+    """The OS-level error under `error`: follows causes, and takes the last attempt of the
+    exception group trio raises when every address of a host refused."""
+    seen: set[int] = set()
+    while id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, BaseExceptionGroup) and error.exceptions:
+            error = error.exceptions[-1]
+        elif error.__cause__ is not None:
+            error = error.__cause__
+        else:
+            break
+    return error

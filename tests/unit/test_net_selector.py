@@ -1,0 +1,351 @@
+"""KafkaSelector over an in-memory fake cluster (no sockets), with trio's MockClock."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from trio_kafka.errors import BrokerConnectionError, ErrorCode, UnknownTopicError
+from trio_kafka.net import CAS_FEATURE, TRANSACTION_VERSION_FEATURE, open_selector
+from trio_kafka.protocol import REQUEST_CLASSES, FrameSplitter, decode_request, encode_response
+from trio_kafka.protocol.messages.api_versions import (
+    ApiVersion,
+    ApiVersionsResponse,
+    FinalizedFeatureKey,
+    SupportedFeatureKey,
+)
+from trio_kafka.protocol.messages.metadata import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+
+
+@attrs.define
+class FakeCluster:
+    """A Transport whose every connection reaches an in-memory fake broker task."""
+
+    nursery: trio.Nursery
+    #: address -> node id the fake broker answers as.
+    brokers: dict[tuple[str, int], int] = attrs.field(factory=lambda: {("b1", 9092): 1})
+    topics: dict[str, int] = attrs.field(factory=dict)
+    refused: set[tuple[str, int]] = attrs.field(factory=set)
+    #: API key -> max version the fake broker claims.
+    max_versions: dict[int, int] = attrs.field(factory=dict)
+    #: The fake broker answers ApiVersions above this version with UNSUPPORTED_VERSION.
+    api_versions_max: int = 4
+    features: bool = True
+    connects: list[tuple[float, str, int]] = attrs.field(factory=list)
+    requests: list[tuple[str, int, str, int]] = attrs.field(factory=list)
+
+    async def connect(self, host: str, port: int) -> trio.abc.Stream:
+        self.connects.append((trio.current_time(), host, port))
+        if (host, port) in self.refused or (host, port) not in self.brokers:
+            raise ConnectionRefusedError(111, f"Connection refused by {host}:{port}")
+        client, server = trio.testing.memory_stream_pair()
+        self.nursery.start_soon(self._serve, server, host, port)
+        return client
+
+    def count(self, name: str) -> int:
+        return sum(1 for r in self.requests if r[2] == name)
+
+    async def _serve(self, stream: trio.abc.Stream, host: str, port: int) -> None:
+        splitter = FrameSplitter()
+        try:
+            while data := await stream.receive_some(65536):
+                for frame in splitter.feed(data):
+                    header, request = decode_request(frame)
+                    name = type(request).__name__
+                    self.requests.append((host, port, name, header.api_version))
+                    response, version = self._answer(request, header.api_version)
+                    await stream.send_all(
+                        encode_response(
+                            response, version=version, correlation_id=header.correlation_id
+                        )
+                    )
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+    def _answer(self, request: Any, version: int) -> tuple[Any, int]:
+        match type(request).__name__:
+            case "ApiVersionsRequest":
+                keys = [
+                    ApiVersion(
+                        api_key=key,
+                        min_version=cls.MIN_VERSION,
+                        max_version=self.max_versions.get(key, cls.MAX_VERSION),
+                    )
+                    for key, cls in sorted(REQUEST_CLASSES.items())
+                ]
+                if version > self.api_versions_max:
+                    # KIP-511: a v0 answer with the broker's own ApiVersions range.
+                    own = [ApiVersion(api_key=18, min_version=0, max_version=self.api_versions_max)]
+                    return ApiVersionsResponse(
+                        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=own
+                    ), 0
+                supported = [SupportedFeatureKey(name=CAS_FEATURE, min_version=1, max_version=1)]
+                finalized = [
+                    FinalizedFeatureKey(
+                        name=TRANSACTION_VERSION_FEATURE, min_version_level=2, max_version_level=2
+                    )
+                ]
+                return ApiVersionsResponse(
+                    api_keys=keys,
+                    supported_features=supported if self.features else [],
+                    finalized_features=finalized if self.features else [],
+                    finalized_features_epoch=7 if self.features else -1,
+                ), version
+            case "MetadataRequest":
+                names = (
+                    list(self.topics)
+                    if request.topics is None
+                    else [t.name for t in request.topics]
+                )
+                leader = min(self.brokers.values())
+                topics = [
+                    MetadataResponseTopic(
+                        name=name,
+                        error_code=0
+                        if name in self.topics
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        partitions=[
+                            MetadataResponsePartition(
+                                partition_index=i,
+                                leader_id=leader,
+                                leader_epoch=0,
+                                replica_nodes=[leader],
+                                isr_nodes=[leader],
+                            )
+                            for i in range(self.topics.get(name, 0))
+                        ],
+                    )
+                    for name in names
+                ]
+                brokers = [
+                    MetadataResponseBroker(node_id=node, host=host, port=port)
+                    for (host, port), node in self.brokers.items()
+                ]
+                return MetadataResponse(brokers=brokers, topics=topics, cluster_id="fake"), version
+        raise AssertionError(f"the fake broker does not answer {request!r}")
+
+
+async def test_versions_are_negotiated_and_features_exposed(nursery: trio.Nursery) -> None:
+    cluster = FakeCluster(nursery, max_versions={3: 5})
+    async with open_selector("b1:9092", transport=cluster) as selector:
+        connection = await selector.connection(-1)
+        info = selector.api_versions(-1)
+        assert info is not None
+        assert info.api_versions_version == 4
+        assert info.version_for(3) == 5  # Metadata: the broker's max is below ours
+        assert info.version_for(0) == REQUEST_CLASSES[0].MAX_VERSION
+        assert connection.api_versions[3] == 5
+        assert info.supports_cas
+        assert info.supports_feature(CAS_FEATURE, 1)
+        assert not info.supports_feature(CAS_FEATURE, 2)
+        assert info.finalized_level(TRANSACTION_VERSION_FEATURE) == 2
+        assert info.finalized_features_epoch == 7
+        await selector.refresh_metadata()
+        assert ("b1", 9092, "MetadataRequest", 5) in cluster.requests
+
+
+async def test_a_broker_without_features_does_not_support_cas(nursery: trio.Nursery) -> None:
+    cluster = FakeCluster(nursery, features=False)
+    async with open_selector("b1:9092", transport=cluster) as selector:
+        await selector.connection(-1)
+        info = selector.api_versions(-1)
+        assert info is not None and not info.supports_cas
+        assert info.finalized_level(TRANSACTION_VERSION_FEATURE) is None
+
+
+async def test_api_versions_is_retried_at_the_brokers_version_on_unsupported_version(
+    nursery: trio.Nursery,
+) -> None:
+    cluster = FakeCluster(nursery, api_versions_max=2)
+    async with open_selector("b1:9092", transport=cluster) as selector:
+        await selector.connection(-1)
+        info = selector.api_versions(-1)
+        assert info is not None and info.api_versions_version == 2
+        versions = [r[3] for r in cluster.requests if r[2] == "ApiVersionsRequest"]
+        assert versions == [4, 2]
+        assert len(cluster.connects) == 1  # same connection, as KIP-511 intends
+
+
+async def test_api_versions_falls_back_to_v0_when_the_broker_names_no_range(
+    nursery: trio.Nursery,
+) -> None:
+    cluster = FakeCluster(nursery, api_versions_max=0)
+    async with open_selector("b1:9092", transport=cluster) as selector:
+        await selector.connection(-1)
+        info = selector.api_versions(-1)
+        assert info is not None and info.api_versions_version == 0
+        assert info.version_for(3) is not None
+
+
+async def test_idle_connections_are_closed_after_connections_max_idle(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    cluster = FakeCluster(nursery)
+    async with open_selector("b1:9092", transport=cluster, connections_max_idle=540.0) as selector:
+        connection = await selector.connection(-1)
+        opened = trio.current_time()
+        await trio.sleep(539.0)
+        assert connection.is_open
+        await selector.request(-1, REQUEST_CLASSES[18](), version=0)  # activity resets idleness
+        await trio.sleep(539.0)
+        assert connection.is_open
+        await connection.wait_closed()
+        assert trio.current_time() - opened == pytest.approx(539.0 + 540.0)
+        assert "ready 0" in repr(selector)
+        again = await selector.connection(-1)  # reopened on demand, no backoff
+        assert again is not connection and again.is_open
+        assert len(cluster.connects) == 2
+
+
+def _gaps(times: list[float]) -> list[float]:
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
+async def _refused_attempt_times(nursery: trio.Nursery, seed: int, attempts: int) -> list[float]:
+    cluster = FakeCluster(nursery, refused={("b1", 9092)})
+    async with open_selector(
+        "b1:9092",
+        transport=cluster,
+        rng=random.Random(seed),
+        reconnect_backoff=0.05,
+        reconnect_backoff_max=1.0,
+    ) as selector:
+        for _ in range(attempts):
+            with pytest.raises(BrokerConnectionError, match="Connection refused"):
+                await selector.connection(-1)
+        assert "backing off 1" in repr(selector)
+    return [t for t, _, _ in cluster.connects]
+
+
+async def test_reconnect_backoff_grows_exponentially_with_jitter_within_bounds(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    gaps = _gaps(await _refused_attempt_times(nursery, seed=1, attempts=10))
+    for failures, gap in enumerate(gaps):
+        nominal = 0.05 * 2**failures
+        # Java's ExponentialBackoff: jitter of +-20% around the term, the term capped at the
+        # maximum, the result capped at the maximum too.
+        assert 0.8 * min(nominal, 1.0) - 1e-9 <= gap <= min(1.2 * nominal, 1.0) + 1e-9
+    assert gaps[:4] != [0.05, 0.1, 0.2, 0.4]  # jittered, not exact
+    assert max(gaps) <= 1.0
+    assert gaps[-1] >= 0.8  # reached the cap
+
+
+async def test_reconnect_backoff_jitter_comes_from_the_injected_rng(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    first = await _refused_attempt_times(nursery, seed=7, attempts=6)
+    origin = first[0]
+    second = await _refused_attempt_times(nursery, seed=7, attempts=6)
+    third = await _refused_attempt_times(nursery, seed=8, attempts=6)
+    assert _gaps(first) == pytest.approx(_gaps(second), abs=1e-9)
+    assert _gaps(first) != pytest.approx(_gaps(third), abs=1e-9)
+    assert origin == 0.0
+
+
+async def test_concurrent_metadata_refreshes_share_one_request(nursery: trio.Nursery) -> None:
+    cluster = FakeCluster(nursery, topics={"orders": 3})
+    async with open_selector("b1:9092", transport=cluster) as selector:
+        results = []
+
+        async def refresh() -> None:
+            results.append(await selector.refresh_metadata(["orders"]))
+
+        async with trio.open_nursery() as inner:
+            for _ in range(5):
+                inner.start_soon(refresh)
+        assert cluster.count("MetadataRequest") == 1
+        assert all(r is results[0] for r in results)
+        assert results[0].topic("orders") is not None
+
+
+async def test_metadata_gives_node_ids_and_leaders(nursery: trio.Nursery) -> None:
+    cluster = FakeCluster(nursery, brokers={("b1", 9092): 1, ("b2", 9092): 2}, topics={"orders": 2})
+    async with open_selector("b2:9092", transport=cluster) as selector:
+        assert selector.node_ids == [-1]
+        topic = await selector.wait_for_topic("orders")
+        assert topic.partition_count == 2
+        assert selector.node_ids == [-1, 1, 2]
+        leader = selector.metadata.leader_for("orders", 0)
+        assert leader is not None and (leader.node_id, leader.host) == (1, "b1")
+        response = await selector.request(1, REQUEST_CLASSES[18](), version=0)
+        assert response.error_code == 0
+        assert ("b1", 9092) in {(h, p) for _, h, p in cluster.connects}
+        assert "metadata: 2 brokers, 1 topics" in repr(selector)
+
+
+async def test_metadata_is_refreshed_when_older_than_metadata_max_age(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    cluster = FakeCluster(nursery, topics={"orders": 1})
+    async with open_selector("b1:9092", transport=cluster, metadata_max_age=300.0) as selector:
+        await selector.refresh_metadata(["orders"])
+        await trio.sleep(299.0)
+        assert cluster.count("MetadataRequest") == 1
+        await trio.sleep(2.0)
+        assert cluster.count("MetadataRequest") == 2
+        assert selector.metadata.updated_at == pytest.approx(300.0)
+
+
+async def test_a_missing_topic_raises_unknown_topic_after_max_block(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    cluster = FakeCluster(nursery)
+    async with open_selector("b1:9092", transport=cluster, max_block=3.0) as selector:
+        with pytest.raises(UnknownTopicError, match="Create it") as info:
+            await selector.wait_for_topic("nope")
+        assert info.value.topic == "nope"
+        assert "UNKNOWN_TOPIC_OR_PARTITION" in str(info.value)
+        assert trio.current_time() == pytest.approx(3.0)
+        assert cluster.count("MetadataRequest") > 2  # retried with backoff meanwhile
+
+
+async def test_a_topic_created_while_waiting_is_found(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    cluster = FakeCluster(nursery)
+
+    async def create_later() -> None:
+        await trio.sleep(1.0)
+        cluster.topics["late"] = 4
+
+    nursery.start_soon(create_later)
+    async with open_selector("b1:9092", transport=cluster) as selector:
+        topic = await selector.wait_for_topic("late")
+        assert topic.partition_count == 4
+
+
+async def test_no_reachable_broker_names_every_address_and_the_os_error(
+    nursery: trio.Nursery,
+) -> None:
+    cluster = FakeCluster(nursery, brokers={})
+    async with open_selector(["a:1", "b:2", "c:3"], transport=cluster) as selector:
+        with pytest.raises(BrokerConnectionError) as info:
+            await selector.refresh_metadata()
+    message = str(info.value)
+    for address in ("a:1", "b:2", "c:3"):
+        assert address in message
+    assert "Connection refused" in message
+
+
+async def test_the_selector_repr_tells_the_state(nursery: trio.Nursery) -> None:
+    cluster = FakeCluster(nursery)
+    async with open_selector("b1:9092", transport=cluster) as selector:
+        assert repr(selector) == (
+            "<KafkaSelector [OPEN, nodes 1: ready 0, connecting 0, backing off 0; "
+            "metadata: 0 brokers, 0 topics]>"
+        )
+        await selector.connection(-1)
+        assert "ready 1" in repr(selector)
+    assert repr(selector).startswith("<KafkaSelector [CLOSED")
