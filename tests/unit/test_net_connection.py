@@ -11,6 +11,7 @@ import trio.testing
 from trio_kafka.errors import (
     AmbiguousError,
     BrokerConnectionError,
+    BrokerError,
     ConnectionLostError,
     ProtocolError,
     RequestTimeoutError,
@@ -235,3 +236,12 @@ def test_an_in_flight_limit_below_one_is_refused() -> None:
     client, _ = trio.testing.memory_stream_pair()
     with pytest.raises(ValueError, match="max_in_flight"):
         BrokerConnection(client, "broker", 9092, max_in_flight=0)
+
+
+async def test_an_api_the_broker_does_not_support_is_refused_before_sending() -> None:
+    client, _peer = pair()
+    async with open_connection(client, "broker", 9092) as conn:
+        conn.api_versions = {18: 3}  # negotiated: only ApiVersions
+        with pytest.raises(BrokerError, match="supports no version of MetadataRequest"):
+            await conn.send(MetadataRequest(topics=[]))
+        assert conn.in_flight == 0 and conn.is_open

@@ -8,11 +8,18 @@ from typing import Any
 
 import attrs
 import pytest
+import scramp
 import trio
 import trio.testing
 
-from trio_kafka.errors import BrokerConnectionError, ErrorCode, UnknownTopicError
-from trio_kafka.net import CAS_FEATURE, TRANSACTION_VERSION_FEATURE, open_selector
+from trio_kafka.errors import (
+    AuthenticationError,
+    BrokerConnectionError,
+    ErrorCode,
+    FatalError,
+    UnknownTopicError,
+)
+from trio_kafka.net import CAS_FEATURE, TRANSACTION_VERSION_FEATURE, SaslConfig, open_selector
 from trio_kafka.protocol import REQUEST_CLASSES, FrameSplitter, decode_request, encode_response
 from trio_kafka.protocol.messages.api_versions import (
     ApiVersion,
@@ -26,6 +33,8 @@ from trio_kafka.protocol.messages.metadata import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
+from trio_kafka.protocol.messages.sasl_authenticate import SaslAuthenticateResponse
+from trio_kafka.protocol.messages.sasl_handshake import SaslHandshakeResponse
 
 
 @attrs.define
@@ -42,6 +51,8 @@ class FakeCluster:
     #: The fake broker answers ApiVersions above this version with UNSUPPORTED_VERSION.
     api_versions_max: int = 4
     features: bool = True
+    #: username -> password the fake broker accepts over SASL (PLAIN or SCRAM).
+    users: dict[str, str] = attrs.field(factory=dict)
     connects: list[tuple[float, str, int]] = attrs.field(factory=list)
     requests: list[tuple[str, int, str, int]] = attrs.field(factory=list)
 
@@ -58,13 +69,14 @@ class FakeCluster:
 
     async def _serve(self, stream: trio.abc.Stream, host: str, port: int) -> None:
         splitter = FrameSplitter()
+        state: dict[str, Any] = {}
         try:
             while data := await stream.receive_some(65536):
                 for frame in splitter.feed(data):
                     header, request = decode_request(frame)
                     name = type(request).__name__
                     self.requests.append((host, port, name, header.api_version))
-                    response, version = self._answer(request, header.api_version)
+                    response, version = self._answer(request, header.api_version, state)
                     await stream.send_all(
                         encode_response(
                             response, version=version, correlation_id=header.correlation_id
@@ -73,8 +85,15 @@ class FakeCluster:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
 
-    def _answer(self, request: Any, version: int) -> tuple[Any, int]:
+    def _answer(self, request: Any, version: int, state: dict[str, Any]) -> tuple[Any, int]:
         match type(request).__name__:
+            case "SaslHandshakeRequest":
+                offered = ["PLAIN", "SCRAM-SHA-512"]
+                state["mechanism"] = request.mechanism
+                code = 0 if request.mechanism in offered else ErrorCode.UNSUPPORTED_SASL_MECHANISM
+                return SaslHandshakeResponse(error_code=code, mechanisms=offered), version
+            case "SaslAuthenticateRequest":
+                return self._authenticate(request.auth_bytes, state), version
             case "ApiVersionsRequest":
                 keys = [
                     ApiVersion(
@@ -134,6 +153,30 @@ class FakeCluster:
                 ]
                 return MetadataResponse(brokers=brokers, topics=topics, cluster_id="fake"), version
         raise AssertionError(f"the fake broker does not answer {request!r}")
+
+    def _authenticate(self, token: bytes, state: dict[str, Any]) -> SaslAuthenticateResponse:
+        failed = ErrorCode.SASL_AUTHENTICATION_FAILED
+        if state["mechanism"] == "PLAIN":
+            _, user, password = token.decode().split("\0")
+            if self.users.get(user) != password:
+                return SaslAuthenticateResponse(error_code=failed, error_message="bad password")
+            return SaslAuthenticateResponse()
+        mechanism = scramp.ScramMechanism("SCRAM-SHA-512")
+        try:
+            if "scram" not in state:
+                server = mechanism.make_server(
+                    lambda user: mechanism.make_auth_info(
+                        self.users.get(user, "?"), 4096, b"salt-of-the-fake"
+                    )
+                )
+                server.set_client_first(token.decode())
+                state["scram"] = server
+                return SaslAuthenticateResponse(auth_bytes=server.get_server_first().encode())
+            server = state["scram"]
+            server.set_client_final(token.decode())
+            return SaslAuthenticateResponse(auth_bytes=server.get_server_final().encode())
+        except scramp.ScramException as exc:
+            return SaslAuthenticateResponse(error_code=failed, error_message=str(exc))
 
 
 async def test_versions_are_negotiated_and_features_exposed(nursery: trio.Nursery) -> None:
@@ -349,3 +392,42 @@ async def test_the_selector_repr_tells_the_state(nursery: trio.Nursery) -> None:
         await selector.connection(-1)
         assert "ready 1" in repr(selector)
     assert repr(selector).startswith("<KafkaSelector [CLOSED")
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+async def test_sasl_authenticates_before_the_connection_is_handed_out(
+    nursery: trio.Nursery, mechanism: str
+) -> None:
+    cluster = FakeCluster(nursery, users={"alice": "s3cret"})
+    sasl = SaslConfig(mechanism, "alice", "s3cret")
+    async with open_selector("b1:9092", transport=cluster, sasl=sasl) as selector:
+        await selector.refresh_metadata()
+    names = [r[2] for r in cluster.requests]
+    rounds = 2 if mechanism.startswith("SCRAM") else 1
+    assert (
+        names[: 2 + rounds]
+        == ["ApiVersionsRequest", "SaslHandshakeRequest"] + ["SaslAuthenticateRequest"] * rounds
+    )
+    assert names[2 + rounds] == "MetadataRequest"
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+async def test_a_wrong_password_is_an_authentication_error(
+    nursery: trio.Nursery, mechanism: str
+) -> None:
+    cluster = FakeCluster(nursery, users={"alice": "s3cret"})
+    sasl = SaslConfig(mechanism, "alice", "wrong")
+    async with open_selector("b1:9092", transport=cluster, sasl=sasl) as selector:
+        with pytest.raises(AuthenticationError, match="alice") as info:
+            await selector.connection(-1)
+        assert isinstance(info.value, FatalError)
+        assert "SASL_AUTHENTICATION_FAILED" in str(info.value)
+        assert "wrong" not in repr(sasl)  # the password stays out of reprs
+
+
+async def test_an_unsupported_sasl_mechanism_names_the_offered_ones(nursery: trio.Nursery) -> None:
+    cluster = FakeCluster(nursery, users={"alice": "s3cret"})
+    sasl = SaslConfig("SCRAM-SHA-256", "alice", "s3cret")
+    async with open_selector("b1:9092", transport=cluster, sasl=sasl) as selector:
+        with pytest.raises(AuthenticationError, match="PLAIN, SCRAM-SHA-512"):
+            await selector.connection(-1)

@@ -49,6 +49,7 @@ from trio_kafka.errors import (
     KafkaError,
     ProtocolError,
     RequestTimeoutError,
+    error_for_code,
 )
 from trio_kafka.net._clock import Clock, TrioClock
 from trio_kafka.protocol import FrameSplitter, decode_response, encode_request
@@ -220,7 +221,7 @@ class BrokerConnection:
         """
         request_class = type(message)
         if version is None:
-            version = self.api_versions.get(request_class.API_KEY, request_class.MAX_VERSION)
+            version = self._version_for(request_class)
         timeout = self.request_timeout if timeout is None else timeout
         self._check_open()
         self._queued += 1
@@ -269,6 +270,18 @@ class BrokerConnection:
             f"<BrokerConnection [{node} {self.host}:{self.port}, {self.state.value}, "
             f"in-flight {len(self._in_flight)}/{self.max_in_flight}, queued {self._queued}]>"
         )
+
+    def _version_for(self, request_class: type[Any]) -> int:
+        if not self.api_versions:  # not negotiated (a raw connection): our highest
+            return int(request_class.MAX_VERSION)
+        version = self.api_versions.get(request_class.API_KEY)
+        if version is None:
+            raise error_for_code(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"{self.host}:{self.port} supports no version of {request_class.__name__} "
+                f"that we speak ({request_class.MIN_VERSION}-{request_class.MAX_VERSION})",
+            )
+        return version
 
     # -- the writer critical section --------------------------------------------------------
 

@@ -523,7 +523,10 @@ class KafkaSelector:
             await trio.sleep_until(wake)
 
     def __repr__(self) -> str:
-        now = self.clock.now() if self._nursery is not None else 0.0
+        try:
+            now = self.clock.now()
+        except RuntimeError:  # repr outside trio.run
+            now = -math.inf
         ready = sum(1 for n in self._nodes.values() if n.ready)
         connecting = sum(1 for n in self._nodes.values() if n.attempt is not None)
         backing_off = sum(
