@@ -10,6 +10,7 @@ strict prefix of an encoding is rejected with `ProtocolError`.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -218,3 +219,20 @@ def test_decode_error_names_the_field_path_and_offset() -> None:
     # The records begin 8 bytes from the end: a length byte, 4 bytes, 3 empty tag sections.
     assert error.offset == len(data) - 8
     assert "ProduceRequest v9" in str(error)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(CASES), st.data())
+def test_every_message_decode_mutated_valid_bytes(
+    case: tuple[type[Message], int], data: st.DataObject
+) -> None:
+    """Flip bytes of a real encoding, so lengths and counts are nearly right."""
+    cls, version = case
+    encoded = bytearray(data.draw(message_strategy(cls, version)).encode(version))
+    if not encoded:
+        return
+    for _ in range(data.draw(st.integers(1, 4))):
+        encoded[data.draw(st.integers(0, len(encoded) - 1))] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(encoded)))
+    with contextlib.suppress(ProtocolError):
+        cls.decode(bytes(encoded[:cut]), version)
