@@ -10,6 +10,7 @@ import pytest
 from trio_kafka.errors import BrokerConnectionError, ErrorCode, UnknownTopicError
 from trio_kafka.net import open_selector
 from trio_kafka.protocol import REQUEST_CLASSES
+from trio_kafka.protocol.messages.api_versions import ApiVersionsRequest
 from trio_kafka.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from trio_kafka.testing import TansuBroker
 
@@ -91,3 +92,20 @@ async def test_an_unreachable_bootstrap_names_every_address(tansu: TansuBroker) 
         assert "127.0.0.1:1" in message and "127.0.0.1:2" in message
         assert "refused" in message.lower()
         print(f"\n{message}")
+
+
+async def test_pipelined_requests_on_one_connection_are_answered_in_order(
+    tansu: TansuBroker,
+) -> None:
+    async with open_selector(tansu.bootstrap, max_in_flight=5) as selector:
+        metadata = await selector.refresh_metadata()
+        [node] = metadata.brokers
+        connection = await selector.connection(node)
+        pendings = [
+            await connection.send(ApiVersionsRequest(), version=version)
+            for version in [0, 1, 2, 3, 4] * 4
+        ]
+        responses = [await pending for pending in pendings]
+        assert [p.correlation_id for p in pendings] == sorted(p.correlation_id for p in pendings)
+        assert all(r.error_code == ErrorCode.NONE for r in responses)
+        assert connection.in_flight == 0 and connection.is_open
