@@ -9,18 +9,16 @@ still read the broker's answer (KIP-511).
 from __future__ import annotations
 
 import struct
-from typing import Any, TypeVar
+from typing import Any
 
 from ..errors import ProtocolError, UnsupportedRequestError
 from ._headers import RequestHeader, ResponseHeader
-from ._schema import Message, Request, Response
+from ._schema import Request, Response
 from .messages import REQUEST_CLASSES
 
 _SIZE = struct.Struct(">i")
 _HEADER_PREFIX = struct.Struct(">hhi")
 _API_VERSIONS_KEY = 18
-
-_R = TypeVar("_R", bound=Request)
 
 
 def request_header_version(request_class: type[Request], version: int) -> int:
@@ -118,13 +116,3 @@ def peek_correlation_id(frame: bytes | bytearray | memoryview) -> int:
             message_name="ResponseHeader",
             offset=0,
         ) from None
-
-
-__all__ = [
-    "Message",
-    "decode_request",
-    "decode_response",
-    "encode_request",
-    "encode_response",
-    "peek_correlation_id",
-]
