@@ -54,6 +54,8 @@ class FakeCluster:
     #: username -> password the fake broker accepts over SASL (PLAIN or SCRAM).
     users: dict[str, str] = attrs.field(factory=dict)
     connects: list[tuple[float, str, int]] = attrs.field(factory=list)
+    #: The broker ends of every connection, to drop them.
+    server_streams: list[trio.abc.Stream] = attrs.field(factory=list)
     requests: list[tuple[str, int, str, int]] = attrs.field(factory=list)
 
     async def connect(self, host: str, port: int) -> trio.abc.Stream:
@@ -61,6 +63,7 @@ class FakeCluster:
         if (host, port) in self.refused or (host, port) not in self.brokers:
             raise ConnectionRefusedError(111, f"Connection refused by {host}:{port}")
         client, server = trio.testing.memory_stream_pair()
+        self.server_streams.append(server)
         self.nursery.start_soon(self._serve, server, host, port)
         return client
 
@@ -431,3 +434,24 @@ async def test_an_unsupported_sasl_mechanism_names_the_offered_ones(nursery: tri
     async with open_selector("b1:9092", transport=cluster, sasl=sasl) as selector:
         with pytest.raises(AuthenticationError, match="PLAIN, SCRAM-SHA-512"):
             await selector.connection(-1)
+
+
+async def test_a_dropped_connection_is_reopened_after_a_jittered_backoff(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    cluster = FakeCluster(nursery)
+    async with open_selector("b1:9092", transport=cluster, reconnect_backoff=0.05) as selector:
+        first = await selector.connection(-1)
+        await cluster.server_streams[0].aclose()
+        await first.wait_closed()
+        dropped = trio.current_time()
+        second = await selector.connection(-1)
+        assert second is not first and second.is_open
+        waited = trio.current_time() - dropped
+        assert 0.04 <= waited <= 0.06
+        # A successful setup resets the failure count: the next drop backs off 50 ms again.
+        await cluster.server_streams[1].aclose()
+        await second.wait_closed()
+        dropped = trio.current_time()
+        await selector.connection(-1)
+        assert 0.04 <= trio.current_time() - dropped <= 0.06

@@ -229,7 +229,6 @@ class KafkaSelector:
         except Exception as exc:
             self._record_failure(node, exc)
             attempt.error = exc
-            return
         except BaseException:
             # Cancelled (the selector is closing): waiters get a plain error, not our
             # Cancelled, which must only propagate in this task.
@@ -237,13 +236,14 @@ class KafkaSelector:
                 f"connecting to node {node.node_id} at {node.address} was cancelled"
             )
             raise
+        else:
+            node.connection, node.info, node.failures = connection, info, 0
+            node.last_error = None
+            attempt.connection = connection
+            self._service_nursery().start_soon(self._watch, node, connection)
         finally:
             node.attempt = None
             attempt.done.set()
-        node.connection, node.info, node.failures = connection, info, 0
-        node.last_error = None
-        attempt.connection = connection
-        self._service_nursery().start_soon(self._watch, node, connection)
 
     async def _open(self, node: _Node) -> tuple[BrokerConnection, ApiVersionsInfo]:
         if node.retry_at > self.clock.now():
