@@ -455,3 +455,17 @@ async def test_a_dropped_connection_is_reopened_after_a_jittered_backoff(
         dropped = trio.current_time()
         await selector.connection(-1)
         assert 0.04 <= trio.current_time() - dropped <= 0.06
+
+
+async def test_disconnect_closes_without_backoff(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    cluster = FakeCluster(nursery)
+    async with open_selector("b1:9092", transport=cluster) as selector:
+        first = await selector.connection(-1)
+        assert selector.is_ready(-1)
+        await selector.disconnect(-1)
+        assert not first.is_open and not selector.is_ready(-1)
+        before = trio.current_time()
+        await selector.connection(-1)
+        assert trio.current_time() == before

@@ -217,6 +217,23 @@ class KafkaSelector:
         connection = await self.connection(node_id)
         return await connection.request(message, version=version, timeout=timeout)
 
+    def is_ready(self, node_id: int) -> bool:
+        """True when the node has an open, set-up connection (never blocks)."""
+        return self._node(node_id).ready
+
+    def retry_at(self, node_id: int) -> float:
+        """Clock time before which no new connection attempt to the node starts."""
+        return self._node(node_id).retry_at
+
+    async def disconnect(self, node_id: int) -> None:
+        """Close the node's connection on purpose (no reconnect backoff): its requests in
+        flight fail with ConnectionLostError."""
+        node = self._node(node_id)
+        connection, node.connection = node.connection, None
+        if connection is not None:
+            node.deliberate.add(id(connection))
+            await connection.aclose()
+
     def least_loaded_node(self) -> int:
         """A node to ask for cluster-wide things: an open connection with the fewest
         requests in flight, else the node whose backoff ends first (ties: rng)."""
