@@ -1,0 +1,214 @@
+"""The connection shell: frames in, handlers, frames out, over any trio stream.
+
+Theory of operation
+-------------------
+`serve_connection(cluster, node_id, stream)` owns one client connection of one node. It
+splits the byte stream into frames (`FrameSplitter`, which refuses a negative or huge
+size), decodes each request and answers them one at a time, in order, as a Kafka broker
+does per connection. The stream may be a TCP socket, a TLS stream or a simulator's memory
+stream: nothing here knows which.
+
+For each request:
+
+1. an undecodable frame closes the connection (Kafka does the same: there is no
+   correlation id to answer under); an unknown API key or version likewise, except
+   ApiVersions, which is answered in v0 format with UNSUPPORTED_VERSION and our ranges
+   (KIP-511) so the client can pick a version;
+2. when the cluster requires SASL, anything but ApiVersions, SaslHandshake and
+   SaslAuthenticate before authentication closes the connection, as does a failed
+   authentication (after its answer);
+3. BEFORE hooks, the handler (pure, applied to the shared `ClusterState` without any
+   await in between), then AFTER hooks;
+4. a Fetch that has less than MinBytes waits for the cluster to change, up to MaxWaitMs;
+5. acks=0 Produce requests get no answer.
+
+Any other exception in a handler is logged and closes this connection only; the broker
+keeps serving everyone else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from trio_kafka.broker._context import RequestContext
+from trio_kafka.broker._hooks import BLACKHOLE, DROP, Delay, HookCall, Phase
+from trio_kafka.broker._sasl import SaslSession, SaslStage
+from trio_kafka.broker.handlers import HANDLERS, PRE_AUTH_KEYS, api_versions, fetch
+from trio_kafka.errors import ProtocolError, UnsupportedRequestError
+from trio_kafka.protocol import (
+    FrameSplitter,
+    RequestHeader,
+    decode_request,
+    encode_response,
+)
+from trio_kafka.protocol.messages.produce import ProduceRequest
+
+if TYPE_CHECKING:
+    from trio_kafka.broker._cluster import Cluster
+
+log = logging.getLogger("trio_kafka.broker")
+
+_API_VERSIONS = 18
+_PRODUCE = 0
+_FETCH = 1
+_RECEIVE_SIZE = 65536
+
+
+class _Close(Exception):
+    """Close this connection (after sending what is already sent)."""
+
+
+async def _apply_hooks(cluster: Cluster, phase: Phase, call: HookCall) -> Any:
+    """Run the hooks of `phase`; returns None (go on) or the first decisive result."""
+    for hook in list(cluster.hooks):
+        if not hook.matches(phase, call.node_id, call.api_key):
+            continue
+        if hook.times is not None:
+            hook.times -= 1
+        result = hook.fn(call)
+        if inspect.isawaitable(result):
+            result = await result
+        if result is None:
+            continue
+        if isinstance(result, Delay):
+            await trio.sleep(result.seconds)
+            continue
+        return result
+    return None
+
+
+async def serve_connection(
+    cluster: Cluster, node_id: int, stream: trio.abc.Stream, *, peer: str = ""
+) -> None:
+    """Serve one client connection until it closes (or must be closed)."""
+    session = SaslSession(cluster.sasl, nonce=cluster.sasl_nonce)
+    splitter = FrameSplitter(max_frame_size=cluster.max_frame_size)
+    log.info("node %d: connection from %s", node_id, peer or "?")
+    reason = "closed by client"
+    try:
+        while True:
+            data = await stream.receive_some(_RECEIVE_SIZE)
+            if not data:
+                break
+            try:
+                frames = splitter.feed(data)
+            except ProtocolError as exc:
+                raise _Close(f"bad frame: {exc}") from None
+            for frame in frames:
+                await _serve_frame(cluster, node_id, stream, session, frame, peer)
+    except _Close as exc:
+        reason = str(exc)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        reason = "connection lost"
+    except Exception:
+        log.exception("node %d: connection from %s failed", node_id, peer or "?")
+        reason = "internal error"
+    finally:
+        log.info("node %d: connection from %s ended: %s", node_id, peer or "?", reason)
+        with (
+            trio.CancelScope(shield=True),
+            trio.move_on_after(1),
+            contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError),
+        ):
+            await stream.aclose()
+
+
+async def _serve_frame(
+    cluster: Cluster,
+    node_id: int,
+    stream: trio.abc.Stream,
+    session: SaslSession,
+    frame: bytes,
+    peer: str,
+) -> None:
+    if session.raw_tokens and session.stage is SaslStage.HANDSHAKEN:
+        # After a v0 SaslHandshake the SASL tokens travel as bare frames.
+        step = session.step(frame)
+        if step.error:
+            raise _Close(f"SASL authentication failed: {step.message}")
+        await stream.send_all(len(step.token).to_bytes(4, "big") + step.token)
+        return
+    try:
+        header, request = decode_request(frame)
+    except UnsupportedRequestError as exc:
+        if exc.api_key == _API_VERSIONS:
+            answer = api_versions.unsupported_version()
+            await stream.send_all(
+                encode_response(answer, version=0, correlation_id=exc.correlation_id)
+            )
+            return
+        raise _Close(f"unsupported request: {exc}") from None
+    except ProtocolError as exc:
+        raise _Close(f"undecodable request: {exc}") from None
+    handler = HANDLERS.get(header.api_key)
+    if handler is None or header.api_version > handler.max_version:
+        if header.api_key == _API_VERSIONS:
+            answer = api_versions.unsupported_version()
+            await stream.send_all(
+                encode_response(answer, version=0, correlation_id=header.correlation_id)
+            )
+            return
+        raise _Close(f"no handler for API key {header.api_key} v{header.api_version}")
+    if not session.authenticated and header.api_key not in PRE_AUTH_KEYS:
+        raise _Close(f"API key {header.api_key} before SASL authentication")
+
+    call = HookCall(node_id, header, request)
+    response = await _apply_hooks(cluster, Phase.BEFORE, call)
+    if response is DROP:
+        raise _Close("dropped by a hook before the request was applied")
+    if response is BLACKHOLE:
+        await trio.sleep_forever()
+    ctx = RequestContext(
+        cluster.state,
+        node_id,
+        header,
+        principal=session.principal,
+        client_host=peer,
+        session=session,
+    )
+    if response is None:
+        cluster.state.tick()
+        response = handler.handle(ctx, request)
+        if header.api_key == _FETCH:
+            response = await _wait_for_fetch(cluster, ctx, request, response)
+        after = await _apply_hooks(
+            cluster, Phase.AFTER, HookCall(node_id, header, request, response)
+        )
+        if after is DROP:
+            raise _Close("dropped by a hook after the request was applied")
+        if after is BLACKHOLE:
+            await trio.sleep_forever()
+        if after is not None:
+            response = after
+    if header.api_key == _PRODUCE and isinstance(request, ProduceRequest) and request.acks == 0:
+        return  # acks=0: the client expects no answer
+    await _send(stream, response, header)
+    if session.stage is SaslStage.FAILED:
+        raise _Close("SASL authentication failed")
+
+
+async def _send(stream: trio.abc.Stream, response: Any, header: RequestHeader) -> None:
+    await stream.send_all(
+        encode_response(response, version=header.api_version, correlation_id=header.correlation_id)
+    )
+
+
+async def _wait_for_fetch(
+    cluster: Cluster, ctx: RequestContext, request: Any, response: Any
+) -> Any:
+    """Hold a Fetch until it has MinBytes or MaxWaitMs passed, re-reading on each change."""
+    if fetch.ready(request, response) or request.max_wait_ms <= 0:
+        return response
+    deadline = trio.current_time() + request.max_wait_ms / 1000
+    while not fetch.ready(request, response):
+        with trio.move_on_at(deadline) as scope:
+            await cluster.wait_changed()
+        if scope.cancelled_caught:
+            break
+        response = fetch.handle(ctx, request)
+    return fetch.handle(ctx, request)

@@ -1,0 +1,64 @@
+"""ApiVersions (API key 18), v0-4.
+
+Advertises every API the broker handles with the version range it implements, and in
+`SupportedFeatures` (v3+) the CAS extension `expected.offset.cas` (1-1) and, when the
+cluster enables transactions v2, `transaction.version` (with the finalized level in
+`FinalizedFeatures`). A request at a version we do not know is answered by the shell, in
+v0 format, with UNSUPPORTED_VERSION and our ranges (KIP-511): see `unsupported_version`.
+"""
+
+from __future__ import annotations
+
+from trio_kafka.broker._context import RequestContext
+from trio_kafka.errors import ErrorCode
+from trio_kafka.protocol.messages.api_versions import (
+    ApiVersion,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FinalizedFeatureKey,
+    SupportedFeatureKey,
+)
+
+REQUEST = ApiVersionsRequest
+
+#: The CAS extension's feature name and version range (docs/cas.md).
+CAS_FEATURE = "expected.offset.cas"
+CAS_FEATURE_VERSION = 1
+
+
+def api_keys() -> list[ApiVersion]:
+    from trio_kafka.broker.handlers import HANDLERS
+
+    return [
+        ApiVersion(api_key=key, min_version=h.REQUEST.MIN_VERSION, max_version=h.max_version)
+        for key, h in sorted(HANDLERS.items())
+    ]
+
+
+def handle(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
+    features = [
+        SupportedFeatureKey(name=CAS_FEATURE, min_version=1, max_version=CAS_FEATURE_VERSION)
+    ]
+    finalized = []
+    tv = ctx.state.options.transaction_version
+    if tv >= 2:
+        features.append(
+            SupportedFeatureKey(name="transaction.version", min_version=0, max_version=2)
+        )
+        finalized.append(
+            FinalizedFeatureKey(
+                name="transaction.version", max_version_level=tv, min_version_level=tv
+            )
+        )
+    return ApiVersionsResponse(
+        error_code=ErrorCode.NONE,
+        api_keys=api_keys(),
+        supported_features=features,
+        finalized_features_epoch=1 if finalized else -1,
+        finalized_features=finalized,
+    )
+
+
+def unsupported_version() -> ApiVersionsResponse:
+    """KIP-511: the answer to an ApiVersions version we do not speak, encoded as v0."""
+    return ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=api_keys())

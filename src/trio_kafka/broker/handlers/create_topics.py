@@ -1,0 +1,67 @@
+"""CreateTopics (API key 19), v0-7.
+
+Creates topics with their partition count (-1: the cluster default) and configs
+(`expected.offset.check.enable`, `max.message.bytes`, `message.timestamp.type`, and the
+other Kafka topic configs stored without effect). The replication factor is accepted
+whatever it is (-1, 1, 3...): there is no replication to honour. Manual replica
+assignments choose the leader (the first broker id listed). `validate_only` checks only.
+"""
+
+from __future__ import annotations
+
+from trio_kafka.broker._context import RequestContext
+from trio_kafka.errors import ErrorCode
+from trio_kafka.protocol.messages.create_topics import (
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+
+REQUEST = CreateTopicsRequest
+
+
+def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
+    state = ctx.state
+    results = []
+    seen: set[str] = set()
+    for topic in req.topics:
+        if topic.name in seen:
+            results.append(
+                CreatableTopicResult(
+                    name=topic.name,
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message=f"topic {topic.name!r} appears twice in the request",
+                )
+            )
+            continue
+        seen.add(topic.name)
+        num = topic.num_partitions
+        if topic.assignments:
+            num = len(topic.assignments)
+        error, message = state.create_topic(
+            topic.name,
+            num,
+            {c.name: c.value for c in topic.configs},
+            validate_only=req.validate_only,
+        )
+        result = CreatableTopicResult(name=topic.name, error_code=error, error_message=message)
+        created = state.topics.get(topic.name)
+        if error is ErrorCode.NONE and created is not None:
+            for assignment in topic.assignments:
+                if assignment.broker_ids and assignment.broker_ids[0] in state.node_ids:
+                    created.partitions[assignment.partition_index].leader = assignment.broker_ids[0]
+            result = CreatableTopicResult(
+                name=topic.name,
+                topic_id=created.topic_id,
+                error_code=error,
+                error_message=None,
+                num_partitions=len(created.partitions),
+                replication_factor=max(topic.replication_factor, 1),
+                configs=[
+                    CreatableTopicConfigs(name=name, value=value, config_source=5 if default else 1)
+                    for name, (value, default) in sorted(created.config.describe().items())
+                ],
+            )
+        results.append(result)
+    return CreateTopicsResponse(topics=results)

@@ -1,0 +1,83 @@
+"""Produce (API key 0), v0-11; record batch v2 only (v3+ in practice).
+
+Each partition is checked and appended on its own (`Partition.produce`): a corrupt batch
+in one partition fails that partition only. acks must be -1, 0 or 1 (INVALID_REQUIRED_ACKS
+otherwise); with no replication every ack level is satisfied at append, and acks=0 gets
+no response at all (the shell sends nothing). Transactional batches are verified with
+the transaction coordinator when they open a transaction on a partition (KIP-890 part 1);
+with transactions v2 the partition is added to the transaction implicitly instead.
+"""
+
+from __future__ import annotations
+
+from trio_kafka.broker._context import RequestContext
+from trio_kafka.broker._partition import ProduceOutcome
+from trio_kafka.errors import ErrorCode
+from trio_kafka.protocol.messages.produce import (
+    LeaderIdAndEpoch,
+    PartitionProduceResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceResponse,
+)
+
+REQUEST = ProduceRequest
+
+
+def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse:
+    state = ctx.state
+    now = ctx.now_ms()
+    acks_ok = req.acks in (-1, 0, 1)
+    responses = []
+    appended = False
+    for topic_data in req.topic_data:
+        topic = state.topics.get(topic_data.name)
+        partitions = []
+        for pdata in topic_data.partition_data:
+            part = state.partition(topic_data.name, pdata.index)
+            leader = LeaderIdAndEpoch()
+            if not acks_ok:
+                out = ProduceOutcome(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={req.acks}")
+            elif topic is None or part is None:
+                out = ProduceOutcome(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"unknown partition {topic_data.name}-{pdata.index}",
+                )
+            elif part.leader != ctx.node_id:
+                out = ProduceOutcome(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    f"node {ctx.node_id} does not lead {part.topic}-{part.index} "
+                    f"(node {part.leader} does)",
+                )
+                leader = LeaderIdAndEpoch(part.leader, part.leader_epoch)
+            else:
+                key = (part.topic, part.index)
+
+                def verify(pid: int, epoch: int, key: tuple[str, int] = key) -> ErrorCode:
+                    txn_id = req.transactional_id
+                    if state.options.transaction_version >= 2 and txn_id is not None:
+                        error = state.txn.add_partitions(txn_id, pid, epoch, [key], now)
+                        if error is ErrorCode.PRODUCER_FENCED:
+                            return ErrorCode.INVALID_PRODUCER_EPOCH
+                        return error
+                    if not state.options.verify_transactions:
+                        return ErrorCode.NONE
+                    return state.txn.verify_partition(txn_id, pid, epoch, key)
+
+                out = part.produce(pdata.records, topic.config, now, verify_txn=verify)
+                appended = appended or (out.error is ErrorCode.NONE and not out.duplicate)
+            partitions.append(
+                PartitionProduceResponse(
+                    index=pdata.index,
+                    error_code=out.error,
+                    base_offset=out.base_offset,
+                    log_append_time_ms=out.log_append_time_ms,
+                    log_start_offset=out.log_start_offset,
+                    error_message=out.message,
+                    current_leader=leader,
+                )
+            )
+        responses.append(TopicProduceResponse(name=topic_data.name, partition_responses=partitions))
+    if appended:
+        state.changed()
+    return ProduceResponse(responses=responses)

@@ -1,0 +1,53 @@
+"""TxnOffsetCommit (API key 28), v0-4: offsets that become committed with the
+transaction's COMMIT marker (and vanish with an ABORT)."""
+
+from __future__ import annotations
+
+from trio_kafka.broker._context import RequestContext
+from trio_kafka.broker._groups import CommittedOffset
+from trio_kafka.broker.handlers._txn_common import not_group_coordinator
+from trio_kafka.errors import ErrorCode
+from trio_kafka.protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
+
+REQUEST = TxnOffsetCommitRequest
+
+
+def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    state = ctx.state
+    if not_group_coordinator(ctx):
+        error = ErrorCode.NOT_COORDINATOR
+    else:
+        error = state.txn.check_offset_commit(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.group_id
+        )
+        if error is ErrorCode.PRODUCER_FENCED:
+            error = ErrorCode.INVALID_PRODUCER_EPOCH
+    now = ctx.now_ms()
+    topics = []
+    for topic in req.topics:
+        parts = []
+        for p in topic.partitions:
+            code = error
+            if code is ErrorCode.NONE:
+                if state.partition(topic.name, p.partition_index) is None:
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    state.groups.commit_pending(
+                        req.group_id,
+                        req.producer_id,
+                        topic.name,
+                        p.partition_index,
+                        CommittedOffset(
+                            p.committed_offset, p.committed_metadata, p.committed_leader_epoch, now
+                        ),
+                    )
+            parts.append(
+                TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
+            )
+        topics.append(TxnOffsetCommitResponseTopic(name=topic.name, partitions=parts))
+    return TxnOffsetCommitResponse(topics=topics)
