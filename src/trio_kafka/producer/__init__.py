@@ -17,7 +17,8 @@ send(topic, value, key=None, headers=None, partition=None, timestamp_ms=None):
     #   reports `completed` > 0 and append again; DROP: fail with BufferFullError.
     # UnknownTopicError: fetch metadata for the topic (up to max_block), append again.
     # RecordTooLargeError / InvalidPartitionError: raise to the caller.
-    # `core.append_many(topic, values, now)` -> (handles, taken) for bulk loads.
+    # `core.append_many(topic, values, now)` -> (spans, taken) for bulk loads: one
+    #   BatchSpan(batch, start, stop) per batch touched; span.handles() on demand.
     # `await handle`: register `handle.batch.add_done_hook(lambda b: event.set())`.
 
 the sender loop (Java's runOnce, one pass):
@@ -53,7 +54,7 @@ A record's fate is its `DeliveryHandle`: `done()`, `outcome` (`Acknowledged`,
 
 from __future__ import annotations
 
-from trio_kafka.producer._accumulator import ReadyResult, RecordAccumulator
+from trio_kafka.producer._accumulator import BatchSpan, ReadyResult, RecordAccumulator
 from trio_kafka.producer._batch import (
     Acknowledged,
     Ambiguous,
@@ -89,6 +90,7 @@ __all__ = [
     "Acknowledged",
     "Ambiguous",
     "AmbiguousWriteError",
+    "BatchSpan",
     "BatchState",
     "BufferFullStrategy",
     "ClusterView",

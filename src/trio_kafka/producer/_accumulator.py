@@ -45,6 +45,23 @@ from trio_kafka.producer._sequencer import SequencingPolicy, TopicPartition
 # count varints): an upper bound for small records, as Java's estimate is.
 RECORD_OVERHEAD = 16
 _INF = float("inf")
+_KEY_CACHE = 65536
+
+
+class BatchSpan(NamedTuple):
+    """Records `start` to `stop - 1` of `batch` (from `append_many`)."""
+
+    batch: ProducerBatch
+    start: int
+    stop: int
+
+    def handles(self) -> list[DeliveryHandle]:
+        batch = self.batch
+        return [DeliveryHandle(batch, i) for i in range(self.start, self.stop)]
+
+    @property
+    def count(self) -> int:
+        return self.stop - self.start
 
 
 class ReadyResult(NamedTuple):
@@ -99,6 +116,8 @@ class RecordAccumulator:
         self._switch_at = -_INF if self._leader is not None else _INF
         self._custom = config.partitioner if callable(config.partitioner) else None
         self._ignore_keys = config.partitioner_ignore_keys
+        # murmur2 of recently seen keys (bounded): keyed workloads repeat keys.
+        self._key_hashes: dict[bytes, int] = {}
         # Buffer accounting: bytes held by unfinished batches, and the limit.
         self.buffer_used = 0
         self.buffer_limit = (
@@ -183,40 +202,69 @@ class RecordAccumulator:
 
     def append_many(
         self, topic: str, values: Iterable[bytes | None], now: float
-    ) -> tuple[list[DeliveryHandle], int]:
+    ) -> tuple[list[BatchSpan], int]:
         """Append unkeyed values to `topic` in one call.
 
-        Returns the handles of the records taken and how many were taken: fewer than
-        given when the buffer filled (the driver waits for room and passes the rest).
+        Returns the spans of batches the records went to (one `BatchSpan` per batch,
+        `span.handles()` gives per-record handles on demand) and how many records were
+        taken: fewer than given when the buffer filled (the driver waits for room and
+        passes the rest).
         """
-        handles: list[DeliveryHandle] = []
-        add = handles.append
+        spans: list[BatchSpan] = []
         limit = self.buffer_limit
         used = self.buffer_used
-        batch: ProducerBatch = _NO_BATCH
-        sticky = self._sticky.get(topic)
+        batch = _NO_BATCH
+        room = -1
+        start = 0
+        produced = 0
+        records: list[Any] = []
+        add = records.append
         for value in values:
-            size = RECORD_OVERHEAD + (len(value) if value is not None else 0)
-            if used + size > limit:
-                self.buffer_used = used
-                self._no_room(size)
-                return handles, len(handles)
-            if size <= batch.room and sticky is not None and sticky.batch is batch:
-                batch.room -= size
-                sticky.produced += size
+            size = RECORD_OVERHEAD + len(value or b"")
+            if size <= room and used + size <= limit:
+                room -= size
                 used += size
-                records = batch.records
-                records.append((now, None, None, value, None))
-                add(DeliveryHandle(batch, len(records) - 1))
+                produced += size
+                add((now, None, None, value, None))
                 continue
+            # Close the current span, then take the slow path for this record.
+            if batch is not _NO_BATCH:
+                self._close_span(topic, batch, room, produced, spans, start)
             self.buffer_used = used
+            if used + size > limit:
+                self._no_room(size)
+                return spans, sum(stop - first for _, first, stop in spans)
             handle = self._append_slow(topic, value, None, None, None, None, now, -1, size)
-            add(handle)
-            used = self.buffer_used
             batch = handle.batch
+            start = handle.index
+            room = batch.room
+            produced = 0
+            records = batch.records
+            add = records.append
+            used = self.buffer_used
             sticky = self._sticky.get(topic)
+            if sticky is None or sticky.batch is not batch:
+                room = -1  # not the sticky batch (e.g. leader switch): no fast path
+        if batch is not _NO_BATCH:
+            self._close_span(topic, batch, room, produced, spans, start)
         self.buffer_used = used
-        return handles, len(handles)
+        return spans, sum(stop - first for _, first, stop in spans)
+
+    def _close_span(
+        self,
+        topic: str,
+        batch: ProducerBatch,
+        room: int,
+        produced: int,
+        spans: list[BatchSpan],
+        start: int,
+    ) -> None:
+        if room >= 0:
+            batch.room = room
+            sticky = self._sticky.get(topic)
+            if sticky is not None:
+                sticky.produced += produced
+        spans.append(BatchSpan(batch, start, len(batch.records)))
 
     def _no_room(self, size: int) -> None:
         """Mark the buffer exhausted (everything becomes sendable); raise if it never fits."""
@@ -262,7 +310,12 @@ class RecordAccumulator:
                     f" which has {count}"
                 )
         elif key is not None and not self._ignore_keys:
-            partition = (murmur2(key) & 0x7FFFFFFF) % count
+            hashed = self._key_hashes.get(key)
+            if hashed is None:
+                if len(self._key_hashes) >= _KEY_CACHE:
+                    self._key_hashes.clear()
+                hashed = self._key_hashes[key] = murmur2(key) & 0x7FFFFFFF
+            partition = hashed % count
         else:
             if now >= self._switch_at:
                 self._switch_leader(now)
