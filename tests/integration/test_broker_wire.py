@@ -1,0 +1,482 @@
+"""The mock broker over the wire: a tiny raw client, our own codec, TCP and memory streams."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from trio_kafka.broker import DROP, Cluster, ClusterOptions, HookCall, open_cluster
+from trio_kafka.errors import ErrorCode
+from trio_kafka.protocol import FrameSplitter, decode_response, encode_request
+from trio_kafka.protocol.messages.api_versions import ApiVersionsRequest
+from trio_kafka.protocol.messages.create_topics import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+)
+from trio_kafka.protocol.messages.end_txn import EndTxnRequest
+from trio_kafka.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from trio_kafka.protocol.messages.find_coordinator import FindCoordinatorRequest
+from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
+from trio_kafka.protocol.messages.list_offsets import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+from trio_kafka.protocol.messages.produce import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
+from trio_kafka.records import BatchBuilder
+
+NOW = 1_700_000_000_000
+
+
+class RawClient:
+    """Sends requests over any stream with our codec and reads the answers."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.splitter = FrameSplitter()
+        self.frames: list[bytes] = []
+        self.correlation = 0
+
+    async def send_raw(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def read_frame(self) -> bytes | None:
+        while not self.frames:
+            data = await self.stream.receive_some(65536)
+            if not data:
+                return None
+            self.frames.extend(self.splitter.feed(data))
+        return self.frames.pop(0)
+
+    async def request(self, message: Any, version: int) -> Any:
+        self.correlation += 1
+        await self.stream.send_all(
+            encode_request(
+                message, version=version, correlation_id=self.correlation, client_id="raw"
+            )
+        )
+        frame = await self.read_frame()
+        assert frame is not None, "the broker closed the connection"
+        correlation, body = decode_response(type(message), version, frame)
+        assert correlation == self.correlation
+        return body
+
+
+def batch(
+    n: int = 1,
+    *,
+    base_offset: int = 0,
+    pid: int = -1,
+    epoch: int = -1,
+    seq: int = -1,
+    txn: bool = False,
+) -> bytes:
+    builder = BatchBuilder()
+    for i in range(n):
+        builder.append(NOW, None, b"value-%d" % i)
+    return builder.build(
+        base_offset=base_offset,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        is_transactional=txn,
+    )
+
+
+def produce_req(
+    topic: str, data: bytes, partition: int = 0, acks: int = -1, txn_id: str | None = None
+) -> ProduceRequest:
+    return ProduceRequest(
+        transactional_id=txn_id,
+        acks=acks,
+        timeout_ms=1000,
+        topic_data=[
+            TopicProduceData(
+                name=topic, partition_data=[PartitionProduceData(index=partition, records=data)]
+            )
+        ],
+    )
+
+
+def connect(cluster: Cluster, node: int = 0) -> tuple[RawClient, Any]:
+    """A client connected to `node` over an in-memory stream (the simulator's way)."""
+    client_side, server_side = trio.testing.memory_stream_pair()
+    return RawClient(client_side), (cluster.serve_stream, node, server_side)
+
+
+_OPEN: list[trio.abc.Stream] = []
+
+
+@pytest.fixture(autouse=True)
+async def _close_clients() -> Any:
+    yield
+    while _OPEN:
+        await _OPEN.pop().aclose()
+
+
+async def tcp(cluster: Cluster, node: int = 0) -> RawClient:
+    host, port = cluster.state.endpoints[node]
+    stream = await trio.open_tcp_stream(host, port)
+    _OPEN.append(stream)
+    return RawClient(stream)
+
+
+async def test_api_versions_advertises_the_cas_feature() -> None:
+    async with open_cluster() as cluster:
+        client = await tcp(cluster)
+        resp = await client.request(
+            ApiVersionsRequest(client_software_name="raw", client_software_version="1"), 3
+        )
+        assert resp.error_code == ErrorCode.NONE
+        features = {(f.name, f.min_version, f.max_version) for f in resp.supported_features}
+        assert ("expected.offset.cas", 1, 1) in features
+        keys = {k.api_key for k in resp.api_keys}
+        assert {0, 1, 2, 3, 10, 18, 19, 22, 24, 25, 26, 28, 36} <= keys
+        assert not any(f.name == "transaction.version" for f in resp.supported_features)
+
+
+async def test_transaction_version_feature_when_v2_enabled() -> None:
+    async with open_cluster(options=ClusterOptions(transaction_version=2)) as cluster:
+        client = await tcp(cluster)
+        resp = await client.request(ApiVersionsRequest(), 3)
+        assert any(
+            f.name == "transaction.version" and f.max_version == 2 for f in resp.supported_features
+        )
+        assert [(f.name, f.max_version_level) for f in resp.finalized_features] == [
+            ("transaction.version", 2)
+        ]
+
+
+async def test_unsupported_api_versions_version_is_answered_in_v0_with_our_ranges() -> None:
+    async with open_cluster() as cluster:
+        client = await tcp(cluster)
+        # ApiVersions v99 with a v2 header: api key 18, version 99, correlation 7.
+        header = struct.pack(">hhih", 18, 99, 7, 3) + b"raw" + b"\x00"
+        await client.send_raw(struct.pack(">i", len(header)) + header)
+        frame = await client.read_frame()
+        assert frame is not None
+        correlation, resp = decode_response(ApiVersionsRequest, 0, frame)
+        assert correlation == 7
+        assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert any(k.api_key == 0 for k in resp.api_keys)
+
+
+async def test_cas_over_the_wire() -> None:
+    async with open_cluster() as cluster:
+        client = await tcp(cluster)
+        created = await client.request(
+            CreateTopicsRequest(
+                topics=[
+                    CreatableTopic(
+                        name="cas",
+                        num_partitions=1,
+                        replication_factor=3,
+                        configs=[
+                            CreatableTopicConfig(name="expected.offset.check.enable", value="true")
+                        ],
+                    )
+                ],
+                timeout_ms=1000,
+            ),
+            7,
+        )
+        assert created.topics[0].error_code == ErrorCode.NONE
+        ok = await client.request(produce_req("cas", batch(2, base_offset=0)), 9)
+        assert ok.responses[0].partition_responses[0].base_offset == 0
+        bad = await client.request(produce_req("cas", batch(1, base_offset=5)), 9)
+        part = bad.responses[0].partition_responses[0]
+        assert part.error_code == ErrorCode.EXPECTED_OFFSET_MISMATCH
+        assert part.base_offset == 2
+        assert "expected offset 5" in part.error_message
+        assert cluster.state.partition("cas", 0).log.log_end_offset == 2  # type: ignore[union-attr]
+
+
+async def test_metadata_auto_creates_and_lists_every_broker() -> None:
+    async with open_cluster(brokers=3) as cluster:
+        client = await tcp(cluster, 1)
+        resp = await client.request(MetadataRequest(topics=[MetadataRequestTopic(name="auto")]), 12)
+        assert [b.node_id for b in resp.brokers] == [0, 1, 2]
+        (topic,) = resp.topics
+        assert (topic.error_code, topic.name, len(topic.partitions)) == (0, "auto", 1)
+        off = await client.request(
+            MetadataRequest(
+                topics=[MetadataRequestTopic(name="nope")], allow_auto_topic_creation=False
+            ),
+            12,
+        )
+        assert off.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_moved_leader_answers_not_leader_or_follower() -> None:
+    async with open_cluster(brokers=2, topics={"t": 1}) as cluster:
+        leader = cluster.state.partition("t", 0).leader  # type: ignore[union-attr]
+        other = 1 - leader
+        client = await tcp(cluster, leader)
+        assert (await client.request(produce_req("t", batch()), 9)).responses[
+            0
+        ].partition_responses[0].error_code == 0
+        cluster.move_leader("t", 0, other)
+        moved = (
+            (await client.request(produce_req("t", batch()), 10))
+            .responses[0]
+            .partition_responses[0]
+        )
+        assert moved.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert moved.current_leader.leader_id == other
+        new = await tcp(cluster, other)
+        assert (await new.request(produce_req("t", batch()), 9)).responses[0].partition_responses[
+            0
+        ].base_offset == 1
+
+
+async def test_moved_transaction_coordinator() -> None:
+    async with open_cluster(brokers=2) as cluster:
+        client = await tcp(cluster, 0)
+        found = await client.request(FindCoordinatorRequest(key="tx", key_type=1), 3)
+        assert found.node_id == 0
+        cluster.move_transaction_coordinator(1)
+        batched = await client.request(
+            FindCoordinatorRequest(key_type=1, coordinator_keys=["tx", "ty"]), 4
+        )
+        assert [(c.key, c.node_id) for c in batched.coordinators] == [("tx", 1), ("ty", 1)]
+        refused = await client.request(
+            InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=1000), 4
+        )
+        assert refused.error_code == ErrorCode.NOT_COORDINATOR
+
+
+async def test_hook_can_inject_an_error_response() -> None:
+    async with open_cluster(topics={"t": 1}) as cluster:
+        from trio_kafka.protocol.messages.produce import (
+            PartitionProduceResponse,
+            ProduceResponse,
+            TopicProduceResponse,
+        )
+
+        def inject(call: HookCall) -> ProduceResponse:
+            return ProduceResponse(
+                responses=[
+                    TopicProduceResponse(
+                        name="t",
+                        partition_responses=[
+                            PartitionProduceResponse(
+                                index=0, error_code=ErrorCode.NOT_ENOUGH_REPLICAS, base_offset=-1
+                            )
+                        ],
+                    )
+                ]
+            )
+
+        cluster.add_hook(ProduceRequest, inject, times=1)
+        client = await tcp(cluster)
+        first = await client.request(produce_req("t", batch()), 9)
+        assert first.responses[0].partition_responses[0].error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert cluster.state.partition("t", 0).log.log_end_offset == 0  # type: ignore[union-attr]
+        second = await client.request(produce_req("t", batch()), 9)
+        assert second.responses[0].partition_responses[0].error_code == 0
+
+
+async def test_hook_after_apply_then_drop_the_connection() -> None:
+    cluster = Cluster.create(1, clock=lambda: NOW)
+    cluster.create_topic("t")
+    seen: list[int] = []
+
+    def drop_after(call: HookCall) -> object:
+        seen.append(call.response.responses[0].partition_responses[0].base_offset)
+        return DROP
+
+    cluster.add_hook(ProduceRequest, drop_after, after=True, times=1)
+    client, (serve, node, server_side) = connect(cluster)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve, node, server_side)
+        await client.send_raw(
+            encode_request(
+                produce_req("t", batch(3, pid=1, epoch=0, seq=0)),
+                version=9,
+                correlation_id=1,
+                client_id=None,
+            )
+        )
+        assert await client.read_frame() is None  # closed without an answer
+    assert seen == [0]
+    assert cluster.state.partition("t", 0).log.log_end_offset == 3  # type: ignore[union-attr]
+    # The retry on a new connection is a duplicate: answered with the original offset.
+    client, (serve, node, server_side) = connect(cluster)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(serve, node, server_side)
+        retry = await client.request(produce_req("t", batch(3, pid=1, epoch=0, seq=0)), 9)
+        assert retry.responses[0].partition_responses[0].base_offset == 0
+        await client.stream.aclose()
+    assert cluster.state.partition("t", 0).log.log_end_offset == 3  # type: ignore[union-attr]
+
+
+async def test_fetch_waits_for_data_up_to_max_wait() -> None:
+    async with open_cluster(topics={"t": 1}) as cluster:
+        reader = await tcp(cluster)
+        writer = await tcp(cluster)
+        fetch = FetchRequest(
+            max_wait_ms=5000,
+            min_bytes=1,
+            topics=[
+                FetchTopic(
+                    topic="t",
+                    partitions=[
+                        FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
+                    ],
+                )
+            ],
+        )
+        result: list[Any] = []
+
+        async def read() -> None:
+            result.append(await reader.request(fetch, 11))
+
+        start = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            await trio.sleep(0.2)
+            assert not result
+            await writer.request(produce_req("t", batch(2)), 9)
+        assert trio.current_time() - start < 2
+        part = result[0].responses[0].partitions[0]
+        assert part.high_watermark == 2
+        assert part.records
+        empty = FetchRequest(
+            max_wait_ms=100,
+            min_bytes=1,
+            topics=[
+                FetchTopic(
+                    topic="t",
+                    partitions=[
+                        FetchPartition(partition=0, fetch_offset=2, partition_max_bytes=1 << 20)
+                    ],
+                )
+            ],
+        )
+        start = trio.current_time()
+        out = await reader.request(empty, 11)
+        assert 0.09 < trio.current_time() - start < 1
+        assert out.responses[0].partitions[0].records == b""
+
+
+async def test_list_offsets_read_committed_answers_the_last_stable_offset() -> None:
+    async with open_cluster(topics={"t": 1}) as cluster:
+        client = await tcp(cluster)
+        init = await client.request(
+            InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000), 4
+        )
+        from trio_kafka.protocol.messages.add_partitions_to_txn import (
+            AddPartitionsToTxnRequest,
+            AddPartitionsToTxnTopic,
+        )
+
+        await client.request(
+            AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id="tx",
+                v3_and_below_producer_id=init.producer_id,
+                v3_and_below_producer_epoch=init.producer_epoch,
+                v3_and_below_topics=[AddPartitionsToTxnTopic(name="t", partitions=[0])],
+            ),
+            3,
+        )
+        await client.request(produce_req("t", batch(1)), 9)
+        await client.request(
+            produce_req(
+                "t",
+                batch(2, pid=init.producer_id, epoch=init.producer_epoch, seq=0, txn=True),
+                txn_id="tx",
+            ),
+            9,
+        )
+
+        async def offsets(isolation: int, ts: int = -1) -> int:
+            resp = await client.request(
+                ListOffsetsRequest(
+                    replica_id=-1,
+                    isolation_level=isolation,
+                    topics=[
+                        ListOffsetsTopic(
+                            name="t",
+                            partitions=[ListOffsetsPartition(partition_index=0, timestamp=ts)],
+                        )
+                    ],
+                ),
+                7,
+            )
+            return resp.topics[0].partitions[0].offset  # type: ignore[no-any-return]
+
+        assert await offsets(0) == 3
+        assert await offsets(1) == 1
+        assert await offsets(0, -2) == 0
+        end = await client.request(
+            EndTxnRequest(
+                transactional_id="tx",
+                producer_id=init.producer_id,
+                producer_epoch=init.producer_epoch,
+                committed=True,
+            ),
+            3,
+        )
+        assert end.error_code == 0
+        assert await offsets(1) == 4  # the commit marker takes an offset
+
+
+@pytest.mark.parametrize("version", [3, 5])
+async def test_transactional_produce_outside_the_transaction_is_refused(version: int) -> None:
+    async with open_cluster(topics={"t": 1}) as cluster:
+        client = await tcp(cluster)
+        init = await client.request(
+            InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000), version
+        )
+        out = await client.request(
+            produce_req(
+                "t",
+                batch(1, pid=init.producer_id, epoch=init.producer_epoch, seq=0, txn=True),
+                txn_id="tx",
+            ),
+            9,
+        )
+        assert out.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_TXN_STATE
+
+
+async def test_transactions_v2_add_partitions_implicitly_and_bump_at_end_txn() -> None:
+    async with open_cluster(
+        topics={"t": 2}, options=ClusterOptions(transaction_version=2)
+    ) as cluster:
+        client = await tcp(cluster)
+        init = await client.request(
+            InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000), 5
+        )
+        pid, epoch = init.producer_id, init.producer_epoch
+        out = await client.request(
+            produce_req("t", batch(2, pid=pid, epoch=epoch, seq=0, txn=True), txn_id="tx"), 11
+        )
+        assert out.responses[0].partition_responses[0].error_code == 0
+        end = await client.request(
+            EndTxnRequest(
+                transactional_id="tx", producer_id=pid, producer_epoch=epoch, committed=True
+            ),
+            5,
+        )
+        assert (end.error_code, end.producer_id, end.producer_epoch) == (0, pid, epoch + 1)
+        # The old epoch is fenced at the partition; the new one starts at sequence 0.
+        old = await client.request(
+            produce_req("t", batch(1, pid=pid, epoch=epoch, seq=2, txn=True), txn_id="tx"), 11
+        )
+        assert (
+            old.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_PRODUCER_EPOCH
+        )
+        new = await client.request(
+            produce_req("t", batch(1, pid=pid, epoch=epoch + 1, seq=0, txn=True), txn_id="tx"), 11
+        )
+        assert new.responses[0].partition_responses[0].error_code == 0
