@@ -124,7 +124,7 @@ def test_partition_for_key_matches_a_confluent_kafka_producer_on_a_mock_cluster(
             if i % 1000 == 0:
                 producer.poll(0)
         assert producer.flush(20) == 0
-        assert len(got) == len(set((f"p{i % 100 + 1}", k) for i, k in enumerate(keys)))
+        assert len(got) == len({(f"p{i % 100 + 1}", k) for i, k in enumerate(keys)})
         wrong = [
             (topic, key, partition)
             for (topic, key), partition in got.items()

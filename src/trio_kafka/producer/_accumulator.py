@@ -60,7 +60,7 @@ class BatchSpan(NamedTuple):
         return [DeliveryHandle(batch, i) for i in range(self.start, self.stop)]
 
     @property
-    def count(self) -> int:
+    def record_count(self) -> int:
         return self.stop - self.start
 
 
@@ -318,7 +318,7 @@ class RecordAccumulator:
             partition = hashed % count
         else:
             if now >= self._switch_at:
-                self._switch_leader(now)
+                self._switch_leader(now, topic)
             sticky = self._sticky.get(topic)
             if sticky is None:
                 sticky = self._sticky[topic] = StickyState()
@@ -375,9 +375,9 @@ class RecordAccumulator:
         sticky.batch = _NO_BATCH
         return partition
 
-    def _switch_leader(self, now: float) -> None:
+    def _switch_leader(self, now: float, topic: str) -> None:
         assert self._leader is not None
-        self._leader.choose(self.cluster, self.rng, now)
+        self._leader.choose(self.cluster, self.rng, now, {topic, *self._sticky})
         self._switch_at = self._leader.switch_at
         for sticky in self._sticky.values():
             sticky.partition = -1
@@ -440,6 +440,7 @@ class RecordAccumulator:
             if self.sequencing.drain_blocked(batch):
                 continue  # waits for responses or an epoch bump
             self._node_ready_time[leader] = now
+            self._node_drain_time.setdefault(leader, now)
             if self.node_in_flight.get(leader, 0) < max_in_flight:
                 ready_nodes.add(leader)
         if self.config.partitioner_adaptive and self._sticky:

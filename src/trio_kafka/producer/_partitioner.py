@@ -18,6 +18,7 @@ every `leader_switch_interval` seconds.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from typing import Protocol
 
 from trio_kafka.producer._cluster import ClusterView
@@ -98,9 +99,15 @@ class LeaderChooser:
         self.node: int | None = None
         self.switch_at = -float("inf")  # choose at the first append
 
-    def choose(self, cluster: ClusterView, rng: RandomSource, now: float) -> int | None:
-        """Pick the next node (another one than the current when there is a choice)."""
+    def choose(
+        self, cluster: ClusterView, rng: RandomSource, now: float, topics: Iterable[str] = ()
+    ) -> int | None:
+        """Pick the next node (another one than the current when there is a choice),
+        preferring nodes that lead a partition of every topic produced to so far."""
         nodes = [n for n in cluster.nodes if n not in cluster.unavailable_nodes] or cluster.nodes
+        wanted = set(topics)
+        covering = [n for n in nodes if wanted <= {t for t, _ in cluster.partitions_for_node(n)}]
+        nodes = covering or nodes
         if len(nodes) > 1 and self.node in nodes:
             nodes = [n for n in nodes if n != self.node]
         self.node = nodes[rng.randrange(len(nodes))] if nodes else None

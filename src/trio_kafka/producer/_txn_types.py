@@ -1,0 +1,175 @@
+"""Values and errors of the transaction manager (see `trio_kafka.producer.transactions`).
+
+The exception classes here derive from the shared tree (`AbortableError`, `FatalError`,
+`AmbiguousError`), so a caller acts on the base class: abort on `AbortableError`, close
+on `FatalError`, find out what happened on `AmbiguousError`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+
+import attrs
+
+from trio_kafka.errors import AbortableError, AmbiguousError, KafkaError
+
+TopicPartition = tuple[str, int]
+
+
+class CoordinatorType(enum.IntEnum):
+    """FindCoordinator's KeyType."""
+
+    GROUP = 0
+    TRANSACTION = 1
+
+
+@attrs.frozen(slots=True)
+class Coordinator:
+    """A broker found by FindCoordinator (it may not be in the metadata yet)."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+@attrs.frozen(slots=True)
+class GroupMetadata:
+    """The consumer's group membership, for TxnOffsetCommit v3+ fencing (KIP-447).
+
+    Defaults are the "no membership" values: with them the group coordinator fences by
+    transactional id only (the pre-KIP-447 behaviour).
+    """
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+@attrs.frozen(slots=True)
+class OffsetAndMetadata:
+    """A consumed position to commit with the transaction: the next offset to read."""
+
+    offset: int
+    metadata: str | None = None
+    leader_epoch: int = -1
+
+
+class TxnResult:
+    """The outcome of `init()`, `commit()`, `abort()` or `send_offsets()`.
+
+    Sans-IO: the driver waits for it with `add_done_callback` (setting a trio Event) and
+    then calls `result()`, which returns None or raises the error.
+    """
+
+    __slots__ = ("_callbacks", "error", "is_done", "operation")
+
+    def __init__(self, operation: str) -> None:
+        self.operation = operation
+        self.is_done = False
+        # The error the operation failed with; None while pending or on success.
+        self.error: KafkaError | None = None
+        self._callbacks: list[Callable[[TxnResult], object]] = []
+
+    def __repr__(self) -> str:
+        if not self.is_done:
+            return f"<TxnResult {self.operation} pending>"
+        return f"<TxnResult {self.operation} {'ok' if self.error is None else repr(self.error)}>"
+
+    def done(self) -> bool:
+        return self.is_done
+
+    def result(self) -> None:
+        """Raise the error the operation failed with (call once `done()`)."""
+        if not self.is_done:
+            raise RuntimeError(f"{self.operation} has not finished yet")
+        if self.error is not None:
+            raise self.error
+
+    def add_done_callback(self, fn: Callable[[TxnResult], object]) -> None:
+        """Call `fn(self)` when the result is set (at once if it is)."""
+        if self.is_done:
+            fn(self)
+        else:
+            self._callbacks.append(fn)
+
+    def _set(self, error: KafkaError | None) -> bool:
+        if self.is_done:
+            return False
+        self.is_done = True
+        self.error = error
+        callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            fn(self)
+        return True
+
+    def set_done(self) -> bool:
+        return self._set(None)
+
+    def set_error(self, error: KafkaError) -> bool:
+        return self._set(error)
+
+
+# --- errors ---------------------------------------------------------------------------
+
+
+class IllegalTransactionStateError(KafkaError):
+    """A call or an event that the transaction state machine does not allow now.
+
+    `from_state` is the state the manager was in, `to_state` the one asked for (None
+    when the call was refused before any transition was attempted).
+    """
+
+    def __init__(self, message: str, *, from_state: object, to_state: object = None) -> None:
+        super().__init__(message)
+        self.from_state = from_state
+        self.to_state = to_state
+
+
+class TransactionAbortableError(AbortableError):
+    """The transaction cannot commit: call `abort()`, then begin a new one.
+
+    `cause` is the error that made it so (often a `BrokerError`).
+    """
+
+    def __init__(self, message: str, cause: KafkaError | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class TransactionTimedOutError(TransactionAbortableError):
+    """INVALID_PRODUCER_EPOCH: the broker most likely aborted this transaction because
+    it ran longer than `transaction_timeout`, bumping the epoch (KIP-588). Abortable:
+    `abort()` re-initialises with the old epoch, which the coordinator accepts after a
+    timeout and refuses (PRODUCER_FENCED, fatal) if another producer took over."""
+
+
+class TransactionAbortedError(TransactionAbortableError):
+    """A request of this transaction was dropped because the transaction is aborting."""
+
+
+class TransactionOutcomeUnknownError(AmbiguousError):
+    """EndTxn left but no answer came back (timeout, connection lost): the transaction
+    may have been committed or not. The manager re-initialises (epoch bump) before any
+    new transaction, so the late EndTxn can never decide a later one (KAFKA-17754);
+    await `init()` before the next `begin()`. Check the output to learn the outcome."""
+
+    def __init__(self, message: str, cause: KafkaError | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+__all__ = [
+    "Coordinator",
+    "CoordinatorType",
+    "GroupMetadata",
+    "IllegalTransactionStateError",
+    "OffsetAndMetadata",
+    "TopicPartition",
+    "TransactionAbortableError",
+    "TransactionAbortedError",
+    "TransactionOutcomeUnknownError",
+    "TransactionTimedOutError",
+    "TxnResult",
+]

@@ -1,0 +1,334 @@
+"""The accumulator stepped with an explicit `now`: linger, full batches, buffer memory,
+expiry, partitioners (keyed, sticky, adaptive, leader-aware, custom), append_many, CAS."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from trio_kafka.errors import (
+    AmbiguousDeliveryTimeoutError,
+    DeliveryTimeoutError,
+    RequestTimeoutError,
+)
+from trio_kafka.producer import (
+    Ambiguous,
+    ClusterView,
+    Failed,
+    PartitionResponse,
+    ProducerConfig,
+    ProducerCore,
+    ProducerRecord,
+    RecordTooLargeError,
+    StickyState,
+    UnknownTopicError,
+    partition_for_key,
+)
+
+VALUE = b"v" * 100  # 116 bytes with the per-record overhead estimate
+
+
+def make_core(leaders: dict[str, list[int]] | None = None, **options: Any) -> ProducerCore:
+    config = ProducerConfig.from_kwargs(**options)
+    core = ProducerCore(
+        config,
+        random.Random(7),
+        cluster=ClusterView.from_leaders(leaders or {"t": [1, 2, 1]}),
+    )
+    if config.enable_idempotence:
+        core.set_producer_id(1000, 0, 0.0)
+    return core
+
+
+def ack_all(core: ProducerCore, drained: dict[int, list[Any]], now: float) -> None:
+    for node, batches in drained.items():
+        answers = {(b.topic, b.partition): PartitionResponse(base_offset=0) for b in batches}
+        core.handle_response(node, batches, answers, now)
+
+
+def test_batch_is_not_ready_before_linger_and_is_ready_at_linger() -> None:
+    core = make_core(linger=0.01)
+    handle = core.append("t", VALUE, partition=0, now=0.0)
+    assert handle is not None
+    nodes, delay, unknown = core.ready(0.004)
+    assert nodes == set() and delay == pytest.approx(0.006) and unknown == set()
+    nodes, _, _ = core.ready(0.01)
+    assert nodes == {1}
+
+
+def test_a_full_batch_is_ready_at_once() -> None:
+    core = make_core(linger=5.0, batch_size=1000)
+    for _ in range(9):  # 8 records of 116 bytes fill 1000; the 9th opens a second batch
+        core.append("t", VALUE, partition=0, now=0.0)
+    assert core.ready(0.0).ready_nodes == {1}
+    drained = core.drain(0.0, [1])
+    assert [len(b.records) for b in drained[1]] == [8]
+
+
+def test_buffer_memory_is_reserved_on_append_and_released_on_completion() -> None:
+    core = make_core(linger=5.0, buffer_memory=1000, batch_size=16384)
+    handles = [core.append("t", VALUE, partition=0, now=0.0) for _ in range(8)]
+    assert all(h is not None for h in handles)
+    assert core.accumulator.buffer_used == 8 * 116
+    assert core.append("t", VALUE, partition=0, now=0.0) is None  # no room: driver waits
+    assert core.accumulator.exhausted
+    # An exhausted buffer makes everything sendable, lingering or not (as Java does).
+    assert core.ready(0.0).ready_nodes == {1}
+    ack_all(core, core.drain(0.0, [1]), 0.001)
+    assert core.accumulator.buffer_used == 0 and not core.accumulator.exhausted
+    assert core.append("t", VALUE, partition=0, now=0.002) is not None
+    assert core.metrics_snapshot().buffer_in_use == 116
+
+
+def test_a_record_larger_than_the_buffer_is_refused_at_once() -> None:
+    core = make_core(buffer_memory=500)
+    with pytest.raises(RecordTooLargeError, match="buffer_memory=500"):
+        core.append("t", b"x" * 600, partition=0, now=0.0)
+
+
+def test_a_record_larger_than_max_request_size_is_refused() -> None:
+    core = make_core(max_request_size=1000)
+    with pytest.raises(RecordTooLargeError, match="max_request_size=1000"):
+        core.append("t", b"x" * 2000, partition=0, now=0.0)
+
+
+def test_unknown_topic_asks_the_driver_for_metadata() -> None:
+    core = make_core()
+    with pytest.raises(UnknownTopicError) as info:
+        core.append("nope", VALUE, now=0.0)
+    assert info.value.topic == "nope"
+
+
+def test_a_never_sent_batch_expires_as_failed_with_delivery_timeout() -> None:
+    core = make_core(leaders={"t": [-1]})  # no leader: it can never be sent
+    handle = core.append("t", VALUE, partition=0, now=0.0)
+    assert handle is not None
+    assert core.ready(1.0).unknown_leader_topics == {"t"}
+    assert core.expire(119.9) == []
+    assert len(core.expire(120.0)) == 1
+    outcome = handle.outcome
+    assert isinstance(outcome, Failed) and isinstance(outcome.error, DeliveryTimeoutError)
+    assert core.accumulator.buffer_used == 0
+
+
+def test_an_in_flight_batch_expires_only_when_its_request_returns_and_then_is_ambiguous() -> None:
+    core = make_core()
+    handle = core.append("t", VALUE, partition=0, now=0.0)
+    assert handle is not None
+    drained = core.drain(0.01, core.ready(0.01).ready_nodes)
+    assert core.expire(500.0) == []  # still in flight: not expired, not settled
+    assert not handle.done()
+    core.handle_request_failure(1, drained[1], RequestTimeoutError("timed out"), 500.0)
+    outcome = handle.outcome
+    assert isinstance(outcome, Ambiguous)
+    assert isinstance(outcome.error, AmbiguousDeliveryTimeoutError)
+
+
+def test_a_queued_retry_of_a_maybe_written_batch_expires_as_ambiguous() -> None:
+    core = make_core()
+    handle = core.append("t", VALUE, partition=0, now=0.0)
+    drained = core.drain(0.01, core.ready(0.01).ready_nodes)
+    core.handle_request_failure(1, drained[1], RequestTimeoutError("lost"), 1.0)
+    assert handle is not None and not handle.done()  # retried with the same sequence
+    core.accumulator.cluster = ClusterView.from_leaders({"t": [-1, 2, 1]})  # cannot resend
+    core.expire(120.0)
+    outcome = handle.outcome
+    assert isinstance(outcome, Ambiguous)
+    assert isinstance(outcome.error, AmbiguousDeliveryTimeoutError)
+
+
+def test_keyed_records_land_where_java_puts_them() -> None:
+    core = make_core(leaders={"t": [1] * 12})
+    for i in range(200):
+        key = b"key-%d" % i
+        handle = core.append("t", VALUE, key, now=0.0)
+        assert handle is not None and handle.batch.partition == partition_for_key(key, 12)
+
+
+def test_ignore_keys_sends_keyed_records_through_the_sticky_partitioner() -> None:
+    core = make_core(leaders={"t": [1] * 12}, partitioner_ignore_keys=True)
+    partitions = {core.append("t", VALUE, b"k%d" % i, now=0.0).batch.partition for i in range(20)}  # type: ignore[union-attr]
+    assert len(partitions) == 1
+
+
+def test_sticky_partitioner_sticks_for_a_batch_worth_of_bytes_then_switches() -> None:
+    core = make_core(leaders={"t": [1, 2, 3, 4]}, batch_size=1000, linger=10.0)
+    sticky_bytes: list[int] = []  # bytes sent to each sticky choice, in order
+    last = None
+    for _ in range(300):
+        handle = core.append("t", VALUE, now=0.0)
+        assert handle is not None
+        sticky = core.accumulator._sticky["t"]
+        if last is None or sticky.produced < last:  # a new sticky choice was made
+            sticky_bytes.append(0)
+            assert handle.batch.partition == sticky.partition
+        sticky_bytes[-1] += 116
+        last = sticky.produced
+    assert len(sticky_bytes) > 10
+    partitions_used = {p for (t, p) in core.accumulator.queues}
+    assert partitions_used == {0, 1, 2, 3}
+    for produced in sticky_bytes[:-1]:
+        # Java: switch after between batch_size and 2 * batch_size bytes (KIP-794).
+        assert 1000 <= produced <= 2 * 1000 + 116
+
+
+def test_sticky_partitioner_skips_partitions_without_a_leader() -> None:
+    core = make_core(leaders={"t": [1, -1, 2]}, batch_size=200, linger=10.0)
+    chosen = {core.append("t", VALUE, now=0.0).batch.partition for _ in range(300)}  # type: ignore[union-attr]
+    assert chosen == {0, 2}
+
+
+class _Picks:
+    """A random source that returns given draws (for the adaptive table)."""
+
+    def __init__(self, picks: list[int]) -> None:
+        self.picks = picks
+
+    def random(self) -> float:
+        return 0.5
+
+    def randrange(self, stop: int, /) -> int:
+        return self.picks.pop(0) % stop
+
+
+def test_adaptive_partitioning_weights_partitions_by_short_queues() -> None:
+    # Java's own example: queue sizes 0 3 1 -> frequencies 4 1 3 -> table 4 5 8.
+    sticky = StickyState()
+    sticky.update_load_stats([0, 3, 1], [0, 1, 2], 3)
+    assert sticky.cumulative == [4, 5, 8]
+    cluster = ClusterView.from_leaders({"t": [1, 2, 3]})
+    rng = _Picks(list(range(8)))
+    assert [sticky.next_partition("t", cluster, rng) for _ in range(8)] == [0, 0, 0, 0, 1, 2, 2, 2]
+
+
+def test_adaptive_partitioning_is_uniform_when_queues_are_equal() -> None:
+    sticky = StickyState()
+    sticky.update_load_stats([2, 2, 2], [0, 1, 2], 3)
+    assert sticky.cumulative is None
+
+
+def test_ready_builds_load_stats_that_steer_away_from_a_slow_leader() -> None:
+    core = make_core(leaders={"t": [1, 2, 3]}, batch_size=200, linger=0.0)
+    # Node 1 never gets drained (slow); nodes 2 and 3 do.
+    for step in range(60):
+        now = step * 0.01
+        for _ in range(3):
+            core.append("t", VALUE, now=now)
+        ready = core.ready(now)
+        ack_all(core, core.drain(now, ready.ready_nodes - {1}), now)
+    queue0 = core.accumulator.queues.get(("t", 0))
+    assert queue0 is not None and len(queue0) >= 3
+    sticky = core.accumulator._sticky["t"]
+    assert sticky.cumulative is not None
+    weights = [sticky.cumulative[0]] + [
+        b - a for a, b in zip(sticky.cumulative, sticky.cumulative[1:])
+    ]
+    assert weights[0] < weights[1] and weights[0] < weights[2]
+
+
+def test_availability_timeout_marks_a_leader_that_is_not_drained() -> None:
+    core = make_core(
+        leaders={"t": [1, 2, 3]}, batch_size=200, linger=0.0, partitioner_availability_timeout=0.05
+    )
+    for step in range(40):
+        now = step * 0.01
+        core.append("t", VALUE, now=now)
+        ready = core.ready(now)
+        ack_all(core, core.drain(now, ready.ready_nodes - {1}), now)
+    assert 1 in core.cluster.unavailable_nodes
+    assert 0 not in core.cluster.available_partitions("t")
+
+
+def test_leader_aware_partitioner_sends_every_unkeyed_record_to_one_leader() -> None:
+    leaders = {"a": [1, 2, 3, 1, 2, 3], "b": [3, 1, 2, 3], "c": [2, 3, 1]}
+    core = make_core(leaders=leaders, partitioner="leader_aware", batch_size=300)
+    cluster = core.cluster
+    nodes = set()
+    for i in range(300):
+        topic = "abc"[i % 3]
+        handle = core.append(topic, VALUE, now=i * 0.01)  # 3 s in all
+        assert handle is not None
+        nodes.add(cluster.leader(topic, handle.batch.partition))
+    assert len(nodes) == 1
+    first = nodes.pop()
+    assert core.accumulator.leader_node == first
+    # After leader_switch_interval (30 s) it moves to another broker, again one only.
+    later = set()
+    for i in range(100):
+        topic = "abc"[i % 3]
+        handle = core.append(topic, VALUE, now=31.0 + i * 0.01)
+        assert handle is not None
+        later.add(cluster.leader(topic, handle.batch.partition))
+    assert len(later) == 1 and later != {first}
+
+
+def test_leader_aware_partitioner_falls_back_for_a_topic_without_a_partition_there() -> None:
+    core = make_core(leaders={"a": [1, 2], "b": [1, 1]}, partitioner="leader_aware")
+    handle = core.append("b", VALUE, now=0.0)
+    assert handle is not None and core.accumulator.leader_node == 1  # covers both
+    handle = core.append("a", VALUE, now=0.0)
+    assert handle is not None and handle.batch.partition == 0
+    core.update_metadata(ClusterView.from_leaders({"a": [2, 2], "b": [1, 1], "c": [1, 1]}))
+    handle = core.append("a", VALUE, now=0.1)
+    assert handle is not None and core.cluster.leader("a", handle.batch.partition) == 2
+
+
+def test_a_custom_partitioner_sees_the_record_and_the_leaders() -> None:
+    seen: list[tuple[ProducerRecord, tuple[int, ...]]] = []
+
+    def to_leader_2(record: ProducerRecord, cluster: ClusterView) -> int:
+        seen.append((record, cluster.leaders[record.topic]))
+        return cluster.leaders[record.topic].index(2)
+
+    core = make_core(partitioner=to_leader_2)
+    handle = core.append("t", VALUE, b"k", now=0.0)
+    assert handle is not None and handle.batch.partition == 1
+    assert seen[0][0].key == b"k" and seen[0][1] == (1, 2, 1)
+
+
+def test_append_many_fills_batches_in_one_call() -> None:
+    core = make_core(leaders={"t": [1, 2]}, batch_size=1000, linger=10.0)
+    spans, taken = core.append_many("t", [VALUE] * 50, 0.0)
+    assert taken == 50
+    assert sum(span.record_count for span in spans) == 50
+    handles = [h for span in spans for h in span.handles()]
+    assert len(handles) == 50
+    assert core.accumulator.buffer_used == 50 * 116
+    ack_all(core, core.drain(1.0, [1, 2]), 1.0)
+    # Draining takes one batch per partition per request; the rest follows.
+    while core.accumulator.has_undrained:
+        ack_all(core, core.drain(1.0, [1, 2]), 1.0)
+    assert all(h.done() for h in handles)
+
+
+def test_append_many_stops_when_the_buffer_is_full() -> None:
+    core = make_core(leaders={"t": [1]}, buffer_memory=1160)
+    spans, taken = core.append_many("t", [VALUE] * 50, 0.0)
+    assert taken == 10 and sum(s.record_count for s in spans) == 10
+    assert core.accumulator.exhausted
+
+
+def test_records_with_an_expected_offset_share_a_batch_only_when_contiguous() -> None:
+    core = make_core(leaders={"t": [1]})
+    h1 = core.append("t", VALUE, partition=0, now=0.0, expected_offset=10)
+    h2 = core.append("t", VALUE, partition=0, now=0.0, expected_offset=11)
+    h3 = core.append("t", VALUE, partition=0, now=0.0, expected_offset=20)
+    h4 = core.append("t", VALUE, partition=0, now=0.0)
+    assert h1 is not None and h2 is not None and h3 is not None and h4 is not None
+    assert h1.batch is h2.batch and h3.batch is not h2.batch and h4.batch is not h3.batch
+    assert h1.batch.expected_offset == 10 and h3.batch.expected_offset == 20
+    assert h4.batch.expected_offset == -1
+
+
+def test_drain_keeps_a_request_under_max_request_size() -> None:
+    core = make_core(leaders={"t": [1, 1, 1, 1]}, batch_size=1000, linger=0.0)
+    for p in range(4):
+        for _ in range(8):
+            core.append("t", VALUE, partition=p, now=0.0)
+    drained = core.drain(0.0, [1], max_request_size=2000)
+    assert len(drained[1]) == 2  # two 928-byte batches fit, a third would not
+    ack_all(core, drained, 0.0)
+    drained = core.drain(0.0, [1], max_request_size=2000)
+    assert {b.partition for b in drained[1]} == {2, 3}  # round robin: the others next
