@@ -1,0 +1,144 @@
+"""Delivery handles as the trio user sees them: the core's handle plus `await`.
+
+The core (`trio_kafka.producer`) hands back a `DeliveryHandle` (a batch and an index)
+for every record; it knows nothing of trio. `RecordHandle` is the same object with
+`__await__` added: `send()` changes the class of the handle the core made rather than
+wrapping it, because a wrapper would be one more allocation on the per-record path and
+the two classes share one slot layout (the subclass adds no slots).
+
+Waiting is per batch: the first awaiter of a batch registers one done-hook that sets a
+trio Event; later awaiters of the same batch share it (`_BatchWaiter`), so awaiting the
+1,000 handles of one batch costs one hook, not 1,000.
+
+`BulkDelivery` is what `send_many` returns: the spans of batches its records went to,
+awaitable as a whole, with per-record handles only when asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator, Sequence
+from typing import Any
+
+import trio
+
+from trio_kafka.errors import KafkaError
+from trio_kafka.producer import (
+    Acknowledged,
+    Ambiguous,
+    BatchSpan,
+    DeliveryHandle,
+    Failed,
+    Outcome,
+    ProducerBatch,
+)
+
+
+class _BatchWaiter:
+    """One trio Event per awaited batch (shared by every awaiter of that batch)."""
+
+    __slots__ = ("event",)
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+
+    def __call__(self, _batch: ProducerBatch) -> None:
+        self.event.set()
+
+
+async def wait_batch(batch: ProducerBatch) -> None:
+    """Return once `batch` has a final result (checkpoints either way)."""
+    if batch.result is not None:
+        await trio.lowlevel.checkpoint()
+        return
+    waiter = next((h for h in batch.hooks or () if isinstance(h, _BatchWaiter)), None)
+    if waiter is None:
+        waiter = _BatchWaiter()
+        batch.add_done_hook(waiter)
+    await waiter.event.wait()
+
+
+class RecordHandle(DeliveryHandle):
+    """One record's delivery: `await handle` returns `Acknowledged` or raises the error
+    (a `KafkaError`; an `AmbiguousError` when the record may have been written).
+
+    Also `done()`, `outcome`, `result()` (non-blocking), `add_done_callback(fn)` and
+    `succeeded()`.
+    """
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, Acknowledged]:
+        return self.wait().__await__()
+
+    async def wait(self) -> Acknowledged:
+        await wait_batch(self.batch)
+        return self.result()
+
+    def succeeded(self) -> bool:
+        """True once the record is acknowledged (False while pending or on error)."""
+        return isinstance(self.batch.outcome(self.index), Acknowledged)
+
+    @property
+    def offset(self) -> int:
+        """The acknowledged offset (-1 when unknown or not acknowledged)."""
+        outcome = self.batch.outcome(self.index)
+        return outcome.offset if isinstance(outcome, Acknowledged) else -1
+
+
+def as_record_handle(handle: DeliveryHandle) -> RecordHandle:
+    handle.__class__ = RecordHandle
+    return handle  # type: ignore[return-value]
+
+
+class BulkDelivery:
+    """The records one `send_many` call appended, as spans of batches.
+
+    `await bulk` waits for all of them and returns how many were acknowledged; it raises
+    the first error (in send order) if any record failed or is ambiguous. `outcomes()`
+    and `handles()` give per-record detail once done; `done()` never blocks.
+    """
+
+    __slots__ = ("spans",)
+
+    def __init__(self, spans: Sequence[BatchSpan]) -> None:
+        self.spans = list(spans)
+
+    def __len__(self) -> int:
+        return sum(stop - start for _, start, stop in self.spans)
+
+    def __repr__(self) -> str:
+        return f"<BulkDelivery records={len(self)} batches={len(self.spans)} done={self.done()}>"
+
+    def done(self) -> bool:
+        return all(span.batch.result is not None for span in self.spans)
+
+    def handles(self) -> list[RecordHandle]:
+        return [RecordHandle(b, i) for b, start, stop in self.spans for i in range(start, stop)]
+
+    def outcomes(self) -> Iterator[Outcome | None]:
+        for batch, start, stop in self.spans:
+            for index in range(start, stop):
+                yield batch.outcome(index)
+
+    def first_error(self) -> KafkaError | None:
+        for batch, start, stop in self.spans:
+            if batch.result is None or batch.error is None:
+                continue
+            for index in range(start, stop):
+                outcome = batch.outcome(index)
+                if isinstance(outcome, Failed | Ambiguous):
+                    return outcome.error
+        return None
+
+    def __await__(self) -> Generator[Any, None, int]:
+        return self.wait().__await__()
+
+    async def wait(self) -> int:
+        for span in self.spans:
+            if span.batch.result is None:
+                await wait_batch(span.batch)
+        await trio.lowlevel.checkpoint()
+        error = self.first_error()
+        if error is not None:
+            raise error
+        return len(self)

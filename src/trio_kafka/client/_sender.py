@@ -1,0 +1,472 @@
+"""The sender: Java's `Sender.runOnce` as one trio task, plus one writer and one reader
+task per broker.
+
+Theory of operation
+-------------------
+The sender task loops over one pass of the core (`ProducerCore`):
+
+1. take the selector's newest metadata snapshot into the core (cheap: an identity check);
+2. start InitProducerId in the background when the core needs a producer id or an epoch
+   bump (KIP-360: the current id and epoch with InitProducerId v3+, else a local bump);
+3. `expire(now)`, `ready(now)`: topics without a leader start a metadata refresh; ready
+   nodes without an open connection start connecting (the loop is woken when done);
+4. `drain(now, connected)`: each node's batches go to that node's `NodeSender`;
+5. sleep until the core's next deadline or until woken (a new batch opened by `send()`,
+   a response handled, a connection opened, a producer id installed, flush or close).
+
+A `NodeSender` owns the requests for one node, in drain order. Its writer task encodes
+each request and writes it (`BrokerConnection.send`, which returns once the bytes are
+out: pipelining up to `max_in_flight`, order kept by the connection's FIFO lock) and
+hands the pending response to its reader task, which awaits responses in the same
+order and feeds them to the core, so the core always sees a node's answers in the order
+it sent the requests. A request that never left (no connection) is settled with
+`sent=False` (retried, never ambiguous); one that left and got no answer (connection
+lost, request timeout) with `sent=True` (retried with the same sequence; ambiguous only
+when no retry is possible). `unsettled` lists every request not yet handed back to the
+core, so closing can settle them all without waiting.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import math
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import trio
+
+from trio_kafka.errors import (
+    AmbiguousError,
+    BrokerConnectionError,
+    ErrorCode,
+    FatalError,
+    KafkaError,
+    error_for_code,
+    error_info,
+)
+from trio_kafka.net import (
+    BrokerConnection,
+    Clock,
+    ClusterMetadata,
+    ExponentialBackoff,
+    KafkaSelector,
+)
+from trio_kafka.producer import ClusterView, ProducerBatch, ProducerCore, Settled
+from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
+from trio_kafka.protocol.messages.produce import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
+
+logger = logging.getLogger("trio_kafka.producer")
+
+_INIT_PRODUCER_ID = 22
+_KIP_360_VERSION = 3
+
+
+@attrs.define(eq=False, slots=True)
+class ProduceAttempt:
+    """One ProduceRequest for one node: its batches, whether it may have left, and
+    whether the core has been told how it ended."""
+
+    node: int
+    batches: list[ProducerBatch]
+    #: The bytes may have reached the broker (set just before the write starts).
+    sent: bool = False
+    settled: bool = False
+
+
+class NodeSender:
+    """Writes one node's requests in order and reads its responses in order."""
+
+    def __init__(self, sender: Sender, node_id: int) -> None:
+        self.sender = sender
+        self.node_id = node_id
+        # The open connection we write to (None until connected; replaced on reconnect).
+        self.connection: BrokerConnection | None = None
+        self.connecting = False
+        self.last_error: KafkaError | None = None
+        # Requests drained for this node, not yet settled with the core, oldest first.
+        self.unsettled: collections.deque[ProduceAttempt] = collections.deque()
+        self._outbox_send, self._outbox = trio.open_memory_channel[ProduceAttempt](math.inf)
+        self._written_send, self._written = trio.open_memory_channel[tuple[ProduceAttempt, Any]](
+            math.inf
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"<NodeSender node={self.node_id} ready={self.ready} unsettled={len(self.unsettled)}>"
+        )
+
+    @property
+    def ready(self) -> bool:
+        connection = self.connection
+        return connection is not None and connection.is_open
+
+    def start(self, nursery: trio.Nursery) -> None:
+        nursery.start_soon(self._writer, name=f"kafka-produce-writer-{self.node_id}")
+        nursery.start_soon(self._reader, name=f"kafka-produce-reader-{self.node_id}")
+
+    def connect(self) -> None:
+        """Start opening the node's connection in the background (once at a time)."""
+        if not self.connecting:
+            self.connecting = True
+            self.sender.nursery.start_soon(self._connect)
+
+    async def _connect(self) -> None:
+        try:
+            self.connection = await self.sender.selector.connection(self.node_id)
+            self.last_error = None
+        except KafkaError as exc:
+            self.last_error = exc
+            logger.debug("connecting to node %s failed: %s", self.node_id, exc)
+            if isinstance(exc, FatalError):
+                self.sender.fatal(exc)
+        finally:
+            self.connecting = False
+            self.sender.wake()
+
+    def submit(self, batches: list[ProducerBatch]) -> None:
+        attempt = ProduceAttempt(self.node_id, batches)
+        self.unsettled.append(attempt)
+        self._outbox_send.send_nowait(attempt)
+
+    async def _writer(self) -> None:
+        sender = self.sender
+        async for attempt in self._outbox:
+            if attempt.settled:
+                continue
+            try:
+                request = sender.produce_request(attempt.batches)
+            except Exception as exc:  # a record the codec cannot encode: not sendable
+                sender.settle_unsendable(attempt, exc)
+                continue
+            try:
+                connection = self.connection
+                if connection is None or not connection.is_open:
+                    connection = self.connection = await sender.selector.connection(self.node_id)
+                attempt.sent = True
+                pending = await connection.send(request, timeout=sender.request_timeout)
+            except KafkaError as exc:
+                # BrokerConnectionError: refused before registration, nothing written.
+                attempt.sent = not isinstance(exc, BrokerConnectionError)
+                sender.settle_failure(attempt, exc)
+                continue
+            self._written_send.send_nowait((attempt, pending))
+
+    async def _reader(self) -> None:
+        sender = self.sender
+        async for attempt, pending in self._written:
+            try:
+                response = await pending.wait()
+            except KafkaError as exc:
+                sender.settle_failure(attempt, exc)
+            else:
+                sender.settle_response(attempt, response)
+
+    def settle_all(self, error: KafkaError) -> None:
+        """Closing: tell the core how every unsettled request ended (without waiting)."""
+        while self.unsettled:
+            attempt = self.unsettled[0]
+            self.sender.settle_failure(attempt, error)
+
+
+class Sender:
+    """The sender task and everything it shares with its node senders."""
+
+    def __init__(
+        self,
+        core: ProducerCore,
+        selector: KafkaSelector,
+        clock: Clock,
+        nursery: trio.Nursery,
+        on_progress: Callable[[], None],
+    ) -> None:
+        self.core = core
+        self.selector = selector
+        self.clock = clock
+        self.nursery = nursery
+        # Called whenever batches reach a final state (flush, close and blocked sends wait).
+        self.on_progress = on_progress
+        config = core.config
+        self.request_timeout = config.request_timeout
+        self._acks = config.acks
+        self._timeout_ms = int(config.request_timeout * 1000)
+        self._transactional_id = config.transactional_id
+        self.nodes: dict[int, NodeSender] = {}
+        # Set by wake(); the sender replaces it each time it goes to sleep.
+        self._wake = trio.Event()
+        self._metadata: ClusterMetadata | None = None
+        self._init_running = False
+        self._refreshing = False
+        self._last_refresh = -math.inf
+        self._retry = ExponentialBackoff(config.retry_backoff, config.retry_backoff_max)
+        self.fatal_error: KafkaError | None = None
+
+    def __repr__(self) -> str:
+        return f"<Sender nodes={list(self.nodes.values())!r} {self.core!r}>"
+
+    # -- waking ----------------------------------------------------------------------
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    @property
+    def wake_event(self) -> trio.Event:
+        """The event `send()` sets when it opens a batch (read each time: it changes)."""
+        return self._wake
+
+    # -- the loop --------------------------------------------------------------------
+
+    async def run(self) -> None:
+        core = self.core
+        clock = self.clock
+        while True:
+            now = clock.now()
+            self.sync_metadata()
+            if core.fatal_error is not None and self.fatal_error is None:
+                self.fatal(core.fatal_error)
+            if self.fatal_error is not None:
+                if core.fail_all(self.fatal_error):
+                    self.on_progress()
+            elif (core.needs_producer_id or core.epoch_bump_due) and not self._init_running:
+                self._init_running = True
+                self.nursery.start_soon(self._init_producer_id)
+            if core.expire(now):
+                self.on_progress()
+            ready_nodes, delay, unknown = core.ready(now)
+            if unknown:
+                self.refresh_metadata(unknown)
+            connected = []
+            for node_id in sorted(ready_nodes):
+                node = self.node(node_id)
+                if node.ready:
+                    connected.append(node_id)
+                else:
+                    node.connect()
+            if connected:
+                for node_id, batches in core.drain(now, connected).items():
+                    self.nodes[node_id].submit(batches)
+            event = self._wake
+            if event.is_set():
+                self._wake = trio.Event()
+                await trio.lowlevel.checkpoint()
+                continue
+            if delay == math.inf:
+                await event.wait()
+            else:
+                with trio.move_on_at(now + delay):
+                    await event.wait()
+            if self._wake is event:
+                self._wake = trio.Event()
+
+    def node(self, node_id: int) -> NodeSender:
+        node = self.nodes.get(node_id)
+        if node is None:
+            node = self.nodes[node_id] = NodeSender(self, node_id)
+            node.start(self.nursery)
+        return node
+
+    def fatal(self, error: KafkaError) -> None:
+        """The producer cannot go on: fail what is queued, refuse new sends."""
+        if self.fatal_error is None:
+            self.fatal_error = error
+            if self.core.fatal_error is None:
+                self.core.fatal_error = error
+            logger.error("producer stopped by a fatal error: %s", error)
+            self.core.fail_all(error)
+            self.on_progress()
+            self.wake()
+
+    # -- metadata --------------------------------------------------------------------
+
+    def sync_metadata(self) -> None:
+        """Give the core the selector's newest snapshot (when it changed)."""
+        metadata = self.selector.metadata
+        if metadata is self._metadata:
+            return
+        self._metadata = metadata
+        leaders: dict[str, list[int]] = {}
+        for name, topic in metadata.topics.items():
+            if not topic.is_usable:
+                continue
+            count = max(p.partition for p in topic.partitions) + 1
+            nodes = [-1] * count
+            for p in topic.partitions:
+                nodes[p.partition] = p.leader
+            leaders[name] = nodes
+        self.core.update_metadata(ClusterView.from_leaders(leaders))
+
+    def refresh_metadata(self, topics: Any = ()) -> None:
+        """Refresh in the background, at most once per `retry_backoff`; wakes when done."""
+        if self._refreshing:
+            return
+        now = self.clock.now()
+        if now - self._last_refresh < self.core.config.retry_backoff:
+            return
+        self._refreshing = True
+        self._last_refresh = now
+        self.nursery.start_soon(self._refresh, sorted(topics))
+
+    async def _refresh(self, topics: list[str]) -> None:
+        try:
+            await self.selector.refresh_metadata(topics)
+        except KafkaError as exc:
+            logger.debug("metadata refresh failed: %s", exc)
+            if isinstance(exc, FatalError):
+                self.fatal(exc)
+        finally:
+            self._refreshing = False
+            self.sync_metadata()
+            self.wake()
+
+    # -- producer id -----------------------------------------------------------------
+
+    async def _init_producer_id(self) -> None:
+        """InitProducerId until it succeeds (retriable errors back off and retry)."""
+        core = self.core
+        attempts = 0
+        try:
+            while self.fatal_error is None:
+                bump = not core.needs_producer_id
+                if bump and not core.epoch_bump_due:
+                    return  # raced with a bump that another path applied
+                if not bump and not core.needs_producer_id:
+                    return
+                error: KafkaError
+                try:
+                    node_id = self.selector.least_loaded_node()
+                    connection = await self.selector.connection(node_id)
+                    version = connection.api_versions.get(_INIT_PRODUCER_ID)
+                    if version is None:
+                        self.fatal(
+                            FatalError(
+                                f"broker {connection.host}:{connection.port} does not support "
+                                "InitProducerId: idempotence needs it (or set "
+                                "enable_idempotence=False)"
+                            )
+                        )
+                        return
+                    sequencing = core.sequencing
+                    if bump and version < _KIP_360_VERSION:
+                        core.bump_epoch_locally(self.clock.now())
+                        continue  # an exhausted epoch leaves needs_producer_id set
+                    request = InitProducerIdRequest(
+                        transactional_id=self._transactional_id,
+                        transaction_timeout_ms=int(core.config.transaction_timeout * 1000),
+                        producer_id=sequencing.producer_id if bump else -1,
+                        producer_epoch=sequencing.producer_epoch if bump else -1,
+                    )
+                    response = await connection.request(request, timeout=self.request_timeout)
+                except (BrokerConnectionError, AmbiguousError) as exc:
+                    error = exc
+                else:
+                    code = response.error_code
+                    if code == ErrorCode.NONE:
+                        if bump and not core.epoch_bump_due:
+                            return
+                        core.set_producer_id(
+                            response.producer_id, response.producer_epoch, self.clock.now()
+                        )
+                        logger.debug(
+                            "producer id %s epoch %s%s",
+                            response.producer_id,
+                            response.producer_epoch,
+                            " (epoch bump)" if bump else "",
+                        )
+                        self.on_progress()
+                        attempts = 0
+                        continue
+                    info = error_info(code)
+                    error = error_for_code(code, f"InitProducerId v{version}")
+                    if bump and not info.retriable:
+                        # The broker will not resume our id (no KIP-360 for idempotent
+                        # producers, as Tansu): bump on our side, as Java does.
+                        core.bump_epoch_locally(self.clock.now())
+                        continue
+                    if not info.retriable:
+                        self.fatal(error)
+                        return
+                logger.debug("InitProducerId failed (attempt %d): %s", attempts + 1, error)
+                await trio.sleep(self._retry.backoff(attempts, self.selector.rng))
+                attempts += 1
+        finally:
+            self._init_running = False
+            self.wake()
+
+    # -- requests --------------------------------------------------------------------
+
+    def produce_request(self, batches: list[ProducerBatch]) -> ProduceRequest:
+        data = self.core.produce_data(batches)
+        return ProduceRequest(
+            transactional_id=self._transactional_id,
+            acks=self._acks,
+            timeout_ms=self._timeout_ms,
+            topic_data=[
+                TopicProduceData(
+                    name=topic,
+                    partition_data=[PartitionProduceData(index=p, records=r) for p, r in parts],
+                )
+                for topic, parts in data.items()
+            ],
+        )
+
+    def _take(self, attempt: ProduceAttempt) -> bool:
+        """Mark `attempt` settled (False if it already was)."""
+        if attempt.settled:
+            return False
+        attempt.settled = True
+        node = self.nodes[attempt.node]
+        if node.unsettled and node.unsettled[0] is attempt:
+            node.unsettled.popleft()
+        else:
+            node.unsettled.remove(attempt)
+        return True
+
+    def settle_response(self, attempt: ProduceAttempt, response: Any) -> None:
+        if not self._take(attempt):
+            return
+        responses = None
+        if response is not None:
+            responses = {
+                (topic.name, p.index): p
+                for topic in response.responses
+                for p in topic.partition_responses
+            }
+        settled = self.core.handle_response(
+            attempt.node, attempt.batches, responses, self.clock.now()
+        )
+        self._after(settled)
+
+    def settle_failure(self, attempt: ProduceAttempt, error: KafkaError) -> None:
+        if not self._take(attempt):
+            return
+        logger.debug(
+            "produce request to node %s failed (%s): %s",
+            attempt.node,
+            "sent" if attempt.sent else "not sent",
+            error,
+        )
+        settled = self.core.handle_request_failure(
+            attempt.node, attempt.batches, error, self.clock.now(), sent=attempt.sent
+        )
+        self._after(settled)
+
+    def settle_unsendable(self, attempt: ProduceAttempt, error: Exception) -> None:
+        """The batches cannot be encoded (a bug or a value of the wrong type): stop."""
+        failure = FatalError(
+            f"a record batch for node {attempt.node} could not be encoded ({error!r}); "
+            "the producer stops"
+        )
+        self.settle_failure(attempt, failure)  # not sent: back in the queues
+        self.fatal(failure)  # ...which fail_all empties
+
+    def _after(self, settled: Settled) -> None:
+        if settled.refresh_metadata:
+            self.refresh_metadata()
+        if settled.completed:
+            self.on_progress()
+        self.wake()
