@@ -1050,3 +1050,26 @@ class UnknownTopicError(KafkaError):
     def __init__(self, message: str, *, topic: str) -> None:
         super().__init__(message)
         self.topic = topic
+
+
+class OffsetOutOfRangeError(BrokerError):
+    """A read asked for an offset the partition does not hold (OFFSET_OUT_OF_RANGE):
+    below the log start offset (deleted by retention) or past the log end offset."""
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        offset: int,
+        log_start_offset: int = -1,
+        log_end_offset: int = -1,
+    ) -> None:
+        super().__init__(ErrorCode.OFFSET_OUT_OF_RANGE, message)
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class ReadTimeoutError(RetriableError):
+    """A read made no progress within its timeout (the partition has no leader, the
+    brokers do not answer, or the records asked for have not been written)."""

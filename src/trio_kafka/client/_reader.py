@@ -1,0 +1,669 @@
+"""A small partition reader: ListOffsets and a Fetch loop over one partition.
+
+Theory of operation
+-------------------
+`PartitionReader` is what the conditional writer ("was the record at offset N mine?"),
+the bulk loader (where did the last run stop?), `trio-kafka tail`, the demo's read-back
+and the simulator's final reads use. It is not a consumer: no groups, no committed
+offsets, no fetch sessions, no prefetching. Every call asks the partition's leader
+directly through the shared `KafkaSelector`, one request at a time.
+
+- Leader: taken from the selector's metadata snapshot (waiting for the topic when it is
+  not known yet). An answer that says the metadata is stale (NOT_LEADER_OR_FOLLOWER,
+  UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_ID, any code with
+  `invalid_metadata` in the error table), or a lost connection or timed-out request
+  (reads change nothing, so retrying is always safe), refreshes the metadata, backs off
+  (`retry_backoff` of the selector's config, jittered with the selector's rng) and
+  tries again. Other retriable codes back off without a refresh. OFFSET_OUT_OF_RANGE
+  raises `OffsetOutOfRangeError` with the partition's bounds; other codes raise.
+- Fetch versions: the highest the connection negotiated, except that without a topic id
+  in the metadata (Metadata < v10, or a broker that sends the null id) we stay at v12,
+  the last version that names topics, because v13+ only takes ids. read_committed needs
+  v4+ (the aborted-transactions list); a broker without it is refused with an error.
+- Records: each response's `records` may hold several batches and end in a batch cut by
+  `max_bytes` (decoded with `allow_partial`, and fetched again next round). A batch may
+  begin before the offset asked for (the broker sends whole batches): its earlier records
+  are dropped. Control batches are never yielded. With read_committed, records of
+  aborted transactions are dropped the way Kafka consumers do it: the response lists
+  (producer id, first offset) of the aborted transactions it overlaps; walking batches
+  in offset order, a producer id becomes "aborted" once a batch reaches its first
+  offset, its transactional batches are dropped while it is, and its ABORT marker ends
+  that (`select_records`, pure, tested on hand-built batches).
+- Position: the next offset to fetch is the end of the last complete batch seen
+  (control and dropped batches included), so a read always moves forward.
+- Time: nothing here reads a clock or draws a random number except the selector's
+  `clock` and `rng`, so the simulator can run it deterministically. Every call is bounded
+  by `timeout`: `log_end_offset`, `log_start_offset` and `read_at` as a whole, and a
+  `read` per step, meaning it raises `ReadTimeoutError` once it has gone `timeout`
+  seconds without moving forward (a long read of a big partition never times out
+  while it keeps moving). An empty answer before `end` is waited out for up to
+  `max_wait` (the broker's long poll; we sleep out the rest if it answered early).
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
+
+import attrs
+import trio
+
+from trio_kafka.errors import (
+    BrokerConnectionError,
+    ConfigError,
+    ConnectionLostError,
+    CorruptRecordError,
+    ErrorCode,
+    KafkaError,
+    OffsetOutOfRangeError,
+    ProtocolError,
+    ReadTimeoutError,
+    RequestTimeoutError,
+    error_for_code,
+    error_info,
+)
+from trio_kafka.net import ExponentialBackoff, KafkaSelector, PartitionMetadata, TopicMetadata
+from trio_kafka.protocol.messages.fetch import (
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    FetchTopic,
+    PartitionData,
+)
+from trio_kafka.protocol.messages.list_offsets import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from trio_kafka.records import (
+    ControlType,
+    Record,
+    RecordBatch,
+    decode_batches,
+    parse_control_record,
+)
+
+_T = TypeVar("_T")
+_NULL_UUID = uuid.UUID(int=0)
+
+#: ListOffsets timestamps (KIP-79): the latest offset and the earliest one.
+_LATEST = -1
+_EARLIEST = -2
+#: The last Fetch version that names topics (v13+ names them by topic id only).
+_LAST_FETCH_VERSION_WITH_NAMES = 12
+#: Fetch v4 added isolation levels and the aborted-transactions list (KIP-98).
+_FIRST_FETCH_VERSION_WITH_ISOLATION = 4
+
+#: Codes that mean "the metadata is stale": refresh it, then retry. The error table's
+#: `invalid_metadata` column covers most; these are the ones a Fetch or ListOffsets
+#: can answer during a leader move even where the table does not say so.
+_REFRESH_CODES = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.INCONSISTENT_TOPIC_ID,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+    }
+)
+
+
+class IsolationLevel(enum.IntEnum):
+    """Fetch and ListOffsets `IsolationLevel` (KIP-98)."""
+
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+
+def _isolation(value: IsolationLevel | str | int) -> IsolationLevel:
+    if isinstance(value, str):
+        try:
+            return IsolationLevel[value.upper()]
+        except KeyError:
+            raise ConfigError(
+                f"isolation must be 'read_uncommitted' or 'read_committed', not {value!r}"
+            ) from None
+    return IsolationLevel(value)
+
+
+def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not value > 0:
+        raise ConfigError(f"{attribute.name} must be positive, not {value!r}")
+
+
+def _not_negative(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if value < 0:
+        raise ConfigError(f"{attribute.name} must not be negative, not {value!r}")
+
+
+# -- the pure part: which records of a fetch response a reader sees ------------------------
+
+
+def select_records(
+    batches: Iterable[RecordBatch],
+    *,
+    start: int,
+    end: int | None = None,
+    read_committed: bool = False,
+    aborted_transactions: Iterable[tuple[int, int]] | None = None,
+) -> tuple[list[Record], int]:
+    """The records of `batches` a reader sees in `[start, end)`, and the next offset to
+    fetch (the end of the last batch, at least `start`).
+
+    `aborted_transactions` are the response's (producer_id, first_offset) pairs; with
+    `read_committed`, transactional records of a producer id are dropped from its first
+    offset up to its ABORT marker. Control batches are never returned.
+    """
+    # Aborted transactions not yet reached, in offset order (the broker sends them so,
+    # but nothing says it must).
+    pending = collections.deque(
+        sorted(aborted_transactions or (), key=lambda pair: (pair[1], pair[0]))
+    )
+    # Producer ids whose records are being dropped (reached their first offset, no
+    # ABORT marker yet).
+    aborted: set[int] = set()
+    records: list[Record] = []
+    position = start
+    for batch in batches:
+        position = max(position, batch.next_offset)
+        if read_committed and batch.producer_id >= 0:
+            while pending and pending[0][1] <= batch.last_offset:
+                aborted.add(pending.popleft()[0])
+            if batch.is_control:
+                if _is_abort_marker(batch):
+                    aborted.discard(batch.producer_id)
+                continue
+            if batch.is_transactional and batch.producer_id in aborted:
+                continue
+        if batch.is_control:
+            continue
+        records.extend(
+            r for r in batch.records if r.offset >= start and (end is None or r.offset < end)
+        )
+    return records, position
+
+
+def _is_abort_marker(batch: RecordBatch) -> bool:
+    # A control batch holds one control record; its key says COMMIT or ABORT. Other
+    # types (KRaft's, or ones newer than us) are not markers: skip them, as Kafka does.
+    for record in batch.records:
+        try:
+            if parse_control_record(record).type == ControlType.ABORT:
+                return True
+        except CorruptRecordError:
+            continue
+    return False
+
+
+# -- the I/O part ----------------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class FetchResult:
+    """One Fetch answer for one partition, after filtering."""
+
+    #: The records a reader sees, in offset order, from the offset asked for.
+    records: list[Record]
+    #: Where the next fetch starts: past every complete batch of the answer.
+    next_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+
+
+class _Retry(Exception):
+    """Internal: this attempt failed in a way that another attempt may not."""
+
+    def __init__(self, error: BaseException, *, refresh: bool) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.refresh = refresh
+
+
+@attrs.define(eq=False)
+class PartitionReader:
+    """Reads one partition at a time through `selector`. Times are seconds.
+
+    `max_bytes` is the Fetch size limit (per partition and per response), `max_wait`
+    the broker's long poll when there is nothing new, `timeout` the bound on every call
+    (see the module docstring).
+    """
+
+    selector: KafkaSelector
+    isolation: IsolationLevel = attrs.field(
+        default=IsolationLevel.READ_UNCOMMITTED, converter=_isolation
+    )
+    max_bytes: int = attrs.field(default=1024 * 1024, validator=_positive)
+    max_wait: float = attrs.field(default=0.5, validator=_not_negative)
+    timeout: float = attrs.field(default=30.0, validator=_positive)
+    # Backoff between retries, from the selector's config (owned here, immutable).
+    _backoff: ExponentialBackoff = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        config = self.selector.config
+        self._backoff = ExponentialBackoff(config.retry_backoff, config.retry_backoff_max)
+
+    @property
+    def read_committed(self) -> bool:
+        return self.isolation is IsolationLevel.READ_COMMITTED
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    async def log_end_offset(
+        self, topic: str, partition: int, *, timeout: float | None = None
+    ) -> int:
+        """The offset the next record will get (ListOffsets latest); with read_committed
+        the last stable offset (nothing at or after it is decided yet)."""
+        return await self._list_offset(topic, partition, _LATEST, timeout)
+
+    async def log_start_offset(
+        self, topic: str, partition: int, *, timeout: float | None = None
+    ) -> int:
+        """The first offset the partition still holds (ListOffsets earliest)."""
+        return await self._list_offset(topic, partition, _EARLIEST, timeout)
+
+    async def _list_offset(
+        self, topic: str, partition: int, timestamp: int, timeout: float | None
+    ) -> int:
+        what = "latest" if timestamp == _LATEST else "earliest"
+
+        async def attempt() -> int:
+            node, meta = await self._leader(topic, partition)
+            request = ListOffsetsRequest(
+                replica_id=-1,
+                isolation_level=self.isolation,
+                topics=[
+                    ListOffsetsTopic(
+                        name=topic,
+                        partitions=[
+                            ListOffsetsPartition(
+                                partition_index=partition,
+                                current_leader_epoch=meta.leader_epoch,
+                                timestamp=timestamp,
+                            )
+                        ],
+                    )
+                ],
+            )
+            response = await self._request(node, request)
+            for t in response.topics:
+                for p in t.partitions:
+                    if t.name == topic and p.partition_index == partition:
+                        _check(p.error_code, f"ListOffsets ({what}) of {topic}-{partition}")
+                        # v0 answers in a list; v1+ in `offset`.
+                        if p.offset < 0 and p.old_style_offsets:
+                            return int(p.old_style_offsets[0])
+                        return int(p.offset)
+            raise ProtocolError(
+                f"ListOffsets answer from node {node} does not mention {topic}-{partition}"
+            )
+
+        return await self._retrying(
+            f"ListOffsets ({what}) of {topic}-{partition}", topic, timeout, attempt
+        )
+
+    # -- records ---------------------------------------------------------------------------
+
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        start: int | None = None,
+        end: int | None = None,
+        timeout: float | None = None,
+    ) -> PartitionRead:
+        """Records of `[start, end)` in offset order: `async for record in ...`.
+
+        `start` None is the log start offset; `end` None is the log end offset when the
+        iteration begins (the last stable offset with read_committed). An `end` beyond
+        the log end waits for records to arrive (bounded by `timeout` without progress).
+        """
+        if start is not None and start < 0:
+            raise ValueError(f"start must be an offset (>= 0), not {start}")
+        if end is not None and end < 0:
+            raise ValueError(f"end must be an offset (>= 0), not {end}")
+        return PartitionRead(
+            self, topic, partition, start, end, self.timeout if timeout is None else timeout
+        )
+
+    async def read_all(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        start: int | None = None,
+        end: int | None = None,
+        timeout: float | None = None,
+    ) -> list[Record]:
+        """`read()` collected into a list."""
+        return [r async for r in self.read(topic, partition, start=start, end=end, timeout=timeout)]
+
+    async def read_at(
+        self, topic: str, partition: int, offset: int, *, timeout: float | None = None
+    ) -> Record | None:
+        """The record at exactly `offset`, or None when none is visible there: the offset
+        is a control marker, a gap left by compaction, a record of an aborted transaction
+        (read_committed), or at or past the log end (the last stable offset with
+        read_committed). Below the log start offset raises `OffsetOutOfRangeError`: the
+        record was there once, and "not there" would be a wrong answer to "was it mine?".
+        """
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, not {offset}")
+
+        async def attempt() -> Record | None:
+            result = await self._fetch_once(topic, partition, offset, offset + 1, max_wait=0.0)
+            if result.records:
+                return result.records[0]
+            if result.next_offset > offset:
+                return None  # the batch holding it had nothing visible at the offset
+            upper = result.last_stable_offset if self.read_committed else result.high_watermark
+            if upper >= 0 and offset >= upper:
+                return None
+            # Below the end but nothing came back: the broker answered empty (it may
+            # be catching up after a leader move); ask again.
+            raise _Retry(
+                KafkaError(f"empty Fetch answer at {offset} below the end {upper}"),
+                refresh=False,
+            )
+
+        return await self._retrying(
+            f"reading offset {offset} of {topic}-{partition}", topic, timeout, attempt
+        )
+
+    async def fetch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        *,
+        end: int | None = None,
+        max_wait: float | None = None,
+        timeout: float | None = None,
+    ) -> FetchResult:
+        """One Fetch from `offset` (retried on stale metadata and lost connections): the
+        building block of `read`, for callers that want the bounds too."""
+        wait = self.max_wait if max_wait is None else max_wait
+        return await self._retrying(
+            f"fetching {topic}-{partition} at {offset}",
+            topic,
+            timeout,
+            lambda: self._fetch_once(topic, partition, offset, end, max_wait=wait),
+        )
+
+    async def _fetch_once(
+        self, topic: str, partition: int, offset: int, end: int | None, *, max_wait: float
+    ) -> FetchResult:
+        node, meta = await self._leader(topic, partition)
+        topic_meta = self.selector.metadata.topic(topic)
+        topic_id = topic_meta.topic_id if topic_meta is not None else None
+        version = await self._fetch_version(node, topic_id is not None)
+        request = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=int(max_wait * 1000),
+            min_bytes=1,
+            max_bytes=self.max_bytes,
+            isolation_level=self.isolation,
+            session_id=0,
+            session_epoch=-1,  # no fetch session (KIP-227): a full fetch each time
+            topics=[
+                FetchTopic(
+                    topic=topic,
+                    topic_id=topic_id if topic_id is not None else _NULL_UUID,
+                    partitions=[
+                        FetchPartition(
+                            partition=partition,
+                            current_leader_epoch=meta.leader_epoch,
+                            fetch_offset=offset,
+                            partition_max_bytes=self.max_bytes,
+                        )
+                    ],
+                )
+            ],
+        )
+        response = await self._request(node, request, version=version, extra=max_wait)
+        data = _partition_data(response, partition, node)
+        where = f"Fetch of {topic}-{partition} at {offset}"
+        if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            raise OffsetOutOfRangeError(
+                f"{where}: the partition holds [{data.log_start_offset}, "
+                f"{data.high_watermark}) (log start offset, high watermark)",
+                offset=offset,
+                log_start_offset=data.log_start_offset,
+                log_end_offset=data.high_watermark,
+            )
+        _check(data.error_code, where)
+        raw = data.records or b""
+        batches = list(decode_batches(raw, allow_partial=True))
+        if raw and not batches:
+            # Fetch v3+ always returns the first batch whole (KIP-74); an older broker
+            # cuts it at our limit and we would never get past it.
+            raise KafkaError(
+                f"{where}: the first record batch is larger than max_bytes={self.max_bytes}; "
+                "raise max_bytes"
+            )
+        aborted = (
+            [(a.producer_id, a.first_offset) for a in data.aborted_transactions]
+            if data.aborted_transactions
+            else None
+        )
+        records, position = select_records(
+            batches,
+            start=offset,
+            end=end,
+            read_committed=self.read_committed,
+            aborted_transactions=aborted,
+        )
+        return FetchResult(
+            records=records,
+            next_offset=position,
+            high_watermark=data.high_watermark,
+            last_stable_offset=data.last_stable_offset,
+            log_start_offset=data.log_start_offset,
+        )
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    async def _leader(self, topic: str, partition: int) -> tuple[int, PartitionMetadata]:
+        """The partition's leader node and metadata, waiting for the topic if needed."""
+        metadata = self.selector.metadata
+        found: TopicMetadata | None = metadata.topic(topic)
+        if found is None or not found.is_usable:
+            try:
+                found = await self.selector.wait_for_topic(topic, timeout=self.timeout)
+            except BrokerConnectionError as exc:
+                raise _Retry(exc, refresh=False) from exc
+        meta = self.selector.metadata.partition(topic, partition)
+        if meta is None:
+            raise KafkaError(
+                f"{topic} has no partition {partition} (it has {found.partition_count})"
+            )
+        if meta.leader < 0 or self.selector.metadata.leader_for(topic, partition) is None:
+            raise _Retry(
+                error_for_code(
+                    ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader now"
+                ),
+                refresh=True,
+            )
+        return meta.leader, meta
+
+    async def _fetch_version(self, node: int, have_topic_id: bool) -> int:
+        try:
+            connection = await self.selector.connection(node)
+        except BrokerConnectionError as exc:
+            raise _Retry(exc, refresh=True) from exc
+        negotiated = connection.api_versions.get(FetchRequest.API_KEY)
+        if negotiated is None:
+            raise error_for_code(
+                ErrorCode.UNSUPPORTED_VERSION, f"node {node} speaks no Fetch version we know"
+            )
+        version = negotiated if have_topic_id else min(negotiated, _LAST_FETCH_VERSION_WITH_NAMES)
+        if self.read_committed and version < _FIRST_FETCH_VERSION_WITH_ISOLATION:
+            raise error_for_code(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"node {node} speaks Fetch up to v{version}; read_committed needs v4+",
+            )
+        return version
+
+    async def _request(
+        self, node: int, request: Any, *, version: int | None = None, extra: float = 0.0
+    ) -> Any:
+        """Send and wait; connection trouble becomes a retry (reads are safe to repeat)."""
+        timeout = self.selector.config.request_timeout + extra
+        try:
+            return await self.selector.request(node, request, version=version, timeout=timeout)
+        except (BrokerConnectionError, ConnectionLostError, RequestTimeoutError) as exc:
+            raise _Retry(exc, refresh=True) from exc
+        except KeyError as exc:  # the node left the metadata between lookup and send
+            raise _Retry(KafkaError(str(exc)), refresh=True) from exc
+
+    async def _retrying(
+        self,
+        what: str,
+        topic: str,
+        timeout: float | None,
+        attempt: Callable[[], Awaitable[_T]],
+    ) -> _T:
+        """`attempt()` until it succeeds, raises for real, or `timeout` passes."""
+        limit = self.timeout if timeout is None else timeout
+        deadline = self.selector.clock.now() + limit
+        failures = 0
+        last: BaseException | None = None
+        with trio.move_on_at(deadline):
+            while True:
+                try:
+                    return await attempt()
+                except _Retry as retry:
+                    last = retry.error
+                    refresh = retry.refresh
+                if refresh:
+                    try:
+                        await self.selector.refresh_metadata([topic])
+                    except KafkaError as exc:
+                        last = exc
+                await trio.sleep(self._backoff.backoff(failures, self.selector.rng))
+                failures += 1
+        raise ReadTimeoutError(
+            f"{what}: no answer within {limit} s"
+            + (f"; last error: {last}" if last is not None else "")
+        ) from last
+
+    def __repr__(self) -> str:
+        return (
+            f"<PartitionReader [{self.isolation.name.lower()}, max_bytes {self.max_bytes}, "
+            f"max_wait {self.max_wait} s, timeout {self.timeout} s]>"
+        )
+
+
+@attrs.define(eq=False)
+class PartitionRead:
+    """An iteration over `[start, end)` of one partition (see `PartitionReader.read`)."""
+
+    reader: PartitionReader
+    topic: str
+    partition: int
+    #: Requested bounds; resolved (None -> log start / log end) on the first step.
+    start: int | None
+    end: int | None
+    timeout: float
+    #: The next offset to fetch (None until the first step resolves `start`).
+    position: int | None = attrs.field(default=None, init=False)
+    # Fetched records not handed out yet (owned by this iteration).
+    _buffer: collections.deque[Record] = attrs.field(factory=collections.deque, init=False)
+
+    def __aiter__(self) -> PartitionRead:
+        return self
+
+    async def __anext__(self) -> Record:
+        while not self._buffer:
+            await self._step()
+        return self._buffer.popleft()
+
+    async def _step(self) -> None:
+        """Fetch once; raise StopAsyncIteration at the end, ReadTimeoutError when no
+        progress came within `timeout`."""
+        reader = self.reader
+        clock = reader.selector.clock
+        deadline = clock.now() + self.timeout
+        if self.position is None:
+            if self.start is None:
+                self.start = await reader.log_start_offset(
+                    self.topic, self.partition, timeout=self.timeout
+                )
+            if self.end is None:
+                self.end = await reader.log_end_offset(
+                    self.topic, self.partition, timeout=self.timeout
+                )
+            self.position = self.start
+        assert self.end is not None
+        while True:
+            if self.position >= self.end:
+                raise StopAsyncIteration
+            remaining = deadline - clock.now()
+            if remaining <= 0:
+                raise ReadTimeoutError(
+                    f"reading {self.topic}-{self.partition}: stuck at offset {self.position} "
+                    f"for {self.timeout} s before the end {self.end} (high watermark or last "
+                    "stable offset below it?)"
+                )
+            asked = clock.now()
+            result = await reader.fetch(
+                self.topic, self.partition, self.position, end=self.end, timeout=remaining
+            )
+            moved = result.next_offset > self.position
+            self.position = max(self.position, result.next_offset)
+            self._buffer.extend(result.records)
+            if self._buffer:
+                return
+            if moved:
+                deadline = clock.now() + self.timeout  # control batches, aborted records
+                continue
+            # Nothing new: the broker long-polled, or answered at once; wait out the rest
+            # of max_wait either way so an early empty answer does not become a busy loop.
+            await trio.sleep_until(min(asked + reader.max_wait, deadline))
+
+    def __repr__(self) -> str:
+        end = "log end" if self.end is None else self.end
+        at = "not started" if self.position is None else f"at {self.position}"
+        return (
+            f"<PartitionRead [{self.topic}-{self.partition} [{self.start}, {end}), {at}, "
+            f"{len(self._buffer)} buffered]>"
+        )
+
+
+def _partition_data(response: FetchResponse, partition: int, node: int) -> PartitionData:
+    if response.error_code != ErrorCode.NONE:
+        _check(response.error_code, f"Fetch to node {node}")
+    for topic in response.responses:
+        for data in topic.partitions:
+            if data.partition_index == partition:
+                return data
+    raise ProtocolError(f"Fetch answer from node {node} does not mention partition {partition}")
+
+
+def _check(code: int, where: str) -> None:
+    """Raise for an error code: `_Retry` for the ones another attempt may get past."""
+    if code == ErrorCode.NONE:
+        return
+    info = error_info(code)
+    error = error_for_code(code, f"{where}: {info.message}")
+    if code in _REFRESH_CODES or info.invalid_metadata:
+        raise _Retry(error, refresh=True)
+    if info.retriable:
+        raise _Retry(error, refresh=False)
+    raise error
+
+
+__all__ = [
+    "FetchResult",
+    "IsolationLevel",
+    "PartitionRead",
+    "PartitionReader",
+    "select_records",
+]
