@@ -11,3 +11,118 @@ from trio_kafka import __version__
 @click.version_option(__version__, prog_name="trio-kafka")
 def main() -> None:
     """trio-kafka: a Kafka producer whose writes are never lost, duplicated or ambiguous."""
+
+
+def _read_users(values: tuple[str, ...]) -> dict[str, str]:
+    """`user:password` pairs, or files holding one `user:password` per line."""
+    from pathlib import Path
+
+    users: dict[str, str] = {}
+    for value in values:
+        path = Path(value)
+        lines = path.read_text().splitlines() if path.is_file() else [value]
+        for line in lines:
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            user, sep, password = line.partition(":")
+            if not sep or not user:
+                raise click.BadParameter(
+                    f"expected user:password, got {line!r}", param_hint="--sasl-users"
+                )
+            users[user] = password
+    return users
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port", default=9092, show_default=True, help="Port of the first broker (the others follow)."
+)
+@click.option(
+    "--brokers", default=1, show_default=True, help="How many brokers (ports port, port+1...)."
+)
+@click.option(
+    "--partitions", default=1, show_default=True, help="Partitions of auto-created topics."
+)
+@click.option("--no-auto-create", is_flag=True, help="Do not create topics on Metadata requests.")
+@click.option(
+    "--transaction-version",
+    type=click.Choice(["1", "2"]),
+    default="1",
+    show_default=True,
+    help="2: KIP-890 transactions v2.",
+)
+@click.option(
+    "--sasl-users",
+    multiple=True,
+    metavar="FILE|USER:PASSWORD",
+    help="Require SASL with these users.",
+)
+@click.option(
+    "--sasl-mechanism",
+    multiple=True,
+    type=click.Choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]),
+    help="Mechanisms to accept (default: all three).",
+)
+@click.option(
+    "--tls-cert", type=click.Path(exists=True, dir_okay=False), help="TLS certificate (PEM)."
+)
+@click.option(
+    "--tls-key", type=click.Path(exists=True, dir_okay=False), help="TLS private key (PEM)."
+)
+def broker(
+    host: str,
+    port: int,
+    brokers: int,
+    partitions: int,
+    no_auto_create: bool,
+    transaction_version: str,
+    sasl_users: tuple[str, ...],
+    sasl_mechanism: tuple[str, ...],
+    tls_cert: str | None,
+    tls_key: str | None,
+) -> None:
+    """Run the in-memory mock Kafka broker until interrupted."""
+    import logging
+    import signal
+    import ssl
+
+    import trio
+
+    from trio_kafka.broker import MECHANISMS, ClusterOptions, SaslConfig, open_cluster
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if bool(tls_cert) != bool(tls_key):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    sasl = None
+    if sasl_users:
+        sasl = SaslConfig(_read_users(sasl_users), mechanisms=sasl_mechanism or MECHANISMS)
+    elif sasl_mechanism:
+        raise click.UsageError("--sasl-mechanism needs --sasl-users")
+    ssl_context = None
+    if tls_cert and tls_key:
+        ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ssl_context.load_cert_chain(tls_cert, tls_key)
+    options = ClusterOptions(
+        auto_create_topics=not no_auto_create,
+        default_partitions=partitions,
+        transaction_version=int(transaction_version),
+    )
+
+    async def run() -> None:
+        async with open_cluster(
+            brokers, host=host, port=port, options=options, sasl=sasl, ssl_context=ssl_context
+        ) as cluster:
+            security = (
+                ("SASL_SSL" if ssl_context else "SASL_PLAINTEXT")
+                if sasl
+                else ("SSL" if ssl_context else "PLAINTEXT")
+            )
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                click.echo(f"trio-kafka mock broker: {cluster.bootstrap} ({security})", err=True)
+                async for signum in signals:
+                    click.echo(f"stopped by signal {signum}", err=True)
+                    return
+
+    trio.run(run)

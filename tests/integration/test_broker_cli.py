@@ -1,0 +1,65 @@
+"""`trio-kafka broker` runs the mock broker until interrupted."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_cli_broker_serves_a_producer_and_logs_connections(tmp_path: Path) -> None:
+    port = free_port()
+    users = tmp_path / "users.txt"
+    users.write_text("# users\nalice:secret\n")
+    cli = Path(sys.executable).parent / "trio-kafka"
+    proc = subprocess.Popen(
+        [
+            str(cli),
+            "broker",
+            "--port",
+            str(port),
+            "--sasl-users",
+            str(users),
+            "--sasl-mechanism",
+            "SCRAM-SHA-256",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        banner = proc.stderr.readline()
+        assert f"127.0.0.1:{port}" in banner
+        assert "SASL_PLAINTEXT" in banner
+        producer = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": f"127.0.0.1:{port}",
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-256",
+                "sasl.username": "alice",
+                "sasl.password": "secret",
+                "log_level": 0,
+            }
+        )
+        offsets: list[int] = []
+        producer.produce("cli", value=b"x", on_delivery=lambda e, m: offsets.append(m.offset()))
+        assert producer.flush(10) == 0
+        assert offsets == [0]
+        del producer
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
+    assert "connection from 127.0.0.1" in err
+    assert proc.returncode == 0
