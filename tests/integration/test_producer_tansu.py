@@ -29,9 +29,7 @@ async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
         response = await selector.request(
             selector.least_loaded_node(),
             CreateTopicsRequest(
-                topics=[
-                    CreatableTopic(name=name, num_partitions=partitions, replication_factor=1)
-                ],
+                topics=[CreatableTopic(name=name, num_partitions=partitions, replication_factor=1)],
                 timeout_ms=5000,
             ),
         )
