@@ -189,3 +189,32 @@ def test_a_second_instance_fences_the_first(cluster: ThreadedCluster) -> None:
         KafkaError.INVALID_PRODUCER_EPOCH,
     )
     assert consume_all(cluster, topic, 1, "read_committed", 0) == []
+
+
+def test_group_consumer_subscribe_and_commit(cluster: ThreadedCluster) -> None:
+    topic = create(cluster, 2)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, **QUIET})
+    for i in range(20):
+        producer.produce(topic, value=b"m%d" % i)
+    producer.flush(10)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **QUIET,
+        }
+    )
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 20
+    while len(got) < 20 and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None and not msg.error():
+            got.append(msg.value())
+    consumer.commit(asynchronous=False)
+    committed = consumer.committed([TopicPartition(topic, 0), TopicPartition(topic, 1)], 10)
+    consumer.close()
+    assert sorted(got) == sorted(b"m%d" % i for i in range(20))
+    assert sum(tp.offset for tp in committed) == 20
