@@ -78,7 +78,7 @@ def test_wrong_values_name_the_option_and_what_is_allowed(
 
 
 def test_retry_backoff_max_below_retry_backoff_is_refused() -> None:
-    with pytest.raises(ConfigError, match="retry_backoff_max=0.05"):
+    with pytest.raises(ConfigError, match=r"retry_backoff_max=0\.05"):
         ProducerConfig(retry_backoff=0.1, retry_backoff_max=0.05)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 
@@ -111,6 +112,70 @@ class TxnResult:
         return self._set(error)
 
 
+class TxnRequestKind(enum.Enum):
+    FIND_COORDINATOR = "FindCoordinator"
+    INIT_PRODUCER_ID = "InitProducerId"
+    ADD_PARTITIONS = "AddPartitionsToTxn"
+    ADD_OFFSETS = "AddOffsetsToTxn"
+    TXN_OFFSET_COMMIT = "TxnOffsetCommit"
+    END_TXN = "EndTxn"
+
+
+class Priority(enum.IntEnum):
+    """Java's order: lower goes first."""
+
+    FIND_COORDINATOR = 0
+    INIT_PRODUCER_ID = 1
+    ADD_PARTITIONS_OR_OFFSETS = 2
+    END_TXN = 3
+    EPOCH_BUMP = 4
+
+
+@attrs.define(eq=False)
+class Work:
+    """A queued coordinator request (a retry re-queues the same object)."""
+
+    kind: TxnRequestKind
+    priority: Priority
+    result: TxnResult | None = None
+    # Queue order among equal priorities; set by `_enqueue`.
+    seq: int = 0
+    not_before: float = 0.0
+    attempts: int = 0
+    # FindCoordinator: what to look up; others: whose coordinator they go to.
+    key_type: CoordinatorType = CoordinatorType.TRANSACTION
+    key: str = ""
+    bump: bool = False  # InitProducerId: bump the current epoch
+    committed: bool = False  # EndTxn
+    partitions: frozenset[TopicPartition] = frozenset()  # AddPartitionsToTxn
+    group: GroupMetadata | None = None  # AddOffsetsToTxn, TxnOffsetCommit
+    offsets: dict[TopicPartition, OffsetAndMetadata] = attrs.field(factory=dict)
+
+
+@attrs.define(eq=False)
+class TxnRequest:
+    """A coordinator request to send: `message` at `version` to `coordinator` (None:
+    any node, e.g. the least loaded). Give the same object back to `handle_*`."""
+
+    kind: TxnRequestKind
+    message: Any
+    version: int
+    coordinator: Coordinator | None
+    work: Work
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@attrs.frozen(slots=True)
+class TxnUpdate:
+    """What the driver must do after `handle_response` / `handle_failure`."""
+
+    #: Install this (producer id, epoch) in the producer core (`set_producer_id`).
+    new_producer_id: tuple[int, int] | None = None
+    #: The answer was for a request no longer in flight and was ignored.
+    stale: bool = False
+
+
 # --- errors ---------------------------------------------------------------------------
 
 
@@ -166,10 +231,15 @@ __all__ = [
     "GroupMetadata",
     "IllegalTransactionStateError",
     "OffsetAndMetadata",
+    "Priority",
     "TopicPartition",
     "TransactionAbortableError",
     "TransactionAbortedError",
     "TransactionOutcomeUnknownError",
     "TransactionTimedOutError",
+    "TxnRequest",
+    "TxnRequestKind",
     "TxnResult",
+    "TxnUpdate",
+    "Work",
 ]

@@ -1,0 +1,307 @@
+"""What each coordinator answer does to the transaction (Java's TxnRequestHandlers).
+
+One function per API, each a `match` on the error code. The decisions follow Java's
+`TransactionManager` (facts, not code), with these deliberate differences:
+
+- InitProducerId TRANSACTION_ABORTABLE is retried (the coordinator is still finishing
+  an earlier transaction of ours), not turned into an abortable error with no
+  transaction to abort.
+- EndTxn(abort) never ends in ABORTABLE_ERROR: when the coordinator will not abort
+  (UNKNOWN_PRODUCER_ID, TRANSACTION_ABORTABLE, INVALID_PRODUCER_EPOCH after a timeout),
+  an epoch-bumping InitProducerId aborts whatever is open instead.
+- INVALID_PRODUCER_EPOCH from a KIP-588 coordinator (InitProducerId v4+) is the
+  abortable `TransactionTimedOutError`; from older coordinators it is fatal.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from trio_kafka.errors import ErrorCode, FatalBrokerError, KafkaError, error_for_code, error_info
+from trio_kafka.producer import _txn_requests as read
+from trio_kafka.producer._txn_state import TxnState
+from trio_kafka.producer._txn_types import (
+    CoordinatorType,
+    Priority,
+    TopicPartition,
+    TransactionAbortableError,
+    TransactionAbortedError,
+    TxnRequest,
+    TxnRequestKind,
+    TxnUpdate,
+    Work,
+)
+
+if TYPE_CHECKING:
+    from trio_kafka.producer.transactions import TransactionManager
+
+K = TxnRequestKind
+E = ErrorCode
+_COORDINATOR_GONE = frozenset({E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE})
+_EPOCH = frozenset({E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED})
+_UNKNOWN_PRODUCER = frozenset({E.UNKNOWN_PRODUCER_ID, E.INVALID_PRODUCER_ID_MAPPING})
+_FATAL = frozenset({E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, E.INVALID_TXN_STATE})
+_NO_UPDATE = TxnUpdate()
+
+
+def handle_response(
+    m: TransactionManager, request: TxnRequest, response: Any, now: float
+) -> TxnUpdate:
+    if m.state is TxnState.FATAL_ERROR:
+        return _NO_UPDATE
+    update = _NO_UPDATE
+    match request.kind:
+        case K.FIND_COORDINATOR:
+            _find_coordinator(m, request, response, now)
+        case K.INIT_PRODUCER_ID:
+            update = _init_producer_id(m, request, response, now)
+        case K.ADD_PARTITIONS:
+            _add_partitions(m, request, response, now)
+        case K.ADD_OFFSETS:
+            _add_offsets(m, request, response, now)
+        case K.TXN_OFFSET_COMMIT:
+            _txn_offset_commit(m, request, response, now)
+        case K.END_TXN:
+            update = _end_txn(m, request, response, now)
+    _settle_orphan(m, request.work)
+    return update
+
+
+def _settle_orphan(m: TransactionManager, work: Work) -> None:
+    """A caller's result whose request neither succeeded nor went back in the queue
+    (the transaction failed under it) fails with the transaction's error."""
+    result = work.result
+    if result is None or result.done() or any(w.result is result for w in m._queue):
+        return
+    if m.state in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR, TxnState.ABORTING):
+        result.set_error(m.last_error or TransactionAbortedError("the transaction was aborted"))
+
+
+def _retriable(code: int) -> bool:
+    return error_info(code).retriable or code == E.CONCURRENT_TRANSACTIONS
+
+
+def _unexpected(m: TransactionManager, request: TxnRequest, code: int, message: str | None) -> None:
+    m._fatal(
+        FatalBrokerError(
+            code,
+            f"unexpected {error_info(code).name} in {request.kind.value} response"
+            + (f": {message}" if message else ""),
+        )
+    )
+
+
+def _rediscover(m: TransactionManager, work: Work, now: float) -> None:
+    m._lookup(work.key_type, work.key or m.transactional_id)
+    m._retry(work, now)
+
+
+def _find_coordinator(
+    m: TransactionManager, request: TxnRequest, response: Any, now: float
+) -> None:
+    work = request.work
+    code, message, found = read.read_find_coordinator(response, work.key, request.version)
+    if found is not None:
+        if work.key_type is CoordinatorType.GROUP:
+            m.group_coordinators[work.key] = found
+        else:
+            m.coordinator = found
+    elif _retriable(code):
+        m._retry(work, now)
+    elif code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+        m._fatal(error_for_code(code, message))
+    elif code in (E.GROUP_AUTHORIZATION_FAILED, E.TRANSACTION_ABORTABLE):
+        m._abortable(error_for_code(code, message), bump=False)
+    else:
+        _unexpected(m, request, code, message)
+
+
+def _init_producer_id(
+    m: TransactionManager, request: TxnRequest, response: Any, now: float
+) -> TxnUpdate:
+    work, code = request.work, response.error_code
+    if code == E.NONE:
+        update = m._set_producer_id(response.producer_id, response.producer_epoch)
+        m.bump_required = m.skip_end_txn = False
+        if m.state is TxnState.ABORTING:
+            m._finish_transaction()
+        elif m.state is TxnState.INITIALIZING:
+            m._transition(TxnState.READY)
+            pending, m._pending = m._pending, None
+            if pending is not None:
+                pending.set_done()
+        return update
+    if code in _COORDINATOR_GONE:
+        _rediscover(m, work, now)
+    elif _retriable(code) or code == E.TRANSACTION_ABORTABLE:
+        m._retry(work, now)
+    elif code in _EPOCH:
+        m._fatal(m._fenced(code, "InitProducerId"))
+    elif code in _FATAL or code == E.CLUSTER_AUTHORIZATION_FAILED:
+        m._fatal(error_for_code(code))
+    else:
+        _unexpected(m, request, code, None)
+    return _NO_UPDATE
+
+
+def _add_partitions(m: TransactionManager, request: TxnRequest, response: Any, now: float) -> None:
+    work = request.work
+    codes = read.read_add_partitions_to_txn(
+        response, m.transactional_id, work.partitions, request.version
+    )
+    unauthorized: list[TopicPartition] = []
+    failed: dict[TopicPartition, int] = {}
+    for tp, code in sorted(codes.items()):
+        if code == E.NONE:
+            continue
+        if code in _COORDINATOR_GONE:
+            return _rediscover(m, work, now)
+        if _retriable(code):
+            return m._retry(work, now)
+        if code in _EPOCH:
+            return m._epoch_error(code, "AddPartitionsToTxn")
+        if code in _FATAL:
+            return m._fatal(error_for_code(code))
+        if code in _UNKNOWN_PRODUCER:
+            return m._abortable(
+                error_for_code(code), skip_end=code == E.INVALID_PRODUCER_ID_MAPPING
+            )
+        if code == E.TRANSACTION_ABORTABLE:
+            return m._abortable(error_for_code(code), bump=False)
+        if code == E.TOPIC_AUTHORIZATION_FAILED:
+            unauthorized.append(tp)
+        elif code != E.OPERATION_NOT_ATTEMPTED:
+            failed[tp] = code
+    # The partitions leave "pending" whatever happened: if the transaction fails, the
+    # batches for the added ones must still be able to finish (Java does the same).
+    m.pending_partitions -= work.partitions
+    if unauthorized:
+        topics = sorted({t for t, _ in unauthorized})
+        m._abortable(
+            TransactionAbortableError(
+                f"not authorised to write to topic(s) {', '.join(topics)} in a transaction",
+                error_for_code(E.TOPIC_AUTHORIZATION_FAILED),
+            ),
+            bump=False,
+        )
+    elif failed:
+        names = ", ".join(f"{t}-{p}: {error_info(c).name}" for (t, p), c in failed.items())
+        m._abortable(
+            TransactionAbortableError(f"could not add partitions to the transaction: {names}"),
+            bump=False,
+        )
+    else:
+        m.partitions |= work.partitions
+        m.transaction_started = True
+
+
+def _add_offsets(m: TransactionManager, request: TxnRequest, response: Any, now: float) -> None:
+    work, code = request.work, response.error_code
+    if code == E.NONE:
+        m.transaction_started = True
+        assert work.group is not None
+        m._enqueue(
+            Work(
+                K.TXN_OFFSET_COMMIT,
+                Priority.ADD_PARTITIONS_OR_OFFSETS,
+                work.result,
+                key_type=CoordinatorType.GROUP,
+                key=work.group.group_id,
+                group=work.group,
+                offsets=dict(work.offsets),
+            )
+        )
+    elif code in _COORDINATOR_GONE:
+        _rediscover(m, work, now)
+    elif _retriable(code):
+        m._retry(work, now)
+    elif code in _UNKNOWN_PRODUCER:
+        _fail(m, work, error_for_code(code), skip_end=code == E.INVALID_PRODUCER_ID_MAPPING)
+    elif code in _EPOCH:
+        m._epoch_error(code, "AddOffsetsToTxn")
+    elif code in _FATAL:
+        m._fatal(error_for_code(code))
+    elif code in (E.GROUP_AUTHORIZATION_FAILED, E.TRANSACTION_ABORTABLE):
+        _fail(m, work, error_for_code(code), bump=False)
+    else:
+        _unexpected(m, request, code, None)
+
+
+def _fail(m: TransactionManager, work: Work, error: KafkaError, **abortable: bool) -> None:
+    m._abortable(error, **abortable)
+    if work.result is not None:
+        work.result.set_error(error)
+
+
+def _txn_offset_commit(
+    m: TransactionManager, request: TxnRequest, response: Any, now: float
+) -> None:
+    work = request.work
+    codes = read.read_txn_offset_commit(response)
+    retry = False
+    for tp, code in sorted(codes.items()):
+        if code == E.NONE:
+            work.offsets.pop(tp, None)
+        elif code in _COORDINATOR_GONE or code == E.REQUEST_TIMED_OUT:
+            if not retry:
+                m._lookup(CoordinatorType.GROUP, work.key)
+            retry = True
+        elif _retriable(code):
+            retry = True
+        elif code in (
+            E.GROUP_AUTHORIZATION_FAILED,
+            E.FENCED_INSTANCE_ID,
+            E.TRANSACTION_ABORTABLE,
+            E.UNKNOWN_MEMBER_ID,
+            E.ILLEGAL_GENERATION,
+        ):
+            return _fail(m, work, error_for_code(code), bump=False)
+        elif code in _EPOCH:
+            return m._epoch_error(code, "TxnOffsetCommit")
+        elif code in (E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, E.UNSUPPORTED_FOR_MESSAGE_FORMAT):
+            return m._fatal(error_for_code(code))
+        else:
+            return _unexpected(m, request, code, None)
+    if work.offsets and (retry or codes):
+        m._retry(work, now)
+    elif work.result is not None:
+        work.result.set_done()
+
+
+def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: float) -> TxnUpdate:
+    work, code = request.work, response.error_code
+    committing = work.committed
+    if code == E.NONE:
+        update = _NO_UPDATE
+        if request.version >= 5 and response.producer_id >= 0:
+            # Transactions v2: every EndTxn bumps the epoch (or, when it is exhausted,
+            # hands out a new producer id); that bump also settles an abort's bump.
+            update = m._set_producer_id(response.producer_id, response.producer_epoch)
+            m.bump_required = False
+        if not committing and m.bump_required:
+            m._enqueue(m._bump_work())
+        else:
+            m._finish_transaction()
+        return update
+    if code in _COORDINATOR_GONE:
+        _rediscover(m, work, now)
+    elif _retriable(code):
+        m._retry(work, now)
+    elif code == E.PRODUCER_FENCED:
+        m._fatal(m._fenced(code, "EndTxn"))
+    elif code == E.INVALID_PRODUCER_EPOCH:
+        m._epoch_error(code, "EndTxn", during_abort=not committing)
+    elif code in _FATAL:
+        m._fatal(error_for_code(code))
+    elif code in _UNKNOWN_PRODUCER or code == E.TRANSACTION_ABORTABLE:
+        if committing:
+            m._abortable(
+                error_for_code(code),
+                bump=code != E.TRANSACTION_ABORTABLE,
+                skip_end=code == E.INVALID_PRODUCER_ID_MAPPING,
+            )
+        else:
+            m._enqueue(m._bump_work())
+    else:
+        _unexpected(m, request, code, None)
+    return _NO_UPDATE

@@ -1,0 +1,39 @@
+"""The states of a transactional producer and the one table of allowed transitions.
+
+`TransactionManager._transition` applies this table and nothing else changes the state.
+See `trio_kafka.producer.transactions` for what each state means to the caller.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+
+
+class TxnState(enum.Enum):
+    UNINITIALIZED = "uninitialized"
+    INITIALIZING = "initializing"
+    READY = "ready"
+    IN_TRANSACTION = "in transaction"
+    COMMITTING = "committing"
+    ABORTING = "aborting"
+    ABORTABLE_ERROR = "abortable error"
+    FATAL_ERROR = "fatal error"
+
+
+S = TxnState
+#: Every allowed transition (from -> the states it may go to). FATAL_ERROR is final.
+ALLOWED: Mapping[TxnState, frozenset[TxnState]] = {
+    S.UNINITIALIZED: frozenset({S.INITIALIZING, S.FATAL_ERROR}),
+    S.INITIALIZING: frozenset({S.READY, S.FATAL_ERROR}),
+    S.READY: frozenset({S.IN_TRANSACTION, S.FATAL_ERROR}),
+    S.IN_TRANSACTION: frozenset({S.COMMITTING, S.ABORTING, S.ABORTABLE_ERROR, S.FATAL_ERROR}),
+    # -> INITIALIZING: the EndTxn outcome is unknown; re-initialise (epoch bump).
+    S.COMMITTING: frozenset({S.READY, S.ABORTABLE_ERROR, S.INITIALIZING, S.FATAL_ERROR}),
+    # An abort that needs an epoch bump stays ABORTING until the bump answers.
+    S.ABORTING: frozenset({S.READY, S.FATAL_ERROR}),
+    S.ABORTABLE_ERROR: frozenset({S.ABORTING, S.FATAL_ERROR}),
+    S.FATAL_ERROR: frozenset(),
+}
+
+__all__ = ["ALLOWED", "TxnState"]

@@ -1,0 +1,708 @@
+"""The transaction state machine of a transactional producer (KIP-98, sans-IO).
+
+Theory of operation
+-------------------
+`TransactionManager` owns what a transactional producer knows about its transaction: the
+transactional id, the producer id and epoch, the coordinators (the transaction
+coordinator of our id; the group coordinator of each consumer group whose offsets we
+commit), the partitions added to the transaction, and a queue of coordinator requests.
+It never does I/O: the caller's methods (`init`, `begin`, `commit`, `abort`,
+`send_offsets`) change the state and queue work; the driver takes requests out with
+`next_request(now)` and feeds back `handle_response` or `handle_failure`.
+
+States are `TxnState`; every move goes through `_transition`, checked against one
+table, `ALLOWED`. The life of a transaction: UNINITIALIZED -> INITIALIZING (FindCoordinator,
+InitProducerId) -> READY -> IN_TRANSACTION (partitions added as batches become ready;
+offsets sent) -> COMMITTING or ABORTING (EndTxn) -> READY. Errors:
+
+- abortable (a batch failed, a topic is not authorised, TRANSACTION_ABORTABLE...):
+  ABORTABLE_ERROR; `commit()` raises the error, `abort()` works and the next
+  transaction may begin. After a failed batch the sequences may have gaps, so the abort
+  also bumps the epoch (KIP-360: InitProducerId with the current id and epoch, after
+  EndTxn). Transactions v2 (KIP-890) need no extra request: EndTxn itself bumps.
+- fatal (PRODUCER_FENCED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_TXN_STATE, ...):
+  FATAL_ERROR; every later call raises the same error; close the producer.
+- ambiguous: an EndTxn(commit) that left and got no answer. The commit result fails with
+  `TransactionOutcomeUnknownError` and the manager goes COMMITTING -> INITIALIZING and
+  re-initialises with an epoch bump at once, so a late EndTxn (still in the network, or
+  retried by a broker) carries a fenced epoch and can never commit a later transaction
+  (KAFKA-17754, the Jepsen/Bufstream finding). `begin()` is refused until that is done:
+  await `init()` (it returns the bump's result). No separate "outcome unknown" state is
+  needed: INITIALIZING already means "no transaction may begin until InitProducerId
+  answers", and the bump starts at once rather than waiting for the caller. An
+  EndTxn(abort) without answer is never ambiguous: the bump aborts whatever is open, so
+  the abort completes when the bump does.
+
+INVALID_PRODUCER_EPOCH (decision, after KIP-588): from a partition leader (a failed
+batch) it is `TransactionTimedOutError`, abortable: the broker aborted our transaction
+after `transaction_timeout` and bumped the epoch. `abort()` then skips EndTxn (our
+epoch is stale) and sends InitProducerId with the old id and epoch, which a KIP-588
+coordinator accepts after a timeout and answers PRODUCER_FENCED (fatal) if another
+producer really took over. From the coordinator it is the same when InitProducerId v4+
+is negotiated (those coordinators say PRODUCER_FENCED for a real fence), and fatal
+otherwise (older coordinators used it for fencing), as Java does.
+
+Requests are sent one at a time, in Java's priority order: FindCoordinator, then
+InitProducerId, then AddPartitionsToTxn / AddOffsetsToTxn / TxnOffsetCommit, then EndTxn,
+then an epoch-bumping InitProducerId; equal priorities in queue order. EndTxn and the
+bump wait until the producer has no unfinished batch. An EndTxn for a transaction that
+added nothing is completed locally. NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE forget
+the coordinator (FindCoordinator goes first again); COORDINATOR_LOAD_IN_PROGRESS,
+CONCURRENT_TRANSACTIONS and other retriable codes retry after an exponential backoff.
+A response to anything but the request in flight is stale and ignored.
+
+Transactions v2 (KIP-890 part 2), when the driver reports `transaction.version` >= 2
+and EndTxn v5+ is negotiated: partitions join the transaction with the Produce request
+(no AddPartitionsToTxn), and EndTxn answers with the producer id and epoch to use next.
+
+The driver (client/)
+--------------------
+::
+
+    txn = TransactionManager.from_config(config)
+    core = ProducerCore(config, rng, sequencing=TransactionalSequencer(txn))
+    txn.set_api_versions(info.negotiated, transaction_version=info.finalized_level(
+        "transaction.version"))                      # after ApiVersions, and on changes
+
+    # the coordinator loop, in the sender task, each pass:
+    if (error := txn.undrained_error()) is not None: core.fail_all(error)
+    request = txn.next_request(now, batches_unfinished=core.has_unfinished)
+    if request is not None:   # request.coordinator: a Coordinator, or None = any node
+        node = request.coordinator.node_id if request.coordinator else least_loaded
+        try: response = await selector.request(node, request.message,
+                                                version=request.version)
+        except KafkaError as e:   # sent=False when it never left (BrokerConnectionError)
+            update = txn.handle_failure(request, e, now, sent=...)
+        else: update = txn.handle_response(request, response, now)
+        if update.new_producer_id: core.set_producer_id(*update.new_producer_id, now)
+    sleep until txn.poll_delay(now), a batch completes, or the user calls something.
+
+    # user calls: `await` = wait for TxnResult.add_done_callback, then .result()
+    await txn.init(); txn.begin(); send(...); await txn.send_offsets(offsets, group)
+    await txn.commit()   # or await txn.abort()
+
+Do not use `core.needs_producer_id` / `core.epoch_bump_due` with a transactional core:
+the manager owns InitProducerId.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from trio_kafka.errors import (
+    ErrorCode,
+    FatalBrokerError,
+    FatalError,
+    KafkaError,
+    ProducerClosedError,
+    ProducerFencedError,
+    error_for_code,
+    error_info,
+)
+from trio_kafka.producer import _txn_handlers
+from trio_kafka.producer import _txn_requests as build
+from trio_kafka.producer._batch import AmbiguousWriteError
+from trio_kafka.producer._txn_state import ALLOWED, TxnState
+from trio_kafka.producer._txn_types import (
+    Coordinator,
+    CoordinatorType,
+    GroupMetadata,
+    IllegalTransactionStateError,
+    OffsetAndMetadata,
+    Priority,
+    TopicPartition,
+    TransactionAbortableError,
+    TransactionAbortedError,
+    TransactionOutcomeUnknownError,
+    TransactionTimedOutError,
+    TxnRequest,
+    TxnRequestKind,
+    TxnResult,
+    TxnUpdate,
+    Work,
+)
+from trio_kafka.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
+from trio_kafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
+from trio_kafka.protocol.messages.end_txn import EndTxnRequest
+from trio_kafka.protocol.messages.find_coordinator import FindCoordinatorRequest
+from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
+from trio_kafka.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
+
+K = TxnRequestKind
+_REQUEST_CLASS: dict[TxnRequestKind, Any] = {
+    K.FIND_COORDINATOR: FindCoordinatorRequest,
+    K.INIT_PRODUCER_ID: InitProducerIdRequest,
+    K.ADD_PARTITIONS: AddPartitionsToTxnRequest,
+    K.ADD_OFFSETS: AddOffsetsToTxnRequest,
+    K.TXN_OFFSET_COMMIT: TxnOffsetCommitRequest,
+    K.END_TXN: EndTxnRequest,
+}
+
+
+class TransactionManager:
+    """The sans-IO transaction manager (see the module's theory of operation)."""
+
+    def __init__(
+        self,
+        transactional_id: str,
+        *,
+        transaction_timeout: float = 60.0,
+        retry_backoff: float = 0.1,
+        retry_backoff_max: float = 1.0,
+        add_partitions_max_version: int = 3,
+    ) -> None:
+        self.transactional_id = transactional_id
+        self.transaction_timeout = transaction_timeout
+        self.retry_backoff = retry_backoff
+        self.retry_backoff_max = retry_backoff_max
+        # Kafka keeps AddPartitionsToTxn v4+ for brokers; clients stop at v3 (Java).
+        self.add_partitions_max_version = add_partitions_max_version
+        self.state = TxnState.UNINITIALIZED
+        # Set by InitProducerId, and by EndTxn v5+ under transactions v2.
+        self.producer_id = -1
+        self.producer_epoch = -1
+        # The error of ABORTABLE_ERROR / FATAL_ERROR (raised by later calls).
+        self.last_error: KafkaError | None = None
+        self.coordinator: Coordinator | None = None
+        self.group_coordinators: dict[str, Coordinator] = {}
+        # API key -> negotiated version (None: use our highest); cluster's transaction.version.
+        self._versions: dict[int, int] | None = None
+        self.transaction_version = 0
+        # Decided at `begin()` for the whole transaction.
+        self.transaction_v2 = False
+        # Partitions: waiting for AddPartitionsToTxn, in it (in flight), and added.
+        self.new_partitions: set[TopicPartition] = set()
+        self.pending_partitions: set[TopicPartition] = set()
+        self.partitions: set[TopicPartition] = set()
+        # The coordinator may know of this transaction (EndTxn must be sent).
+        self.transaction_started = False
+        # The abort must bump the epoch (KIP-360); and must skip EndTxn because the
+        # coordinator no longer accepts our epoch or id (then the bump alone aborts).
+        self.bump_required = False
+        self.skip_end_txn = False
+        # The result of init/commit/abort in progress (returned again if called again).
+        self._pending: TxnResult | None = None
+        self._queue: list[Work] = []
+        self._seq = 0
+        self._in_flight: TxnRequest | None = None
+
+    @classmethod
+    def from_config(cls, config: Any) -> TransactionManager:
+        """From a `ProducerConfig` with `transactional_id` set."""
+        if config.transactional_id is None:
+            raise ValueError("the config has no transactional_id")
+        return cls(
+            config.transactional_id,
+            transaction_timeout=config.transaction_timeout,
+            retry_backoff=config.retry_backoff,
+            retry_backoff_max=config.retry_backoff_max,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"<TransactionManager {self.transactional_id!r} {self.state.name} "
+            f"pid={self.producer_id} epoch={self.producer_epoch} "
+            f"v{2 if self.transaction_v2 else 1} queue={[w.kind.value for w in self._queue]} "
+            f"in_flight={self._in_flight.kind.value if self._in_flight else None}>"
+        )
+
+    # -- the one place states change ---------------------------------------------------
+
+    def _transition(self, to: TxnState) -> None:
+        if to not in ALLOWED[self.state]:
+            raise IllegalTransactionStateError(
+                f"transactional id {self.transactional_id!r}: no transition from "
+                f"{self.state.name} to {to.name}",
+                from_state=self.state,
+                to_state=to,
+            )
+        self.state = to
+
+    # -- driver inputs ------------------------------------------------------------------
+
+    def set_api_versions(
+        self, versions: Mapping[int, int], *, transaction_version: int | None = None
+    ) -> None:
+        """The negotiated versions (API key -> version) and the finalized
+        `transaction.version` feature level (None or 0: transactions v1)."""
+        self._versions = dict(versions)
+        self.transaction_version = transaction_version or 0
+
+    def _version(self, kind: TxnRequestKind) -> int | None:
+        cls = _REQUEST_CLASS[kind]
+        top: int = cls.MAX_VERSION
+        if kind is K.ADD_PARTITIONS:
+            top = min(top, self.add_partitions_max_version)
+        if self._versions is None:
+            return top
+        found = self._versions.get(cls.API_KEY)
+        return None if found is None else min(found, top)
+
+    # -- caller API ---------------------------------------------------------------------
+
+    def _raise_if_failed(self) -> None:
+        if self.state in (TxnState.FATAL_ERROR, TxnState.ABORTABLE_ERROR):
+            assert self.last_error is not None
+            raise self.last_error
+
+    def _refuse(self, operation: str) -> IllegalTransactionStateError:
+        hint = ""
+        if self.state is TxnState.INITIALIZING:
+            hint = "; await init() first"
+        return IllegalTransactionStateError(
+            f"transactional id {self.transactional_id!r}: cannot {operation} in state "
+            f"{self.state.name}{hint}",
+            from_state=self.state,
+        )
+
+    def init(self) -> TxnResult:
+        """Find the coordinator and get a producer id (Java's initTransactions).
+
+        While INITIALIZING (also the re-initialisation after an unknown EndTxn outcome)
+        it returns the result in progress."""
+        if self.state is TxnState.FATAL_ERROR:
+            self._raise_if_failed()
+        if self.state is TxnState.INITIALIZING and self._pending is not None:
+            return self._pending
+        if self.state is not TxnState.UNINITIALIZED:
+            raise self._refuse("init")
+        self._transition(TxnState.INITIALIZING)
+        self._pending = TxnResult("init")
+        self._enqueue(Work(K.INIT_PRODUCER_ID, Priority.INIT_PRODUCER_ID))
+        return self._pending
+
+    def begin(self) -> None:
+        self._raise_if_failed()
+        if self.state is not TxnState.READY:
+            raise self._refuse("begin a transaction")
+        self.transaction_v2 = self.transaction_version >= 2 and (self._version(K.END_TXN) or 0) >= 5
+        self._clear_transaction()
+        self._transition(TxnState.IN_TRANSACTION)
+
+    def maybe_add_partition(self, tp: TopicPartition) -> None:
+        """A record for `tp` joins the transaction (call on send; cheap when known)."""
+        self._raise_if_failed()
+        if self.state is not TxnState.IN_TRANSACTION:
+            raise self._refuse(f"send to {tp[0]}-{tp[1]}")
+        self._register(tp)
+
+    def _register(self, tp: TopicPartition) -> None:
+        if tp in self.partitions or tp in self.new_partitions or tp in self.pending_partitions:
+            return
+        if self.transaction_v2:
+            self.partitions.add(tp)  # the Produce request adds it (KIP-890)
+        else:
+            self.new_partitions.add(tp)
+
+    def register_ready_partition(self, tp: TopicPartition) -> None:
+        """A batch for `tp` is ready (the policy calls this when draining is blocked on
+        it): add the partition, if a transaction is open to take it."""
+        if self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
+            self._register(tp)
+
+    def is_send_to_partition_allowed(self, tp: TopicPartition) -> bool:
+        return self.state is not TxnState.FATAL_ERROR and tp in self.partitions
+
+    def partitions_ready_to_send(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
+        return [tp for tp in tps if self.is_send_to_partition_allowed(tp)]
+
+    def partition_sent(self, tp: TopicPartition) -> None:
+        """A batch for `tp` was drained into a Produce request."""
+        if self.transaction_v2:
+            self.transaction_started = True
+
+    def send_offsets(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_metadata: GroupMetadata | str,
+    ) -> TxnResult:
+        """Commit a consumer's positions with this transaction (AddOffsetsToTxn to the
+        transaction coordinator, then TxnOffsetCommit to the group coordinator)."""
+        self._raise_if_failed()
+        if self.state is not TxnState.IN_TRANSACTION:
+            raise self._refuse("send offsets")
+        group = GroupMetadata(group_metadata) if isinstance(group_metadata, str) else group_metadata
+        result = TxnResult(f"send_offsets({group.group_id})")
+        self._enqueue(
+            Work(
+                K.ADD_OFFSETS,
+                Priority.ADD_PARTITIONS_OR_OFFSETS,
+                result,
+                group=group,
+                offsets={
+                    tp: om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
+                    for tp, om in offsets.items()
+                },
+            )
+        )
+        return result
+
+    def commit(self) -> TxnResult:
+        if self.state is TxnState.COMMITTING and self._pending is not None:
+            return self._pending
+        self._raise_if_failed()
+        if self.state is not TxnState.IN_TRANSACTION:
+            raise self._refuse("commit")
+        self._transition(TxnState.COMMITTING)
+        self._pending = TxnResult("commit")
+        self._enqueue(Work(K.END_TXN, Priority.END_TXN, committed=True))
+        return self._pending
+
+    def abort(self) -> TxnResult:
+        if self.state is TxnState.ABORTING and self._pending is not None:
+            return self._pending
+        if self.state is TxnState.FATAL_ERROR:
+            self._raise_if_failed()
+        if self.state not in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
+            raise self._refuse("abort")
+        self._transition(TxnState.ABORTING)
+        self.new_partitions.clear()
+        self._drop_queued(TransactionAbortedError("the transaction is being aborted"))
+        self._pending = TxnResult("abort")
+        self._enqueue(Work(K.END_TXN, Priority.END_TXN, committed=False))
+        return self._pending
+
+    def close(self) -> None:
+        """Fail everything pending; later calls raise `ProducerClosedError`."""
+        if self.state is not TxnState.FATAL_ERROR:
+            self._fatal(ProducerClosedError("the transactional producer was closed"))
+
+    def undrained_error(self) -> KafkaError | None:
+        """When not None, the driver fails every batch not yet sent with it
+        (`core.fail_all`): the transaction will not commit (Java's abortUndrainedBatches)."""
+        match self.state:
+            case TxnState.ABORTABLE_ERROR | TxnState.FATAL_ERROR:
+                return self.last_error
+            case TxnState.ABORTING:
+                return self.last_error or TransactionAbortedError("the transaction was aborted")
+            case _:
+                return None
+
+    def batch_failed(self, tp: TopicPartition, error: KafkaError) -> None:
+        """A batch of this transaction ended without success (the policy calls this)."""
+        if isinstance(error, AmbiguousWriteError):
+            error = error.cause
+        code = getattr(error, "code", None)
+        if isinstance(error, FatalError):
+            self._fatal(error)
+        elif code == ErrorCode.INVALID_PRODUCER_EPOCH:
+            self._abortable(self._timed_out(f"a batch for {tp[0]}-{tp[1]}", error), skip_end=True)
+        elif code == ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+            self._abortable(
+                TransactionAbortableError(f"a batch for {tp[0]}-{tp[1]} failed: {error}", error),
+                skip_end=True,
+            )
+        else:
+            self._abortable(
+                TransactionAbortableError(f"a batch for {tp[0]}-{tp[1]} failed: {error}", error)
+            )
+
+    # -- the request queue ------------------------------------------------------------
+
+    @property
+    def has_pending_requests(self) -> bool:
+        return bool(self._queue) or self._in_flight is not None
+
+    def _enqueue(self, work: Work) -> None:
+        self._seq += 1
+        work.seq = self._seq
+        self._queue.append(work)
+
+    def _head(self) -> Work | None:
+        return min(self._queue, key=lambda w: (w.priority, w.seq), default=None)
+
+    def poll_delay(self, now: float) -> float | None:
+        """Seconds until `next_request` may have something (None: nothing queued or a
+        request in flight; the driver wakes on responses and calls anyway)."""
+        head = self._head()
+        if head is None or self._in_flight is not None:
+            return None
+        return max(0.0, head.not_before - now)
+
+    def next_request(self, now: float, *, batches_unfinished: bool = False) -> TxnRequest | None:
+        """The next coordinator request to send, or None (nothing to do now)."""
+        if self._in_flight is not None or self.state is TxnState.FATAL_ERROR:
+            return None
+        if (
+            self.new_partitions
+            and self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING)
+            and not any(w.kind is K.ADD_PARTITIONS for w in self._queue)
+        ):
+            self._enqueue(Work(K.ADD_PARTITIONS, Priority.ADD_PARTITIONS_OR_OFFSETS))
+        while (work := self._head()) is not None:
+            if work.not_before > now:
+                return None
+            ending = work.kind is K.END_TXN or (work.kind is K.INIT_PRODUCER_ID and work.bump)
+            if ending and (batches_unfinished or self.pending_partitions):
+                return None  # Java: no EndTxn until every batch is settled
+            if work.kind is K.END_TXN and self._end_locally(work):
+                continue
+            if work.kind is not K.FIND_COORDINATOR:
+                coordinator = self._coordinator_for(work)
+                if coordinator is None:
+                    self._lookup(work.key_type, work.key or self.transactional_id)
+                    continue
+            else:
+                coordinator = None
+            request = self._build(work, coordinator)
+            if request is None:
+                continue  # the build failed fatally or found nothing to send
+            self._queue.remove(work)
+            self._in_flight = request
+            return request
+        return None
+
+    def _coordinator_for(self, work: Work) -> Coordinator | None:
+        if work.key_type is CoordinatorType.GROUP:
+            return self.group_coordinators.get(work.key)
+        return self.coordinator
+
+    def _lookup(self, key_type: CoordinatorType, key: str) -> None:
+        """Forget the coordinator and queue a FindCoordinator for it (once)."""
+        if key_type is CoordinatorType.GROUP:
+            self.group_coordinators.pop(key, None)
+        else:
+            self.coordinator = None
+        for w in self._queue:
+            if w.kind is K.FIND_COORDINATOR and w.key_type is key_type and w.key == key:
+                return
+        self._enqueue(
+            Work(K.FIND_COORDINATOR, Priority.FIND_COORDINATOR, key_type=key_type, key=key)
+        )
+
+    def _end_locally(self, work: Work) -> bool:
+        """EndTxn needs no request: nothing was added, or the bump replaces it."""
+        if self.skip_end_txn or (self.bump_required and not self.transaction_started):
+            self._queue.remove(work)
+            self._enqueue(self._bump_work())
+            return True
+        if self.transaction_started:
+            return False
+        self._queue.remove(work)
+        self._finish_transaction()
+        return True
+
+    def _bump_work(self) -> Work:
+        return Work(K.INIT_PRODUCER_ID, Priority.EPOCH_BUMP, bump=True)
+
+    def _build(self, work: Work, coordinator: Coordinator | None) -> TxnRequest | None:
+        version = self._version(work.kind)
+        if version is None or (work.kind is K.FIND_COORDINATOR and version < 1):
+            self._fatal(
+                FatalBrokerError(
+                    ErrorCode.UNSUPPORTED_VERSION,
+                    f"the broker does not support {work.kind.value} at a version "
+                    "a transactional producer can use",
+                )
+            )
+            return None
+        tid, pid, epoch = self.transactional_id, self.producer_id, self.producer_epoch
+        message: Any
+        match work.kind:
+            case K.FIND_COORDINATOR:
+                message = build.find_coordinator(work.key, work.key_type, version)
+            case K.INIT_PRODUCER_ID:
+                if not work.bump or version < 3:
+                    # Pre-KIP-360 coordinators bump the epoch of a known transactional
+                    # id on any InitProducerId; they just cannot check it is us.
+                    pid, epoch = -1, -1
+                message = build.init_producer_id(tid, self.transaction_timeout, pid, epoch)
+            case K.ADD_PARTITIONS:
+                if not work.partitions:
+                    work.partitions = frozenset(self.new_partitions)
+                    self.pending_partitions |= work.partitions
+                    self.new_partitions.clear()
+                if not work.partitions:
+                    self._queue.remove(work)
+                    return None
+                message = build.add_partitions_to_txn(tid, pid, epoch, work.partitions, version)
+            case K.ADD_OFFSETS:
+                assert work.group is not None
+                message = build.add_offsets_to_txn(tid, pid, epoch, work.group.group_id)
+            case K.TXN_OFFSET_COMMIT:
+                assert work.group is not None
+                message = build.txn_offset_commit(tid, pid, epoch, work.group, work.offsets)
+            case K.END_TXN:
+                message = build.end_txn(tid, pid, epoch, work.committed)
+        return TxnRequest(work.kind, message, version, coordinator, work, pid, epoch)
+
+    def _backoff(self, attempts: int) -> float:
+        return min(self.retry_backoff * (1 << min(max(attempts - 1, 0), 30)), self.retry_backoff_max)
+
+    def _retry(self, work: Work, now: float) -> None:
+        if self.state in (TxnState.ABORTING, TxnState.ABORTABLE_ERROR) and work.kind in (
+            K.ADD_PARTITIONS,
+            K.ADD_OFFSETS,
+            K.TXN_OFFSET_COMMIT,
+        ):
+            self.pending_partitions -= work.partitions
+            if work.result is not None:
+                work.result.set_error(TransactionAbortedError("the transaction is being aborted"))
+            return
+        work.attempts += 1
+        work.not_before = now + self._backoff(work.attempts)
+        self._enqueue(work)
+
+    def _drop_queued(self, error: KafkaError) -> None:
+        """Drop queued transaction work (keep coordinator lookups and bumps)."""
+        keep: list[Work] = []
+        for work in self._queue:
+            if work.kind is K.FIND_COORDINATOR or (work.kind is K.INIT_PRODUCER_ID and work.bump):
+                keep.append(work)
+            else:
+                self.pending_partitions -= work.partitions
+                if work.result is not None:
+                    work.result.set_error(error)
+        self._queue = keep
+
+    # -- answers ------------------------------------------------------------------------
+
+    def handle_response(self, request: TxnRequest, response: Any, now: float) -> TxnUpdate:
+        if request is not self._in_flight:
+            return TxnUpdate(stale=True)
+        self._in_flight = None
+        return _txn_handlers.handle_response(self, request, response, now)
+
+    def handle_failure(
+        self, request: TxnRequest, error: KafkaError, now: float, *, sent: bool = True
+    ) -> TxnUpdate:
+        """No answer: connection lost or request timeout (`sent=True`: it may have been
+        processed), or the request never left (`sent=False`)."""
+        if request is not self._in_flight:
+            return TxnUpdate(stale=True)
+        self._in_flight = None
+        work = request.work
+        if sent and work.kind is K.END_TXN:
+            self._end_txn_unknown(work, error)
+            return TxnUpdate()
+        if sent and work.kind in (K.ADD_PARTITIONS, K.ADD_OFFSETS):
+            self.transaction_started = True  # it may have been applied: EndTxn must go
+        if work.kind is not K.FIND_COORDINATOR:
+            self._lookup(work.key_type, work.key or self.transactional_id)
+        self._retry(work, now)
+        return TxnUpdate()
+
+    def _end_txn_unknown(self, work: Work, error: KafkaError) -> None:
+        if not work.committed:
+            # The bump aborts whatever is open: the abort completes with it.
+            self._enqueue(self._bump_work())
+            return
+        pending = self._pending
+        self._transition(TxnState.INITIALIZING)
+        self._clear_transaction()
+        self._pending = TxnResult("init (epoch bump after an EndTxn with unknown outcome)")
+        self._enqueue(self._bump_work())
+        if pending is not None:
+            pending.set_error(
+                TransactionOutcomeUnknownError(
+                    f"transactional id {self.transactional_id!r}: EndTxn(commit) with "
+                    f"producer id {self.producer_id} epoch {self.producer_epoch} got no "
+                    f"answer ({error}); the transaction may or may not be committed. The "
+                    "producer re-initialises with a new epoch before the next transaction",
+                    error,
+                )
+            )
+
+    # -- outcomes, used by the handlers -------------------------------------------------
+
+    def _clear_transaction(self) -> None:
+        self.new_partitions.clear()
+        self.pending_partitions.clear()
+        self.partitions.clear()
+        self.transaction_started = False
+
+    def _finish_transaction(self) -> None:
+        """EndTxn (or the abort's bump) succeeded: READY, and the result is done."""
+        self._clear_transaction()
+        self.bump_required = False
+        self.skip_end_txn = False
+        self.last_error = None
+        self._transition(TxnState.READY)
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.set_done()
+
+    def _set_producer_id(self, producer_id: int, producer_epoch: int) -> TxnUpdate:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        return TxnUpdate(new_producer_id=(producer_id, producer_epoch))
+
+    def _abortable(self, error: KafkaError, *, bump: bool = True, skip_end: bool = False) -> None:
+        if self.state is TxnState.FATAL_ERROR:
+            return
+        self.bump_required = self.bump_required or bump
+        self.skip_end_txn = self.skip_end_txn or skip_end
+        if self.state not in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
+            return  # already failing or aborting: the first error stands
+        pending = self._pending if self.state is TxnState.COMMITTING else None
+        self._transition(TxnState.ABORTABLE_ERROR)
+        self.last_error = error
+        self._drop_queued(error)
+        if pending is not None:
+            self._pending = None
+            pending.set_error(error)
+
+    def _fatal(self, error: KafkaError) -> None:
+        if self.state is TxnState.FATAL_ERROR:
+            return
+        self._transition(TxnState.FATAL_ERROR)
+        self.last_error = error
+        queue, self._queue = self._queue, []
+        pending, self._pending = self._pending, None
+        for work in queue:
+            if work.result is not None:
+                work.result.set_error(error)
+        if pending is not None:
+            pending.set_error(error)
+
+    def _timed_out(self, where: str, cause: KafkaError) -> TransactionTimedOutError:
+        return TransactionTimedOutError(
+            f"transactional id {self.transactional_id!r}: {where} was refused with "
+            f"INVALID_PRODUCER_EPOCH (epoch {self.producer_epoch}): the broker most likely "
+            f"aborted the transaction after transaction_timeout={self.transaction_timeout}s "
+            "and bumped the epoch; abort() and retry in a new transaction",
+            cause,
+        )
+
+    def _fenced(self, code: int, what: str) -> ProducerFencedError:
+        return ProducerFencedError(
+            ErrorCode.PRODUCER_FENCED,
+            f"transactional id {self.transactional_id!r}, producer id {self.producer_id} "
+            f"epoch {self.producer_epoch}: {what} answered {error_info(code).name}; another "
+            "producer with the same transactional id took over (or, with an old "
+            "coordinator, the transaction timed out)",
+        )
+
+    def _epoch_error(self, code: int, what: str, *, during_abort: bool = False) -> None:
+        """INVALID_PRODUCER_EPOCH / PRODUCER_FENCED from the coordinator."""
+        kip588 = (self._version(K.INIT_PRODUCER_ID) or 0) >= 4
+        if code == ErrorCode.INVALID_PRODUCER_EPOCH and kip588:
+            if during_abort:
+                self.skip_end_txn = True
+                self._enqueue(self._bump_work())
+            else:
+                self._abortable(self._timed_out(what, error_for_code(code)), skip_end=True)
+        else:
+            self._fatal(self._fenced(code, what))
+
+
+__all__ = [
+    "ALLOWED",
+    "Coordinator",
+    "CoordinatorType",
+    "GroupMetadata",
+    "IllegalTransactionStateError",
+    "OffsetAndMetadata",
+    "Priority",
+    "TransactionAbortableError",
+    "TransactionAbortedError",
+    "TransactionManager",
+    "TransactionOutcomeUnknownError",
+    "TransactionTimedOutError",
+    "TxnRequest",
+    "TxnRequestKind",
+    "TxnResult",
+    "TxnState",
+    "TxnUpdate",
+]

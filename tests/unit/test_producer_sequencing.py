@@ -1,0 +1,404 @@
+"""Idempotence, retries and the response handler, stepped like Java's runOnce()."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from trio_kafka.errors import (
+    AmbiguousDeliveryTimeoutError,
+    AmbiguousError,
+    BrokerConnectionError,
+    BrokerError,
+    ConnectionLostError,
+    ErrorCode,
+    ExpectedOffsetMismatchError,
+    FatalError,
+    RequestTimeoutError,
+)
+from trio_kafka.producer import (
+    Acknowledged,
+    Ambiguous,
+    ClusterView,
+    DeliveryHandle,
+    Failed,
+    PartitionResponse,
+    ProducerBatch,
+    ProducerConfig,
+    ProducerCore,
+    RecordError,
+)
+
+VALUE = b"v" * 100
+TP = ("t", 0)
+
+
+def make_core(**options: Any) -> ProducerCore:
+    options.setdefault("batch_size", 100)  # one 100-byte record per batch
+    options.setdefault("linger", 0.0)
+    options.setdefault("retry_backoff", 0.1)
+    options.setdefault("retry_backoff_max", 1.0)
+    config = ProducerConfig.from_kwargs(**options)
+    core = ProducerCore(config, random.Random(3), cluster=ClusterView.from_leaders({"t": [1]}))
+    if config.enable_idempotence:
+        assert core.needs_producer_id
+        core.set_producer_id(1000, 0, 0.0)
+    return core
+
+
+def send(core: ProducerCore, count: int, now: float = 0.0) -> list[DeliveryHandle]:
+    handles = [core.append("t", VALUE, partition=0, now=now) for _ in range(count)]
+    assert all(h is not None for h in handles)
+    return handles  # type: ignore[return-value]
+
+
+def drain_one(core: ProducerCore, now: float) -> list[ProducerBatch]:
+    """One Produce request to node 1 (what the driver would send), or []."""
+    if 1 not in core.ready(now).ready_nodes:
+        return []
+    return core.drain(now, [1]).get(1, [])
+
+
+def answer(core: ProducerCore, batches: list[ProducerBatch], now: float, **response: Any) -> None:
+    answers = {(b.topic, b.partition): PartitionResponse(**response) for b in batches}
+    core.handle_response(1, batches, answers, now)
+
+
+def test_sequences_are_assigned_at_drain_and_grow_per_partition() -> None:
+    core = make_core(batch_size=400)
+    send(core, 7)
+    seqs = []
+    for _ in range(3):
+        batches = drain_one(core, 0.0)
+        seqs += [
+            (b.base_sequence, len(b.records), b.producer_id, b.producer_epoch) for b in batches
+        ]
+    assert seqs == [(0, 3, 1000, 0), (3, 3, 1000, 0), (6, 1, 1000, 0)]
+
+
+def test_at_most_max_in_flight_requests_per_partition() -> None:
+    core = make_core(max_in_flight=5)
+    send(core, 8)
+    requests = [drain_one(core, 0.0) for _ in range(8)]
+    assert [len(r) for r in requests] == [1, 1, 1, 1, 1, 0, 0, 0]
+    answer(core, requests[0], 0.01, base_offset=0)
+    assert len(drain_one(core, 0.01)) == 1  # room for one more
+
+
+def test_responses_out_of_order_with_an_error_on_the_second_of_five_keep_order() -> None:
+    core = make_core(max_in_flight=5)
+    handles = send(core, 7)
+    requests = [drain_one(core, 0.0) for _ in range(5)]
+    b = [r[0] for r in requests]
+    assert [x.base_sequence for x in b] == [0, 1, 2, 3, 4]
+    # Responses arrive out of order: 5th, 3rd, 2nd (NOT_LEADER), 4th, 1st.
+    answer(core, [b[4]], 0.01, error_code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    answer(core, [b[2]], 0.01, error_code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    answer(core, [b[1]], 0.01, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    answer(core, [b[3]], 0.01, error_code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    answer(core, [b[0]], 0.01, base_offset=100)
+    assert not core.sequencing.epoch_bump_required  # sequences 1.. simply follow 0 back
+    queue = core.accumulator.queues[TP]
+    # Retried batches are back at the front in sequence order, before the new ones.
+    assert [x.base_sequence for x in queue] == [1, 2, 3, 4, -1, -1]
+    # They keep their sequences and epoch, and go one request at a time in order.
+    now, sent = 0.5, []
+    offset = 101
+    for _ in range(4):
+        now += 1.0
+        batches = drain_one(core, now)
+        assert len(batches) == 1
+        assert drain_one(core, now) == []  # while retrying, a single request in flight
+        sent.append((batches[0].base_sequence, batches[0].producer_epoch))
+        answer(core, batches, now, base_offset=offset)
+        offset += 1
+    # Recovered: new batches pipeline again.
+    pipelined = [drain_one(core, now)[0] for _ in range(2)]
+    for batch in pipelined:
+        sent.append((batch.base_sequence, batch.producer_epoch))
+        answer(core, [batch], now, base_offset=offset)
+        offset += 1
+    assert sent == [(1, 0), (2, 0), (3, 0), (4, 0), (5, 0), (6, 0)]
+    offsets = [h.result().offset for h in handles]
+    assert offsets == list(range(100, 107))
+
+
+def test_kip360_out_of_order_after_the_last_acked_sequence_bumps_the_epoch() -> None:
+    core = make_core()
+    handles = send(core, 3)
+    b0, b1, b2 = (drain_one(core, 0.0)[0] for _ in range(3))
+    answer(core, [b0], 0.01, base_offset=0)
+    # The broker lost sequence 1 (e.g. unclean leader election): a real gap.
+    answer(core, [b1], 0.02, error_code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    assert core.sequencing.epoch_bump_required
+    assert not core.epoch_bump_due  # b2 is still in flight
+    assert drain_one(core, 0.5) == []  # nothing is drained while a bump is pending
+    answer(core, [b2], 0.03, error_code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    assert core.epoch_bump_due
+    # The driver runs InitProducerId(producer_id=1000, epoch=0) -> epoch 1.
+    core.set_producer_id(1000, 1, 0.04)
+    assert core.metrics_snapshot().epoch_bumps == 1
+    assert [
+        (x.base_sequence, x.producer_epoch, x.sequence_reset) for x in core.accumulator.queues[TP]
+    ] == [
+        (0, 1, True),
+        (1, 1, True),
+    ]
+    first = drain_one(core, 1.0)
+    assert [x.base_sequence for x in first] == [0]
+    answer(core, first, 1.0, base_offset=1)
+    second = drain_one(core, 2.0)
+    answer(core, second, 2.0, base_offset=2)
+    assert [h.result().offset for h in handles] == [0, 1, 2]
+    # New batches continue the new epoch's sequence.
+    send(core, 1, 3.0)
+    assert [(x.base_sequence, x.producer_epoch) for x in drain_one(core, 3.0)] == [(2, 1)]
+
+
+def test_kip360_unknown_producer_id_bumps_the_epoch_and_retries_instead_of_dying() -> None:
+    core = make_core()
+    handles = send(core, 2)
+    b0, b1 = (drain_one(core, 0.0)[0] for _ in range(2))
+    answer(core, [b0], 0.01, error_code=ErrorCode.UNKNOWN_PRODUCER_ID, log_start_offset=50)
+    answer(core, [b1], 0.01, error_code=ErrorCode.UNKNOWN_PRODUCER_ID, log_start_offset=50)
+    assert core.epoch_bump_due
+    core.bump_epoch_locally(0.02)
+    assert core.sequencing.producer_epoch == 1
+    for offset, now in ((50, 1.0), (51, 2.0)):
+        batches = drain_one(core, now)
+        assert batches[0].producer_epoch == 1
+        answer(core, batches, now, base_offset=offset)
+    assert [h.result().offset for h in handles] == [50, 51]
+    assert core.fatal_error is None
+
+
+def test_an_epoch_bump_makes_a_maybe_written_batch_ambiguous_instead_of_resending_it() -> None:
+    core = make_core()
+    handles = send(core, 3)
+    b0, b1, b2 = (drain_one(core, 0.0)[0] for _ in range(3))
+    answer(core, [b0], 0.01, base_offset=0)
+    # b1's response is lost: it may be in the log under (epoch 0, sequence 1).
+    core.handle_request_failure(1, [b1], ConnectionLostError("reset"), 0.02)
+    answer(core, [b2], 0.02, error_code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    retry = drain_one(core, 1.0)
+    assert [x.base_sequence for x in retry] == [1]
+    answer(core, retry, 1.0, error_code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)  # a real gap
+    assert core.epoch_bump_due
+    core.set_producer_id(1000, 1, 1.1)
+    # b1 would lose deduplication under a new epoch: it is reported ambiguous.
+    outcome = handles[1].outcome
+    assert isinstance(outcome, Ambiguous)
+    # b2 was never possibly written: it is re-sequenced and retried.
+    assert [(x.base_sequence, x.producer_epoch) for x in core.accumulator.queues[TP]] == [(0, 1)]
+    answer(core, drain_one(core, 2.0), 2.0, base_offset=7)
+    assert handles[2].result().offset == 7
+
+
+def test_not_enough_replicas_after_append_is_retried_never_failed() -> None:
+    core = make_core()
+    (handle,) = send(core, 1)
+    batches = drain_one(core, 0.0)
+    answer(core, batches, 0.01, error_code=ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+    assert not handle.done()
+    retry = drain_one(core, 1.0)
+    assert retry[0].base_sequence == 0 and retry[0].attempts == 2
+    answer(core, retry, 1.0, base_offset=42)  # the broker dedups the retry
+    assert handle.result() == Acknowledged("t", 0, 42, handle.result().timestamp)
+
+
+def test_not_enough_replicas_after_append_becomes_ambiguous_when_retries_run_out() -> None:
+    core = make_core(retries=1)
+    (handle,) = send(core, 1)
+    answer(core, drain_one(core, 0.0), 0.01, error_code=ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+    answer(core, drain_one(core, 1.0), 1.0, error_code=ErrorCode.NOT_ENOUGH_REPLICAS)
+    outcome = handle.outcome
+    assert isinstance(outcome, Ambiguous)  # the first attempt was written
+
+
+def test_duplicate_sequence_number_is_success_with_unknown_offset() -> None:
+    core = make_core()
+    (handle,) = send(core, 1)
+    answer(core, drain_one(core, 0.0), 0.01, error_code=ErrorCode.DUPLICATE_SEQUENCE_NUMBER)
+    result = handle.result()
+    assert isinstance(result, Acknowledged) and result.offset == -1
+    assert core.metrics_snapshot().records_acknowledged == 1
+
+
+def test_a_lost_response_is_retried_with_the_same_sequence_and_epoch_after_backoff() -> None:
+    core = make_core(retry_backoff=0.1, retry_backoff_max=1.0)
+    (handle,) = send(core, 1)
+    batches = drain_one(core, 0.0)
+    settled = core.handle_request_failure(1, batches, RequestTimeoutError("timeout"), 30.0)
+    assert settled.refresh_metadata and settled.retried == 1
+    batch = core.accumulator.queues[TP][0]
+    assert batch.maybe_written
+    backoff = batch.retry_at - 30.0
+    assert 0.08 <= backoff <= 0.12  # retry_backoff with +-20% jitter
+    ready = core.ready(30.0 + backoff / 2)
+    assert ready.ready_nodes == set()
+    assert ready.next_check_delay == pytest.approx(backoff / 2)
+    retry = drain_one(core, 30.0 + backoff)
+    assert (retry[0].base_sequence, retry[0].producer_epoch, retry[0].producer_id) == (0, 0, 1000)
+    answer(core, retry, 31.0, base_offset=9)
+    assert handle.result().offset == 9
+
+
+def test_a_request_that_never_left_is_retried_and_fails_cleanly_at_timeout() -> None:
+    core = make_core()
+    (handle,) = send(core, 1)
+    batches = drain_one(core, 0.0)
+    core.handle_request_failure(1, batches, BrokerConnectionError("refused"), 0.1, sent=False)
+    assert not core.accumulator.queues[TP][0].maybe_written
+    core.accumulator.cluster = ClusterView.from_leaders({"t": [-1]})
+    core.expire(120.0)
+    outcome = handle.outcome
+    assert isinstance(outcome, Failed)  # not ambiguous: nothing ever left
+
+
+def test_retry_backoff_grows_exponentially_up_to_the_maximum() -> None:
+    core = make_core(retry_backoff=0.1, retry_backoff_max=1.0)
+    send(core, 1)
+    now, backoffs = 0.0, []
+    for _ in range(7):
+        batches = drain_one(core, now)
+        answer(core, batches, now, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        batch = core.accumulator.queues[TP][0]
+        backoffs.append(batch.retry_at - now)
+        now = batch.retry_at
+    for attempt, backoff in enumerate(backoffs):
+        expected = min(0.1 * 2**attempt, 1.0)
+        assert expected * 0.8 - 1e-9 <= backoff <= min(expected * 1.2, 1.0) + 1e-9
+
+
+def test_a_definite_error_fails_the_batch_and_later_batches_are_resequenced() -> None:
+    core = make_core()
+    handles = send(core, 3)
+    b0, b1, b2 = (drain_one(core, 0.0)[0] for _ in range(3))
+    answer(core, [b0], 0.01, base_offset=0)
+    answer(
+        core,
+        [b1],
+        0.01,
+        error_code=ErrorCode.INVALID_RECORD,
+        record_errors=[RecordError(0, "bad record")],
+        error_message="one bad record",
+    )
+    outcome = handles[1].outcome
+    assert isinstance(outcome, Failed) and isinstance(outcome.error, BrokerError)
+    assert outcome.error.code == ErrorCode.INVALID_RECORD
+    assert "bad record" in str(outcome.error)
+    # The hole at sequence 1 makes the broker refuse b2: it is retried after a bump.
+    answer(core, [b2], 0.02, error_code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    assert core.epoch_bump_due
+    core.bump_epoch_locally(0.03)
+    retry = drain_one(core, 1.0)
+    assert [(x.base_sequence, x.producer_epoch) for x in retry] == [(0, 1)]
+    answer(core, retry, 1.0, base_offset=1)
+    assert handles[2].result().offset == 1
+
+
+def test_expected_offset_mismatch_reports_the_log_end_offset() -> None:
+    core = make_core()
+    handle = core.append("t", VALUE, partition=0, now=0.0, expected_offset=5)
+    assert handle is not None
+    batches = drain_one(core, 0.0)
+    assert batches[0].encode()[:8] == (5).to_bytes(8, "big")  # baseOffset carries it
+    answer(
+        core,
+        batches,
+        0.01,
+        error_code=ErrorCode.EXPECTED_OFFSET_MISMATCH,
+        base_offset=8,
+        error_message="expected 5, log end is 8",
+    )
+    outcome = handle.outcome
+    assert isinstance(outcome, Failed)
+    error = outcome.error
+    assert isinstance(error, ExpectedOffsetMismatchError)
+    assert (error.expected_offset, error.log_end_offset) == (5, 8)
+
+
+def test_a_batch_without_expectation_sends_base_offset_minus_one() -> None:
+    core = make_core()
+    send(core, 1)
+    assert drain_one(core, 0.0)[0].encode()[:8] == b"\xff" * 8
+
+
+def test_a_fatal_error_stops_the_producer() -> None:
+    core = make_core()
+    handles = send(core, 2)
+    b0 = drain_one(core, 0.0)
+    answer(core, b0, 0.01, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    assert isinstance(core.fatal_error, FatalError)
+    assert drain_one(core, 1.0) == []
+    assert core.fail_all(core.fatal_error) == 1
+    assert all(isinstance(h.outcome, Failed) for h in handles)
+
+
+def test_acks_zero_completes_on_send_with_offset_minus_one() -> None:
+    core = make_core(acks=0, enable_idempotence=False)
+    (handle,) = send(core, 1)
+    batches = drain_one(core, 0.0)
+    assert batches[0].base_sequence == -1 and batches[0].producer_id == -1
+    core.handle_response(1, batches, None, 0.0)
+    assert handle.result().offset == -1
+
+
+def test_without_idempotence_retries_carry_no_sequence() -> None:
+    core = make_core(acks=1, enable_idempotence=False, max_in_flight=1)
+    (handle,) = send(core, 1)
+    answer(core, drain_one(core, 0.0), 0.01, error_code=ErrorCode.REQUEST_TIMED_OUT)
+    retry = drain_one(core, 1.0)
+    assert retry[0].base_sequence == -1
+    answer(core, retry, 1.0, base_offset=3)
+    assert handle.result().offset == 3
+
+
+def test_an_expired_retry_leaves_the_partition_unresolved_until_in_flight_settles() -> None:
+    core = make_core()
+    handles = send(core, 2)
+    b0, b1 = (drain_one(core, 0.0)[0] for _ in range(2))
+    core.handle_request_failure(1, [b0], RequestTimeoutError("lost"), 100.0)
+    core.expire(120.0)  # b0 (queued for retry) expires: ambiguous
+    outcome = handles[0].outcome
+    assert isinstance(outcome, Ambiguous)
+    assert isinstance(outcome.error, AmbiguousDeliveryTimeoutError)
+    send(core, 1, 120.0)
+    assert drain_one(core, 120.1) == []  # unresolved: no new sequence until b1 settles
+    answer(core, [b1], 120.2, base_offset=11)  # b1 landed, so b0 did too
+    core.ready(120.3)
+    assert not core.sequencing.epoch_bump_required
+    assert [x.base_sequence for x in drain_one(core, 120.3)] == [2]
+
+
+def test_handles_settle_per_batch_with_offsets_base_plus_index_and_callbacks() -> None:
+    core = make_core(batch_size=200_000, linger=0.0)
+    handles = send(core, 1000)
+    assert {id(h.batch) for h in handles} == {id(handles[0].batch)}
+    seen: list[int] = []
+    handles[10].add_done_callback(lambda h: seen.append(h.index))
+    with pytest.raises(RuntimeError, match="not settled"):
+        handles[0].result()
+    batches = core.drain(0.0, [1])[1]
+    answer(core, batches, 0.01, base_offset=5000, log_append_time_ms=1234)
+    assert seen == [10]
+    assert [h.result().offset for h in handles] == list(range(5000, 6000))
+    assert handles[999].result().timestamp == 1234
+    late: list[int] = []
+    handles[3].add_done_callback(lambda h: late.append(h.index))
+    assert late == [3]  # already done: called at once
+    snapshot = core.metrics_snapshot()
+    assert snapshot.records_sent == 1000 and snapshot.records_acknowledged == 1000
+    assert snapshot.batches_sent == 1 and snapshot.request_latency_p50 == pytest.approx(0.01)
+
+
+def test_result_raises_the_error_of_a_failed_or_ambiguous_record() -> None:
+    core = make_core(retries=1)
+    (handle,) = send(core, 1)
+    core.handle_request_failure(1, drain_one(core, 0.0), ConnectionLostError("reset"), 0.1)
+    core.handle_request_failure(1, drain_one(core, 1.0), ConnectionLostError("reset"), 1.1)
+    with pytest.raises(AmbiguousError):
+        handle.result()
+    assert core.metrics_snapshot().records_ambiguous == 1
