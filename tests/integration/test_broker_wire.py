@@ -480,3 +480,51 @@ async def test_transactions_v2_add_partitions_implicitly_and_bump_at_end_txn() -
             produce_req("t", batch(1, pid=pid, epoch=epoch + 1, seq=0, txn=True), txn_id="tx"), 11
         )
         assert new.responses[0].partition_responses[0].error_code == 0
+
+
+async def test_crash_node_cuts_connections_and_can_lose_producer_state() -> None:
+    async with open_cluster(topics={"t": 1}) as cluster:
+        client = await tcp(cluster)
+        await client.request(produce_req("t", batch(2, pid=5, epoch=0, seq=0)), 9)
+        cluster.crash_node(0, lose_producer_state=True)
+        with trio.fail_after(5):
+            assert await client.read_frame() is None
+        again = await tcp(cluster)
+        out = await again.request(produce_req("t", batch(1, pid=5, epoch=0, seq=2)), 9)
+        assert out.responses[0].partition_responses[0].error_code == ErrorCode.UNKNOWN_PRODUCER_ID
+
+
+async def test_describe_configs_and_delete_topics() -> None:
+    from trio_kafka.protocol.messages.delete_topics import DeleteTopicsRequest
+    from trio_kafka.protocol.messages.describe_configs import (
+        DescribeConfigsRequest,
+        DescribeConfigsResource,
+    )
+
+    async with open_cluster() as cluster:
+        cluster.create_topic(
+            "t", 1, {"max.message.bytes": "5000", "expected.offset.check.enable": "true"}
+        )
+        client = await tcp(cluster)
+        resp = await client.request(
+            DescribeConfigsRequest(
+                resources=[
+                    DescribeConfigsResource(
+                        resource_type=2, resource_name="t", configuration_keys=None
+                    )
+                ]
+            ),
+            4,
+        )
+        configs = {c.name: (c.value, c.config_source) for c in resp.results[0].configs}
+        assert configs["max.message.bytes"] == ("5000", 1)
+        assert configs["expected.offset.check.enable"] == ("true", 1)
+        assert configs["cleanup.policy"] == ("delete", 5)
+        gone = await client.request(
+            DeleteTopicsRequest(topic_names=["t", "nope"], timeout_ms=1000), 5
+        )
+        assert [(r.name, r.error_code) for r in gone.responses] == [
+            ("t", 0),
+            ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        ]
+        assert "t" not in cluster.state.topics

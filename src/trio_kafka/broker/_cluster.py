@@ -60,6 +60,8 @@ class Cluster:
     # Interceptors, in order (see _hooks.py). Owned here; tests add and remove them.
     hooks: list[Hook] = attrs.field(factory=list)
     _changed: trio.Event = attrs.field(factory=trio.Event)
+    # node id -> cancel scopes of the connections it serves (so a crash can cut them).
+    _connections: dict[int, set[trio.CancelScope]] = attrs.field(factory=dict)
 
     @classmethod
     def create(
@@ -94,7 +96,31 @@ class Cluster:
                 await trio.aclose_forcefully(stream)
                 return
             stream = tls
-        await serve_connection(self, node_id, stream, peer=peer)
+        scopes = self._connections.setdefault(node_id, set())
+        with trio.CancelScope() as scope:
+            scopes.add(scope)
+            try:
+                await serve_connection(self, node_id, stream, peer=peer)
+            finally:
+                scopes.discard(scope)
+        if scope.cancelled_caught:
+            await trio.aclose_forcefully(stream)
+
+    def crash_node(self, node_id: int, *, lose_producer_state: bool = False) -> None:
+        """Cut every connection of `node_id` at once (requests in flight get no answer).
+
+        The node accepts new connections right away: a crash followed by a restart.
+        With `lose_producer_state`, the partitions it leads forget their producers, as a
+        broker restarting without its producer snapshots does (clients then see
+        UNKNOWN_PRODUCER_ID for a non-zero sequence).
+        """
+        for scope in list(self._connections.get(node_id, ())):
+            scope.cancel()
+        if lose_producer_state:
+            for topic in self.state.topics.values():
+                for part in topic.partitions:
+                    if part.leader == node_id:
+                        part.producers.clear()
 
     async def tick_forever(self, interval: float = TICK_INTERVAL) -> None:
         while True:
