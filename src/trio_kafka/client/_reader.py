@@ -358,7 +358,17 @@ class PartitionReader:
             raise ValueError(f"offset must be >= 0, not {offset}")
 
         async def attempt() -> Record | None:
-            result = await self._fetch_once(topic, partition, offset, offset + 1, max_wait=0.0)
+            try:
+                result = await self._fetch_once(topic, partition, offset, offset + 1, max_wait=0.0)
+            except OffsetOutOfRangeError as exc:
+                # Past the end is "nothing there"; below the start is an error. Kafka
+                # answers OFFSET_OUT_OF_RANGE with no bounds (-1): ask for the start then.
+                log_start = exc.log_start_offset
+                if log_start < 0:
+                    log_start = await self._list_offset(topic, partition, _EARLIEST, timeout)
+                if offset >= log_start:
+                    return None
+                raise
             if result.records:
                 return result.records[0]
             if result.next_offset > offset:
@@ -606,16 +616,19 @@ class PartitionRead:
             if self.position >= self.end:
                 raise StopAsyncIteration
             remaining = deadline - clock.now()
-            if remaining <= 0:
+            asked = clock.now()
+            try:
+                if remaining <= 0:
+                    raise ReadTimeoutError("no progress")
+                result = await reader.fetch(
+                    self.topic, self.partition, self.position, end=self.end, timeout=remaining
+                )
+            except ReadTimeoutError as exc:
                 raise ReadTimeoutError(
                     f"reading {self.topic}-{self.partition}: stuck at offset {self.position} "
-                    f"for {self.timeout} s before the end {self.end} (high watermark or last "
-                    "stable offset below it?)"
-                )
-            asked = clock.now()
-            result = await reader.fetch(
-                self.topic, self.partition, self.position, end=self.end, timeout=remaining
-            )
+                    f"for {self.timeout} s before the end {self.end} (is the high watermark, "
+                    f"or the last stable offset, below it?): {exc}"
+                ) from exc
             moved = result.next_offset > self.position
             self.position = max(self.position, result.next_offset)
             self._buffer.extend(result.records)
