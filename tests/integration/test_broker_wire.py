@@ -528,3 +528,27 @@ async def test_describe_configs_and_delete_topics() -> None:
             ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
         ]
         assert "t" not in cluster.state.topics
+
+
+async def test_hook_delay_and_blackhole() -> None:
+    from trio_kafka.broker import BLACKHOLE, Delay
+
+    async with open_cluster(topics={"t": 1}) as cluster:
+        cluster.add_hook(MetadataRequest, lambda call: Delay(0.2), times=1)
+        client = await tcp(cluster)
+        start = trio.current_time()
+        await client.request(MetadataRequest(topics=None), 12)
+        assert trio.current_time() - start >= 0.19
+
+        async def async_hook(call: HookCall) -> object:
+            await trio.sleep(0)
+            return BLACKHOLE
+
+        cluster.add_hook(ProduceRequest, async_hook, after=True, node=0, times=1)
+        await client.send_raw(
+            encode_request(produce_req("t", batch(1)), version=9, correlation_id=99, client_id=None)
+        )
+        with trio.move_on_after(0.3) as scope:
+            await client.read_frame()
+        assert scope.cancelled_caught  # applied, never answered
+        assert cluster.state.partition("t", 0).log.log_end_offset == 1  # type: ignore[union-attr]
