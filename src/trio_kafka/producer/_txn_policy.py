@@ -50,16 +50,21 @@ class TransactionalSequencer(Sequencer):
         super().on_final(batch, gap=gap)
         tp = (batch.topic, batch.partition)
         txn = self.txn
+        sequenced = batch.base_sequence >= 0
 
         def report(b: ProducerBatch) -> None:
             error = b.error if isinstance(b.error, KafkaError) else None
             if self.fatal_error is not None:
                 error = self.fatal_error
-            txn.batch_failed(tp, error or KafkaError(f"a batch for {tp[0]}-{tp[1]} failed"))
+            txn.batch_failed(
+                tp,
+                error or KafkaError(f"a batch for {tp[0]}-{tp[1]} failed"),
+                sequenced=sequenced,
+            )
 
         batch.add_done_hook(report)
 
     def request_epoch_bump(self, tp: TopicPartition) -> None:
         # No bump mid-transaction: remember the partition; the abort bumps.
         self.partitions_to_rewrite.add(tp)
-        self.txn.bump_required = True
+        self.txn.epoch_bump_needed(tp)

@@ -379,24 +379,35 @@ class TransactionManager:
             case _:
                 return None
 
-    def batch_failed(self, tp: TopicPartition, error: KafkaError) -> None:
-        """A batch of this transaction ended without success (the policy calls this)."""
+    def batch_failed(
+        self, tp: TopicPartition, error: KafkaError, *, sequenced: bool = True
+    ) -> None:
+        """A batch of this transaction ended without success (the policy calls this).
+
+        `sequenced`: it had a sequence number, so the abort must bump the epoch."""
         if isinstance(error, AmbiguousWriteError):
             error = error.cause
         code = getattr(error, "code", None)
+        where = f"a batch for {tp[0]}-{tp[1]}"
         if isinstance(error, FatalError):
             self._fatal(error)
         elif code == ErrorCode.INVALID_PRODUCER_EPOCH:
-            self._abortable(self._timed_out(f"a batch for {tp[0]}-{tp[1]}", error), skip_end=True)
-        elif code == ErrorCode.INVALID_PRODUCER_ID_MAPPING:
-            self._abortable(
-                TransactionAbortableError(f"a batch for {tp[0]}-{tp[1]} failed: {error}", error),
-                skip_end=True,
-            )
+            self._abortable(self._timed_out(where, error), skip_end=True)
         else:
             self._abortable(
-                TransactionAbortableError(f"a batch for {tp[0]}-{tp[1]} failed: {error}", error)
+                TransactionAbortableError(f"{where} failed: {error}", error),
+                bump=sequenced,
+                skip_end=code == ErrorCode.INVALID_PRODUCER_ID_MAPPING,
             )
+
+    def epoch_bump_needed(self, tp: TopicPartition) -> None:
+        """The sequences of `tp` must restart under a new epoch (KIP-360): never done
+        mid-transaction, so the transaction becomes abortable and the abort bumps."""
+        self._abortable(
+            TransactionAbortableError(
+                f"the sequences of {tp[0]}-{tp[1]} must be rewritten under a new epoch"
+            )
+        )
 
     # -- the request queue ------------------------------------------------------------
 
@@ -528,7 +539,9 @@ class TransactionManager:
         return TxnRequest(work.kind, message, version, coordinator, work, pid, epoch)
 
     def _backoff(self, attempts: int) -> float:
-        return min(self.retry_backoff * (1 << min(max(attempts - 1, 0), 30)), self.retry_backoff_max)
+        return min(
+            self.retry_backoff * (1 << min(max(attempts - 1, 0), 30)), self.retry_backoff_max
+        )
 
     def _retry(self, work: Work, now: float) -> None:
         if self.state in (TxnState.ABORTING, TxnState.ABORTABLE_ERROR) and work.kind in (
@@ -584,6 +597,7 @@ class TransactionManager:
         return TxnUpdate()
 
     def _end_txn_unknown(self, work: Work, error: KafkaError) -> None:
+        self._lookup(CoordinatorType.TRANSACTION, self.transactional_id)
         if not work.committed:
             # The bump aborts whatever is open: the abort completes with it.
             self._enqueue(self._bump_work())

@@ -1,0 +1,763 @@
+"""The transaction state machine, stepped with explicit `now` and scripted responses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from trio_kafka.errors import (
+    AbortableError,
+    AmbiguousError,
+    BrokerError,
+    ConnectionLostError,
+    ErrorCode,
+    FatalError,
+    ProducerClosedError,
+    ProducerFencedError,
+    RequestTimeoutError,
+)
+from trio_kafka.producer.transactions import (
+    ALLOWED,
+    Coordinator,
+    CoordinatorType,
+    GroupMetadata,
+    IllegalTransactionStateError,
+    OffsetAndMetadata,
+    TransactionManager,
+    TransactionOutcomeUnknownError,
+    TransactionTimedOutError,
+    TxnRequest,
+    TxnRequestKind,
+    TxnState,
+)
+from trio_kafka.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnResponse
+from trio_kafka.protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnTopicResult,
+)
+from trio_kafka.protocol.messages.end_txn import EndTxnResponse
+from trio_kafka.protocol.messages.find_coordinator import (
+    Coordinator as FoundCoordinator,
+)
+from trio_kafka.protocol.messages.find_coordinator import (
+    FindCoordinatorResponse,
+)
+from trio_kafka.protocol.messages.init_producer_id import InitProducerIdResponse
+from trio_kafka.protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
+
+K = TxnRequestKind
+S = TxnState
+TID = "tx-1"
+PID = 4000
+# FindCoordinator, InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
+V1 = {10: 4, 22: 5, 24: 5, 25: 4, 26: 4, 28: 4}
+V2 = {**V1, 26: 5}
+
+
+# -- scripted responses ---------------------------------------------------------------
+
+
+def found(node: int = 1, key: str = TID, code: int = 0) -> FindCoordinatorResponse:
+    return FindCoordinatorResponse(
+        coordinators=[
+            FoundCoordinator(key=key, node_id=node, host=f"b{node}", port=9092, error_code=code)
+        ]
+    )
+
+
+def pid(epoch: int = 0, code: int = 0, producer_id: int = PID) -> InitProducerIdResponse:
+    return InitProducerIdResponse(error_code=code, producer_id=producer_id, producer_epoch=epoch)
+
+
+def added(request: TxnRequest, code: int = 0, **codes: int) -> AddPartitionsToTxnResponse:
+    """An answer to an AddPartitionsToTxn v0-3 request: `code` for every partition
+    unless `codes` names one as "topic_partition"."""
+    results = [
+        AddPartitionsToTxnTopicResult(
+            name=t.name,
+            results_by_partition=[
+                AddPartitionsToTxnPartitionResult(
+                    partition_index=p, partition_error_code=codes.get(f"{t.name}_{p}", code)
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in request.message.v3_and_below_topics
+    ]
+    return AddPartitionsToTxnResponse(results_by_topic_v3_and_below=results)
+
+
+def ended(code: int = 0, producer_id: int = -1, epoch: int = -1) -> EndTxnResponse:
+    return EndTxnResponse(error_code=code, producer_id=producer_id, producer_epoch=epoch)
+
+
+def offsets_committed(request: TxnRequest, code: int = 0) -> TxnOffsetCommitResponse:
+    return TxnOffsetCommitResponse(
+        topics=[
+            TxnOffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    TxnOffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=code
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in request.message.topics
+        ]
+    )
+
+
+# -- helpers --------------------------------------------------------------------------
+
+
+def manager(versions: dict[int, int] = V1, tv: int = 0, **kw: Any) -> TransactionManager:
+    m = TransactionManager(TID, transaction_timeout=30.0, **kw)
+    m.set_api_versions(versions, transaction_version=tv)
+    return m
+
+
+def expect(m: TransactionManager, kind: TxnRequestKind, now: float = 0.0, **kw: Any) -> TxnRequest:
+    request = m.next_request(now, **kw)
+    assert request is not None, f"expected {kind.value}, got nothing ({m!r})"
+    assert request.kind is kind, f"expected {kind.value}, got {request.kind.value}"
+    return request
+
+
+def answer(m: TransactionManager, kind: TxnRequestKind, response: Any, now: float = 0.0) -> Any:
+    request = expect(m, kind, now)
+    return m.handle_response(request, response, now)
+
+
+def ready(versions: dict[int, int] = V1, tv: int = 0, epoch: int = 0) -> TransactionManager:
+    m = manager(versions, tv)
+    result = m.init()
+    answer(m, K.FIND_COORDINATOR, found())
+    answer(m, K.INIT_PRODUCER_ID, pid(epoch))
+    assert result.done() and result.error is None
+    assert m.state is S.READY
+    return m
+
+
+def add(m: TransactionManager, *tps: tuple[str, int], now: float = 0.0) -> TxnRequest:
+    for tp in tps:
+        m.maybe_add_partition(tp)
+    request = expect(m, K.ADD_PARTITIONS, now)
+    m.handle_response(request, added(request), now)
+    return request
+
+
+# -- the state table -------------------------------------------------------------------
+
+PAIRS = [(a, b) for a in TxnState for b in TxnState]
+
+
+@pytest.mark.parametrize(("src", "dst"), [p for p in PAIRS if p[1] not in ALLOWED[p[0]]])
+def test_a_transition_not_in_the_table_raises_naming_both_states(
+    src: TxnState, dst: TxnState
+) -> None:
+    m = manager()
+    m.state = src
+    with pytest.raises(IllegalTransactionStateError) as info:
+        m._transition(dst)
+    assert info.value.from_state is src and info.value.to_state is dst
+    assert src.name in str(info.value) and dst.name in str(info.value)
+    assert m.state is src
+
+
+@pytest.mark.parametrize(("src", "dst"), [p for p in PAIRS if p[1] in ALLOWED[p[0]]])
+def test_a_transition_in_the_table_applies(src: TxnState, dst: TxnState) -> None:
+    m = manager()
+    m.state = src
+    m._transition(dst)
+    assert m.state is dst
+
+
+def test_every_transition_in_the_table_is_reachable_through_the_public_api(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: set[tuple[TxnState, TxnState]] = set()
+    original = TransactionManager._transition
+
+    def record(self: TransactionManager, to: TxnState) -> None:
+        seen.add((self.state, to))
+        original(self, to)
+
+    monkeypatch.setattr(TransactionManager, "_transition", record)
+    # Happy commit and abort.
+    m = ready()
+    m.begin()
+    add(m, ("t", 0))
+    m.commit()
+    answer(m, K.END_TXN, ended())
+    m.begin()
+    add(m, ("t", 0))
+    m.abort()
+    answer(m, K.END_TXN, ended())
+    # Abortable error, then abort; an abortable EndTxn(commit); an unknown outcome.
+    m.begin()
+    m.batch_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE), sequenced=False)
+    m.abort()
+    assert m.next_request(0.0) is None  # nothing was added: aborted locally
+    m.begin()
+    add(m, ("t", 0))
+    m.commit()
+    answer(m, K.END_TXN, ended(ErrorCode.TRANSACTION_ABORTABLE))
+    m.abort()
+    answer(m, K.END_TXN, ended())
+    m.begin()
+    add(m, ("t", 0))
+    m.commit()
+    m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("timeout"), 0.0)
+    answer(m, K.FIND_COORDINATOR, found())
+    answer(m, K.INIT_PRODUCER_ID, pid(1))
+    # Closing from every state that can be closed.
+    for reach in (_uninitialized, _initializing, _ready, _in_txn, _committing, _aborting, _aerr):
+        reach().close()
+    assert seen == {(a, b) for a, targets in ALLOWED.items() for b in targets}
+
+
+def _uninitialized() -> TransactionManager:
+    return manager()
+
+
+def _initializing() -> TransactionManager:
+    m = manager()
+    m.init()
+    return m
+
+
+def _ready() -> TransactionManager:
+    return ready()
+
+
+def _in_txn() -> TransactionManager:
+    m = ready()
+    m.begin()
+    return m
+
+
+def _committing() -> TransactionManager:
+    m = _in_txn()
+    m.commit()
+    return m
+
+
+def _aborting() -> TransactionManager:
+    m = _in_txn()
+    m.abort()
+    return m
+
+
+def _aerr() -> TransactionManager:
+    m = _in_txn()
+    m.batch_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE))
+    return m
+
+
+# -- happy paths -----------------------------------------------------------------------
+
+
+def test_init_finds_the_coordinator_then_gets_a_producer_id() -> None:
+    m = manager()
+    result = m.init()
+    assert m.init() is result  # a second call while initialising: the same result
+    find = expect(m, K.FIND_COORDINATOR)
+    assert find.coordinator is None  # any node
+    assert find.message.coordinator_keys == [TID] and find.message.key_type == 1
+    assert m.next_request(0.0) is None  # one coordinator request at a time
+    m.handle_response(find, found(node=7), 0.0)
+    assert m.coordinator == Coordinator(7, "b7", 9092)
+    init = expect(m, K.INIT_PRODUCER_ID)
+    assert init.coordinator == m.coordinator
+    assert init.message.transactional_id == TID
+    assert init.message.transaction_timeout_ms == 30000
+    assert (init.message.producer_id, init.message.producer_epoch) == (-1, -1)
+    update = m.handle_response(init, pid(3), 0.0)
+    assert update.new_producer_id == (PID, 3)
+    assert result.done() and result.error is None
+    assert (m.state, m.producer_id, m.producer_epoch) == (S.READY, PID, 3)
+
+
+def test_v1_commit_adds_partitions_and_offsets_then_ends_the_transaction() -> None:
+    m = ready()
+    m.begin()
+    m.maybe_add_partition(("t", 1))
+    m.maybe_add_partition(("t", 0))
+    m.maybe_add_partition(("u", 0))
+    assert not m.is_send_to_partition_allowed(("t", 0))
+    request = expect(m, K.ADD_PARTITIONS)
+    assert request.version == 3  # the client form, as Java
+    msg = request.message
+    assert (msg.v3_and_below_transactional_id, msg.v3_and_below_producer_id) == (TID, PID)
+    assert [(t.name, t.partitions) for t in msg.v3_and_below_topics] == [("t", [0, 1]), ("u", [0])]
+    assert m.partitions_ready_to_send([("t", 0), ("u", 0)]) == []
+    m.handle_response(request, added(request), 0.0)
+    assert m.partitions_ready_to_send([("t", 0), ("u", 0), ("v", 0)]) == [("t", 0), ("u", 0)]
+
+    group = GroupMetadata("g", generation_id=5, member_id="m-1", group_instance_id="i-1")
+    sent = m.send_offsets({("in", 0): OffsetAndMetadata(42, "meta"), ("in", 1): 7}, group)
+    add_offsets = expect(m, K.ADD_OFFSETS)
+    assert add_offsets.message.group_id == "g"
+    m.handle_response(add_offsets, AddOffsetsToTxnResponse(), 0.0)
+    find_group = expect(m, K.FIND_COORDINATOR)
+    assert find_group.message.key_type == CoordinatorType.GROUP
+    assert find_group.message.coordinator_keys == ["g"]
+    m.handle_response(find_group, found(node=9, key="g"), 0.0)
+    commit_offsets = expect(m, K.TXN_OFFSET_COMMIT)
+    assert commit_offsets.coordinator == Coordinator(9, "b9", 9092)
+    msg = commit_offsets.message
+    assert (msg.generation_id, msg.member_id, msg.group_instance_id) == (5, "m-1", "i-1")
+    assert [(p.partition_index, p.committed_offset, p.committed_metadata)
+            for p in msg.topics[0].partitions] == [(0, 42, "meta"), (1, 7, None)]  # fmt: skip
+    assert not sent.done()
+    m.handle_response(commit_offsets, offsets_committed(commit_offsets), 0.0)
+    assert sent.done() and sent.error is None
+
+    result = m.commit()
+    assert m.commit() is result
+    assert m.next_request(0.0, batches_unfinished=True) is None  # batches settle first
+    end = expect(m, K.END_TXN)
+    assert end.message.committed is True
+    assert (end.message.producer_id, end.message.producer_epoch) == (PID, 0)
+    m.handle_response(end, ended(), 0.0)
+    assert result.done() and result.error is None
+    assert m.state is S.READY
+    # The next transaction starts empty: its partitions are added again.
+    m.begin()
+    assert not m.is_send_to_partition_allowed(("t", 0))
+    add(m, ("t", 0))
+    assert m.is_send_to_partition_allowed(("t", 0))
+
+
+def test_v1_abort_ends_the_transaction_with_abort() -> None:
+    m = ready()
+    m.begin()
+    add(m, ("t", 0))
+    m.maybe_add_partition(("t", 9))  # never added: the abort forgets it
+    result = m.abort()
+    assert m.abort() is result
+    assert m.undrained_error() is not None  # the driver fails unsent batches
+    end = expect(m, K.END_TXN)
+    assert end.message.committed is False
+    m.handle_response(end, ended(), 0.0)
+    assert result.done() and result.error is None
+    assert m.state is S.READY and m.producer_epoch == 0  # no bump needed
+    m.begin()
+    assert m.state is S.IN_TRANSACTION
+
+
+def test_an_empty_transaction_ends_without_a_request() -> None:
+    m = ready()
+    m.begin()
+    result = m.commit()
+    assert m.next_request(0.0) is None
+    assert result.done() and m.state is S.READY
+
+
+def test_v2_adds_partitions_with_produce_and_adopts_the_epoch_from_end_txn() -> None:
+    m = ready(V2, tv=2)
+    for epoch in (0, 1):
+        m.begin()
+        assert m.transaction_v2
+        m.maybe_add_partition(("t", 0))
+        assert m.is_send_to_partition_allowed(("t", 0))  # no AddPartitionsToTxn
+        assert m.next_request(0.0) is None
+        m.partition_sent(("t", 0))
+        result = m.commit() if epoch == 0 else m.abort()
+        end = expect(m, K.END_TXN)
+        assert end.version == 5 and end.message.producer_epoch == epoch
+        update = m.handle_response(end, ended(producer_id=PID, epoch=epoch + 1), 0.0)
+        assert update.new_producer_id == (PID, epoch + 1)
+        assert result.done() and result.error is None
+        assert (m.producer_id, m.producer_epoch, m.state) == (PID, epoch + 1, S.READY)
+
+
+def test_v2_abort_after_a_failed_batch_needs_no_separate_bump() -> None:
+    m = ready(V2, tv=2)
+    m.begin()
+    m.maybe_add_partition(("t", 0))
+    m.partition_sent(("t", 0))
+    m.batch_failed(("t", 0), BrokerError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER))
+    result = m.abort()
+    m.handle_response(expect(m, K.END_TXN), ended(producer_id=PID, epoch=1), 0.0)
+    assert result.done() and m.state is S.READY and m.producer_epoch == 1
+    assert m.next_request(0.0) is None
+
+
+def test_v2_needs_both_the_feature_and_end_txn_v5() -> None:
+    m = ready(V1, tv=2)  # EndTxn v4 only
+    m.begin()
+    assert not m.transaction_v2
+    m2 = ready(V2, tv=1)
+    m2.begin()
+    assert not m2.transaction_v2
+
+
+# -- coordinator moves and retries -------------------------------------------------------
+
+
+@pytest.mark.parametrize("code", [ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE])
+def test_coordinator_moved_during_add_partitions_is_found_again(code: int) -> None:
+    m = ready()
+    m.begin()
+    m.maybe_add_partition(("t", 0))
+    first = expect(m, K.ADD_PARTITIONS)
+    m.handle_response(first, added(first, code), 0.0)
+    assert m.coordinator is None
+    m.handle_response(expect(m, K.FIND_COORDINATOR), found(node=2), 0.0)
+    assert m.next_request(0.0) is None  # the retry waits out its backoff
+    assert m.poll_delay(0.0) == pytest.approx(0.1)
+    again = expect(m, K.ADD_PARTITIONS, now=0.1)
+    assert again.coordinator == Coordinator(2, "b2", 9092)
+    m.handle_response(again, added(again), 0.1)
+    assert m.is_send_to_partition_allowed(("t", 0))
+
+
+def test_coordinator_moved_during_end_txn_is_found_again() -> None:
+    m = ready()
+    m.begin()
+    add(m, ("t", 0))
+    result = m.commit()
+    m.handle_response(expect(m, K.END_TXN), ended(ErrorCode.NOT_COORDINATOR), 0.0)
+    m.handle_response(expect(m, K.FIND_COORDINATOR), found(node=3), 0.0)
+    end = expect(m, K.END_TXN, now=1.0)
+    assert end.coordinator is not None and end.coordinator.node_id == 3
+    m.handle_response(end, ended(), 1.0)
+    assert result.done() and result.error is None
+
+
+def test_concurrent_transactions_is_retried_with_growing_backoff() -> None:
+    m = ready()
+    m.begin()
+    m.maybe_add_partition(("t", 0))
+    now = 0.0
+    for delay in (0.1, 0.2, 0.4, 0.8, 1.0):
+        request = expect(m, K.ADD_PARTITIONS, now)
+        m.handle_response(request, added(request, ErrorCode.CONCURRENT_TRANSACTIONS), now)
+        assert m.poll_delay(now) == pytest.approx(delay)
+        assert m.next_request(now + delay - 0.01) is None
+        now += delay
+    request = expect(m, K.ADD_PARTITIONS, now)
+    m.handle_response(request, added(request), now)
+    assert m.is_send_to_partition_allowed(("t", 0))
+
+
+def test_coordinator_load_in_progress_on_init_is_retried() -> None:
+    m = manager()
+    result = m.init()
+    answer(m, K.FIND_COORDINATOR, found())
+    answer(m, K.INIT_PRODUCER_ID, pid(code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
+    assert m.coordinator is not None  # same coordinator, later
+    answer(m, K.INIT_PRODUCER_ID, pid(), now=0.1)
+    assert result.done() and m.state is S.READY
+
+
+def test_a_request_that_never_left_is_retried_not_ambiguous() -> None:
+    m = ready()
+    m.begin()
+    add(m, ("t", 0))
+    result = m.commit()
+    end = expect(m, K.END_TXN)
+    m.handle_failure(end, ConnectionLostError("refused"), 0.0, sent=False)
+    assert m.state is S.COMMITTING and not result.done()
+    answer(m, K.FIND_COORDINATOR, found())
+    answer(m, K.END_TXN, ended(), now=0.1)
+    assert result.done() and result.error is None
+
+
+# -- ambiguous EndTxn (KAFKA-17754) ------------------------------------------------------
+
+
+def test_end_txn_without_answer_is_ambiguous_and_forces_an_epoch_bump() -> None:
+    m = ready(epoch=5)
+    m.begin()
+    add(m, ("t", 0))
+    result = m.commit()
+    lost = expect(m, K.END_TXN)
+    m.handle_failure(lost, RequestTimeoutError("no answer in 30s"), 0.0)
+    assert isinstance(result.error, TransactionOutcomeUnknownError)
+    assert isinstance(result.error, AmbiguousError)
+    with pytest.raises(TransactionOutcomeUnknownError):
+        result.result()
+    assert m.state is S.INITIALIZING
+    with pytest.raises(IllegalTransactionStateError, match="await init"):
+        m.begin()
+    reinit = m.init()
+    assert not reinit.done()
+    answer(m, K.FIND_COORDINATOR, found())  # the connection was lost: find it again
+    bump = expect(m, K.INIT_PRODUCER_ID, now=0.1)
+    assert (bump.message.producer_id, bump.message.producer_epoch) == (PID, 5)
+    update = m.handle_response(bump, pid(6), 0.1)
+    assert update.new_producer_id == (PID, 6)
+    assert reinit.done() and reinit.error is None
+
+    # The next transaction runs under the new epoch; the late answer to the lost
+    # EndTxn cannot complete it.
+    m.begin()
+    add(m, ("t", 0))
+    second = m.commit()
+    end = expect(m, K.END_TXN)
+    assert end.message.producer_epoch == 6
+    assert m.handle_response(lost, ended(), 0.2).stale
+    assert not second.done() and m.state is S.COMMITTING
+    m.handle_response(end, ended(), 0.2)
+    assert second.done() and second.error is None
+
+
+def test_abort_without_answer_completes_through_the_bump() -> None:
+    m = ready(epoch=2)
+    m.begin()
+    add(m, ("t", 0))
+    result = m.abort()
+    m.handle_failure(expect(m, K.END_TXN), ConnectionLostError("reset"), 0.0)
+    assert not result.done() and m.state is S.ABORTING
+    answer(m, K.FIND_COORDINATOR, found())
+    bump = expect(m, K.INIT_PRODUCER_ID)
+    assert (bump.message.producer_id, bump.message.producer_epoch) == (PID, 2)
+    m.handle_response(bump, pid(3), 0.0)
+    assert result.done() and result.error is None
+    assert (m.state, m.producer_epoch) == (S.READY, 3)
+
+
+def test_re_init_before_kip_360_sends_no_epoch() -> None:
+    m = ready({**V1, 22: 2})
+    m.begin()
+    add(m, ("t", 0))
+    m.commit()
+    m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("t"), 0.0)
+    answer(m, K.FIND_COORDINATOR, found())
+    bump = expect(m, K.INIT_PRODUCER_ID)
+    assert (bump.message.producer_id, bump.message.producer_epoch) == (-1, -1)
+
+
+# -- fatal -----------------------------------------------------------------------------
+
+
+def test_producer_fenced_is_fatal_and_every_later_call_raises_it() -> None:
+    m = ready()
+    m.begin()
+    add(m, ("t", 0))
+    offsets = m.send_offsets({("in", 0): 1}, "g")
+    result = m.commit()
+    answer(m, K.ADD_OFFSETS, AddOffsetsToTxnResponse(error_code=ErrorCode.PRODUCER_FENCED))
+    assert m.state is S.FATAL_ERROR
+    error = m.last_error
+    assert isinstance(error, ProducerFencedError) and isinstance(error, FatalError)
+    assert offsets.error is error and result.error is error
+    for call in (m.begin, m.commit, m.abort, m.init, lambda: m.maybe_add_partition(("t", 1))):
+        with pytest.raises(ProducerFencedError) as info:
+            call()
+        assert info.value is error
+    assert m.next_request(0.0) is None
+    assert not m.is_send_to_partition_allowed(("t", 0))
+    assert m.undrained_error() is error
+
+
+def test_producer_fenced_on_end_txn_is_fatal() -> None:
+    m = ready()
+    m.begin()
+    add(m, ("t", 0))
+    result = m.commit()
+    answer(m, K.END_TXN, ended(ErrorCode.PRODUCER_FENCED))
+    assert isinstance(result.error, ProducerFencedError)
+    with pytest.raises(ProducerFencedError):
+        m.begin()
+
+
+@pytest.mark.parametrize(
+    "code", [ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ErrorCode.INVALID_TXN_STATE]
+)
+def test_authorization_and_state_errors_on_add_partitions_are_fatal(code: int) -> None:
+    m = ready()
+    m.begin()
+    m.maybe_add_partition(("t", 0))
+    request = expect(m, K.ADD_PARTITIONS)
+    m.handle_response(request, added(request, code), 0.0)
+    assert m.state is S.FATAL_ERROR
+    assert isinstance(m.last_error, BrokerError) and m.last_error.code == code
+
+
+def test_a_fatal_produce_error_is_fatal_for_the_transaction() -> None:
+    m = ready()
+    m.begin()
+    add(m, ("t", 0))
+    m.batch_failed(("t", 0), ProducerFencedError(ErrorCode.PRODUCER_FENCED))
+    assert m.state is S.FATAL_ERROR
+
+
+def test_close_fails_pending_results() -> None:
+    m = ready()
+    m.begin()
+    add(m, ("t", 0))
+    result = m.commit()
+    m.close()
+    assert isinstance(result.error, ProducerClosedError)
+    with pytest.raises(ProducerClosedError):
+        m.begin()
+
+
+# -- abortable -------------------------------------------------------------------------
+
+
+def test_topic_authorization_failed_is_abortable_and_the_next_transaction_works() -> None:
+    m = ready()
+    m.begin()
+    add(m, ("ok", 0))
+    m.maybe_add_partition(("secret", 0))
+    m.maybe_add_partition(("ok", 1))
+    request = expect(m, K.ADD_PARTITIONS)
+    m.handle_response(
+        request,
+        added(
+            request,
+            ErrorCode.OPERATION_NOT_ATTEMPTED,
+            secret_0=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        ),
+        0.0,
+    )
+    assert m.state is S.ABORTABLE_ERROR
+    assert isinstance(m.last_error, AbortableError) and "secret" in str(m.last_error)
+    assert m.undrained_error() is m.last_error
+    with pytest.raises(AbortableError):
+        m.commit()
+    with pytest.raises(AbortableError):
+        m.begin()
+    result = m.abort()
+    end = expect(m, K.END_TXN)  # ("ok", 0) was added: the coordinator must abort
+    assert end.message.committed is False
+    m.handle_response(end, ended(), 0.0)
+    assert result.done() and result.error is None and m.state is S.READY
+    m.begin()
+    add(m, ("ok", 0))
+    m.commit()
+    answer(m, K.END_TXN, ended())
+    assert m.state is S.READY
+
+
+def test_abortable_error_before_anything_was_added_aborts_locally() -> None:
+    m = ready()
+    m.begin()
+    m.maybe_add_partition(("secret", 0))
+    request = expect(m, K.ADD_PARTITIONS)
+    m.handle_response(request, added(request, ErrorCode.TOPIC_AUTHORIZATION_FAILED), 0.0)
+    result = m.abort()
+    assert m.next_request(0.0) is None
+    assert result.done() and m.state is S.READY
+
+
+def test_a_failed_batch_makes_the_abort_bump_the_epoch_kip_360() -> None:
+    m = ready(epoch=1)
+    m.begin()
+    add(m, ("t", 0))
+    m.batch_failed(("t", 0), BrokerError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER))
+    assert m.state is S.ABORTABLE_ERROR
+    result = m.abort()
+    answer(m, K.END_TXN, ended())
+    assert not result.done()  # the bump is part of the abort
+    assert m.next_request(0.0, batches_unfinished=True) is None
+    bump = expect(m, K.INIT_PRODUCER_ID)
+    assert (bump.message.producer_id, bump.message.producer_epoch) == (PID, 1)
+    assert m.handle_response(bump, pid(2), 0.0).new_producer_id == (PID, 2)
+    assert result.done() and m.state is S.READY and m.producer_epoch == 2
+
+
+def test_a_failed_batch_during_commit_fails_the_commit() -> None:
+    m = ready()
+    m.begin()
+    add(m, ("t", 0))
+    result = m.commit()
+    assert m.next_request(0.0, batches_unfinished=True) is None
+    m.batch_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE))
+    assert isinstance(result.error, AbortableError)
+    assert m.state is S.ABORTABLE_ERROR
+    assert m.next_request(0.0) is None  # the EndTxn(commit) was dropped
+
+
+def test_invalid_producer_epoch_on_produce_means_the_transaction_timed_out() -> None:
+    m = ready(epoch=4)
+    m.begin()
+    add(m, ("t", 0))
+    m.batch_failed(("t", 0), BrokerError(ErrorCode.INVALID_PRODUCER_EPOCH))
+    assert isinstance(m.last_error, TransactionTimedOutError)
+    assert "transaction_timeout" in str(m.last_error)
+    result = m.abort()
+    bump = expect(m, K.INIT_PRODUCER_ID)  # no EndTxn with the stale epoch
+    assert (bump.message.producer_id, bump.message.producer_epoch) == (PID, 4)
+    m.handle_response(bump, pid(6), 0.0)
+    assert result.done() and m.state is S.READY and m.producer_epoch == 6
+
+
+def test_invalid_producer_epoch_from_an_old_coordinator_is_fatal() -> None:
+    m = ready({**V1, 22: 3})
+    m.begin()
+    m.maybe_add_partition(("t", 0))
+    request = expect(m, K.ADD_PARTITIONS)
+    m.handle_response(request, added(request, ErrorCode.INVALID_PRODUCER_EPOCH), 0.0)
+    assert isinstance(m.last_error, ProducerFencedError)
+
+
+def test_group_membership_errors_on_txn_offset_commit_are_abortable() -> None:
+    m = ready()
+    m.begin()
+    sent = m.send_offsets({("in", 0): 1}, GroupMetadata("g", 3, "m"))
+    answer(m, K.ADD_OFFSETS, AddOffsetsToTxnResponse())
+    answer(m, K.FIND_COORDINATOR, found(node=9, key="g"))
+    request = expect(m, K.TXN_OFFSET_COMMIT)
+    m.handle_response(request, offsets_committed(request, ErrorCode.ILLEGAL_GENERATION), 0.0)
+    assert isinstance(sent.error, AbortableError) and m.state is S.ABORTABLE_ERROR
+
+
+def test_state_errors_for_calls_out_of_order() -> None:
+    m = manager()
+    with pytest.raises(IllegalTransactionStateError):
+        m.begin()
+    m = ready()
+    with pytest.raises(IllegalTransactionStateError):
+        m.commit()
+    with pytest.raises(IllegalTransactionStateError):
+        m.abort()
+    with pytest.raises(IllegalTransactionStateError):
+        m.maybe_add_partition(("t", 0))
+    with pytest.raises(IllegalTransactionStateError):
+        m.init()
+
+
+# -- version shapes --------------------------------------------------------------------
+
+
+def test_find_coordinator_before_v4_uses_the_single_key_form() -> None:
+    m = manager({**V1, 10: 3})
+    m.init()
+    find = expect(m, K.FIND_COORDINATOR)
+    assert (find.message.key, find.message.key_type, find.message.coordinator_keys) == (TID, 1, [])
+    m.handle_response(find, FindCoordinatorResponse(node_id=5, host="h", port=1), 0.0)
+    assert m.coordinator == Coordinator(5, "h", 1)
+
+
+def test_add_partitions_v4_uses_the_batched_form_when_allowed() -> None:
+    m = manager(add_partitions_max_version=5)
+    m.init()
+    answer(m, K.FIND_COORDINATOR, found())
+    answer(m, K.INIT_PRODUCER_ID, pid())
+    m.begin()
+    m.maybe_add_partition(("t", 0))
+    request = expect(m, K.ADD_PARTITIONS)
+    assert request.version == 5
+    (txn,) = request.message.transactions
+    assert (txn.transactional_id, txn.producer_id, txn.verify_only) == (TID, PID, False)
+    assert [(t.name, t.partitions) for t in txn.topics] == [("t", [0])]
+
+
+def test_a_missing_api_is_a_fatal_error() -> None:
+    m = manager({10: 4})
+    result = m.init()
+    answer(m, K.FIND_COORDINATOR, found())
+    assert m.next_request(0.0) is None
+    assert isinstance(result.error, FatalError)
