@@ -17,7 +17,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from trio_kafka.errors import ErrorCode, FatalBrokerError, KafkaError, error_for_code, error_info
+from trio_kafka.errors import (
+    ErrorCode,
+    FatalBrokerError,
+    KafkaError,
+    ProducerFencedError,
+    error_for_code,
+    error_info,
+)
 from trio_kafka.producer import _txn_requests as read
 from trio_kafka.producer._txn_state import TxnState
 from trio_kafka.producer._txn_types import (
@@ -26,6 +33,7 @@ from trio_kafka.producer._txn_types import (
     TopicPartition,
     TransactionAbortableError,
     TransactionAbortedError,
+    TransactionTimedOutError,
     TxnRequest,
     TxnRequestKind,
     TxnUpdate,
@@ -136,7 +144,7 @@ def _init_producer_id(
     elif _retriable(code) or code == E.TRANSACTION_ABORTABLE:
         m._retry(work, now)
     elif code in _EPOCH:
-        m._fatal(m._fenced(code, "InitProducerId"))
+        m._fatal(fenced(m, code, "InitProducerId"))
     elif code in _FATAL or code == E.CLUSTER_AUTHORIZATION_FAILED:
         m._fatal(error_for_code(code))
     else:
@@ -159,7 +167,7 @@ def _add_partitions(m: TransactionManager, request: TxnRequest, response: Any, n
         if _retriable(code):
             return m._retry(work, now)
         if code in _EPOCH:
-            return m._epoch_error(code, "AddPartitionsToTxn")
+            return epoch_error(m, code, "AddPartitionsToTxn")
         if code in _FATAL:
             return m._fatal(error_for_code(code))
         if code in _UNKNOWN_PRODUCER:
@@ -218,7 +226,7 @@ def _add_offsets(m: TransactionManager, request: TxnRequest, response: Any, now:
     elif code in _UNKNOWN_PRODUCER:
         _fail(m, work, error_for_code(code), skip_end=code == E.INVALID_PRODUCER_ID_MAPPING)
     elif code in _EPOCH:
-        m._epoch_error(code, "AddOffsetsToTxn")
+        epoch_error(m, code, "AddOffsetsToTxn")
     elif code in _FATAL:
         m._fatal(error_for_code(code))
     elif code in (E.GROUP_AUTHORIZATION_FAILED, E.TRANSACTION_ABORTABLE):
@@ -257,7 +265,7 @@ def _txn_offset_commit(
         ):
             return _fail(m, work, error_for_code(code), bump=False)
         elif code in _EPOCH:
-            return m._epoch_error(code, "TxnOffsetCommit")
+            return epoch_error(m, code, "TxnOffsetCommit")
         elif code in (E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, E.UNSUPPORTED_FOR_MESSAGE_FORMAT):
             return m._fatal(error_for_code(code))
         else:
@@ -288,9 +296,9 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
     elif _retriable(code):
         m._retry(work, now)
     elif code == E.PRODUCER_FENCED:
-        m._fatal(m._fenced(code, "EndTxn"))
+        m._fatal(fenced(m, code, "EndTxn"))
     elif code == E.INVALID_PRODUCER_EPOCH:
-        m._epoch_error(code, "EndTxn", during_abort=not committing)
+        epoch_error(m, code, "EndTxn", during_abort=not committing)
     elif code in _FATAL:
         m._fatal(error_for_code(code))
     elif code in _UNKNOWN_PRODUCER or code == E.TRANSACTION_ABORTABLE:
@@ -305,3 +313,36 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
     else:
         _unexpected(m, request, code, None)
     return _NO_UPDATE
+
+
+def timed_out(m: TransactionManager, where: str, cause: KafkaError) -> TransactionTimedOutError:
+    return TransactionTimedOutError(
+        f"transactional id {m.transactional_id!r}: {where} was refused with "
+        f"INVALID_PRODUCER_EPOCH (epoch {m.producer_epoch}): the broker most likely "
+        f"aborted the transaction after transaction_timeout={m.transaction_timeout}s "
+        "and bumped the epoch; abort() and retry in a new transaction",
+        cause,
+    )
+
+
+def fenced(m: TransactionManager, code: int, what: str) -> ProducerFencedError:
+    return ProducerFencedError(
+        ErrorCode.PRODUCER_FENCED,
+        f"transactional id {m.transactional_id!r}, producer id {m.producer_id} "
+        f"epoch {m.producer_epoch}: {what} answered {error_info(code).name}; another "
+        "producer with the same transactional id took over (or, with an old "
+        "coordinator, the transaction timed out)",
+    )
+
+
+def epoch_error(m: TransactionManager, code: int, what: str, *, during_abort: bool = False) -> None:
+    """INVALID_PRODUCER_EPOCH / PRODUCER_FENCED from the coordinator."""
+    kip588 = (m.version_of(K.INIT_PRODUCER_ID) or 0) >= 4
+    if code == ErrorCode.INVALID_PRODUCER_EPOCH and kip588:
+        if during_abort:
+            m.skip_end_txn = True
+            m._enqueue(m._bump_work())
+        else:
+            m._abortable(timed_out(m, what, error_for_code(code)), skip_end=True)
+    else:
+        m._fatal(fenced(m, code, what))

@@ -96,9 +96,6 @@ from trio_kafka.errors import (
     FatalError,
     KafkaError,
     ProducerClosedError,
-    ProducerFencedError,
-    error_for_code,
-    error_info,
 )
 from trio_kafka.producer import _txn_handlers
 from trio_kafka.producer import _txn_requests as build
@@ -229,7 +226,8 @@ class TransactionManager:
         self._versions = dict(versions)
         self.transaction_version = transaction_version or 0
 
-    def _version(self, kind: TxnRequestKind) -> int | None:
+    def version_of(self, kind: TxnRequestKind) -> int | None:
+        """The version to use for `kind` (None: the broker has none we can use)."""
         cls = _REQUEST_CLASS[kind]
         top: int = cls.MAX_VERSION
         if kind is K.ADD_PARTITIONS:
@@ -276,7 +274,9 @@ class TransactionManager:
         self._raise_if_failed()
         if self.state is not TxnState.READY:
             raise self._refuse("begin a transaction")
-        self.transaction_v2 = self.transaction_version >= 2 and (self._version(K.END_TXN) or 0) >= 5
+        self.transaction_v2 = (
+            self.transaction_version >= 2 and (self.version_of(K.END_TXN) or 0) >= 5
+        )
         self._clear_transaction()
         self._transition(TxnState.IN_TRANSACTION)
 
@@ -392,7 +392,7 @@ class TransactionManager:
         if isinstance(error, FatalError):
             self._fatal(error)
         elif code == ErrorCode.INVALID_PRODUCER_EPOCH:
-            self._abortable(self._timed_out(where, error), skip_end=True)
+            self._abortable(_txn_handlers.timed_out(self, where, error), skip_end=True)
         else:
             self._abortable(
                 TransactionAbortableError(f"{where} failed: {error}", error),
@@ -498,7 +498,7 @@ class TransactionManager:
         return Work(K.INIT_PRODUCER_ID, Priority.EPOCH_BUMP, bump=True)
 
     def _build(self, work: Work, coordinator: Coordinator | None) -> TxnRequest | None:
-        version = self._version(work.kind)
+        version = self.version_of(work.kind)
         if version is None or (work.kind is K.FIND_COORDINATOR and version < 1):
             self._fatal(
                 FatalBrokerError(
@@ -669,36 +669,6 @@ class TransactionManager:
                 work.result.set_error(error)
         if pending is not None:
             pending.set_error(error)
-
-    def _timed_out(self, where: str, cause: KafkaError) -> TransactionTimedOutError:
-        return TransactionTimedOutError(
-            f"transactional id {self.transactional_id!r}: {where} was refused with "
-            f"INVALID_PRODUCER_EPOCH (epoch {self.producer_epoch}): the broker most likely "
-            f"aborted the transaction after transaction_timeout={self.transaction_timeout}s "
-            "and bumped the epoch; abort() and retry in a new transaction",
-            cause,
-        )
-
-    def _fenced(self, code: int, what: str) -> ProducerFencedError:
-        return ProducerFencedError(
-            ErrorCode.PRODUCER_FENCED,
-            f"transactional id {self.transactional_id!r}, producer id {self.producer_id} "
-            f"epoch {self.producer_epoch}: {what} answered {error_info(code).name}; another "
-            "producer with the same transactional id took over (or, with an old "
-            "coordinator, the transaction timed out)",
-        )
-
-    def _epoch_error(self, code: int, what: str, *, during_abort: bool = False) -> None:
-        """INVALID_PRODUCER_EPOCH / PRODUCER_FENCED from the coordinator."""
-        kip588 = (self._version(K.INIT_PRODUCER_ID) or 0) >= 4
-        if code == ErrorCode.INVALID_PRODUCER_EPOCH and kip588:
-            if during_abort:
-                self.skip_end_txn = True
-                self._enqueue(self._bump_work())
-            else:
-                self._abortable(self._timed_out(what, error_for_code(code)), skip_end=True)
-        else:
-            self._fatal(self._fenced(code, what))
 
 
 __all__ = [
