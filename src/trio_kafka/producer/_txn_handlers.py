@@ -208,6 +208,8 @@ def _add_offsets(m: TransactionManager, request: TxnRequest, response: Any, now:
     if code == E.NONE:
         m.transaction_started = True
         assert work.group is not None
+        if m.state not in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
+            return  # aborting: the offsets go nowhere (the result fails below)
         m._enqueue(
             Work(
                 K.TXN_OFFSET_COMMIT,
