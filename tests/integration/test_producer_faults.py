@@ -8,6 +8,7 @@ fate is unknown reported as Ambiguous, never as Failed.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import trio
@@ -22,7 +23,7 @@ from trio_kafka.protocol.messages.produce import (
     TopicProduceResponse,
 )
 
-FAST = {"retry_backoff": 0.01, "retry_backoff_max": 0.05, "reconnect_backoff": 0.01}
+FAST: dict[str, Any] = {"retry_backoff": 0.01, "retry_backoff_max": 0.05, "reconnect_backoff": 0.01}
 
 
 def log_values(cluster: Cluster, topic: str, partition: int) -> list[tuple[int, bytes | None]]:

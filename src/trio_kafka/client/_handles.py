@@ -30,6 +30,7 @@ from trio_kafka.producer import (
     Failed,
     Outcome,
     ProducerBatch,
+    Result,
 )
 
 
@@ -76,7 +77,11 @@ class RecordHandle(DeliveryHandle):
 
     def succeeded(self) -> bool:
         """True once the record is acknowledged (False while pending or on error)."""
-        return isinstance(self.batch.outcome(self.index), Acknowledged)
+        batch = self.batch
+        if batch.result is not Result.ACKNOWLEDGED:
+            return False
+        errors = batch.record_errors
+        return not errors or self.index not in errors
 
     @property
     def offset(self) -> int:

@@ -38,7 +38,7 @@ from trio_kafka.errors import (
     ProducerClosedError,
 )
 from trio_kafka.errors import UnknownTopicError as TopicNotFoundError
-from trio_kafka.net import Clock, KafkaSelector, SaslConfig, Transport, open_selector
+from trio_kafka.net import Clock, KafkaSelector, SaslConfig, Transport, TrioClock, open_selector
 from trio_kafka.producer import (
     BatchSpan,
     BufferFullStrategy,
@@ -73,11 +73,13 @@ class Producer:
         self.config = config
         self.selector = selector
         self._clock = clock
-        self._now = clock.now
+        self._now = _fast_now(clock)
         self._nursery = nursery
         self._core = ProducerCore(config, rng, wall_offset=wall_offset)
         self._append = self._core.append
-        self._sender = Sender(self._core, selector, clock, nursery, self._notify_progress)
+        self._sender = Sender(
+            self._core, selector, clock, nursery, self._notify_progress, self._on_fatal
+        )
         self._progress = trio.Event()
         self._calls = 0
         # Set once close begins: send() refuses from then on.
@@ -86,10 +88,12 @@ class Producer:
         self._interceptors = tuple(config.interceptors)
         self._key_serializer = config.key_serializer
         self._value_serializer = config.value_serializer
-        # Anything that needs the slow path of send() on every call.
+        # Serializers or interceptors: every send() goes through _prepare.
         self._slow = bool(self._interceptors) or (
             self._key_serializer is not None or self._value_serializer is not None
         )
+        # send() must leave its fast path: _slow, closing, or a fatal error.
+        self._detour = self._slow
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "closing" if self._closing else "open"
@@ -118,36 +122,56 @@ class Producer:
         `BufferFullError`, `UnknownTopicError` (after `max_block`), `RecordTooLargeError`,
         `InvalidPartitionError`, `ProducerClosedError` or the producer's fatal error.
         """
-        if topic.__class__ is not str:
-            record: ProducerRecord = topic  # type: ignore[assignment]
-            topic, value, key = record.topic, record.value, record.key
-            headers = record.headers or None
-            partition, timestamp = record.partition, record.timestamp
-        if self._slow:
-            topic, value, key, headers, partition, timestamp = self._prepare(
-                topic,
-                value,
-                key,
-                headers,
-                partition,
-                timestamp,
-            )
-        elif value.__class__ is not bytes or key.__class__ not in _VALUE_TYPES:
-            _check_types(value, key)
-        if self._closing or self._sender.fatal_error is not None:
-            self._refuse()
+        # The fast path: every test below is one comparison; anything unusual (a
+        # ProducerRecord, serializers, interceptors, closing, a fatal error, a value that
+        # is not bytes, an unknown topic, a full buffer) takes _send_slow.
+        if (
+            self._detour
+            or topic.__class__ is not str
+            or value.__class__ is not bytes
+            or (key is not None and key.__class__ is not bytes)
+        ):
+            return await self._send_slow(topic, value, key, headers, partition, timestamp)
         try:
             handle = self._append(topic, value, key, headers, partition, timestamp, self._now())
         except UnknownTopicError:
             handle = None
         if handle is None:
-            handle = await self._append_waiting(topic, value, key, headers, partition, timestamp)
-        elif handle.index == 0:
+            return await self._send_slow(topic, value, key, headers, partition, timestamp)
+        if handle.index == 0:
             self._opened(handle.batch)
         handle.__class__ = RecordHandle
         self._calls += 1
         if not self._calls & (_CHECKPOINT_EVERY - 1):
             await trio.lowlevel.checkpoint()
+        return handle  # type: ignore[return-value]
+
+    async def _send_slow(
+        self,
+        topic: str | ProducerRecord,
+        value: Any,
+        key: Any,
+        headers: Headers | None,
+        partition: int | None,
+        timestamp: int | None,
+    ) -> RecordHandle:
+        if not isinstance(topic, str):
+            record = topic
+            topic, value, key = record.topic, record.value, record.key
+            headers = record.headers or None
+            partition, timestamp = record.partition, record.timestamp
+        if self._closing or self._sender.fatal_error is not None:
+            self._refuse()
+        if self._slow:
+            topic, value, key, headers, partition, timestamp = self._prepare(
+                topic, value, key, headers, partition, timestamp
+            )
+        else:
+            _check_types(value, key)
+        handle = await self._append_waiting(topic, value, key, headers, partition, timestamp)
+        handle.__class__ = RecordHandle
+        self._calls += 1
+        await trio.lowlevel.checkpoint()
         return handle  # type: ignore[return-value]
 
     async def send_and_wait(
@@ -256,6 +280,9 @@ class Producer:
                 except Exception:
                     logger.exception("interceptor %r failed in on_acknowledgement", interceptor)
 
+    def _on_fatal(self) -> None:
+        self._detour = True
+
     def _refuse(self) -> None:
         if self._sender.fatal_error is not None:
             raise self._sender.fatal_error
@@ -352,7 +379,7 @@ class Producer:
         without waiting (see the module doc) and stop the tasks."""
         if self._closed:
             return
-        self._closing = True
+        self._closing = self._detour = True
         core = self._core
         core.close()
         self._sender.wake()
@@ -366,7 +393,7 @@ class Producer:
         if self._closed:
             return
         self._closed = True
-        self._closing = True
+        self._closing = self._detour = True
         self._core.close()
         error = ProducerClosedError(
             "the producer closed before this record was acknowledged "
@@ -391,6 +418,14 @@ class Producer:
 
 
 RECORD_SIZE_UNKNOWN = -1
+
+
+def _fast_now(clock: Clock) -> Callable[[], float]:
+    """`clock.now`, or for trio's own clock the run's clock method itself: the same
+    value as `trio.current_time()` with three fewer Python calls per `send()`."""
+    if isinstance(clock, TrioClock):
+        return trio.lowlevel.current_clock().current_time
+    return clock.now
 
 
 def _check_types(value: Any, key: Any) -> None:

@@ -31,6 +31,10 @@ directly through the shared `KafkaSelector`, one request at a time.
   that (`select_records`, pure, tested on hand-built batches).
 - Position: the next offset to fetch is the end of the last complete batch seen
   (control and dropped batches included), so a read always moves forward.
+- Tansu: a Fetch with MaxWaitMs 0 gets an answer without topics, so we send at least
+  1 ms (and treat a missing partition as an empty answer); its ListOffsets "latest" is
+  the last batch's base offset + 1; read_committed is not implemented (the last stable
+  offset is the high watermark, the aborted list is empty), so aborted records show.
 - Time: nothing here reads a clock or draws a random number except the selector's
   `clock` and `rng`, so the simulator can run it deterministically. Every call is bounded
   by `timeout`: `log_end_offset`, `log_start_offset` and `read_at` as a whole, and a
@@ -259,7 +263,11 @@ class PartitionReader:
         self, topic: str, partition: int, *, timeout: float | None = None
     ) -> int:
         """The offset the next record will get (ListOffsets latest); with read_committed
-        the last stable offset (nothing at or after it is decided yet)."""
+        the last stable offset (nothing at or after it is decided yet).
+
+        Tansu answers the last batch's base offset + 1 here, short of the end when that
+        batch holds several records; `read(end=None)` does not depend on it.
+        """
         return await self._list_offset(topic, partition, _LATEST, timeout)
 
     async def log_start_offset(
@@ -321,9 +329,12 @@ class PartitionReader:
     ) -> PartitionRead:
         """Records of `[start, end)` in offset order: `async for record in ...`.
 
-        `start` None is the log start offset; `end` None is the log end offset when the
-        iteration begins (the last stable offset with read_committed). An `end` beyond
-        the log end waits for records to arrive (bounded by `timeout` without progress).
+        `start` None is the log start offset; `end` None is the log end when the
+        iteration begins: the high watermark (the last stable offset with
+        read_committed) of its first Fetch answer. That saves a ListOffsets round trip,
+        and Tansu's ListOffsets "latest" is wrong after a batch of several records (the
+        last batch's base offset + 1). An `end` beyond the log end waits for records to
+        arrive (bounded by `timeout` without progress).
         """
         if start is not None and start < 0:
             raise ValueError(f"start must be an offset (>= 0), not {start}")
@@ -416,7 +427,8 @@ class PartitionReader:
         version = await self._fetch_version(node, topic_id is not None)
         request = FetchRequest(
             replica_id=-1,
-            max_wait_ms=int(max_wait * 1000),
+            # Never 0: Tansu answers a zero-wait Fetch with no topics at all.
+            max_wait_ms=max(1, round(max_wait * 1000)),
             min_bytes=1,
             max_bytes=self.max_bytes,
             isolation_level=self.isolation,
@@ -440,6 +452,8 @@ class PartitionReader:
         response = await self._request(node, request, version=version, extra=max_wait)
         data = _partition_data(response, partition, node)
         where = f"Fetch of {topic}-{partition} at {offset}"
+        if data is None:  # the broker left the partition out: an empty answer
+            return FetchResult([], offset, -1, -1, -1)
         if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
             raise OffsetOutOfRangeError(
                 f"{where}: the partition holds [{data.log_start_offset}, "
@@ -606,22 +620,25 @@ class PartitionRead:
                 self.start = await reader.log_start_offset(
                     self.topic, self.partition, timeout=self.timeout
                 )
-            if self.end is None:
-                self.end = await reader.log_end_offset(
-                    self.topic, self.partition, timeout=self.timeout
-                )
             self.position = self.start
-        assert self.end is not None
         while True:
-            if self.position >= self.end:
+            if self.end is not None and self.position >= self.end:
                 raise StopAsyncIteration
             remaining = deadline - clock.now()
             asked = clock.now()
+            # Until the end is known, ask without a long poll: an empty partition must
+            # not cost max_wait.
+            wait = reader.max_wait if self.end is not None else 0.0
             try:
                 if remaining <= 0:
                     raise ReadTimeoutError("no progress")
                 result = await reader.fetch(
-                    self.topic, self.partition, self.position, end=self.end, timeout=remaining
+                    self.topic,
+                    self.partition,
+                    self.position,
+                    end=self.end,
+                    max_wait=wait,
+                    timeout=remaining,
                 )
             except ReadTimeoutError as exc:
                 raise ReadTimeoutError(
@@ -629,9 +646,16 @@ class PartitionRead:
                     f"for {self.timeout} s before the end {self.end} (is the high watermark, "
                     f"or the last stable offset, below it?): {exc}"
                 ) from exc
+            records = result.records
+            if self.end is None:
+                self.end = _end_of(result, reader.read_committed)
+                if self.end is None:  # an answer without bounds: ask again
+                    await trio.sleep_until(min(asked + reader.max_wait, deadline))
+                    continue
+                records = [r for r in records if r.offset < self.end]
             moved = result.next_offset > self.position
             self.position = max(self.position, result.next_offset)
-            self._buffer.extend(result.records)
+            self._buffer.extend(records)
             if self._buffer:
                 return
             if moved:
@@ -639,7 +663,7 @@ class PartitionRead:
                 continue
             # Nothing new: the broker long-polled, or answered at once; wait out the rest
             # of max_wait either way so an early empty answer does not become a busy loop.
-            await trio.sleep_until(min(asked + reader.max_wait, deadline))
+            await trio.sleep_until(min(asked + wait, deadline))
 
     def __repr__(self) -> str:
         end = "log end" if self.end is None else self.end
@@ -650,14 +674,21 @@ class PartitionRead:
         )
 
 
-def _partition_data(response: FetchResponse, partition: int, node: int) -> PartitionData:
+def _end_of(result: FetchResult, read_committed: bool) -> int | None:
+    """The log end a Fetch answer reports (None when it reports none)."""
+    if read_committed and result.last_stable_offset >= 0:
+        return result.last_stable_offset
+    return result.high_watermark if result.high_watermark >= 0 else None
+
+
+def _partition_data(response: FetchResponse, partition: int, node: int) -> PartitionData | None:
     if response.error_code != ErrorCode.NONE:
         _check(response.error_code, f"Fetch to node {node}")
     for topic in response.responses:
         for data in topic.partitions:
             if data.partition_index == partition:
                 return data
-    raise ProtocolError(f"Fetch answer from node {node} does not mention partition {partition}")
+    return None
 
 
 def _check(code: int, where: str) -> None:

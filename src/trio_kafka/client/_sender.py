@@ -184,6 +184,7 @@ class Sender:
         clock: Clock,
         nursery: trio.Nursery,
         on_progress: Callable[[], None],
+        on_fatal: Callable[[], None] = lambda: None,
     ) -> None:
         self.core = core
         self.selector = selector
@@ -191,6 +192,8 @@ class Sender:
         self.nursery = nursery
         # Called whenever batches reach a final state (flush, close and blocked sends wait).
         self.on_progress = on_progress
+        # Called once when the producer hits a fatal error (send() stops taking records).
+        self.on_fatal = on_fatal
         config = core.config
         self.request_timeout = config.request_timeout
         self._acks = config.acks
@@ -277,6 +280,7 @@ class Sender:
             if self.core.fatal_error is None:
                 self.core.fatal_error = error
             logger.error("producer stopped by a fatal error: %s", error)
+            self.on_fatal()
             self.core.fail_all(error)
             self.on_progress()
             self.wake()
