@@ -35,7 +35,7 @@ def test_acks_all_is_minus_one() -> None:
 @pytest.mark.parametrize("acks", [2, "some", -2, True])
 def test_bad_acks_names_the_allowed_values(acks: object) -> None:
     with pytest.raises(ConfigError, match=r"acks=.* use 0, 1, -1 or 'all'"):
-        ProducerConfig(acks=acks)  # type: ignore[arg-type]
+        ProducerConfig(acks=acks)
 
 
 def test_idempotence_with_acks_1_is_refused() -> None:

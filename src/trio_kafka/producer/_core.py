@@ -251,7 +251,8 @@ class ProducerCore:
             response = responses.get((batch.topic, batch.partition))
             if response is None:
                 # A broker that does not answer for a partition it was sent: treat as
-                # a lost response for that batch.
+                # a lost response for that batch (it may have been appended).
+                batch.maybe_written = True
                 outcome = self._lost(batch, now, KafkaError("no answer for this partition"))
             else:
                 outcome = self._settle(batch, response, now)
