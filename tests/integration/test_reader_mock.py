@@ -415,3 +415,32 @@ async def test_read_committed_stops_at_an_open_transaction() -> None:
             b"pending",
             b"v0",
         ]
+
+
+async def test_the_end_is_fixed_when_the_read_begins() -> None:
+    topic = topic_name()
+    async with (
+        open_cluster(1, topics={topic: 1}) as cluster,
+        open_selector(cluster.bootstrap) as selector,
+    ):
+        await produce_values(selector, topic, [2, 2])
+        reader = PartitionReader(selector, max_bytes=100)  # one batch per Fetch
+        got = []
+        async for record in reader.read(topic, 0):
+            got.append(record.offset)
+            if record.offset == 0:
+                await produce_values(selector, topic, [3])  # after the read began
+        assert got == [0, 1, 2, 3]
+        assert len(await reader.read_all(topic, 0)) == 7
+
+
+async def test_an_empty_partition_does_not_cost_a_long_poll() -> None:
+    topic = topic_name()
+    async with (
+        open_cluster(1, topics={topic: 1}) as cluster,
+        open_selector(cluster.bootstrap) as selector,
+    ):
+        reader = PartitionReader(selector, max_wait=10)
+        with trio.fail_after(2):
+            assert await reader.read_all(topic, 0) == []
+            assert await reader.read_at(topic, 0, 0) is None
