@@ -15,7 +15,7 @@ import trio
 
 from trio_kafka.broker import DROP, Cluster, HookCall, open_cluster
 from trio_kafka.client._reader import PartitionReader
-from trio_kafka.errors import ErrorCode, OffsetOutOfRangeError, ReadTimeoutError
+from trio_kafka.errors import ErrorCode, KafkaError, OffsetOutOfRangeError, ReadTimeoutError
 from trio_kafka.net import KafkaSelector, open_selector
 from trio_kafka.protocol.messages.fetch import (
     FetchableTopicResponse,
@@ -444,3 +444,35 @@ async def test_an_empty_partition_does_not_cost_a_long_poll() -> None:
         with trio.fail_after(2):
             assert await reader.read_all(topic, 0) == []
             assert await reader.read_at(topic, 0, 0) is None
+
+
+async def test_below_the_log_start_is_an_error_for_read_at_and_read() -> None:
+    topic = topic_name()
+    async with (
+        open_cluster(1, topics={topic: 1}) as cluster,
+        open_selector(cluster.bootstrap) as selector,
+    ):
+        await produce_values(selector, topic, [3, 3])
+        partition = cluster.state.partition(topic, 0)
+        assert partition is not None
+        partition.log.delete_records(3)
+        reader = PartitionReader(selector)
+        assert await reader.log_start_offset(topic, 0) == 3
+        with pytest.raises(OffsetOutOfRangeError) as info:
+            await reader.read_at(topic, 0, 1)
+        assert (info.value.offset, info.value.log_start_offset) == (1, 3)
+        with pytest.raises(OffsetOutOfRangeError):
+            await reader.read_all(topic, 0, start=0)
+        # start=None begins at the log start.
+        assert [r.offset for r in await reader.read_all(topic, 0)] == [3, 4, 5]
+
+
+async def test_a_missing_partition_is_a_clear_error() -> None:
+    topic = topic_name()
+    async with (
+        open_cluster(1, topics={topic: 1}) as cluster,
+        open_selector(cluster.bootstrap) as selector,
+    ):
+        reader = PartitionReader(selector)
+        with pytest.raises(KafkaError, match="has no partition 3"):
+            await reader.read_at(topic, 3, 0)

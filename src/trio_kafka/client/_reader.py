@@ -504,6 +504,12 @@ class PartitionReader:
             except BrokerConnectionError as exc:
                 raise _Retry(exc, refresh=False) from exc
         meta = self.selector.metadata.partition(topic, partition)
+        if meta is None:  # added since our snapshot? Look once more before giving up.
+            try:
+                found = (await self.selector.refresh_metadata([topic])).topic(topic) or found
+            except BrokerConnectionError as exc:
+                raise _Retry(exc, refresh=False) from exc
+            meta = self.selector.metadata.partition(topic, partition)
         if meta is None:
             raise KafkaError(
                 f"{topic} has no partition {partition} (it has {found.partition_count})"
