@@ -30,7 +30,9 @@ directly through the shared `KafkaSelector`, one request at a time.
   offset, its transactional batches are dropped while it is, and its ABORT marker ends
   that (`select_records`, pure, tested on hand-built batches).
 - Position: the next offset to fetch is the end of the last complete batch seen
-  (control and dropped batches included), so a read always moves forward.
+  (control and dropped batches included), so a read always moves forward. A `read`
+  without an `end` stops at the high watermark (the last stable offset with
+  read_committed) that its first Fetch answer reports.
 - Tansu: a Fetch with MaxWaitMs 0 gets an answer without topics, so we send at least
   1 ms (and treat a missing partition as an empty answer); its ListOffsets "latest" is
   the last batch's base offset + 1; read_committed is not implemented (the last stable
