@@ -452,6 +452,17 @@ def _merge(spans: list[BatchSpan]) -> list[BatchSpan]:
     return merged
 
 
+def _only(group: BaseExceptionGroup[BaseException], error: BaseException) -> bool:
+    """True when every leaf of `group` is `error` (however deeply nested)."""
+    for leaf in group.exceptions:
+        if isinstance(leaf, BaseExceptionGroup):
+            if not _only(leaf, error):
+                return False
+        elif leaf is not error:
+            return False
+    return True
+
+
 _SELECTOR_OPTIONS = (
     "client_id",
     "request_timeout",
@@ -490,36 +501,49 @@ async def open_producer(
     """
     config = ProducerConfig.from_kwargs(**options)
     clock, rng, wall_clock = edge_defaults(clock, rng, wall_clock)
-    async with contextlib.AsyncExitStack() as stack:
-        if selector is None:
-            if bootstrap is None:
-                raise ConfigError("open_producer needs bootstrap='host:port' or selector=")
-            selector_options: dict[str, Any] = {
-                name: getattr(config, name) for name in _SELECTOR_OPTIONS
-            }
-            selector = await stack.enter_async_context(
-                open_selector(
-                    bootstrap,
-                    transport=transport,
-                    clock=clock,
-                    rng=rng,
-                    sasl=sasl,
-                    **selector_options,
+    # The exception the body raised, if any: the nurseries below wrap it in exception
+    # groups, and the caller should see it as raised (`except RuntimeError` must work).
+    body_error: BaseException | None = None
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            if selector is None:
+                if bootstrap is None:
+                    raise ConfigError("open_producer needs bootstrap='host:port' or selector=")
+                selector_options: dict[str, Any] = {
+                    name: getattr(config, name) for name in _SELECTOR_OPTIONS
+                }
+                selector = await stack.enter_async_context(
+                    open_selector(
+                        bootstrap,
+                        transport=transport,
+                        clock=clock,
+                        rng=rng,
+                        sasl=sasl,
+                        **selector_options,
+                    )
                 )
-            )
-        elif transport is not None or sasl is not None:
-            raise ConfigError("transport= and sasl= belong to the selector: pass one or the other")
-        async with trio.open_nursery() as nursery:
-            producer = Producer(config, selector, clock, rng, wall_clock() - clock.now(), nursery)
-            producer._start(metrics_interval)
-            try:
-                yield producer
-            except BaseException:
+            elif transport is not None or sasl is not None:
+                raise ConfigError(
+                    "transport= and sasl= belong to the selector: pass one or the other"
+                )
+            async with trio.open_nursery() as nursery:
+                producer = Producer(
+                    config, selector, clock, rng, wall_clock() - clock.now(), nursery
+                )
+                producer._start(metrics_interval)
+                try:
+                    yield producer
+                except BaseException as exc:
+                    body_error = exc
+                    with trio.CancelScope(shield=True):
+                        producer._settle_everything()
+                    raise
                 with trio.CancelScope(shield=True):
-                    producer._settle_everything()
-                raise
-            with trio.CancelScope(shield=True):
-                await producer.aclose()
+                    await producer.aclose()
+    except BaseExceptionGroup as group:
+        if body_error is not None and _only(group, body_error):
+            raise body_error from body_error.__cause__
+        raise
 
 
 __all__ = ["Producer", "open_producer"]

@@ -1,0 +1,267 @@
+"""The trio driver over in-memory streams to the mock broker's handlers, in virtual time.
+
+No sockets: a `Transport` that hands out `trio.testing` memory stream pairs, the other
+end served by `Cluster.serve_stream`. `MockClock(autojump_threshold=0)` makes every
+timeout instant, so max_block, close_timeout and delivery timeouts are cheap to test.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from trio_kafka.broker import BLACKHOLE, Cluster
+from trio_kafka.client import Acknowledged, ProducerRecord, open_producer
+from trio_kafka.client._producer import Producer
+from trio_kafka.errors import BufferFullError, ConfigError, ProducerClosedError
+from trio_kafka.producer import Failed
+from trio_kafka.protocol.messages.produce import ProduceRequest
+
+WALL = 1_700_000_000.0
+
+
+@attrs.define(eq=False)
+class MemoryTransport:
+    """Connects "brokerN:9092" to node N of `cluster` over a memory stream pair."""
+
+    cluster: Cluster
+    nursery: trio.Nursery
+    refuse: bool = False
+
+    async def connect(self, host: str, port: int) -> trio.abc.Stream:
+        if self.refuse:
+            raise OSError("connection refused")
+        node = int(host.removeprefix("broker"))
+        client, server = trio.testing.memory_stream_pair()
+        self.nursery.start_soon(self.cluster.serve_stream, node, server)
+        return client
+
+
+def make_cluster(brokers: int = 1, topics: dict[str, int] | None = None, **kw: Any) -> Cluster:
+    cluster = Cluster.create(brokers, clock=lambda: int(WALL * 1000), **kw)
+    for node in range(brokers):
+        cluster.state.endpoints[node] = (f"broker{node}", 9092)
+    for name, partitions in (topics or {}).items():
+        cluster.create_topic(name, partitions)
+    return cluster
+
+
+@pytest.fixture
+async def cluster_and_transport(
+    nursery: trio.Nursery,
+) -> AsyncIterator[tuple[Cluster, MemoryTransport]]:
+    cluster = make_cluster(topics={"t": 3})
+    yield cluster, MemoryTransport(cluster, nursery)
+
+
+def producer_for(transport: MemoryTransport, **options: Any) -> Any:
+    return open_producer(
+        bootstrap="broker0:9092",
+        transport=transport,
+        rng=random.Random(7),
+        wall_clock=lambda: WALL,
+        **options,
+    )
+
+
+async def test_records_are_acknowledged_with_offsets_and_create_time(
+    autojump_clock: trio.testing.MockClock,
+    cluster_and_transport: tuple[Cluster, MemoryTransport],
+) -> None:
+    _, transport = cluster_and_transport
+    async with producer_for(transport) as producer:
+        handles = [await producer.send("t", b"v%d" % i, partition=0) for i in range(10)]
+        record = await producer.send(ProducerRecord("t", b"r", partition=0, timestamp=123))
+        await producer.flush()
+    assert [(await h).offset for h in handles] == list(range(10))
+    ack = record.result()
+    assert (ack.offset, ack.timestamp) == (10, 123)
+    assert handles[0].result().timestamp == int(WALL * 1000)
+
+
+async def test_log_append_time_comes_from_the_response(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    cluster = make_cluster()
+    cluster.create_topic("lat", 1, {"message.timestamp.type": "LogAppendTime"})
+    transport = MemoryTransport(cluster, nursery)
+    async with open_producer(
+        bootstrap="broker0:9092", transport=transport, wall_clock=lambda: 1.0
+    ) as producer:
+        ack = await producer.send_and_wait("lat", b"x")
+    assert ack.timestamp == int(WALL * 1000)
+
+
+async def test_send_yields_to_trio_only_every_64_calls(
+    autojump_clock: trio.testing.MockClock,
+    cluster_and_transport: tuple[Cluster, MemoryTransport],
+) -> None:
+    _, transport = cluster_and_transport
+    async with producer_for(transport, linger=1.0) as producer:
+        await producer.send_and_wait("t", b"warm up")  # metadata and producer id
+        ran = 0
+
+        async def other() -> None:
+            nonlocal ran
+            while True:
+                ran += 1
+                await trio.lowlevel.checkpoint()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(other)
+            await trio.sleep(0)
+            before = ran
+            for _ in range(63 - producer._calls % 64):
+                await producer.send("t", b"x")
+            assert ran == before  # no checkpoint yet
+            await producer.send("t", b"x")
+            assert ran > before
+            nursery.cancel_scope.cancel()
+
+
+async def test_buffer_full_blocks_for_max_block_then_raises(
+    autojump_clock: trio.testing.MockClock,
+    cluster_and_transport: tuple[Cluster, MemoryTransport],
+) -> None:
+    cluster, transport = cluster_and_transport
+    cluster.add_hook(ProduceRequest, lambda call: BLACKHOLE)
+    async with producer_for(
+        transport, buffer_memory=4096, batch_size=1024, max_block=2.0, close_timeout=0.0
+    ) as producer:
+        start = trio.current_time()
+        with pytest.raises(BufferFullError, match="buffer_memory=4096"):
+            for _ in range(100):
+                await producer.send("t", b"x" * 500)
+        assert trio.current_time() - start == pytest.approx(2.0, abs=0.5)
+
+
+async def test_buffer_full_with_drop_raises_at_once(
+    autojump_clock: trio.testing.MockClock,
+    cluster_and_transport: tuple[Cluster, MemoryTransport],
+) -> None:
+    cluster, transport = cluster_and_transport
+    cluster.add_hook(ProduceRequest, lambda call: BLACKHOLE)
+    async with producer_for(
+        transport, buffer_memory=4096, buffer_full_strategy="drop", close_timeout=0.0
+    ) as producer:
+        start = trio.current_time()
+        with pytest.raises(BufferFullError, match="drop"):
+            for _ in range(100):
+                await producer.send("t", b"x" * 500)
+        assert trio.current_time() == start
+
+
+async def test_a_misspelt_option_names_the_right_one(
+    autojump_clock: trio.testing.MockClock,
+    cluster_and_transport: tuple[Cluster, MemoryTransport],
+) -> None:
+    _, transport = cluster_and_transport
+    with pytest.raises(ConfigError, match="'linger'"):
+        async with producer_for(transport, lingr=0.1):
+            pass
+
+
+async def test_acks_0_reports_offset_minus_one(
+    autojump_clock: trio.testing.MockClock,
+    cluster_and_transport: tuple[Cluster, MemoryTransport],
+) -> None:
+    cluster, transport = cluster_and_transport
+    async with producer_for(transport, acks=0, enable_idempotence=False) as producer:
+        handle = await producer.send("t", b"x", partition=1)
+        await producer.flush()
+    assert handle.result().offset == -1
+    assert cluster.state.partition("t", 1).log.log_end_offset == 1  # type: ignore[union-attr]
+
+
+async def test_serializers_and_interceptors(
+    autojump_clock: trio.testing.MockClock,
+    cluster_and_transport: tuple[Cluster, MemoryTransport],
+) -> None:
+    cluster, transport = cluster_and_transport
+    acknowledged: list[Any] = []
+
+    class Tag:
+        def on_send(self, record: ProducerRecord) -> ProducerRecord:
+            return attrs.evolve(record, headers=[*record.headers, ("via", b"tag")])
+
+        def on_acknowledgement(self, outcome: Any) -> None:
+            acknowledged.append(outcome)
+
+    async with producer_for(
+        transport,
+        value_serializer=lambda v: v.encode(),
+        key_serializer=lambda k: k.encode(),
+        interceptors=[Tag()],
+    ) as producer:
+        await producer.send_and_wait("t", "hello", key="k", partition=2)
+    [batch] = cluster.decoded("t", 2)
+    [record] = batch.records
+    assert (record.key, record.value, record.headers) == (b"k", b"hello", (("via", b"tag"),))
+    assert [type(o) for o in acknowledged] == [Acknowledged]
+
+
+async def test_a_value_of_the_wrong_type_is_a_clear_error(
+    autojump_clock: trio.testing.MockClock,
+    cluster_and_transport: tuple[Cluster, MemoryTransport],
+) -> None:
+    _, transport = cluster_and_transport
+    async with producer_for(transport) as producer:
+        with pytest.raises(TypeError, match="value_serializer"):
+            await producer.send("t", "text")
+
+
+async def test_leaving_the_block_with_an_error_fails_unsent_records_at_once(
+    autojump_clock: trio.testing.MockClock,
+    cluster_and_transport: tuple[Cluster, MemoryTransport],
+) -> None:
+    _, transport = cluster_and_transport
+    with pytest.raises(RuntimeError):
+        async with producer_for(transport, linger=10.0) as producer:
+            handle = await producer.send("t", b"never sent")
+            raise RuntimeError("user code failed")
+    outcome = handle.outcome
+    assert isinstance(outcome, Failed) and isinstance(outcome.error, ProducerClosedError)
+    with pytest.raises(ProducerClosedError):
+        await producer.send("t", b"late")
+
+
+async def test_unreachable_brokers_expire_records_as_failed_not_ambiguous(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    cluster = make_cluster(topics={"t": 1})
+    transport = MemoryTransport(cluster, nursery)
+    async with producer_for(
+        transport, delivery_timeout=5.0, request_timeout=2.0, linger=0.0
+    ) as producer:
+        await producer.send_and_wait("t", b"first")
+        transport.refuse = True
+        for node in producer.selector.node_ids:
+            connection = producer.selector._nodes[node].connection
+            if connection is not None:
+                await connection.aclose()
+        handle = await producer.send("t", b"second")
+        outcome = None
+        with trio.fail_after(30):
+            while not handle.done():
+                await trio.sleep(0.5)
+        outcome = handle.outcome
+    assert isinstance(outcome, Failed), outcome
+
+
+async def test_send_many_takes_values_in_bulk(
+    autojump_clock: trio.testing.MockClock,
+    cluster_and_transport: tuple[Cluster, MemoryTransport],
+) -> None:
+    _, transport = cluster_and_transport
+    async with producer_for(transport, buffer_memory=64 * 1024) as producer:
+        bulk = await producer.send_many([b"%05d" % i for i in range(5000)], topic="t")
+        assert await bulk == 5000
+        assert len(bulk.handles()) == 5000
+        assert isinstance(producer, Producer)
+        assert "open" in repr(producer)
