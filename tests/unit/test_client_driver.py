@@ -105,24 +105,25 @@ async def test_send_yields_to_trio_only_every_64_calls(
     _, transport = cluster_and_transport
     async with producer_for(transport, linger=1.0) as producer:
         await producer.send_and_wait("t", b"warm up")  # metadata and producer id
-        ran = 0
+        me = trio.lowlevel.current_task()
 
-        async def other() -> None:
-            nonlocal ran
-            while True:
-                ran += 1
-                await trio.lowlevel.checkpoint()
+        class Steps(trio.abc.Instrument):
+            """Counts how often this task is resumed: once per yield to trio."""
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(other)
-            await trio.sleep(0)
-            before = ran
-            for _ in range(63 - producer._calls % 64):
-                await producer.send("t", b"x")
-            assert ran == before  # no checkpoint yet
+            count = 0
+
+            def before_task_step(self, task: trio.lowlevel.Task) -> None:
+                if task is me:
+                    Steps.count += 1
+
+        trio.lowlevel.add_instrument(Steps())
+        await trio.lowlevel.checkpoint()
+        before = Steps.count
+        for _ in range(63 - producer._calls % 64):
             await producer.send("t", b"x")
-            assert ran > before
-            nursery.cancel_scope.cancel()
+        assert Steps.count == before  # no yield yet
+        await producer.send("t", b"x")
+        assert Steps.count == before + 1  # the 64th call checkpointed once
 
 
 async def test_buffer_full_blocks_for_max_block_then_raises(
