@@ -1043,13 +1043,26 @@ class UnsupportedRequestError(ProtocolError):
         self.correlation_id = correlation_id
 
 
-class UnknownTopicError(KafkaError):
-    """The topic is not in the cluster's metadata (it does not exist, or we may not see it)
-    after waiting `max_block` seconds; nothing was written."""
+class UnknownTopicError(RetriableError):
+    """The topic is not in the cluster's metadata; nothing was written.
 
-    def __init__(self, message: str, *, topic: str) -> None:
-        super().__init__(message)
+    Two users, one class: the producer core raises it when it has no metadata for the
+    topic yet (the driver fetches metadata and appends again: hence retriable), and the
+    network layer raises it after waiting `max_block` seconds (it does not exist, or we
+    may not see it). `topic` names it; the message defaults to saying so.
+    """
+
+    def __init__(self, message: str | None = None, *, topic: str) -> None:
+        super().__init__(message if message is not None else f"no metadata for topic {topic!r} yet")
         self.topic = topic
+
+
+class RecordTooLargeError(KafkaError):
+    """A record bigger than `max_request_size` or `buffer_memory`: never sendable."""
+
+
+class InvalidPartitionError(KafkaError):
+    """An explicit partition the topic does not have."""
 
 
 class OffsetOutOfRangeError(BrokerError):
@@ -1073,3 +1086,52 @@ class OffsetOutOfRangeError(BrokerError):
 class ReadTimeoutError(RetriableError):
     """A read made no progress within its timeout (the partition has no leader, the
     brokers do not answer, or the records asked for have not been written)."""
+
+
+# --- transactions (raised by `trio_kafka.producer.TransactionManager`) -----------------
+
+
+class IllegalTransactionStateError(KafkaError):
+    """A call or an event that the transaction state machine does not allow now.
+
+    `from_state` is the state the manager was in, `to_state` the one asked for (None
+    when the call was refused before any transition was attempted).
+    """
+
+    def __init__(self, message: str, *, from_state: object, to_state: object = None) -> None:
+        super().__init__(message)
+        self.from_state = from_state
+        self.to_state = to_state
+
+
+class TransactionAbortableError(AbortableError):
+    """The transaction cannot commit: call `abort()`, then begin a new one.
+
+    `cause` is the error that made it so (often a `BrokerError`).
+    """
+
+    def __init__(self, message: str, cause: KafkaError | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class TransactionTimedOutError(TransactionAbortableError):
+    """INVALID_PRODUCER_EPOCH: the broker most likely aborted this transaction because
+    it ran longer than `transaction_timeout`, bumping the epoch (KIP-588). Abortable:
+    `abort()` re-initialises with the old epoch, which the coordinator accepts after a
+    timeout and refuses (PRODUCER_FENCED, fatal) if another producer took over."""
+
+
+class TransactionAbortedError(TransactionAbortableError):
+    """A request of this transaction was dropped because the transaction is aborting."""
+
+
+class TransactionOutcomeUnknownError(AmbiguousError):
+    """EndTxn left but no answer came back (timeout, connection lost): the transaction
+    may have been committed or not. The manager re-initialises (epoch bump) before any
+    new transaction, so the late EndTxn can never decide a later one (KAFKA-17754);
+    await `init()` before the next `begin()`. Check the output to learn the outcome."""
+
+    def __init__(self, message: str, cause: KafkaError | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause

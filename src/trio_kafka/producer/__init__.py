@@ -47,6 +47,11 @@ flush: core.begin_flush(); wait until not core.has_unfinished; core.end_flush().
 close: core.close() (no more lingering), wait for `has_unfinished` to clear within
 close_timeout, then core.fail_all(ProducerClosedError(...)).
 
+Transactions: `txn = TransactionManager.from_config(config)`, then
+`ProducerCore(config, rng, sequencing=TransactionalSequencer(txn))`; the coordinator loop
+is in `trio_kafka.producer.transactions`. That policy owns InitProducerId, so
+`needs_producer_id` and `epoch_bump_due` stay False and the step above never runs.
+
 A record's fate is its `DeliveryHandle`: `done()`, `outcome` (`Acknowledged`,
 `Failed` -- not written --, `Ambiguous` -- may have been written --), `result()`,
 `add_done_callback(fn)`. Completion is per batch: a handle is (batch, index).
@@ -54,6 +59,16 @@ A record's fate is its `DeliveryHandle`: `done()`, `outcome` (`Acknowledged`,
 
 from __future__ import annotations
 
+from trio_kafka.errors import (
+    IllegalTransactionStateError,
+    InvalidPartitionError,
+    RecordTooLargeError,
+    TransactionAbortableError,
+    TransactionAbortedError,
+    TransactionOutcomeUnknownError,
+    TransactionTimedOutError,
+    UnknownTopicError,
+)
 from trio_kafka.producer._accumulator import BatchSpan, ReadyResult, RecordAccumulator
 from trio_kafka.producer._batch import (
     Acknowledged,
@@ -76,15 +91,14 @@ from trio_kafka.producer._core import (
     RecordError,
     Settled,
 )
-from trio_kafka.producer._errors import (
-    InvalidPartitionError,
-    RecordTooLargeError,
-    UnknownTopicError,
-)
 from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
 from trio_kafka.producer._murmur import murmur2, partition_for_key, to_positive
 from trio_kafka.producer._partitioner import RandomSource, StickyState
 from trio_kafka.producer._sequencer import NoSequencing, Sequencer, SequencingPolicy
+from trio_kafka.producer._txn_policy import TransactionalSequencer
+from trio_kafka.producer._txn_state import TxnState
+from trio_kafka.producer._txn_types import GroupMetadata, OffsetAndMetadata, TxnResult
+from trio_kafka.producer.transactions import TransactionManager
 
 __all__ = [
     "Acknowledged",
@@ -96,9 +110,12 @@ __all__ = [
     "ClusterView",
     "DeliveryHandle",
     "Failed",
+    "GroupMetadata",
+    "IllegalTransactionStateError",
     "InvalidPartitionError",
     "MetricsSnapshot",
     "NoSequencing",
+    "OffsetAndMetadata",
     "Outcome",
     "PartitionResponse",
     "PartitionResponseLike",
@@ -117,6 +134,14 @@ __all__ = [
     "SequencingPolicy",
     "Settled",
     "StickyState",
+    "TransactionAbortableError",
+    "TransactionAbortedError",
+    "TransactionManager",
+    "TransactionOutcomeUnknownError",
+    "TransactionTimedOutError",
+    "TransactionalSequencer",
+    "TxnResult",
+    "TxnState",
     "UnknownTopicError",
     "murmur2",
     "partition_for_key",

@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from trio_kafka.errors import InvalidPartitionError, RecordTooLargeError, UnknownTopicError
 from trio_kafka.producer._batch import (
     BatchState,
     DeliveryHandle,
@@ -32,11 +33,6 @@ from trio_kafka.producer._batch import (
 )
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig
-from trio_kafka.producer._errors import (
-    InvalidPartitionError,
-    RecordTooLargeError,
-    UnknownTopicError,
-)
 from trio_kafka.producer._murmur import murmur2
 from trio_kafka.producer._partitioner import LeaderChooser, RandomSource, StickyState
 from trio_kafka.producer._sequencer import SequencingPolicy, TopicPartition
@@ -294,7 +290,7 @@ class RecordAccumulator:
             )
         count = cluster.num_partitions(topic)
         if count == 0:
-            raise UnknownTopicError(topic)
+            raise UnknownTopicError(topic=topic)
         sticky: StickyState | None = None
         if partition is not None:
             if not 0 <= partition < count:

@@ -135,15 +135,25 @@ class ProducerCore:
 
     @property
     def needs_producer_id(self) -> bool:
-        """Idempotent and no producer id yet: run InitProducerId, then `set_producer_id`."""
-        return self.sequencing.enabled and self.sequencing.producer_id < 0
+        """Idempotent and no producer id yet: run InitProducerId, then `set_producer_id`.
+
+        Always False when the policy owns InitProducerId (a transactional producer: the
+        transaction manager runs it and hands the driver the id to install)."""
+        seq = self.sequencing
+        return seq.enabled and not seq.owns_producer_id and seq.producer_id < 0
 
     @property
     def epoch_bump_due(self) -> bool:
         """An epoch bump was requested and no produce request is in flight any more:
         run InitProducerId with the current id and epoch (KIP-360) and call
-        `set_producer_id`, or call `bump_epoch_locally()`."""
-        return self.sequencing.epoch_bump_required and not self.accumulator.node_in_flight
+        `set_producer_id`, or call `bump_epoch_locally()`. Always False when the policy
+        owns InitProducerId (see `needs_producer_id`)."""
+        seq = self.sequencing
+        return (
+            seq.epoch_bump_required
+            and not seq.owns_producer_id
+            and not self.accumulator.node_in_flight
+        )
 
     def set_producer_id(self, producer_id: int, producer_epoch: int, now: float) -> None:
         bumped = self.sequencing.epoch_bump_required
@@ -203,23 +213,19 @@ class ProducerCore:
         for batch in expired:
             age = now - batch.created
             if batch.maybe_written:
-                self.sequencing.on_final(batch, gap=False)
-                self._finish_ambiguous(
-                    batch,
-                    AmbiguousDeliveryTimeoutError(
-                        f"{len(batch.records)} record(s) for {batch.topic}-{batch.partition} "
-                        f"expired after {age:.3f}s; an earlier attempt may have been written"
-                    ),
+                ambiguous = AmbiguousDeliveryTimeoutError(
+                    f"{len(batch.records)} record(s) for {batch.topic}-{batch.partition} "
+                    f"expired after {age:.3f}s; an earlier attempt may have been written"
                 )
+                self.sequencing.on_final(batch, gap=False, error=ambiguous)
+                self._finish_ambiguous(batch, ambiguous)
             else:
-                self.sequencing.on_final(batch, gap=False)
-                self._finish_failed(
-                    batch,
-                    DeliveryTimeoutError(
-                        f"{len(batch.records)} record(s) for {batch.topic}-{batch.partition} "
-                        f"expired after {age:.3f}s without being written"
-                    ),
+                failed = DeliveryTimeoutError(
+                    f"{len(batch.records)} record(s) for {batch.topic}-{batch.partition} "
+                    f"expired after {age:.3f}s without being written"
                 )
+                self.sequencing.on_final(batch, gap=False, error=failed)
+                self._finish_failed(batch, failed)
         return expired
 
     # -- responses -------------------------------------------------------------------
@@ -317,13 +323,13 @@ class ProducerCore:
         if self._can_retry(batch, now):
             self._retry(batch, now)
             return "retry_refresh"
-        self.sequencing.on_final(batch, gap=False)
         cause = error if isinstance(error, AmbiguousError) else RequestTimeoutError(str(error))
         if now - batch.created >= self.config.delivery_timeout:
             cause = AmbiguousDeliveryTimeoutError(
                 f"{len(batch.records)} record(s) for {batch.topic}-{batch.partition}: "
                 f"delivery_timeout passed with a request in flight ({error})"
             )
+        self.sequencing.on_final(batch, gap=False, error=cause)
         self._finish_ambiguous(batch, cause)
         return "final"
 
@@ -335,7 +341,7 @@ class ProducerCore:
             return "retry_refresh" if refresh else "retry"
         if now - batch.created >= self.config.delivery_timeout and not batch.maybe_written:
             error = DeliveryTimeoutError(f"delivery_timeout passed; last error: {error}")
-        self.sequencing.on_final(batch, gap=not batch.maybe_written)
+        self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
         self._finish_failed(batch, error)
         return "refresh" if refresh else "final"
 
@@ -356,15 +362,13 @@ class ProducerCore:
         info = error_info(code)
         message = response.error_message
         if code == ErrorCode.EXPECTED_OFFSET_MISMATCH:
-            self.sequencing.on_final(batch, gap=True)
-            self._finish_failed(
-                batch,
-                ExpectedOffsetMismatchError(
-                    message,
-                    expected_offset=batch.expected_offset,
-                    log_end_offset=response.base_offset,
-                ),
+            mismatch = ExpectedOffsetMismatchError(
+                message,
+                expected_offset=batch.expected_offset,
+                log_end_offset=response.base_offset,
             )
+            self.sequencing.on_final(batch, gap=True, error=mismatch)
+            self._finish_failed(batch, mismatch)
             return "final"
         if code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
             # Written, to fewer replicas than asked: retry (dedup makes it safe); it can
@@ -384,7 +388,7 @@ class ProducerCore:
                 e.batch_index: error_for_code(code, e.batch_index_error_message or message)
                 for e in response.record_errors
             }
-        self.sequencing.on_final(batch, gap=not batch.maybe_written)
+        self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
         self._finish_failed(batch, error, record_errors)
         return "refresh" if info.invalid_metadata else "final"
 
@@ -423,8 +427,7 @@ class ProducerCore:
     def _fatal(self, error: KafkaError) -> None:
         if self.fatal_error is None:
             self.fatal_error = error
-            if isinstance(self.sequencing, Sequencer):
-                self.sequencing.fatal_error = error
+            self.sequencing.on_fatal(error)
 
     def fail_all(self, error: KafkaError) -> int:
         """Fail every queued batch (closing without flush, or after a fatal error).
@@ -434,7 +437,7 @@ class ProducerCore:
         """
         batches = self.accumulator.take_all_queued()
         for batch in batches:
-            self.sequencing.on_final(batch, gap=False)
+            self.sequencing.on_final(batch, gap=False, error=error)
             self._finish_failed(batch, error)
         return len(batches)
 

@@ -23,8 +23,23 @@ definite answer (expired after a request left) leaves its partition "unresolved"
 new batch is sequenced there until its in-flight batches settle, then either the
 sequences line up or the epoch is bumped.
 
-`NoSequencing` is the policy without idempotence. Transactions will wrap this one (the
-seam: `drain_blocked`, `assign`, `on_*`, `is_transactional`).
+Transactional exception (KIP-360, as Java's `canRetry`): UNKNOWN_PRODUCER_ID when
+retention or truncation removed everything we had acknowledged on the partition
+(`last_acked_offset < log_start_offset`) means the broker forgot us for an expected
+reason. An idempotent producer bumps; a transactional one may not (a bump aborts the
+open transaction), so `reset_sequences` restarts the partition's unfinished batches
+from sequence 0 under the same id and epoch and retries them. Unlike Java, the reset is
+refused when an earlier attempt of one of those batches may have been written, another
+request for the partition is still out, or the partition is unresolved: a write under
+the old sequences could land, and nothing would deduplicate or order it.
+Then the policy's `request_epoch_bump` path is taken instead (for a transaction:
+abortable, bump after the abort).
+
+`NoSequencing` is the policy without idempotence. `SequencingPolicy` is the seam a
+wrapping policy (the transactional one) overrides: `drain_blocked`, `assign`, `on_*`,
+`request_epoch_bump`, `on_fatal`, `is_transactional`, and `owns_producer_id` (a policy
+whose InitProducerId is run by someone else: the core then never asks the driver for
+one).
 """
 
 from __future__ import annotations
@@ -42,6 +57,9 @@ _SEQUENCE_WRAP = 2**31
 class SequencingPolicy(Protocol):
     enabled: bool
     is_transactional: bool
+    #: InitProducerId is run by someone else (the transaction manager): the core's
+    #: `needs_producer_id` and `epoch_bump_due` stay False for the driver's loop.
+    owns_producer_id: bool
     epoch_bump_required: bool
     producer_id: int
     producer_epoch: int
@@ -50,7 +68,11 @@ class SequencingPolicy(Protocol):
     def assign(self, batch: ProducerBatch) -> None: ...
     def on_success(self, batch: ProducerBatch) -> None: ...
     def on_retry(self, batch: ProducerBatch) -> None: ...
-    def on_final(self, batch: ProducerBatch, *, gap: bool) -> None: ...
+    def on_final(
+        self, batch: ProducerBatch, *, gap: bool, error: KafkaError | None = None
+    ) -> None: ...
+    def request_epoch_bump(self, tp: TopicPartition) -> None: ...
+    def on_fatal(self, error: KafkaError) -> None: ...
     def retry_decision(
         self, batch: ProducerBatch, code: int, log_start_offset: int
     ) -> bool | None: ...
@@ -63,6 +85,7 @@ class NoSequencing:
 
     enabled = False
     is_transactional = False
+    owns_producer_id = False
     epoch_bump_required = False
     producer_id = -1
     producer_epoch = -1
@@ -79,7 +102,13 @@ class NoSequencing:
     def on_retry(self, batch: ProducerBatch) -> None:
         pass
 
-    def on_final(self, batch: ProducerBatch, *, gap: bool) -> None:
+    def on_final(self, batch: ProducerBatch, *, gap: bool, error: KafkaError | None = None) -> None:
+        pass
+
+    def request_epoch_bump(self, tp: TopicPartition) -> None:
+        pass
+
+    def on_fatal(self, error: KafkaError) -> None:
         pass
 
     def retry_decision(self, batch: ProducerBatch, code: int, log_start_offset: int) -> bool | None:
@@ -133,6 +162,7 @@ class Sequencer:
     """Idempotent producer state (see module doc)."""
 
     enabled = True
+    owns_producer_id = False
 
     def __init__(self, *, is_transactional: bool = False) -> None:
         self.is_transactional = is_transactional
@@ -214,12 +244,13 @@ class Sequencer:
         if batch.base_sequence >= 0:
             self.entry((batch.topic, batch.partition)).retrying.add(batch)
 
-    def on_final(self, batch: ProducerBatch, *, gap: bool) -> None:
-        """A sequenced batch ended without success.
+    def on_final(self, batch: ProducerBatch, *, gap: bool, error: KafkaError | None = None) -> None:
+        """A batch ended without success; the core calls this before finishing it.
 
         `gap`: it definitely left a hole in the sequences (so later ones will be
         rejected): rewrite the partition under a new epoch. Otherwise (it may have
         landed) the partition becomes unresolved until its other batches settle.
+        `error` is what the batch fails with (None only from callers older than it).
         """
         if batch.base_sequence < 0:
             return
@@ -233,8 +264,44 @@ class Sequencer:
             e.unresolved_next = nxt if e.unresolved_next is None else max(e.unresolved_next, nxt)
 
     def request_epoch_bump(self, tp: TopicPartition) -> None:
+        """`tp`'s sequences must restart from 0 under a new epoch (KIP-360). A wrapping
+        policy overrides this (a transaction defers the bump until after its abort)."""
         self.epoch_bump_required = True
         self.partitions_to_rewrite.add(tp)
+
+    def on_fatal(self, error: KafkaError) -> None:
+        """The core hit a fatal error: nothing more is drained."""
+        if self.fatal_error is None:
+            self.fatal_error = error
+
+    def reset_sequences(self, tp: TopicPartition, *, failed: ProducerBatch | None = None) -> bool:
+        """Restart `tp`'s unfinished batches from sequence 0 under the current id and
+        epoch, in their order, without a bump (Java's `startSequencesAtBeginning`).
+
+        `failed` is the batch whose answer asked for it (its request is back). Refused
+        (False, nothing changed) when that could duplicate or mis-sequence a write: an
+        earlier attempt of one of the batches may have been written; another request
+        for the partition is still out (its old sequence may yet land: brokers accept
+        any first sequence from a producer they do not know); the partition is
+        unresolved; or it belongs to an older epoch (the epoch change rewrites it).
+        """
+        e = self.entry(tp)
+        if (
+            e.unresolved_next is not None
+            or any(b.state is BatchState.IN_FLIGHT and b is not failed for b in e.inflight)
+            or tp in self.partitions_to_rewrite
+            or (e.producer_id, e.producer_epoch) != (self.producer_id, self.producer_epoch)
+            or any(batch.maybe_written for batch in e.inflight)
+        ):
+            return False
+        sequence = 0
+        for batch in e.inflight:
+            batch.base_sequence = sequence
+            batch.sequence_reset = True
+            sequence += len(batch.records)
+        e.next_sequence = sequence
+        e.last_acked_sequence = -1
+        return True
 
     def _is_next(self, e: PartitionSequence, sequence: int) -> bool:
         return sequence - e.last_acked_sequence == 1
@@ -254,7 +321,10 @@ class Sequencer:
                 return True
             if e.last_acked_offset < log_start_offset:
                 # Retention removed our last write: expected to lose producer state.
-                self.request_epoch_bump(tp)
+                # A transaction restarts the partition's sequences rather than bump
+                # (a bump would abort it), when that cannot duplicate a write.
+                if not (self.is_transactional and self.reset_sequences(tp, failed=batch)):
+                    self.request_epoch_bump(tp)
                 return True
             if not self.is_transactional:
                 self.request_epoch_bump(tp)

@@ -7,14 +7,21 @@ AddPartitionsToTxn, or under transactions v2 simply "a transaction is open") and
 the manager about every partition it meets, so a driver need not call
 `maybe_add_partition` on each send (it may, to start AddPartitionsToTxn during linger).
 
+The manager owns InitProducerId (`owns_producer_id`): the core never asks the driver
+for a producer id or an epoch bump; the manager's `TxnUpdate.new_producer_id` is
+installed with `core.set_producer_id`.
+
 A batch that fails in a transaction makes the transaction abortable (or fatal, when the
-core saw a fatal error): the manager learns it through a done hook on the batch, since
-`on_final` is told only whether the sequences have a gap, not the error.
+error or the core's state is fatal): `on_final` carries the error and reports it to the
+manager at once. A fatal error of the core (`on_fatal`) makes the manager fatal too.
 
 KIP-360 under a transaction: an epoch bump is never done mid-transaction (InitProducerId
-with the current epoch would abort it). A partition whose sequences need rewriting is
-remembered; the manager makes the transaction abortable and bumps after the abort,
-and the core's `set_producer_id` then rewrites the partition from sequence 0.
+with the current epoch would abort it). `request_epoch_bump` remembers the partition;
+the manager makes the transaction abortable and bumps after the abort, and the core's
+`set_producer_id` then rewrites the partition from sequence 0. UNKNOWN_PRODUCER_ID after
+retention removed our writes needs no bump when it is safe: the base `Sequencer`
+restarts that partition's sequences in place (`reset_sequences`) and the transaction
+goes on.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ from trio_kafka.producer.transactions import TransactionManager
 
 class TransactionalSequencer(Sequencer):
     """The sequencing policy of a transactional producer (see module doc)."""
+
+    owns_producer_id = True
 
     def __init__(self, manager: TransactionManager) -> None:
         super().__init__(is_transactional=True)
@@ -46,25 +55,23 @@ class TransactionalSequencer(Sequencer):
         super().assign(batch)
         self.txn.partition_sent((batch.topic, batch.partition))
 
-    def on_final(self, batch: ProducerBatch, *, gap: bool) -> None:
-        super().on_final(batch, gap=gap)
+    def on_final(self, batch: ProducerBatch, *, gap: bool, error: KafkaError | None = None) -> None:
+        super().on_final(batch, gap=gap, error=error)
         tp = (batch.topic, batch.partition)
-        txn = self.txn
-        sequenced = batch.base_sequence >= 0
-
-        def report(b: ProducerBatch) -> None:
-            error = b.error if isinstance(b.error, KafkaError) else None
-            if self.fatal_error is not None:
-                error = self.fatal_error
-            txn.batch_failed(
-                tp,
-                error or KafkaError(f"a batch for {tp[0]}-{tp[1]} failed"),
-                sequenced=sequenced,
-            )
-
-        batch.add_done_hook(report)
+        if self.fatal_error is not None:
+            # Later batches fail with whatever stopped their retry; the cause is this.
+            error = self.fatal_error
+        self.txn.batch_failed(
+            tp,
+            error or KafkaError(f"a batch for {tp[0]}-{tp[1]} failed"),
+            sequenced=batch.base_sequence >= 0,
+        )
 
     def request_epoch_bump(self, tp: TopicPartition) -> None:
         # No bump mid-transaction: remember the partition; the abort bumps.
         self.partitions_to_rewrite.add(tp)
         self.txn.epoch_bump_needed(tp)
+
+    def on_fatal(self, error: KafkaError) -> None:
+        super().on_fatal(error)
+        self.txn.producer_failed(error)

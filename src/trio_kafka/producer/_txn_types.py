@@ -1,8 +1,9 @@
 """Values and errors of the transaction manager (see `trio_kafka.producer.transactions`).
 
-The exception classes here derive from the shared tree (`AbortableError`, `FatalError`,
-`AmbiguousError`), so a caller acts on the base class: abort on `AbortableError`, close
-on `FatalError`, find out what happened on `AmbiguousError`.
+The transaction's exception classes live in `trio_kafka.errors` (re-exported here) and
+derive from the shared tree (`AbortableError`, `FatalError`, `AmbiguousError`), so a
+caller acts on the base class: abort on `AbortableError`, close on `FatalError`, find
+out what happened on `AmbiguousError`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ from typing import Any
 
 import attrs
 
-from trio_kafka.errors import AbortableError, AmbiguousError, KafkaError
+from trio_kafka.errors import (
+    IllegalTransactionStateError,
+    KafkaError,
+    TransactionAbortableError,
+    TransactionAbortedError,
+    TransactionOutcomeUnknownError,
+    TransactionTimedOutError,
+)
 
 TopicPartition = tuple[str, int]
 
@@ -174,55 +182,6 @@ class TxnUpdate:
     new_producer_id: tuple[int, int] | None = None
     #: The answer was for a request no longer in flight and was ignored.
     stale: bool = False
-
-
-# --- errors ---------------------------------------------------------------------------
-
-
-class IllegalTransactionStateError(KafkaError):
-    """A call or an event that the transaction state machine does not allow now.
-
-    `from_state` is the state the manager was in, `to_state` the one asked for (None
-    when the call was refused before any transition was attempted).
-    """
-
-    def __init__(self, message: str, *, from_state: object, to_state: object = None) -> None:
-        super().__init__(message)
-        self.from_state = from_state
-        self.to_state = to_state
-
-
-class TransactionAbortableError(AbortableError):
-    """The transaction cannot commit: call `abort()`, then begin a new one.
-
-    `cause` is the error that made it so (often a `BrokerError`).
-    """
-
-    def __init__(self, message: str, cause: KafkaError | None = None) -> None:
-        super().__init__(message)
-        self.cause = cause
-
-
-class TransactionTimedOutError(TransactionAbortableError):
-    """INVALID_PRODUCER_EPOCH: the broker most likely aborted this transaction because
-    it ran longer than `transaction_timeout`, bumping the epoch (KIP-588). Abortable:
-    `abort()` re-initialises with the old epoch, which the coordinator accepts after a
-    timeout and refuses (PRODUCER_FENCED, fatal) if another producer took over."""
-
-
-class TransactionAbortedError(TransactionAbortableError):
-    """A request of this transaction was dropped because the transaction is aborting."""
-
-
-class TransactionOutcomeUnknownError(AmbiguousError):
-    """EndTxn left but no answer came back (timeout, connection lost): the transaction
-    may have been committed or not. The manager re-initialises (epoch bump) before any
-    new transaction, so the late EndTxn can never decide a later one (KAFKA-17754);
-    await `init()` before the next `begin()`. Check the output to learn the outcome."""
-
-    def __init__(self, message: str, cause: KafkaError | None = None) -> None:
-        super().__init__(message)
-        self.cause = cause
 
 
 __all__ = [

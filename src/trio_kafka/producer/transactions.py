@@ -81,8 +81,10 @@ The driver (client/)
     await txn.init(); txn.begin(); send(...); await txn.send_offsets(offsets, group)
     await txn.commit()   # or await txn.abort()
 
-Do not use `core.needs_producer_id` / `core.epoch_bump_due` with a transactional core:
-the manager owns InitProducerId.
+With a `TransactionalSequencer` the core's `needs_producer_id` and `epoch_bump_due` are
+always False (`owns_producer_id`): the manager owns InitProducerId, so the idempotent
+producer's InitProducerId step of the sender loop never runs behind its back. The
+request queue is `_txn_queue.TxnRequestQueue`, the response handlers `_txn_handlers`.
 """
 
 from __future__ import annotations
@@ -92,14 +94,13 @@ from typing import Any
 
 from trio_kafka.errors import (
     ErrorCode,
-    FatalBrokerError,
     FatalError,
     KafkaError,
     ProducerClosedError,
 )
 from trio_kafka.producer import _txn_handlers
-from trio_kafka.producer import _txn_requests as build
 from trio_kafka.producer._batch import AmbiguousWriteError
+from trio_kafka.producer._txn_queue import TxnRequestQueue
 from trio_kafka.producer._txn_state import ALLOWED, TxnState
 from trio_kafka.producer._txn_types import (
     Coordinator,
@@ -119,25 +120,11 @@ from trio_kafka.producer._txn_types import (
     TxnUpdate,
     Work,
 )
-from trio_kafka.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
-from trio_kafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
-from trio_kafka.protocol.messages.end_txn import EndTxnRequest
-from trio_kafka.protocol.messages.find_coordinator import FindCoordinatorRequest
-from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
-from trio_kafka.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 
 K = TxnRequestKind
-_REQUEST_CLASS: dict[TxnRequestKind, Any] = {
-    K.FIND_COORDINATOR: FindCoordinatorRequest,
-    K.INIT_PRODUCER_ID: InitProducerIdRequest,
-    K.ADD_PARTITIONS: AddPartitionsToTxnRequest,
-    K.ADD_OFFSETS: AddOffsetsToTxnRequest,
-    K.TXN_OFFSET_COMMIT: TxnOffsetCommitRequest,
-    K.END_TXN: EndTxnRequest,
-}
 
 
-class TransactionManager:
+class TransactionManager(TxnRequestQueue):
     """The sans-IO transaction manager (see the module's theory of operation)."""
 
     def __init__(
@@ -215,27 +202,6 @@ class TransactionManager:
                 to_state=to,
             )
         self.state = to
-
-    # -- driver inputs ------------------------------------------------------------------
-
-    def set_api_versions(
-        self, versions: Mapping[int, int], *, transaction_version: int | None = None
-    ) -> None:
-        """The negotiated versions (API key -> version) and the finalized
-        `transaction.version` feature level (None or 0: transactions v1)."""
-        self._versions = dict(versions)
-        self.transaction_version = transaction_version or 0
-
-    def version_of(self, kind: TxnRequestKind) -> int | None:
-        """The version to use for `kind` (None: the broker has none we can use)."""
-        cls = _REQUEST_CLASS[kind]
-        top: int = cls.MAX_VERSION
-        if kind is K.ADD_PARTITIONS:
-            top = min(top, self.add_partitions_max_version)
-        if self._versions is None:
-            return top
-        found = self._versions.get(cls.API_KEY)
-        return None if found is None else min(found, top)
 
     # -- caller API ---------------------------------------------------------------------
 
@@ -400,6 +366,11 @@ class TransactionManager:
                 skip_end=code == ErrorCode.INVALID_PRODUCER_ID_MAPPING,
             )
 
+    def producer_failed(self, error: KafkaError) -> None:
+        """The producer core hit a fatal error (the policy's `on_fatal`): so does the
+        transaction; every later call raises `error`."""
+        self._fatal(error)
+
     def epoch_bump_needed(self, tp: TopicPartition) -> None:
         """The sequences of `tp` must restart under a new epoch (KIP-360): never done
         mid-transaction, so the transaction becomes abortable and the abort bumps."""
@@ -408,166 +379,6 @@ class TransactionManager:
                 f"the sequences of {tp[0]}-{tp[1]} must be rewritten under a new epoch"
             )
         )
-
-    # -- the request queue ------------------------------------------------------------
-
-    @property
-    def has_pending_requests(self) -> bool:
-        return bool(self._queue) or self._in_flight is not None
-
-    def _enqueue(self, work: Work) -> None:
-        self._seq += 1
-        work.seq = self._seq
-        self._queue.append(work)
-
-    def _head(self) -> Work | None:
-        return min(self._queue, key=lambda w: (w.priority, w.seq), default=None)
-
-    def poll_delay(self, now: float) -> float | None:
-        """Seconds until `next_request` may have something (None: nothing queued or a
-        request in flight; the driver wakes on responses and calls anyway)."""
-        head = self._head()
-        if head is None or self._in_flight is not None:
-            return None
-        return max(0.0, head.not_before - now)
-
-    def next_request(self, now: float, *, batches_unfinished: bool = False) -> TxnRequest | None:
-        """The next coordinator request to send, or None (nothing to do now)."""
-        if self._in_flight is not None or self.state is TxnState.FATAL_ERROR:
-            return None
-        if (
-            self.new_partitions
-            and self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING)
-            and not any(w.kind is K.ADD_PARTITIONS for w in self._queue)
-        ):
-            self._enqueue(Work(K.ADD_PARTITIONS, Priority.ADD_PARTITIONS_OR_OFFSETS))
-        while (work := self._head()) is not None:
-            if work.not_before > now:
-                return None
-            ending = work.kind is K.END_TXN or (work.kind is K.INIT_PRODUCER_ID and work.bump)
-            if ending and (batches_unfinished or self.pending_partitions):
-                return None  # Java: no EndTxn until every batch is settled
-            if work.kind is K.END_TXN and self._end_locally(work):
-                continue
-            if work.kind is not K.FIND_COORDINATOR:
-                coordinator = self._coordinator_for(work)
-                if coordinator is None:
-                    self._lookup(work.key_type, work.key or self.transactional_id)
-                    continue
-            else:
-                coordinator = None
-            request = self._build(work, coordinator)
-            if request is None:
-                continue  # the build failed fatally or found nothing to send
-            self._queue.remove(work)
-            self._in_flight = request
-            return request
-        return None
-
-    def _coordinator_for(self, work: Work) -> Coordinator | None:
-        if work.key_type is CoordinatorType.GROUP:
-            return self.group_coordinators.get(work.key)
-        return self.coordinator
-
-    def _lookup(self, key_type: CoordinatorType, key: str) -> None:
-        """Forget the coordinator and queue a FindCoordinator for it (once)."""
-        if key_type is CoordinatorType.GROUP:
-            self.group_coordinators.pop(key, None)
-        else:
-            self.coordinator = None
-        for w in self._queue:
-            if w.kind is K.FIND_COORDINATOR and w.key_type is key_type and w.key == key:
-                return
-        self._enqueue(
-            Work(K.FIND_COORDINATOR, Priority.FIND_COORDINATOR, key_type=key_type, key=key)
-        )
-
-    def _end_locally(self, work: Work) -> bool:
-        """EndTxn needs no request: nothing was added, or the bump replaces it."""
-        if self.skip_end_txn or (self.bump_required and not self.transaction_started):
-            self._queue.remove(work)
-            self._enqueue(self._bump_work())
-            return True
-        if self.transaction_started:
-            return False
-        self._queue.remove(work)
-        self._finish_transaction()
-        return True
-
-    def _bump_work(self) -> Work:
-        return Work(K.INIT_PRODUCER_ID, Priority.EPOCH_BUMP, bump=True)
-
-    def _build(self, work: Work, coordinator: Coordinator | None) -> TxnRequest | None:
-        version = self.version_of(work.kind)
-        if version is None or (work.kind is K.FIND_COORDINATOR and version < 1):
-            self._fatal(
-                FatalBrokerError(
-                    ErrorCode.UNSUPPORTED_VERSION,
-                    f"the broker does not support {work.kind.value} at a version "
-                    "a transactional producer can use",
-                )
-            )
-            return None
-        tid, pid, epoch = self.transactional_id, self.producer_id, self.producer_epoch
-        message: Any
-        match work.kind:
-            case K.FIND_COORDINATOR:
-                message = build.find_coordinator(work.key, work.key_type, version)
-            case K.INIT_PRODUCER_ID:
-                if not work.bump or version < 3:
-                    # Pre-KIP-360 coordinators bump the epoch of a known transactional
-                    # id on any InitProducerId; they just cannot check it is us.
-                    pid, epoch = -1, -1
-                message = build.init_producer_id(tid, self.transaction_timeout, pid, epoch)
-            case K.ADD_PARTITIONS:
-                if not work.partitions:
-                    work.partitions = frozenset(self.new_partitions)
-                    self.pending_partitions |= work.partitions
-                    self.new_partitions.clear()
-                if not work.partitions:
-                    self._queue.remove(work)
-                    return None
-                message = build.add_partitions_to_txn(tid, pid, epoch, work.partitions, version)
-            case K.ADD_OFFSETS:
-                assert work.group is not None
-                message = build.add_offsets_to_txn(tid, pid, epoch, work.group.group_id)
-            case K.TXN_OFFSET_COMMIT:
-                assert work.group is not None
-                message = build.txn_offset_commit(tid, pid, epoch, work.group, work.offsets)
-            case K.END_TXN:
-                message = build.end_txn(tid, pid, epoch, work.committed)
-        return TxnRequest(work.kind, message, version, coordinator, work, pid, epoch)
-
-    def _backoff(self, attempts: int) -> float:
-        return min(
-            self.retry_backoff * (1 << min(max(attempts - 1, 0), 30)), self.retry_backoff_max
-        )
-
-    def _retry(self, work: Work, now: float) -> None:
-        if self.state in (TxnState.ABORTING, TxnState.ABORTABLE_ERROR) and work.kind in (
-            K.ADD_PARTITIONS,
-            K.ADD_OFFSETS,
-            K.TXN_OFFSET_COMMIT,
-        ):
-            self.pending_partitions -= work.partitions
-            if work.result is not None:
-                work.result.set_error(TransactionAbortedError("the transaction is being aborted"))
-            return
-        work.attempts += 1
-        work.not_before = now + self._backoff(work.attempts)
-        self._enqueue(work)
-
-    def _drop_queued(self, error: KafkaError) -> None:
-        """Drop queued transaction work (keep coordinator lookups and bumps)."""
-        keep: list[Work] = []
-        for work in self._queue:
-            if work.kind is K.FIND_COORDINATOR or (work.kind is K.INIT_PRODUCER_ID and work.bump):
-                keep.append(work)
-            else:
-                self.pending_partitions -= work.partitions
-                if work.result is not None:
-                    work.result.set_error(error)
-        self._queue = keep
 
     # -- answers ------------------------------------------------------------------------
 
