@@ -44,229 +44,28 @@ or chunk number; connections are kept in dicts in creation order; nothing reads 
 
 from __future__ import annotations
 
-import enum
 import errno
-import operator
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import attrs
 import trio
 import trio.lowlevel
 
+from trio_kafka.sim._streams import (
+    C2S,
+    S2C,
+    Action,
+    Address,
+    Chunk,
+    Connection,
+    Handler,
+    Link,
+    Pipe,
+    SimStream,
+)
 from trio_kafka.sim.faults import FaultDecider, FaultKind, FaultPlan, Profile
 from trio_kafka.sim.rand import Draws
-
-Handler = Callable[[trio.abc.Stream], Awaitable[None]]
-Address = tuple[str, int]
-
-C2S = "c2s"
-S2C = "s2c"
-
-
-class _Action(enum.Enum):
-    """What happens when a chunk reaches the head of its pipe at its delivery time."""
-
-    DELIVER = "deliver"
-    EOF = "eof"
-    RESET = "reset"
-    BLACKHOLE = "blackhole"
-    ZOMBIE = "zombie"
-
-
-@attrs.define(eq=False, slots=True)
-class _Chunk:
-    deliver_at: float
-    data: bytes
-    action: _Action = _Action.DELIVER
-    #: The write number that decided the action (keys the fault's parameters).
-    write_no: int = -1
-
-
-@attrs.define(eq=False)
-class _Link:
-    """A server address in one direction; clogs act on links, shared by connections."""
-
-    address: Address
-    direction: str
-    #: Number of clogs holding this link (episodes may overlap); delivers when zero.
-    clogs: int = 0
-    lot: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
-
-
-@attrs.define(eq=False)
-class _Pipe:
-    """One direction of a connection. The writer's stream appends chunks, the pump moves
-    them to `readable`, the reader's stream consumes `readable`."""
-
-    direction: str
-    link: _Link
-    in_flight: deque[_Chunk] = attrs.field(factory=deque)
-    readable: bytearray = attrs.field(factory=bytearray)
-    #: Bytes in flight or unread: the writer blocks when this reaches the window.
-    unacked: int = 0
-    #: Delivery time of the last chunk queued (chunks never overtake each other).
-    last_deliver_at: float = 0.0
-    chunks: int = 0
-    writes: int = 0
-    #: The writer sent EOF (send_eof or aclose): no more writes.
-    writer_done: bool = False
-    #: The EOF reached the reader: after `readable`, receive_some returns b"".
-    eof_received: bool = False
-    #: The reader closed its end: writes raise BrokenResourceError, bytes are dropped.
-    reader_closed: bool = False
-    #: The connection was reset: everything dropped, both ends broken.
-    broken: bool = False
-    #: Nothing is delivered any more, nothing errors.
-    black_holed: bool = False
-    #: Writes are accepted and dropped (the reader is a zombie request's vanished client).
-    discard: bool = False
-    #: Waiters on this pipe: its pump, the reader, the writer. Woken on every change.
-    lot: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
-
-    @property
-    def finished(self) -> bool:
-        # writer_done with nothing in flight: the EOF was never queued (reset, discard).
-        return (
-            self.broken
-            or self.eof_received
-            or self.reader_closed
-            or (self.writer_done and not self.in_flight)
-        )
-
-    def drop(self) -> None:
-        self.in_flight.clear()
-        self.readable.clear()
-        self.unacked = 0
-
-
-@attrs.define(eq=False)
-class _Connection:
-    serial: int
-    #: (client name, host, port, attempt number to that address): the stable fault key.
-    key: tuple[str, str, int, int]
-    c2s: _Pipe
-    s2c: _Pipe
-    client: SimStream = attrs.field(init=False)
-    server: SimStream = attrs.field(init=False)
-    black_holed: bool = False
-    #: Set when the connection reset, for the trace and `reset_connections`.
-    reset: bool = False
-
-    @property
-    def address(self) -> Address:
-        return (self.key[1], self.key[2])
-
-    def pipe(self, direction: str) -> _Pipe:
-        return self.c2s if direction == C2S else self.s2c
-
-
-class SimStream(trio.abc.HalfCloseableStream):
-    """One end of a simulated connection."""
-
-    def __init__(self, net: SimNetwork, conn: _Connection, end: str) -> None:
-        self._net = net
-        self._conn = conn
-        #: "client" or "server".
-        self.end = end
-        self._out = conn.c2s if end == "client" else conn.s2c
-        self._in = conn.s2c if end == "client" else conn.c2s
-        #: This end was closed locally (ClosedResourceError from now on).
-        self.closed = False
-        #: This end saw a reset (BrokenResourceError from now on).
-        self.broken = False
-        self._sending = False
-        self._receiving = False
-
-    def __repr__(self) -> str:
-        state = "closed" if self.closed else "broken" if self.broken else "open"
-        return f"<SimStream {self.end} of c{self._conn.serial} {self._conn.key} {state}>"
-
-    def _check_send(self) -> None:
-        if self.closed:
-            raise trio.ClosedResourceError("this end of the connection is closed")
-        if self.broken or self._out.broken:
-            raise trio.BrokenResourceError("connection reset")
-        if self._out.writer_done:
-            raise trio.ClosedResourceError("send_eof was called on this end")
-        if self._out.reader_closed:
-            raise trio.BrokenResourceError("the peer closed the connection")
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        if self._sending:
-            raise trio.BusyResourceError("another task is sending on this stream")
-        self._sending = True
-        try:
-            await trio.lowlevel.checkpoint()
-            if self._out.discard and not self.closed:
-                # A zombie request's server: its client is gone, nobody will ever read
-                # this, and the server cannot tell.
-                return
-            self._check_send()
-            payload = bytes(data)
-            if not payload:
-                return
-            await self._net._write(self._conn, self._out, payload, self)
-        finally:
-            self._sending = False
-
-    async def wait_send_all_might_not_block(self) -> None:
-        if self._sending:
-            raise trio.BusyResourceError("another task is sending on this stream")
-        self._sending = True
-        try:
-            await trio.lowlevel.checkpoint()
-            while True:
-                if self.closed:
-                    raise trio.ClosedResourceError("this end of the connection is closed")
-                out = self._out
-                if self.broken or out.finished or out.unacked < self._net.profile.window:
-                    return
-                await out.lot.park()
-        finally:
-            self._sending = False
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        if max_bytes is not None:
-            max_bytes = operator.index(max_bytes)
-            if max_bytes < 1:
-                raise ValueError("max_bytes must be >= 1")
-        if self._receiving:
-            raise trio.BusyResourceError("another task is receiving on this stream")
-        self._receiving = True
-        try:
-            await trio.lowlevel.checkpoint()
-            inp = self._in
-            while True:
-                if self.closed:
-                    raise trio.ClosedResourceError("this end of the connection is closed")
-                if self.broken or inp.broken:
-                    raise trio.BrokenResourceError("connection reset")
-                if inp.readable:
-                    n = len(inp.readable) if max_bytes is None else max_bytes
-                    data = bytes(inp.readable[:n])
-                    del inp.readable[:n]
-                    inp.unacked -= len(data)
-                    inp.lot.unpark_all()
-                    return data
-                if inp.eof_received:
-                    return b""
-                await inp.lot.park()
-        finally:
-            self._receiving = False
-
-    async def send_eof(self) -> None:
-        if self.closed:
-            raise trio.ClosedResourceError("this end of the connection is closed")
-        await trio.lowlevel.checkpoint()
-        self._net._queue_eof(self._conn, self._out)
-
-    async def aclose(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self._net._closed(self._conn, self)
-        await trio.lowlevel.checkpoint()
 
 
 @attrs.define(eq=False)
@@ -302,9 +101,9 @@ class SimNetwork:
         #: (virtual time, event) in the order things happened, or None when off.
         self.trace: list[tuple[float, str]] | None = [] if trace else None
         self._servers: dict[Address, Handler] = {}
-        self._links: dict[tuple[str, int, str], _Link] = {}
+        self._links: dict[tuple[str, int, str], Link] = {}
         #: Live connections by serial (creation order, so iteration is deterministic).
-        self._connections: dict[int, _Connection] = {}
+        self._connections: dict[int, Connection] = {}
         self._serial = 0
         #: Connect attempts so far per (client name, host, port).
         self._attempts: dict[tuple[str, str, int], int] = {}
@@ -349,11 +148,11 @@ class SimNetwork:
 
     # -- links and clogs ----------------------------------------------------------------
 
-    def _link(self, address: Address, direction: str) -> _Link:
+    def _link(self, address: Address, direction: str) -> Link:
         key = (address[0], address[1], direction)
         link = self._links.get(key)
         if link is None:
-            link = self._links[key] = _Link(address, direction)
+            link = self._links[key] = Link(address, direction)
         return link
 
     def clog(self, host: str, port: int, direction: str | None = None) -> None:
@@ -411,11 +210,11 @@ class SimNetwork:
         assert self._nursery is not None, "use `async with open_sim_network(...)`"
         self._serial += 1
         address = (key[1], key[2])
-        conn = _Connection(
+        conn = Connection(
             self._serial,
             key,
-            _Pipe(C2S, self._link(address, C2S)),
-            _Pipe(S2C, self._link(address, S2C)),
+            Pipe(C2S, self._link(address, C2S)),
+            Pipe(S2C, self._link(address, S2C)),
         )
         now = self._now()
         conn.c2s.last_deliver_at = conn.s2c.last_deliver_at = now
@@ -440,7 +239,7 @@ class SimNetwork:
 
     # -- writing ------------------------------------------------------------------------
 
-    async def _write(self, conn: _Connection, pipe: _Pipe, data: bytes, writer: SimStream) -> None:
+    async def _write(self, conn: Connection, pipe: Pipe, data: bytes, writer: SimStream) -> None:
         now = self._now()
         write_no = pipe.writes
         pipe.writes += 1
@@ -452,24 +251,24 @@ class SimNetwork:
                 writer._check_send()
                 if pipe.discard:
                     return
-            self._enqueue(conn, pipe, piece, action if i == 0 else _Action.DELIVER, write_no)
+            self._enqueue(conn, pipe, piece, action if i == 0 else Action.DELIVER, write_no)
 
-    def _write_fault(self, conn: _Connection, direction: str, write_no: int, now: float) -> _Action:
+    def _write_fault(self, conn: Connection, direction: str, write_no: int, now: float) -> Action:
         fires = self.decider.fires
         if direction == C2S:
             if fires(FaultKind.RESET_BEFORE_APPLY, "client-write", *conn.key, write_no, now=now):
-                return _Action.RESET
+                return Action.RESET
             if fires(FaultKind.ZOMBIE_REQUEST, "client-write", *conn.key, write_no, now=now):
-                return _Action.ZOMBIE
+                return Action.ZOMBIE
         else:
             if fires(FaultKind.RESET_AFTER_APPLY, "server-write", *conn.key, write_no, now=now):
-                return _Action.RESET
+                return Action.RESET
             if fires(FaultKind.BLACKHOLE_AFTER_APPLY, "server-write", *conn.key, write_no, now=now):
-                return _Action.BLACKHOLE
-        return _Action.DELIVER
+                return Action.BLACKHOLE
+        return Action.DELIVER
 
     def _fragment(
-        self, conn: _Connection, direction: str, write_no: int, data: bytes
+        self, conn: Connection, direction: str, write_no: int, data: bytes
     ) -> list[bytes]:
         cuts: list[int] = []
         if len(data) > 1 and self.decider.fires(
@@ -488,7 +287,7 @@ class SimNetwork:
         return pieces
 
     def _enqueue(
-        self, conn: _Connection, pipe: _Pipe, data: bytes, action: _Action, write_no: int
+        self, conn: Connection, pipe: Pipe, data: bytes, action: Action, write_no: int
     ) -> None:
         now = self._now()
         chunk_no = pipe.chunks
@@ -501,11 +300,11 @@ class SimNetwork:
             )
         at = max(pipe.last_deliver_at, now + latency) + len(data) / self.profile.bandwidth
         pipe.last_deliver_at = at
-        pipe.in_flight.append(_Chunk(at, data, action, write_no))
+        pipe.in_flight.append(Chunk(at, data, action, write_no))
         pipe.unacked += len(data)
         pipe.lot.unpark_all()
 
-    def _queue_eof(self, conn: _Connection, pipe: _Pipe) -> None:
+    def _queue_eof(self, conn: Connection, pipe: Pipe) -> None:
         if pipe.writer_done:
             return
         pipe.writer_done = True
@@ -513,12 +312,12 @@ class SimNetwork:
             return
         at = max(pipe.last_deliver_at, self._now() + self.profile.latency.minimum)
         pipe.last_deliver_at = at
-        pipe.in_flight.append(_Chunk(at, b"", _Action.EOF))
+        pipe.in_flight.append(Chunk(at, b"", Action.EOF))
         pipe.lot.unpark_all()
 
     # -- delivering ---------------------------------------------------------------------
 
-    async def _pump(self, conn: _Connection, pipe: _Pipe) -> None:
+    async def _pump(self, conn: Connection, pipe: Pipe) -> None:
         while not pipe.finished:
             if pipe.link.clogs:
                 await pipe.link.lot.park()
@@ -532,28 +331,28 @@ class SimNetwork:
                 continue
             self._arrive(conn, pipe, head)
 
-    def _arrive(self, conn: _Connection, pipe: _Pipe, chunk: _Chunk) -> None:
+    def _arrive(self, conn: Connection, pipe: Pipe, chunk: Chunk) -> None:
         match chunk.action:
-            case _Action.DELIVER:
+            case Action.DELIVER:
                 pipe.in_flight.popleft()
                 pipe.readable += chunk.data
                 self._note(f"c{conn.serial} {pipe.direction} +{len(chunk.data)}")
                 pipe.lot.unpark_all()
-            case _Action.EOF:
+            case Action.EOF:
                 pipe.in_flight.popleft()
                 pipe.eof_received = True
                 self._note(f"c{conn.serial} {pipe.direction} eof")
                 pipe.lot.unpark_all()
-            case _Action.RESET:
+            case Action.RESET:
                 self._reset(conn, f"fault on {pipe.direction} write {chunk.write_no}")
-            case _Action.BLACKHOLE:
-                chunk.action = _Action.DELIVER
+            case Action.BLACKHOLE:
+                chunk.action = Action.DELIVER
                 self._black_hole(conn)
-            case _Action.ZOMBIE:
-                chunk.action = _Action.DELIVER
+            case Action.ZOMBIE:
+                chunk.action = Action.DELIVER
                 self._zombify(conn, chunk)
 
-    def _reset(self, conn: _Connection, why: str) -> None:
+    def _reset(self, conn: Connection, why: str) -> None:
         if conn.reset:
             return
         conn.reset = True
@@ -566,7 +365,7 @@ class SimNetwork:
             pipe.lot.unpark_all()
         self._connections.pop(conn.serial, None)
 
-    def _black_hole(self, conn: _Connection) -> None:
+    def _black_hole(self, conn: Connection) -> None:
         conn.black_holed = True
         self._note(f"c{conn.serial} black hole")
         for pipe in (conn.c2s, conn.s2c):
@@ -575,7 +374,7 @@ class SimNetwork:
         if conn.client.closed or conn.server.closed:
             self._reset_later(conn)
 
-    def _zombify(self, conn: _Connection, chunk: _Chunk) -> None:
+    def _zombify(self, conn: Connection, chunk: Chunk) -> None:
         """The client's end breaks now; its write reaches the server much later."""
         low, high = self.profile.zombie_delay
         u = self.decider.param(
@@ -595,15 +394,15 @@ class SimNetwork:
         c2s.lot.unpark_all()
         self._connections.pop(conn.serial, None)
 
-    def _reset_later(self, conn: _Connection) -> None:
+    def _reset_later(self, conn: Connection) -> None:
         assert self._nursery is not None
         self._nursery.start_soon(self._reset_after, conn, self.profile.blackhole_server_reset)
 
-    async def _reset_after(self, conn: _Connection, delay: float) -> None:
+    async def _reset_after(self, conn: Connection, delay: float) -> None:
         await trio.sleep(delay)
         self._reset(conn, "black-holed connection timed out")
 
-    def _closed(self, conn: _Connection, stream: SimStream) -> None:
+    def _closed(self, conn: Connection, stream: SimStream) -> None:
         """`stream` was closed locally: EOF to the peer, drop what it would have read."""
         out = conn.c2s if stream.end == "client" else conn.s2c
         inp = conn.s2c if stream.end == "client" else conn.c2s

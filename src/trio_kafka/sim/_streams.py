@@ -1,0 +1,235 @@
+"""The pieces of a simulated connection: links, one-way pipes, and the stream at each end.
+
+Theory of operation: see `network.py`. A `Pipe` is one direction of a `Connection`: the
+writer's `SimStream` appends chunks (each with its delivery time and what happens when it
+arrives), the network's pump for that pipe moves due chunks into `readable`, and the
+reader's `SimStream` consumes `readable`. Every waiter on a pipe (pump, reader, writer)
+parks on the pipe's one `ParkingLot` and re-checks its condition when woken, so a state
+change only has to `unpark_all`. Decisions (faults, latencies) are the network's; this
+module only keeps state and implements the `trio.abc.HalfCloseableStream` contract.
+"""
+
+from __future__ import annotations
+
+import enum
+import operator
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+import trio.lowlevel
+
+if TYPE_CHECKING:
+    from trio_kafka.sim.network import SimNetwork
+
+Handler = Callable[[trio.abc.Stream], Awaitable[None]]
+Address = tuple[str, int]
+
+C2S = "c2s"
+S2C = "s2c"
+
+
+class Action(enum.Enum):
+    """What happens when a chunk reaches the head of its pipe at its delivery time."""
+
+    DELIVER = "deliver"
+    EOF = "eof"
+    RESET = "reset"
+    BLACKHOLE = "blackhole"
+    ZOMBIE = "zombie"
+
+
+@attrs.define(eq=False, slots=True)
+class Chunk:
+    deliver_at: float
+    data: bytes
+    action: Action = Action.DELIVER
+    #: The write number that decided the action (keys the fault's parameters).
+    write_no: int = -1
+
+
+@attrs.define(eq=False)
+class Link:
+    """A server address in one direction; clogs act on links, shared by connections."""
+
+    address: Address
+    direction: str
+    #: Number of clogs holding this link (episodes may overlap); delivers when zero.
+    clogs: int = 0
+    lot: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
+
+
+@attrs.define(eq=False)
+class Pipe:
+    """One direction of a connection. The writer's stream appends chunks, the pump moves
+    them to `readable`, the reader's stream consumes `readable`."""
+
+    direction: str
+    link: Link
+    in_flight: deque[Chunk] = attrs.field(factory=deque)
+    readable: bytearray = attrs.field(factory=bytearray)
+    #: Bytes in flight or unread: the writer blocks when this reaches the window.
+    unacked: int = 0
+    #: Delivery time of the last chunk queued (chunks never overtake each other).
+    last_deliver_at: float = 0.0
+    chunks: int = 0
+    writes: int = 0
+    #: The writer sent EOF (send_eof or aclose): no more writes.
+    writer_done: bool = False
+    #: The EOF reached the reader: after `readable`, receive_some returns b"".
+    eof_received: bool = False
+    #: The reader closed its end: writes raise BrokenResourceError, bytes are dropped.
+    reader_closed: bool = False
+    #: The connection was reset: everything dropped, both ends broken.
+    broken: bool = False
+    #: Nothing is delivered any more, nothing errors.
+    black_holed: bool = False
+    #: Writes are accepted and dropped (the reader is a zombie request's vanished client).
+    discard: bool = False
+    #: Waiters on this pipe: its pump, the reader, the writer. Woken on every change.
+    lot: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
+
+    @property
+    def finished(self) -> bool:
+        # writer_done with nothing in flight: the EOF was never queued (reset, discard).
+        return (
+            self.broken
+            or self.eof_received
+            or self.reader_closed
+            or (self.writer_done and not self.in_flight)
+        )
+
+    def drop(self) -> None:
+        self.in_flight.clear()
+        self.readable.clear()
+        self.unacked = 0
+
+
+@attrs.define(eq=False)
+class Connection:
+    serial: int
+    #: (client name, host, port, attempt number to that address): the stable fault key.
+    key: tuple[str, str, int, int]
+    c2s: Pipe
+    s2c: Pipe
+    client: SimStream = attrs.field(init=False)
+    server: SimStream = attrs.field(init=False)
+    black_holed: bool = False
+    #: Set when the connection reset, for the trace and `reset_connections`.
+    reset: bool = False
+
+    @property
+    def address(self) -> Address:
+        return (self.key[1], self.key[2])
+
+    def pipe(self, direction: str) -> Pipe:
+        return self.c2s if direction == C2S else self.s2c
+
+
+class SimStream(trio.abc.HalfCloseableStream):
+    """One end of a simulated connection."""
+
+    def __init__(self, net: SimNetwork, conn: Connection, end: str) -> None:
+        self._net = net
+        self._conn = conn
+        #: "client" or "server".
+        self.end = end
+        self._out = conn.c2s if end == "client" else conn.s2c
+        self._in = conn.s2c if end == "client" else conn.c2s
+        #: This end was closed locally (ClosedResourceError from now on).
+        self.closed = False
+        #: This end saw a reset (BrokenResourceError from now on).
+        self.broken = False
+        self._sending = False
+        self._receiving = False
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "broken" if self.broken else "open"
+        return f"<SimStream {self.end} of c{self._conn.serial} {self._conn.key} {state}>"
+
+    def _check_send(self) -> None:
+        if self.closed:
+            raise trio.ClosedResourceError("this end of the connection is closed")
+        if self.broken or self._out.broken:
+            raise trio.BrokenResourceError("connection reset")
+        if self._out.writer_done:
+            raise trio.ClosedResourceError("send_eof was called on this end")
+        if self._out.reader_closed:
+            raise trio.BrokenResourceError("the peer closed the connection")
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if self._sending:
+            raise trio.BusyResourceError("another task is sending on this stream")
+        self._sending = True
+        try:
+            await trio.lowlevel.checkpoint()
+            if self._out.discard and not self.closed:
+                # A zombie request's server: its client is gone, nobody will ever read
+                # this, and the server cannot tell.
+                return
+            self._check_send()
+            payload = bytes(data)
+            if not payload:
+                return
+            await self._net._write(self._conn, self._out, payload, self)
+        finally:
+            self._sending = False
+
+    async def wait_send_all_might_not_block(self) -> None:
+        if self._sending:
+            raise trio.BusyResourceError("another task is sending on this stream")
+        self._sending = True
+        try:
+            await trio.lowlevel.checkpoint()
+            while True:
+                if self.closed:
+                    raise trio.ClosedResourceError("this end of the connection is closed")
+                out = self._out
+                if self.broken or out.finished or out.unacked < self._net.profile.window:
+                    return
+                await out.lot.park()
+        finally:
+            self._sending = False
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if max_bytes is not None:
+            max_bytes = operator.index(max_bytes)
+            if max_bytes < 1:
+                raise ValueError("max_bytes must be >= 1")
+        if self._receiving:
+            raise trio.BusyResourceError("another task is receiving on this stream")
+        self._receiving = True
+        try:
+            await trio.lowlevel.checkpoint()
+            inp = self._in
+            while True:
+                if self.closed:
+                    raise trio.ClosedResourceError("this end of the connection is closed")
+                if self.broken or inp.broken:
+                    raise trio.BrokenResourceError("connection reset")
+                if inp.readable:
+                    n = len(inp.readable) if max_bytes is None else max_bytes
+                    data = bytes(inp.readable[:n])
+                    del inp.readable[:n]
+                    inp.unacked -= len(data)
+                    inp.lot.unpark_all()
+                    return data
+                if inp.eof_received:
+                    return b""
+                await inp.lot.park()
+        finally:
+            self._receiving = False
+
+    async def send_eof(self) -> None:
+        if self.closed:
+            raise trio.ClosedResourceError("this end of the connection is closed")
+        await trio.lowlevel.checkpoint()
+        self._net._queue_eof(self._conn, self._out)
+
+    async def aclose(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._net._closed(self._conn, self)
+        await trio.lowlevel.checkpoint()
