@@ -10,6 +10,7 @@ import pytest
 import trio
 import trio.testing
 
+from trio_kafka.net import Transport
 from trio_kafka.sim.determinism import run_seeded
 from trio_kafka.sim.faults import STANDARD, FaultIdentity, FaultKind, FaultPlan, Profile
 from trio_kafka.sim.network import SimNetwork, open_sim_network
@@ -126,7 +127,8 @@ def test_echo_without_faults_delivers_every_byte_in_order_in_several_chunks() ->
 
     async def main(net: SimNetwork) -> None:
         net.add_server(HOST, PORT, server)
-        stream = await net.transport().connect(HOST, PORT)
+        transport: Transport = net.transport()  # what the client's selector takes
+        stream = await transport.connect(HOST, PORT)
         for body in bodies:
             replies.append(await request(stream, body))
         await stream.aclose()
@@ -437,3 +439,32 @@ def test_heavy_tail_latency_spikes_slow_chunks_down() -> None:
         return out[0]
 
     assert elapsed(fixed(latency=0.5)) > 2 * elapsed(FaultPlan.quiet(PROFILE))
+
+
+def test_a_writer_blocks_when_the_window_is_full_until_the_reader_reads() -> None:
+    profile = attrs.evolve(PROFILE, window=4096)
+    reading = trio.Event()
+    received: list[int] = []
+
+    async def slow_reader(stream: trio.abc.Stream) -> None:
+        await reading.wait()
+        while data := await stream.receive_some():
+            received.append(len(data))
+
+    async def main(net: SimNetwork) -> None:
+        net.add_server(HOST, PORT, slow_reader)
+        stream = await net.transport().connect(HOST, PORT)
+        with trio.move_on_after(5) as scope:
+            await stream.send_all(b"w" * 100_000)
+        assert scope.cancelled_caught  # blocked on the window, not lost
+        reading.set()
+        with trio.move_on_after(5) as scope:
+            await stream.wait_send_all_might_not_block()
+        assert not scope.cancelled_caught
+        await stream.send_all(b"v" * 10_000)
+        await stream.aclose()
+        await trio.sleep(1)
+
+    run(main, plan=FaultPlan.quiet(profile), profile=profile)
+    # What was accepted before the cancel, plus the second write, all arrived.
+    assert 0 < sum(received) - 10_000 <= 4096
