@@ -56,16 +56,16 @@ class TransactionalSequencer(Sequencer):
         self.txn.partition_sent((batch.topic, batch.partition))
 
     def on_final(self, batch: ProducerBatch, *, gap: bool, error: KafkaError | None = None) -> None:
-        super().on_final(batch, gap=gap, error=error)
         tp = (batch.topic, batch.partition)
-        if self.fatal_error is not None:
-            # Later batches fail with whatever stopped their retry; the cause is this.
-            error = self.fatal_error
+        reported = self.fatal_error or error  # after a fatal error, the cause is that
+        # First the batch's own error (the first error is the one the caller sees), then
+        # the sequencing, which may ask for a bump (the transaction is abortable by then).
         self.txn.batch_failed(
             tp,
-            error or KafkaError(f"a batch for {tp[0]}-{tp[1]} failed"),
+            reported or KafkaError(f"a batch for {tp[0]}-{tp[1]} failed"),
             sequenced=batch.base_sequence >= 0,
         )
+        super().on_final(batch, gap=gap, error=error)
 
     def request_epoch_bump(self, tp: TopicPartition) -> None:
         # No bump mid-transaction: remember the partition; the abort bumps.
