@@ -33,9 +33,11 @@ from trio_kafka.producer._txn_types import (
     TopicPartition,
     TransactionAbortableError,
     TransactionAbortedError,
+    TransactionOutcomeUnknownError,
     TransactionTimedOutError,
     TxnRequest,
     TxnRequestKind,
+    TxnResult,
     TxnUpdate,
     Work,
 )
@@ -315,6 +317,30 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
     else:
         _unexpected(m, request, code, None)
     return _NO_UPDATE
+
+
+def end_txn_unknown(m: TransactionManager, work: Work, error: KafkaError) -> None:
+    """EndTxn left and no answer came back (`handle_failure` with `sent=True`)."""
+    m._lookup(CoordinatorType.TRANSACTION, m.transactional_id)
+    if not work.committed:
+        # The bump aborts whatever is open: the abort completes with it.
+        m._enqueue(m._bump_work())
+        return
+    pending = m._pending
+    m._transition(TxnState.INITIALIZING)
+    m._clear_transaction()
+    m._pending = TxnResult("init (epoch bump after an EndTxn with unknown outcome)")
+    m._enqueue(m._bump_work())
+    if pending is not None:
+        pending.set_error(
+            TransactionOutcomeUnknownError(
+                f"transactional id {m.transactional_id!r}: EndTxn(commit) with "
+                f"producer id {m.producer_id} epoch {m.producer_epoch} got no "
+                f"answer ({error}); the transaction may or may not be committed. The "
+                "producer re-initialises with a new epoch before the next transaction",
+                error,
+            )
+        )
 
 
 def timed_out(m: TransactionManager, where: str, cause: KafkaError) -> TransactionTimedOutError:

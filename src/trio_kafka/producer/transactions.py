@@ -398,7 +398,7 @@ class TransactionManager(TxnRequestQueue):
         self._in_flight = None
         work = request.work
         if sent and work.kind is K.END_TXN:
-            self._end_txn_unknown(work, error)
+            _txn_handlers.end_txn_unknown(self, work, error)
             return TxnUpdate()
         if sent and work.kind in (K.ADD_PARTITIONS, K.ADD_OFFSETS):
             self.transaction_started = True  # it may have been applied: EndTxn must go
@@ -406,28 +406,6 @@ class TransactionManager(TxnRequestQueue):
             self._lookup(work.key_type, work.key or self.transactional_id)
         self._retry(work, now)
         return TxnUpdate()
-
-    def _end_txn_unknown(self, work: Work, error: KafkaError) -> None:
-        self._lookup(CoordinatorType.TRANSACTION, self.transactional_id)
-        if not work.committed:
-            # The bump aborts whatever is open: the abort completes with it.
-            self._enqueue(self._bump_work())
-            return
-        pending = self._pending
-        self._transition(TxnState.INITIALIZING)
-        self._clear_transaction()
-        self._pending = TxnResult("init (epoch bump after an EndTxn with unknown outcome)")
-        self._enqueue(self._bump_work())
-        if pending is not None:
-            pending.set_error(
-                TransactionOutcomeUnknownError(
-                    f"transactional id {self.transactional_id!r}: EndTxn(commit) with "
-                    f"producer id {self.producer_id} epoch {self.producer_epoch} got no "
-                    f"answer ({error}); the transaction may or may not be committed. The "
-                    "producer re-initialises with a new epoch before the next transaction",
-                    error,
-                )
-            )
 
     # -- outcomes, used by the handlers -------------------------------------------------
 
