@@ -5,6 +5,19 @@ See docs/design.md for what this layer does and may import.
 
 from __future__ import annotations
 
+from trio_kafka.client._bulk import (
+    BulkLoader,
+    LoadResult,
+    PartitionLoad,
+    open_bulk_loader,
+    row_of,
+)
+from trio_kafka.client._cas import CAS_TOPIC_CONFIG, CasGate, create_topic
+from trio_kafka.client._conditional import (
+    ConditionalWriter,
+    open_conditional_writer,
+    writer_of,
+)
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
 from trio_kafka.client._producer import Producer, open_producer
 from trio_kafka.producer import (
@@ -18,6 +31,17 @@ from trio_kafka.producer import (
 )
 
 __all__ = [
+    "CAS_TOPIC_CONFIG",
+    "BulkLoader",
+    "LoadResult",
+    "PartitionLoad",
+    "open_bulk_loader",
+    "row_of",
+    "CasGate",
+    "ConditionalWriter",
+    "create_topic",
+    "open_conditional_writer",
+    "writer_of",
     "Acknowledged",
     "Ambiguous",
     "BulkDelivery",

@@ -25,3 +25,11 @@ def edge_defaults(
         rng if rng is not None else random.Random(),
         wall_clock if wall_clock is not None else time.time,
     )
+
+
+def new_writer_id() -> str:
+    """A fresh conditional-writer id (`uuid4`): the default of `open_conditional_writer`'s
+    `writer_ids` seam; the simulator passes a deterministic source instead."""
+    import uuid
+
+    return uuid.uuid4().hex

@@ -29,6 +29,7 @@ from typing import Any
 
 import trio
 
+from trio_kafka.client._cas import send_conditional
 from trio_kafka.client._edge import edge_defaults
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
 from trio_kafka.client._sender import Sender, logger
@@ -115,13 +116,22 @@ class Producer:
         headers: Headers | None = None,
         partition: int | None = None,
         timestamp: int | None = None,
+        expected_offset: int | None = None,
     ) -> RecordHandle:
         """Append one record; returns its handle once buffer space was found.
 
         `timestamp` is the create time in ms since the epoch (None: now). Raises
         `BufferFullError`, `UnknownTopicError` (after `max_block`), `RecordTooLargeError`,
         `InvalidPartitionError`, `ProducerClosedError` or the producer's fatal error.
+
+        `expected_offset=N` (with `partition=`): a CAS write, see client/_cas.py.
         """
+        # -- CAS (client/_cas.py) --
+        if expected_offset is not None:
+            return await send_conditional(
+                self, topic, value, key, headers, partition, timestamp, expected_offset
+            )
+        # -- end CAS --
         # The fast path: every test below is one comparison; anything unusual (a
         # ProducerRecord, serializers, interceptors, closing, a fatal error, a value that
         # is not bytes, an unknown topic, a full buffer) takes _send_slow.

@@ -1,0 +1,285 @@
+"""CAS sends: `producer.send(..., expected_offset=N)` and the checks that guard them.
+
+Theory of operation
+-------------------
+A write with an expected offset is only meaningful on a broker that checks it; any other
+broker silently appends the batch wherever the log end happens to be, which is exactly
+the failure CAS exists to prevent. So before a CAS record is appended to the producer's
+accumulator, `CasGate.check(topic, partition)` makes sure that
+
+1. the partition's leader advertised `expected.offset.cas` (v1) in its ApiVersions
+   `SupportedFeatures` (asked on the leader's connection, so it is the broker the batch
+   will go to), and
+2. the topic has `expected.offset.check.enable=true` (DescribeConfigs, asked once per
+   topic and cached for the life of the selector: the config is set at creation and the
+   mock broker cannot change it; delete-and-recreate is the one way to lose it, see
+   docs/cas.md).
+
+Either failure raises `CasNotSupportedError` saying what to do, and nothing is appended.
+One gate per `KafkaSelector` (a weak map), so producers, conditional writers and bulk
+loaders that share a selector share the cache.
+
+Limit: the check runs when the record is appended. A leader moving afterwards to a
+broker without the extension (a mixed cluster mid-upgrade) is not caught again at drain
+time; docs/cas.md says so.
+
+`send_conditional` is the append itself: the producer's slow path with the expectation
+passed to the core, which keeps CAS records in batches of their own whose offsets line
+up (`[expected, expected + n)`). The outcome comes back on the record's handle:
+`Acknowledged` at exactly the expected offset, `ExpectedOffsetMismatchError` (nothing
+written; `log_end_offset` says where the log ends), or an `AmbiguousError` (an attempt
+may have landed: `AmbiguousWriteError.cause` is the mismatch when a retry met one).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from trio_kafka.errors import (
+    CasNotSupportedError,
+    ConfigError,
+    ErrorCode,
+    InvalidPartitionError,
+    KafkaError,
+    error_for_code,
+)
+from trio_kafka.net import CAS_FEATURE, KafkaSelector
+from trio_kafka.producer import ProducerRecord, UnknownTopicError
+from trio_kafka.protocol.messages.create_topics import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+)
+from trio_kafka.protocol.messages.describe_configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+)
+
+if TYPE_CHECKING:
+    from trio_kafka.client._handles import RecordHandle
+    from trio_kafka.client._producer import Headers, Producer
+
+#: The topic config that turns the broker's check on.
+CAS_TOPIC_CONFIG = "expected.offset.check.enable"
+_TOPIC_RESOURCE = 2
+
+
+class CasGate:
+    """Checks that CAS writes to a partition will really be checked (see module doc)."""
+
+    def __init__(self, selector: KafkaSelector) -> None:
+        self.selector = selector
+        # Topic -> whether its CAS config is on (learned once from DescribeConfigs).
+        self._topics: dict[str, bool] = {}
+
+    def __repr__(self) -> str:
+        return f"<CasGate topics={self._topics!r}>"
+
+    async def check(self, topic: str, partition: int, *, timeout: float | None = None) -> int:
+        """Raise `CasNotSupportedError` unless `topic`-`partition` is CAS-checked; returns
+        the leader's node id."""
+        selector = self.selector
+        meta = await selector.wait_for_topic(topic, timeout=timeout)
+        if not 0 <= partition < meta.partition_count:
+            raise InvalidPartitionError(
+                f"partition {partition} of topic {topic!r} does not exist: it has "
+                f"{meta.partition_count}"
+            )
+        leader = await self._leader(topic, partition)
+        await selector.connection(leader)
+        info = selector.api_versions(leader)
+        if info is None or not info.supports_cas:
+            features = sorted(info.supported_features) if info is not None else []
+            raise CasNotSupportedError(
+                f"refusing a write with expected_offset to {topic}-{partition}: its leader, "
+                f"broker {selector.node_address(leader)} (node {leader}), does not advertise "
+                f"the {CAS_FEATURE!r} feature in ApiVersions (it lists {features or 'none'}), "
+                "so it would append at whatever offset the log end happens to be. Use a "
+                "broker with the expected-offset extension (trio-kafka's mock broker: "
+                "`trio-kafka broker`), or send without expected_offset."
+            )
+        enabled = self._topics.get(topic)
+        if enabled is None:
+            enabled = self._topics[topic] = await topic_cas_enabled(selector, topic, leader)
+        if not enabled:
+            raise CasNotSupportedError(
+                f"refusing a write with expected_offset to {topic}-{partition}: the topic "
+                f"does not have {CAS_TOPIC_CONFIG}=true, so the broker ignores expected "
+                f"offsets there. Create the topic with {CAS_TOPIC_CONFIG}=true (e.g. "
+                f"`create_topic(selector, {topic!r}, partitions, cas=True)`), or send "
+                "without expected_offset."
+            )
+        return leader
+
+    async def _leader(self, topic: str, partition: int) -> int:
+        for _ in range(10):
+            part = self.selector.metadata.partition(topic, partition)
+            if part is not None and part.leader >= 0:
+                return part.leader
+            await self.selector.refresh_metadata([topic])
+            await trio.sleep(self.selector.config.retry_backoff)
+        raise KafkaError(f"{topic}-{partition} has no leader")
+
+
+_GATES: weakref.WeakKeyDictionary[KafkaSelector, CasGate] = weakref.WeakKeyDictionary()
+
+
+def cas_gate(selector: KafkaSelector) -> CasGate:
+    """The selector's gate (made on first use)."""
+    gate = _GATES.get(selector)
+    if gate is None:
+        gate = _GATES[selector] = CasGate(selector)
+    return gate
+
+
+async def topic_cas_enabled(selector: KafkaSelector, topic: str, node: int | None = None) -> bool:
+    """Whether `topic` has `expected.offset.check.enable=true` (DescribeConfigs)."""
+    if node is None:
+        node = selector.least_loaded_node()
+    request = DescribeConfigsRequest(
+        resources=[
+            DescribeConfigsResource(
+                resource_type=_TOPIC_RESOURCE,
+                resource_name=topic,
+                configuration_keys=[CAS_TOPIC_CONFIG],
+            )
+        ]
+    )
+    try:
+        response = await selector.request(node, request)
+    except KafkaError as exc:
+        raise CasNotSupportedError(
+            f"cannot learn whether topic {topic!r} has {CAS_TOPIC_CONFIG}=true: "
+            f"DescribeConfigs failed ({exc}); refusing the CAS write"
+        ) from exc
+    for result in response.results:
+        if result.resource_name != topic:
+            continue
+        if result.error_code != ErrorCode.NONE:
+            raise CasNotSupportedError(
+                f"cannot learn whether topic {topic!r} has {CAS_TOPIC_CONFIG}=true: "
+                f"DescribeConfigs answered {error_for_code(result.error_code, result.error_message)}"
+            )
+        for config in result.configs:
+            if config.name == CAS_TOPIC_CONFIG:
+                return (config.value or "").strip().lower() == "true"
+    return False
+
+
+async def create_topic(
+    selector: KafkaSelector,
+    topic: str,
+    partitions: int = 1,
+    *,
+    cas: bool = True,
+    replication_factor: int = -1,
+    exist_ok: bool = True,
+    timeout: float = 30.0,
+) -> bool:
+    """Create `topic` (with `expected.offset.check.enable=true` when `cas`); returns
+    False when it already existed (and `exist_ok`)."""
+    configs = [CreatableTopicConfig(name=CAS_TOPIC_CONFIG, value="true")] if cas else []
+    request = CreateTopicsRequest(
+        topics=[
+            CreatableTopic(
+                name=topic,
+                num_partitions=partitions,
+                replication_factor=replication_factor,
+                configs=configs,
+            )
+        ],
+        timeout_ms=int(timeout * 1000),
+    )
+    # CreateTopics must go to the controller; the mock broker and Tansu accept it anywhere.
+    response = await selector.request(selector.least_loaded_node(), request, timeout=timeout)
+    for result in response.topics:
+        if result.name != topic:
+            continue
+        if result.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and exist_ok:
+            return False
+        if result.error_code != ErrorCode.NONE:
+            raise error_for_code(result.error_code, result.error_message or f"creating {topic!r}")
+    await selector.refresh_metadata([topic])
+    return True
+
+
+async def send_conditional(
+    producer: Producer,
+    topic: str | ProducerRecord,
+    value: Any,
+    key: Any,
+    headers: Headers | None,
+    partition: int | None,
+    timestamp: int | None,
+    expected_offset: int,
+) -> RecordHandle:
+    """`producer.send(..., expected_offset=N)` (see the module doc)."""
+    from trio_kafka.client._handles import as_record_handle
+    from trio_kafka.client._producer import _check_types
+
+    if not isinstance(topic, str):
+        record = topic
+        topic, value, key = record.topic, record.value, record.key
+        headers = record.headers or None
+        timestamp = record.timestamp
+        partition = record.partition if partition is None else partition
+    if partition is None:
+        raise ConfigError(
+            f"expected_offset={expected_offset} needs partition=: an expected offset only "
+            "means something within one partition (the partitioner cannot choose it)"
+        )
+    if isinstance(expected_offset, bool) or not isinstance(expected_offset, int):
+        raise ConfigError(f"expected_offset must be an int, not {expected_offset!r}")
+    if expected_offset < 0:
+        raise ConfigError(
+            f"expected_offset={expected_offset} is not an offset: pass the offset (>= 0) the "
+            "record must land at, or leave expected_offset out"
+        )
+    if producer._closing or producer._sender.fatal_error is not None:
+        producer._refuse()
+    txn = getattr(producer, "_txn", None)
+    if txn is not None:
+        txn.check_send()  # a transactional producer: only inside a transaction
+    if producer._slow:
+        topic, value, key, headers, _, timestamp = producer._prepare(
+            topic, value, key, headers, partition, timestamp
+        )
+    else:
+        _check_types(value, key)
+    deadline = producer._now() + producer.config.max_block
+    await cas_gate(producer.selector).check(
+        topic, partition, timeout=max(deadline - producer._now(), 0.0)
+    )
+    size = len(value or b"") + len(key or b"")
+    core = producer._core
+    while True:
+        if producer._closing or producer._sender.fatal_error is not None:
+            producer._refuse()
+        try:
+            handle = core.append(
+                topic, value, key, headers, partition, timestamp, producer._now(), expected_offset
+            )
+        except UnknownTopicError:
+            await producer._wait_for_topic(topic, deadline)
+            continue
+        if handle is not None:
+            break
+        await producer._wait_for_room(deadline, size, None)
+    if handle.index == 0:
+        producer._opened(handle.batch)
+    producer._calls += 1
+    await trio.lowlevel.checkpoint()
+    return as_record_handle(handle)
+
+
+__all__ = [
+    "CAS_TOPIC_CONFIG",
+    "CasGate",
+    "cas_gate",
+    "create_topic",
+    "send_conditional",
+    "topic_cas_enabled",
+]

@@ -1,0 +1,222 @@
+"""`ConditionalWriter`: a partition used as a commit log, appended to with CAS.
+
+Theory of operation
+-------------------
+A process that keeps its state in a partition bootstraps by reading the partition to its
+end (`read_to_end()`), then appends with the expected offset it believes is next
+(`append()`). CAS makes "I have seen everything before my write" true at the moment the
+write lands: the broker appends only if the log end is exactly where the writer thinks.
+
+Every record carries two headers, `tk.writer` (the writer's id, from an injectable
+source) and `tk.seq` (this writer's append count, decimal): together they name the
+append exactly, so "is the record at offset N mine?" has an exact answer.
+
+`append(value)`:
+
+1. send with `expected_offset = next_offset`;
+2. acknowledged: the record is at `next_offset` (the broker guarantees it); advance;
+3. ambiguous (a request lost, a timeout): send again at the same offset, forever. A
+   retry is a fresh batch, so it can never land twice: CAS lets at most one attempt
+   occupy the offset;
+4. a mismatch (nothing of this attempt was written): read the record at the expected
+   offset. Our headers: an earlier attempt landed, the append is acknowledged there.
+   Anything else: someone else wrote first, `ConcurrentWriteError(offset, foreign_record)`.
+   The writer is then stale: `append` refuses until `read_to_end()` ran again (its state
+   missed the foreign record).
+
+State owned here: `next_offset` (None until a complete read), `sequence` (appends this
+writer has made, acknowledged or not: a sequence number is never reused, so a late
+landing of an abandoned append can never pass for a later one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import attrs
+
+from trio_kafka.client._cas import cas_gate
+from trio_kafka.client._edge import new_writer_id
+from trio_kafka.client._producer import Producer, open_producer
+from trio_kafka.client._reader import PartitionReader
+from trio_kafka.errors import (
+    AmbiguousError,
+    ConcurrentWriteError,
+    ConfigError,
+    ExpectedOffsetMismatchError,
+)
+from trio_kafka.producer import Acknowledged
+from trio_kafka.records import Record
+
+WRITER_HEADER = "tk.writer"
+SEQUENCE_HEADER = "tk.seq"
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+def writer_of(record: Record) -> tuple[bytes | None, int | None]:
+    """The (writer id, sequence) headers of a record written by a ConditionalWriter."""
+    writer: bytes | None = None
+    sequence: int | None = None
+    for name, value in record.headers:
+        if name == WRITER_HEADER:
+            writer = value
+        elif name == SEQUENCE_HEADER and value is not None:
+            try:
+                sequence = int(value)
+            except ValueError:
+                sequence = None
+    return writer, sequence
+
+
+@attrs.define(eq=False)
+class ConditionalWriter:
+    """Made by `open_conditional_writer()`; see the module doc."""
+
+    producer: Producer
+    reader: PartitionReader
+    topic: str
+    partition: int
+    writer_id: bytes
+    #: The offset the next append expects (None: read_to_end() has not completed since
+    #: the writer opened or met a concurrent write).
+    next_offset: int | None = None
+    #: Appends made so far (the next append's `tk.seq`).
+    sequence: int = 0
+    #: Attempts sent in total, and those that met an ambiguous outcome (for tests/metrics).
+    attempts: int = 0
+    ambiguous: int = 0
+    #: Where the last complete read ended (the start for a catching-up read).
+    last_read_end: int = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"<ConditionalWriter {self.topic}-{self.partition} writer={self.writer_id.decode()}"
+            f" next_offset={self.next_offset} sequence={self.sequence}>"
+        )
+
+    async def read_to_end(
+        self, *, start: int | None = None, timeout: float | None = None
+    ) -> AsyncIterator[Record]:
+        """Yield the partition's records from `start` (default: the log start) to its end
+        as of the first fetch; once exhausted, the next append expects that end.
+
+        After a `ConcurrentWriteError`, `read_to_end(start=writer.last_read_end)` reads
+        only what is new."""
+        self.next_offset = None
+        read = self.reader.read(self.topic, self.partition, start=start, timeout=timeout)
+        async for record in read:
+            yield record
+        assert read.end is not None
+        self.next_offset = read.end
+        self.last_read_end = read.end
+
+    async def append(
+        self, value: bytes | None, *, key: bytes | None = None, headers: Headers = ()
+    ) -> Acknowledged:
+        """Append at `next_offset`; returns the acknowledgement (its `offset` is that
+        offset). Raises `ConcurrentWriteError` when another writer took the offset."""
+        expected = self.next_offset
+        if expected is None:
+            raise RuntimeError(
+                f"{self!r} must read the partition to its end first: iterate "
+                "`read_to_end()` completely (again after a ConcurrentWriteError)"
+            )
+        sequence = self.sequence
+        self.sequence += 1
+        all_headers = [
+            (WRITER_HEADER, self.writer_id),
+            (SEQUENCE_HEADER, str(sequence).encode()),
+            *headers,
+        ]
+        while True:
+            self.attempts += 1
+            handle = await self.producer.send(
+                self.topic,
+                value,
+                key=key,
+                headers=all_headers,
+                partition=self.partition,
+                expected_offset=expected,
+            )
+            try:
+                ack: Acknowledged = await handle
+            except ExpectedOffsetMismatchError:
+                return await self._settle(expected, sequence)
+            except AmbiguousError as exc:
+                self.ambiguous += 1
+                if isinstance(getattr(exc, "cause", None), ExpectedOffsetMismatchError):
+                    # A retry met a mismatch after an attempt that may have landed.
+                    return await self._settle(expected, sequence)
+                continue  # retried forever: CAS lets at most one attempt land
+            self.next_offset = expected + 1
+            if ack.offset != expected:  # dedup without the original offset (-1)
+                ack = Acknowledged(ack.topic, ack.partition, expected, ack.timestamp)
+            return ack
+
+    async def _settle(self, expected: int, sequence: int) -> Acknowledged:
+        """The log end is not `expected` any more: was the record there ours?"""
+        record = await self.reader.read_at(self.topic, self.partition, expected)
+        if record is not None and writer_of(record) == (self.writer_id, sequence):
+            self.next_offset = expected + 1
+            return Acknowledged(self.topic, self.partition, expected, record.timestamp)
+        self.next_offset = None
+        who = "nothing is readable there" if record is None else _describe(record)
+        raise ConcurrentWriteError(
+            f"another writer appended at offset {expected} of {self.topic}-{self.partition} "
+            f"before this writer's append (writer {self.writer_id.decode()}, sequence "
+            f"{sequence}): {who}. Read the partition again (read_to_end) before appending.",
+            offset=expected,
+            foreign_record=record,
+        )
+
+
+def _describe(record: Record) -> str:
+    writer, sequence = writer_of(record)
+    if writer is None:
+        return "a record without a writer id"
+    return f"writer {writer.decode(errors='replace')} sequence {sequence}"
+
+
+@contextlib.asynccontextmanager
+async def open_conditional_writer(
+    topic: str,
+    partition: int = 0,
+    *,
+    bootstrap: str | None = None,
+    producer: Producer | None = None,
+    writer_ids: Callable[[], str] | None = None,
+    **producer_options: Any,
+) -> AsyncIterator[ConditionalWriter]:
+    """A `ConditionalWriter` on `topic`-`partition`.
+
+    Pass `bootstrap=` (the writer opens its own producer: `linger=0`, idempotent, plus
+    `producer_options`) or `producer=` (shared; its `linger` delays each append).
+    `writer_ids` makes the writer's id (default: a random uuid4). Raises
+    `CasNotSupportedError` at once when the partition is not CAS-checked.
+    """
+    source = writer_ids if writer_ids is not None else new_writer_id
+    async with contextlib.AsyncExitStack() as stack:
+        if producer is None:
+            if bootstrap is None:
+                raise ConfigError("open_conditional_writer needs bootstrap= or producer=")
+            producer_options.setdefault("linger", 0.0)
+            producer = await stack.enter_async_context(open_producer(bootstrap, **producer_options))
+        elif producer_options:
+            raise ConfigError(
+                f"producer options {sorted(producer_options)} belong to the producer passed in"
+            )
+        await cas_gate(producer.selector).check(topic, partition)
+        yield ConditionalWriter(
+            producer, PartitionReader(producer.selector), topic, partition, source().encode()
+        )
+
+
+__all__ = [
+    "SEQUENCE_HEADER",
+    "WRITER_HEADER",
+    "ConditionalWriter",
+    "open_conditional_writer",
+    "writer_of",
+]

@@ -1,0 +1,144 @@
+"""BulkLoader against the mock broker over TCP: exactly once, resumable, races."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from trio_kafka.broker import DROP, Cluster, HookCall, open_cluster
+from trio_kafka.client import BulkLoader, open_bulk_loader, row_of
+from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError
+from trio_kafka.net import open_selector
+from trio_kafka.protocol.messages.produce import ProduceRequest
+
+CAS = {"expected.offset.check.enable": "true"}
+
+
+def values(cluster: Cluster, topic: str, partition: int = 0) -> list[bytes | None]:
+    return [
+        r.value for b in cluster.decoded(topic, partition) if not b.is_control for r in b.records
+    ]
+
+
+def rows(count: int) -> list[bytes]:
+    return [b"row-%06d" % i for i in range(count)]
+
+
+async def test_a_load_writes_every_row_once_in_order() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("t", 1, CAS)
+        async with open_bulk_loader(
+            "t", "L1", bootstrap=cluster.bootstrap, batch_bytes=4096
+        ) as loader:
+            result = await loader.run(rows(5000))
+        assert (result.loaded, result.skipped) == (5000, 0)
+        assert values(cluster, "t") == rows(5000)
+
+
+async def test_rows_spread_over_partitions_by_row_or_key() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("t", 3, CAS)
+        data = [(b"k%d" % (i % 17), b"v%d" % i) for i in range(3000)]
+        async with open_bulk_loader(
+            "t", "L", bootstrap=cluster.bootstrap, batch_bytes=2048
+        ) as loader:
+            result = await loader.run(data)
+        assert result.loaded == 3000
+        from trio_kafka.producer import partition_for_key
+
+        for p in range(3):
+            expected = [v for k, v in data if partition_for_key(k, 3) == p]
+            assert values(cluster, "t", p) == expected
+
+
+async def test_running_the_same_load_again_skips_everything() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("t", 2, CAS)
+        async with open_selector(cluster.bootstrap) as selector:
+            first = await BulkLoader(selector, "t", "L", batch_bytes=1024).run(rows(2000))
+            again = await BulkLoader(selector, "t", "L", batch_bytes=1024).run(rows(2000))
+        assert (first.loaded, again.loaded, again.skipped) == (2000, 0, 2000)
+        assert (
+            values(cluster, "t", 0) + values(cluster, "t", 1) == rows(2000)[0::2] + rows(2000)[1::2]
+        )
+
+
+async def test_a_partial_load_resumes_after_its_last_batch() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("t", 1, CAS)
+        async with open_selector(cluster.bootstrap) as selector:
+            await BulkLoader(selector, "t", "L", batch_bytes=1024).run(rows(700))
+            result = await BulkLoader(selector, "t", "L", batch_bytes=1024).run(rows(2000))
+        assert (result.loaded, result.skipped) == (1300, 700)
+        assert result.partitions[0].resumed_after_row == 699
+        assert values(cluster, "t") == rows(2000)
+
+
+async def test_lost_answers_are_resent_and_deduplicated() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("t", 1, CAS)
+        seen = [0]
+
+        def drop_some(call: HookCall) -> object:
+            seen[0] += 1
+            return DROP if seen[0] in (3, 9, 10) else None
+
+        cluster.add_hook(ProduceRequest, drop_some, after=True)
+        async with open_bulk_loader(
+            "t", "L", bootstrap=cluster.bootstrap, batch_bytes=1024
+        ) as loader:
+            result = await loader.run(rows(3000))
+        assert result.loaded == 3000
+        assert values(cluster, "t") == rows(3000)
+
+
+async def test_two_loaders_racing_one_fails_cleanly_never_interleaved() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("t", 1, CAS)
+        outcomes: dict[str, object] = {}
+        a = [b"A-%05d" % i for i in range(20000)]
+        b = [b"B-%05d" % i for i in range(20000)]
+        async with open_selector(cluster.bootstrap) as s1, open_selector(cluster.bootstrap) as s2:
+
+            async def run(name: str, selector: object, data: list[bytes]) -> None:
+                loader = BulkLoader(selector, "t", name, batch_bytes=2048)  # type: ignore[arg-type]
+                try:
+                    outcomes[name] = await loader.run(data)
+                except ConcurrentWriteError as exc:
+                    outcomes[name] = exc
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run, "A", s1, a)
+                nursery.start_soon(run, "B", s2, b)
+        failed = [n for n, o in outcomes.items() if isinstance(o, ConcurrentWriteError)]
+        assert len(failed) >= 1
+        log = values(cluster, "t")
+        # The log is a prefix of one load followed by (a prefix of) the other, never mixed.
+        first = log[0][:1] if log else b""
+        switch = next((i for i, v in enumerate(log) if not v.startswith(first)), len(log))
+        assert all(not v.startswith(first) for v in log[switch:])
+        head = list(log[:switch])
+        tail = list(log[switch:])
+        source = {b"A": a, b"B": b}
+        assert head == source[first][: len(head)]
+        if tail:
+            other = tail[0][:1]
+            # The later one resumed at the log end: its own rows from the start.
+            assert tail == source[other][: len(tail)]
+
+
+async def test_a_topic_without_the_check_is_refused() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("plain", 1)
+        async with open_bulk_loader("plain", "L", bootstrap=cluster.bootstrap) as loader:
+            with pytest.raises(CasNotSupportedError, match=r"expected\.offset\.check\.enable=true"):
+                await loader.run(rows(10))
+        assert values(cluster, "plain") == []
+
+
+def test_row_of_reads_the_manifest_headers() -> None:
+    from trio_kafka.records import Record
+
+    record = Record(5, 0, None, b"v", (("tk.load", b"L"), ("tk.row", b"42")))
+    assert row_of(record, b"L") == 42
+    assert row_of(record, b"other") is None

@@ -1,0 +1,177 @@
+"""ConditionalWriter and `send(..., expected_offset=)` against the mock broker over TCP."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import trio
+
+from trio_kafka.broker import DROP, Cluster, HookCall, open_cluster
+from trio_kafka.client import (
+    ConditionalWriter,
+    open_conditional_writer,
+    open_producer,
+    writer_of,
+)
+from trio_kafka.errors import (
+    ConcurrentWriteError,
+    ConfigError,
+    ExpectedOffsetMismatchError,
+)
+from trio_kafka.protocol.messages.produce import ProduceRequest
+
+CAS = {"expected.offset.check.enable": "true"}
+
+
+def ids(prefix: str) -> itertools.count[int] | object:
+    counter = itertools.count()
+    return lambda: f"{prefix}-{next(counter)}"
+
+
+def log_of(
+    cluster: Cluster, topic: str, partition: int = 0
+) -> list[tuple[int, bytes | None, tuple[bytes | None, int | None]]]:
+    return [
+        (r.offset, r.value, writer_of(r))
+        for b in cluster.decoded(topic, partition)
+        if not b.is_control
+        for r in b.records
+    ]
+
+
+async def test_send_with_expected_offset_lands_exactly_there() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        async with open_producer(cluster.bootstrap, linger=0) as producer:
+            first = await (await producer.send("log", b"a", partition=0, expected_offset=0))
+            second = await (await producer.send("log", b"b", partition=0, expected_offset=1))
+            assert (first.offset, second.offset) == (0, 1)
+            handle = await producer.send("log", b"c", partition=0, expected_offset=5)
+            with pytest.raises(ExpectedOffsetMismatchError) as info:
+                await handle
+            assert info.value.log_end_offset == 2
+            assert info.value.expected_offset == 5
+        assert [v for _, v, _ in log_of(cluster, "log")] == [b"a", b"b"]
+
+
+async def test_send_with_expected_offset_needs_a_partition() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        async with open_producer(cluster.bootstrap) as producer:
+            with pytest.raises(ConfigError, match="needs partition="):
+                await producer.send("log", b"a", expected_offset=0)
+            with pytest.raises(ConfigError, match="not an offset"):
+                await producer.send("log", b"a", partition=0, expected_offset=-1)
+
+
+async def test_idempotent_retry_of_a_landed_cas_write_is_acknowledged() -> None:
+    """Dedup before CAS: the first attempt landed, its answer was lost; the retry (same
+    sequence) is answered with the original offset, not a mismatch."""
+    async with open_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        cluster.add_hook(ProduceRequest, lambda call: DROP, after=True, times=1)
+        async with open_producer(cluster.bootstrap, linger=0, retry_backoff=0.01) as producer:
+            ack = await (await producer.send("log", b"a", partition=0, expected_offset=0))
+            assert ack.offset == 0
+        assert [v for _, v, _ in log_of(cluster, "log")] == [b"a"]
+
+
+async def test_lost_response_without_idempotence_is_settled_by_reading_the_offset() -> None:
+    """CAS without idempotence: the broker appended, the answer was lost; the retry meets
+    a mismatch, the writer reads the offset, finds its own record: acknowledged."""
+    async with open_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        dropped: list[int] = []
+
+        def drop_first(call: HookCall) -> object:
+            dropped.append(1)
+            return DROP
+
+        cluster.add_hook(ProduceRequest, drop_first, after=True, times=1)
+        async with open_conditional_writer(
+            "log",
+            0,
+            bootstrap=cluster.bootstrap,
+            enable_idempotence=False,
+            retry_backoff=0.01,
+            writer_ids=lambda: "w1",
+        ) as log:
+            assert [r async for r in log.read_to_end()] == []
+            ack = await log.append(b"state-1")
+            assert ack.offset == 0
+            assert log.ambiguous == 1  # the retry's mismatch came back as ambiguous
+            ack = await log.append(b"state-2")
+            assert ack.offset == 1
+        assert dropped == [1]
+        assert log_of(cluster, "log") == [(0, b"state-1", (b"w1", 0)), (1, b"state-2", (b"w1", 1))]
+
+
+async def test_a_foreign_write_is_reported_and_the_writer_must_reread() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        async with (
+            open_conditional_writer(
+                "log", 0, bootstrap=cluster.bootstrap, writer_ids=lambda: "mine"
+            ) as log,
+            open_producer(cluster.bootstrap, linger=0) as other,
+        ):
+            assert [r async for r in log.read_to_end()] == []
+            await (await other.send("log", b"theirs", partition=0, expected_offset=0))
+            with pytest.raises(ConcurrentWriteError) as info:
+                await log.append(b"mine")
+            assert info.value.offset == 0
+            assert info.value.foreign_record.value == b"theirs"  # type: ignore[attr-defined]
+            with pytest.raises(RuntimeError, match="read the partition"):
+                await log.append(b"mine")
+            seen = [r.value async for r in log.read_to_end()]
+            assert seen == [b"theirs"]
+            assert (await log.append(b"mine")).offset == 1
+
+
+async def _race(log: ConditionalWriter, name: bytes, count: int, out: dict[str, list[int]]) -> None:
+    async for _ in log.read_to_end():
+        pass
+    for index in range(count):
+        value = b"%s-%d" % (name, index)
+        try:
+            ack = await log.append(value)
+        except ConcurrentWriteError:
+            out["rejected"].append(index)
+            async for _ in log.read_to_end(start=log.last_read_end):
+                pass
+        else:
+            out["acked"].append(index)
+            out["offsets"].append(ack.offset)
+        if index % 7 == 0:
+            await trio.sleep(0)
+
+
+async def test_two_writers_race_for_a_thousand_appends_each() -> None:
+    count = 1000
+    async with open_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        results: dict[bytes, dict[str, list[int]]] = {}
+        async with trio.open_nursery() as nursery:
+            for name in (b"A", b"B"):
+                results[name] = {"acked": [], "rejected": [], "offsets": []}
+
+                async def run(name: bytes = name) -> None:
+                    async with open_conditional_writer(
+                        "log", 0, bootstrap=cluster.bootstrap, writer_ids=name.decode
+                    ) as log:
+                        await _race(log, name, count, results[name])
+
+                nursery.start_soon(run)
+        log = log_of(cluster, "log")
+        assert [offset for offset, _, _ in log] == list(range(len(log)))
+        for name, result in results.items():
+            mine = [(offset, value) for offset, value, (w, _) in log if w == name]
+            # Every acknowledged append exactly once, at its reported offset, in order.
+            assert [value for _, value in mine] == [b"%s-%d" % (name, i) for i in result["acked"]]
+            assert [offset for offset, _ in mine] == result["offsets"]
+            # Every append is accounted for: acknowledged or reported rejected.
+            assert sorted(result["acked"] + result["rejected"]) == list(range(count))
+        rejected = sum(len(r["rejected"]) for r in results.values())
+        assert len(log) == 2 * count - rejected
+        assert rejected > 0, "the writers never raced"
