@@ -126,3 +126,14 @@ def broker(
                     return
 
     trio.run(run)
+
+
+from trio_kafka._cli.simulate import simulate  # noqa: E402
+
+main.add_command(simulate)
+
+from trio_kafka._cli.load import load  # noqa: E402
+from trio_kafka._cli.tail import tail  # noqa: E402
+
+main.add_command(load)
+main.add_command(tail)

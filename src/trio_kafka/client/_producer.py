@@ -70,6 +70,7 @@ class Producer:
         rng: random.Random,
         wall_offset: float,
         nursery: trio.Nursery,
+        buggify: Callable[[str], bool] | None = None,
     ) -> None:
         self.config = config
         self.selector = selector
@@ -79,7 +80,7 @@ class Producer:
         self._core = ProducerCore(config, rng, wall_offset=wall_offset)
         self._append = self._core.append
         self._sender = Sender(
-            self._core, selector, clock, nursery, self._notify_progress, self._on_fatal
+            self._core, selector, clock, nursery, self._notify_progress, self._on_fatal, buggify
         )
         self._progress = trio.Event()
         self._calls = 0
@@ -498,6 +499,7 @@ async def open_producer(
     wall_clock: Callable[[], float] | None = None,
     sasl: SaslConfig | None = None,
     metrics_interval: float = 60.0,
+    buggify: Callable[[str], bool] | None = None,
     **options: Any,
 ) -> AsyncIterator[Producer]:
     """An idempotent producer, flushed and closed on exit (within `close_timeout`).
@@ -506,7 +508,8 @@ async def open_producer(
     names the closest option). Pass `selector` to share one `KafkaSelector` between
     producers (then `bootstrap`, `transport` and `sasl` are the selector's business).
     `clock`, `rng` and `wall_clock` are seams for the simulator; the defaults are trio's
-    clock, an unseeded `random.Random` and `time.time`. The producer's metrics are logged
+    clock, an unseeded `random.Random` and `time.time`; `buggify(site) -> bool` is the
+    simulator's fault hook (None: never). The producer's metrics are logged
     at DEBUG on the `trio_kafka.producer` logger every `metrics_interval` seconds.
     """
     config = ProducerConfig.from_kwargs(**options)
@@ -538,7 +541,7 @@ async def open_producer(
                 )
             async with trio.open_nursery() as nursery:
                 producer = Producer(
-                    config, selector, clock, rng, wall_clock() - clock.now(), nursery
+                    config, selector, clock, rng, wall_clock() - clock.now(), nursery, buggify
                 )
                 producer._start(metrics_interval)
                 try:

@@ -149,7 +149,7 @@ class NodeSender:
                 if connection is None or not connection.is_open:
                     connection = self.connection = await sender.selector.connection(self.node_id)
                 attempt.sent = True
-                pending = await connection.send(request, timeout=sender.request_timeout)
+                pending = await connection.send(request, timeout=sender.write_timeout())
             except KafkaError as exc:
                 # BrokerConnectionError: refused before registration, nothing written.
                 attempt.sent = not isinstance(exc, BrokerConnectionError)
@@ -185,8 +185,11 @@ class Sender:
         nursery: trio.Nursery,
         on_progress: Callable[[], None],
         on_fatal: Callable[[], None] = lambda: None,
+        buggify: Callable[[str], bool] | None = None,
     ) -> None:
         self.core = core
+        # The simulator's BUGGIFY hook (site name -> fire?); None outside simulations.
+        self.buggify = buggify
         self.selector = selector
         self.clock = clock
         self.nursery = nursery
@@ -252,7 +255,10 @@ class Sender:
                     node.connect()
             if connected:
                 for node_id, batches in core.drain(now, connected).items():
-                    self.nodes[node_id].submit(batches)
+                    if self.buggify is not None:
+                        self._buggify_drained(node_id, batches)
+                    else:
+                        self.nodes[node_id].submit(batches)
             event = self._wake
             if event.is_set():
                 self._wake = trio.Event()
@@ -284,6 +290,26 @@ class Sender:
             self.core.fail_all(error)
             self.on_progress()
             self.wake()
+
+    # -- BUGGIFY (simulator only) ----------------------------------------------------
+
+    def write_timeout(self) -> float:
+        """The request timeout of a produce write; BUGGIFY may make it tiny."""
+        if self.buggify is not None and self.buggify("client.tiny_request_timeout"):
+            return 0.001
+        return self.request_timeout
+
+    def _buggify_drained(self, node_id: int, batches: list[ProducerBatch]) -> None:
+        """Submit drained batches, one request each when BUGGIFY splits them (more
+        requests in flight, answered in order), with a forced metadata refresh maybe."""
+        assert self.buggify is not None
+        if self.buggify("client.forced_metadata_refresh"):
+            self.refresh_metadata()
+        if len(batches) > 1 and self.buggify("client.forced_batch_split"):
+            for batch in batches:
+                self.nodes[node_id].submit([batch])
+        else:
+            self.nodes[node_id].submit(batches)
 
     # -- metadata --------------------------------------------------------------------
 

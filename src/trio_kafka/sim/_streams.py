@@ -88,8 +88,17 @@ class Pipe:
     black_holed: bool = False
     #: Writes are accepted and dropped (the reader is a zombie request's vanished client).
     discard: bool = False
-    #: Waiters on this pipe: its pump, the reader, the writer. Woken on every change.
+    #: The reader and the writer wait here; woken when bytes arrive or are consumed and
+    #: on every state change.
     lot: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
+    #: The pump waits here; woken when a chunk is queued and on every state change. (Kept
+    #: apart from `lot` so that traffic does not wake tasks that have nothing to do: each
+    #: spurious wakeup is a scheduler step, and steps are what a simulated run costs.)
+    pump_lot: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
+
+    def wake_all(self) -> None:
+        self.lot.unpark_all()
+        self.pump_lot.unpark_all()
 
     @property
     def finished(self) -> bool:
@@ -202,7 +211,9 @@ class SimStream(trio.abc.HalfCloseableStream):
             raise trio.BusyResourceError("another task is receiving on this stream")
         self._receiving = True
         try:
-            await trio.lowlevel.checkpoint()
+            # A checkpoint either way: parking below is one, else the shielded one.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            parked = False
             inp = self._in
             while True:
                 if self.closed:
@@ -215,9 +226,14 @@ class SimStream(trio.abc.HalfCloseableStream):
                     del inp.readable[:n]
                     inp.unacked -= len(data)
                     inp.lot.unpark_all()
+                    if not parked:
+                        await trio.lowlevel.cancel_shielded_checkpoint()
                     return data
                 if inp.eof_received:
+                    if not parked:
+                        await trio.lowlevel.cancel_shielded_checkpoint()
                     return b""
+                parked = True
                 await inp.lot.park()
         finally:
             self._receiving = False

@@ -302,7 +302,7 @@ class SimNetwork:
         pipe.last_deliver_at = at
         pipe.in_flight.append(Chunk(at, data, action, write_no))
         pipe.unacked += len(data)
-        pipe.lot.unpark_all()
+        pipe.pump_lot.unpark_all()
 
     def _queue_eof(self, conn: Connection, pipe: Pipe) -> None:
         if pipe.writer_done:
@@ -313,7 +313,7 @@ class SimNetwork:
         at = max(pipe.last_deliver_at, self._now() + self.profile.latency.minimum)
         pipe.last_deliver_at = at
         pipe.in_flight.append(Chunk(at, b"", Action.EOF))
-        pipe.lot.unpark_all()
+        pipe.pump_lot.unpark_all()
 
     # -- delivering ---------------------------------------------------------------------
 
@@ -323,7 +323,7 @@ class SimNetwork:
                 await pipe.link.lot.park()
                 continue
             if not pipe.in_flight or pipe.black_holed:
-                await pipe.lot.park()
+                await pipe.pump_lot.park()
                 continue
             head = pipe.in_flight[0]
             if head.deliver_at > self._now():
@@ -362,7 +362,7 @@ class SimNetwork:
         for pipe in (conn.c2s, conn.s2c):
             pipe.broken = True
             pipe.drop()
-            pipe.lot.unpark_all()
+            pipe.wake_all()
         self._connections.pop(conn.serial, None)
 
     def _black_hole(self, conn: Connection) -> None:
@@ -370,7 +370,7 @@ class SimNetwork:
         self._note(f"c{conn.serial} black hole")
         for pipe in (conn.c2s, conn.s2c):
             pipe.black_holed = True
-            pipe.lot.unpark_all()
+            pipe.wake_all()
         if conn.client.closed or conn.server.closed:
             self._reset_later(conn)
 
@@ -386,12 +386,12 @@ class SimNetwork:
         s2c, c2s = conn.s2c, conn.c2s
         s2c.discard = True
         s2c.drop()
-        s2c.lot.unpark_all()
+        s2c.wake_all()
         for queued in c2s.in_flight:
             queued.deliver_at += delay
         c2s.last_deliver_at += delay
         self._queue_eof(conn, c2s)
-        c2s.lot.unpark_all()
+        c2s.wake_all()
         self._connections.pop(conn.serial, None)
 
     def _reset_later(self, conn: Connection) -> None:
@@ -411,7 +411,7 @@ class SimNetwork:
         inp.reader_closed = True
         inp.drop()
         for pipe in (out, inp):
-            pipe.lot.unpark_all()
+            pipe.wake_all()
         if conn.black_holed and not conn.reset:
             self._reset_later(conn)
         if conn.client.closed and conn.server.closed:

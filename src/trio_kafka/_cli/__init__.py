@@ -1,0 +1,1 @@
+"""Implementations of `trio-kafka` subcommands (registered in `trio_kafka.cli`)."""

@@ -1,0 +1,378 @@
+"""`trio-kafka simulate`: run seeds of a simulated workload, report, minimize failures.
+
+Seeds run in this process or in `--jobs` worker processes (each seed is independent and
+a pure function of its number, so the order in which workers finish does not matter: the
+report is assembled in seed order). A failing seed is minimized here, in the parent:
+delta debugging over the fault identities it fired, keeping its failure class, and the
+one command that replays the minimal fault list is printed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from trio_kafka.sim.faults import BUGGIFY_SITES, FaultKind
+from trio_kafka.sim.minimize import fault_id, parse_fault_ids, replay_command, resolve_fault_ids
+from trio_kafka.sim.runner import SeedResult, run_seed, still_fails
+from trio_kafka.sim.workloads import WORKLOADS
+
+
+def _run_one(args: tuple[str, int, str]) -> SeedResult:
+    workload, seed, profile = args
+    return run_seed(workload, seed, profile=profile).result
+
+
+def run_many(
+    workload: str,
+    seeds: Sequence[int],
+    profile: str,
+    jobs: int,
+) -> Iterator[SeedResult]:
+    """Results in seed order (workers may finish out of order; `map` keeps the order)."""
+    tasks = [(workload, s, profile) for s in seeds]
+    if jobs <= 1:
+        for task in tasks:
+            yield _run_one(task)
+        return
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        yield from pool.map(_run_one, tasks, chunksize=max(1, min(16, len(tasks) // (4 * jobs))))
+
+
+def minimize(result: SeedResult, *, max_replays: int = 200) -> dict[str, Any]:
+    """ddmin over the faults `result` fired, keeping its failure class."""
+    from trio_kafka.sim.minimize import ddmin
+
+    assert result.failure_class is not None
+    fired = result.fired_identities()
+    test = still_fails(result.workload, result.seed, result.profile, result.failure_class)
+    found = ddmin(fired, test, max_replays=max_replays)
+    program = f"trio-kafka simulate --profile {result.profile}"
+    return {
+        "before": len(fired),
+        "faults": [fault_id(f) for f in found.minimal],
+        "identities": [str(f) for f in found.minimal],
+        "replays": found.replays,
+        "replay": replay_command(result.workload, result.seed, found.minimal, program=program),
+    }
+
+
+@click.command()
+@click.option(
+    "--workload",
+    "-w",
+    default="idempotent",
+    show_default=True,
+    help="Workload name (see --list).",
+)
+@click.option(
+    "--seeds", "-n", type=int, default=None, help="How many seeds (default 100; 1 with --seed)."
+)
+@click.option("--seed", type=int, default=None, help="First seed (alone: just this one).")
+@click.option(
+    "--profile",
+    type=click.Choice(["lite", "standard"]),
+    default="lite",
+    show_default=True,
+    help="Fault rates, phase lengths and workload size.",
+)
+@click.option("--jobs", "-j", type=int, default=1, show_default=True, help="Worker processes.")
+@click.option(
+    "--replay",
+    "replay_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Rerun the seeds of a JSON report or a regression file.",
+)
+@click.option(
+    "--faults",
+    default=None,
+    help="With --seed: fire exactly these fault ids (comma separated, or 'none').",
+)
+@click.option(
+    "--json",
+    "json_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write a JSON report.",
+)
+@click.option(
+    "--trace",
+    "trace_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --seed: write the full trace.",
+)
+@click.option("--no-minimize", is_flag=True, help="Do not minimize failing seeds.")
+@click.option("--list", "list_workloads", is_flag=True, help="List the workloads and exit.")
+def simulate(
+    workload: str,
+    seeds: int | None,
+    seed: int | None,
+    profile: str,
+    jobs: int,
+    replay_file: Path | None,
+    faults: str | None,
+    json_file: Path | None,
+    trace_file: Path | None,
+    no_minimize: bool,
+    list_workloads: bool,
+) -> None:
+    """Run the real client against simulated brokers and a faulty simulated network."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if list_workloads:
+        for w in WORKLOADS.values():
+            click.echo(
+                f"{w.name}: {w.description.strip().splitlines()[0] if w.description else ''}"
+            )
+        return
+    if workload not in WORKLOADS:
+        raise click.BadParameter(
+            f"unknown workload {workload!r} (known: {', '.join(WORKLOADS)})",
+            param_hint="--workload",
+        )
+    if replay_file is not None:
+        _replay(console, replay_file)
+        return
+    if faults is not None or trace_file is not None:
+        if seed is None:
+            raise click.UsageError("--faults and --trace replay one seed: give --seed")
+        _single(console, workload, seed, profile, faults, trace_file)
+        return
+    start = 0 if seed is None else seed
+    count = seeds if seeds is not None else (1 if seed is not None else 100)
+    seed_list = list(range(start, start + count))
+    results = _run_with_progress(console, workload, seed_list, profile, jobs)
+    report = _report(console, workload, profile, results, minimize_failures=not no_minimize)
+    if json_file is not None:
+        json_file.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+        console.print(f"report written to {json_file}")
+    if report["failed"]:
+        raise SystemExit(1)
+
+
+def _run_with_progress(
+    console: Any, workload: str, seeds: list[int], profile: str, jobs: int
+) -> tuple[list[SeedResult], float]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    results: list[SeedResult] = []
+    failed = 0
+    started = time.perf_counter()
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[failed]} failed"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        task = progress.add_task(f"{workload}/{profile}", total=len(seeds), failed=0)
+        for result in run_many(workload, seeds, profile, jobs):
+            results.append(result)
+            failed += not result.ok
+            progress.update(task, advance=1, failed=failed)
+    return results, time.perf_counter() - started
+
+
+def _report(
+    console: Any,
+    workload: str,
+    profile: str,
+    run: tuple[list[SeedResult], float],
+    *,
+    minimize_failures: bool,
+) -> dict[str, Any]:
+    from rich.table import Table
+
+    results, wall = run
+    n = len(results)
+    virtual = sum(r.virtual_time for r in results)
+    cpu = sum(r.wall_time for r in results)
+    kinds = {k.value: 0 for k in FaultKind}
+    totals = {k.value: 0 for k in FaultKind}
+    sites = dict.fromkeys(BUGGIFY_SITES.names(), 0)
+    violations: dict[str, int] = {}
+    ops: dict[str, int] = {}
+    for r in results:
+        for kind, count in r.faults.items():
+            totals[kind] += count
+            kinds[kind] += count > 0
+        for site in r.buggify_sites:
+            sites[site] = sites.get(site, 0) + 1
+        for cls in dict.fromkeys(r.classes):
+            violations[cls] = violations.get(cls, 0) + 1
+        for status, count in r.ops.items():
+            ops[status] = ops.get(status, 0) + count
+    failed = [r for r in results if not r.ok]
+
+    summary = Table(title=f"trio-kafka simulate: {workload}, profile {profile}")
+    summary.add_column("measure")
+    summary.add_column("value", justify="right")
+    summary.add_row("seeds", str(n))
+    summary.add_row("failed seeds", str(len(failed)))
+    summary.add_row("wall time", f"{wall:.1f} s")
+    summary.add_row("seeds per minute", f"{60 * n / wall:.0f}" if wall else "-")
+    summary.add_row("virtual time", f"{virtual:.0f} s")
+    summary.add_row("virtual / wall", f"{virtual / wall:.0f}x" if wall else "-")
+    summary.add_row("virtual / cpu (per seed)", f"{virtual / cpu:.0f}x" if cpu else "-")
+    summary.add_row("ops", " ".join(f"{k}={v}" for k, v in sorted(ops.items())))
+    console.print(summary)
+
+    fault_table = Table(title="faults fired")
+    fault_table.add_column("#", justify="right")
+    fault_table.add_column("kind")
+    fault_table.add_column("seeds", justify="right")
+    fault_table.add_column("% of seeds", justify="right")
+    fault_table.add_column("total fired", justify="right")
+    for i, fault_kind in enumerate(FaultKind, 1):
+        kind = fault_kind.value
+        fault_table.add_row(
+            str(i),
+            kind,
+            str(kinds[kind]),
+            f"{100 * kinds[kind] / n:.1f}" if n else "-",
+            str(totals[kind]),
+        )
+    for site, count in sites.items():
+        fault_table.add_row(
+            "", f"  buggify {site}", str(count), f"{100 * count / n:.1f}" if n else "-", ""
+        )
+    console.print(fault_table)
+
+    if violations:
+        vt = Table(title="violations by class (seeds)")
+        vt.add_column("class")
+        vt.add_column("seeds", justify="right")
+        for cls, count in sorted(violations.items()):
+            vt.add_row(cls, str(count))
+        console.print(vt)
+
+    failures: list[dict[str, Any]] = []
+    for r in failed:
+        entry: dict[str, Any] = {
+            "seed": r.seed,
+            "failure_class": r.failure_class,
+            "violations": list(r.violations[:10]),
+        }
+        console.print(f"[bold red]seed {r.seed} failed[/]: {r.failure_class}")
+        for v in r.violations[:5]:
+            console.print(f"  {v}", markup=False, highlight=False)
+        if minimize_failures and len(failures) < 10:
+            found = minimize(r)
+            entry["minimized"] = found
+            console.print(
+                f"  minimized {found['before']} -> {len(found['faults'])} fault(s) "
+                f"in {found['replays']} replays:"
+            )
+            for fid, ident in zip(found["faults"], found["identities"]):
+                console.print(f"    {fid}  {ident}", markup=False, highlight=False)
+            console.print(f"  replay: {found['replay']}", markup=False, highlight=False)
+        else:
+            entry["replay"] = replay_command(
+                r.workload,
+                r.seed,
+                r.fired_identities(),
+                program=f"trio-kafka simulate --profile {r.profile}",
+            )
+        failures.append(entry)
+    return {
+        "workload": workload,
+        "profile": profile,
+        "seeds": n,
+        "failed": len(failed),
+        "wall_time": wall,
+        "seeds_per_minute": 60 * n / wall if wall else None,
+        "virtual_time": virtual,
+        "virtual_to_wall": virtual / wall if wall else None,
+        "faults": {k: {"seeds": kinds[k], "fired": totals[k]} for k in kinds},
+        "buggify_sites": sites,
+        "violations": violations,
+        "ops": ops,
+        "failures": failures,
+        "results": [r.to_json() for r in results],
+    }
+
+
+def _single(
+    console: Any,
+    workload: str,
+    seed: int,
+    profile: str,
+    faults: str | None,
+    trace_file: Path | None,
+) -> None:
+    identities = None
+    if faults is not None:
+        ids = parse_fault_ids(faults)
+        full = run_seed(workload, seed, profile=profile).result
+        try:
+            identities = resolve_fault_ids(ids, full.fired_identities())
+        except KeyError as exc:
+            raise click.BadParameter(str(exc), param_hint="--faults") from None
+    out = run_seed(workload, seed, profile=profile, faults=identities, trace=trace_file is not None)
+    r = out.result
+    status = "ok" if r.ok else f"FAILED ({r.failure_class})"
+    console.print(f"seed {seed} ({workload}, {profile}): {status}")
+    console.print(f"  ops: {dict(r.ops)}  virtual {r.virtual_time:.2f} s  wall {r.wall_time:.3f} s")
+    console.print(f"  faults: {', '.join(f'{k}={v}' for k, v in r.faults.items() if v) or 'none'}")
+    for v in r.violations:
+        console.print(f"  {v}", markup=False, highlight=False)
+    if trace_file is not None:
+        trace_file.write_text(out.trace)
+        console.print(
+            f"trace ({len(out.trace)} bytes, digest {r.trace_digest}) written to {trace_file}"
+        )
+    if not r.ok:
+        raise SystemExit(1)
+
+
+def load_cases(path: Path) -> list[dict[str, Any]]:
+    """The seeds of a JSON report (`failures`) or of a regression file (one case)."""
+    text = path.read_text()
+    if path.suffix == ".toml":
+        import tomllib
+
+        data: Any = tomllib.loads(text)
+    else:
+        data = json.loads(text)
+    if "failures" in data:
+        return [
+            {
+                "workload": data["workload"],
+                "profile": data["profile"],
+                "seed": f["seed"],
+                "faults": f.get("minimized", {}).get("faults"),
+            }
+            for f in data["failures"]
+        ]
+    return [data]
+
+
+def _replay(console: Any, path: Path) -> None:
+    bad = 0
+    for case in load_cases(path):
+        faults = case.get("faults")
+        identities = None
+        if faults is not None:
+            full = run_seed(case["workload"], case["seed"], profile=case.get("profile", "lite"))
+            identities = resolve_fault_ids(list(faults), full.result.fired_identities())
+        r = run_seed(
+            case["workload"], case["seed"], profile=case.get("profile", "lite"), faults=identities
+        ).result
+        bad += not r.ok
+        console.print(
+            f"seed {r.seed} ({r.workload}, {r.profile}, "
+            f"{'all faults' if identities is None else f'{len(identities)} fault(s)'}): "
+            f"{'ok' if r.ok else 'FAILED ' + str(r.failure_class)}"
+        )
+        for v in r.violations[:5]:
+            console.print(f"  {v}", markup=False, highlight=False)
+    if bad:
+        raise SystemExit(1)

@@ -1,0 +1,58 @@
+"""`trio-kafka tail --topic T`: print the records of a topic's partitions."""
+
+from __future__ import annotations
+
+import click
+
+
+def _text(data: bytes | None) -> str:
+    if data is None:
+        return "null"
+    return data.decode("utf-8", errors="backslashreplace")
+
+
+@click.command()
+@click.option("--topic", required=True)
+@click.option("--partition", type=int, help="Only this partition (default: all).")
+@click.option("--from-beginning", is_flag=True, help="Every record (default: the last --lines).")
+@click.option("--lines", "-n", default=10, show_default=True, help="Records per partition.")
+@click.option("--bootstrap", default="127.0.0.1:9092", show_default=True)
+@click.option("--headers", "show_headers", is_flag=True, help="Print the record headers too.")
+def tail(
+    topic: str,
+    partition: int | None,
+    from_beginning: bool,
+    lines: int,
+    bootstrap: str,
+    show_headers: bool,
+) -> None:
+    """Print what TOPIC holds: `partition:offset<TAB>key<TAB>value` per record."""
+    import trio
+
+    from trio_kafka.client._reader import PartitionReader
+    from trio_kafka.errors import KafkaError
+    from trio_kafka.net import open_selector
+
+    async def run() -> None:
+        async with open_selector(bootstrap, allow_auto_create_topics=False) as selector:
+            meta = await selector.wait_for_topic(topic, timeout=10)
+            reader = PartitionReader(selector)
+            chosen = [partition] if partition is not None else range(meta.partition_count)
+            for p in chosen:
+                start = await reader.log_start_offset(topic, p)
+                end = await reader.log_end_offset(topic, p)
+                if not from_beginning:
+                    start = max(start, end - lines)
+                async for record in reader.read(topic, p, start=start, end=end):
+                    line = f"{p}:{record.offset}\\t{_text(record.key)}\\t{_text(record.value)}"
+                    if show_headers and record.headers:
+                        line += "\\t" + " ".join(f"{k}={_text(v)}" for k, v in record.headers)
+                    click.echo(line)
+
+    try:
+        trio.run(run)
+    except KafkaError as exc:
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+
+
+__all__ = ["tail"]

@@ -1,0 +1,482 @@
+"""Run one seed of a workload: the whole simulated world, then the check.
+
+Theory of operation
+-------------------
+`run_seed(workload, seed, profile=...)` is a pure function of its arguments (and the
+code): under a seeded trio scheduler and a virtual clock (`determinism.run_seeded`) it
+builds, all from `Draws(seed)`:
+
+1. the fault plan (`FaultPlan.swarm`: this seed's own rate per kind; or, for a replay,
+   exactly the given fault identities) and the run's one `FaultDecider`, shared by the
+   network, the brokers' fault driver, the workload (COMPETING_INSTANCE) and the client's
+   BUGGIFY hook, so one `FaultLog` has every fault that fired;
+2. a `SimNetwork` and a 3-node mock-broker `Cluster` on the virtual clock, served over it
+   (`ClusterFaults` adds kinds 9-12);
+3. the workload against the real client (`open_producer` with the simulated transport,
+   trio's virtual clock, a seeded generator, a virtual wall clock, the BUGGIFY hook).
+
+Phases: the workload runs while faults may fire (until `plan.fault_phase_end`); then the
+run heals (no fault fires any more, crashed brokers come back, clogs run out) and the
+final reads (read_committed and read_uncommitted, through `PartitionReader` over a fresh
+connection) happen. All of it under the profile's virtual-time budget: running out is a
+liveness violation. Then `check(history, snapshot, committed_reads=...)`, plus one check
+of our own: a read_uncommitted read returns exactly the data records of the log.
+
+A run returns a `RunOutput`: the picklable `SeedResult` summary (what the CLI and the
+worker processes pass around) and, in process, the history, the check, the fault log and
+the full trace (history, faults, network, reads) the determinism check compares.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import attrs
+import trio
+import trio.testing
+
+from trio_kafka.broker import Cluster
+from trio_kafka.client import Producer, open_producer
+from trio_kafka.client._reader import PartitionReader
+from trio_kafka.net import open_selector
+from trio_kafka.producer import DeliveryHandle
+from trio_kafka.sim.checker import CheckResult, Violation, ViolationKind, check
+from trio_kafka.sim.cluster_faults import BROKER_PORT, ClusterFaults, broker_host
+from trio_kafka.sim.determinism import run_seeded
+from trio_kafka.sim.faults import (
+    PROFILES,
+    Buggify,
+    FaultDecider,
+    FaultIdentity,
+    FaultKind,
+    FaultLog,
+    FaultPlan,
+    Profile,
+)
+from trio_kafka.sim.history import History, Produce, Status
+from trio_kafka.sim.network import SimNetwork, open_sim_network
+from trio_kafka.sim.rand import Draws
+from trio_kafka.sim.snapshot import LogSnapshot, snapshot_cluster
+from trio_kafka.sim.workloads import Workload, get_workload, record_send
+
+#: Virtual wall clock of a run: 2023-11-14, plus trio's virtual seconds.
+EPOCH = 1_700_000_000.0
+BROKERS = 3
+
+#: Client timeouts per profile: short enough that every record settles well within the
+#: budget after the heal, long enough that a healthy request never times out.
+PRODUCER_DEFAULTS: dict[str, dict[str, Any]] = {
+    "lite": {
+        "request_timeout": 2.0,
+        "delivery_timeout": 12.0,
+        "max_block": 10.0,
+        "close_timeout": 10.0,
+    },
+    "standard": {
+        "request_timeout": 5.0,
+        "delivery_timeout": 40.0,
+        "max_block": 30.0,
+        "close_timeout": 30.0,
+    },
+}
+_READ_TIMEOUT = 20.0
+
+# Extra failure classes besides the checker's `ViolationKind` values.
+EXCEPTION = "exception"
+READ_MISMATCH = "read-mismatch"
+
+
+@attrs.frozen(slots=True)
+class SeedResult:
+    """What one seed did, in plain values (picklable, JSON-able)."""
+
+    workload: str
+    seed: int
+    profile: str
+    #: Rendered violations, in the checker's order, then the runner's own.
+    violations: tuple[str, ...]
+    #: The class of each violation (a `ViolationKind` value, "exception", ...).
+    classes: tuple[str, ...]
+    #: The class a minimizer keeps failing (None: the seed passed).
+    failure_class: str | None
+    #: Faults fired per kind (kind value -> count; every kind listed).
+    faults: Mapping[str, int]
+    #: BUGGIFY sites that fired at least once.
+    buggify_sites: tuple[str, ...]
+    #: Operations per final status ("ok", "fail", "info", "pending").
+    ops: Mapping[str, int]
+    virtual_time: float
+    wall_time: float
+    trace_digest: str
+    #: Every distinct fault identity fired, as canonical JSON (for minimizing).
+    fired: tuple[str, ...]
+    #: The replay's fault restriction (None: the seed's swarm plan).
+    restricted: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.failure_class is None
+
+    def fired_identities(self) -> tuple[FaultIdentity, ...]:
+        return tuple(FaultIdentity.from_json(f) for f in self.fired)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "seed": self.seed,
+            "profile": self.profile,
+            "violations": list(self.violations),
+            "classes": list(self.classes),
+            "failure_class": self.failure_class,
+            "faults": dict(self.faults),
+            "buggify_sites": list(self.buggify_sites),
+            "ops": dict(self.ops),
+            "virtual_time": self.virtual_time,
+            "wall_time": self.wall_time,
+            "trace_digest": self.trace_digest,
+            "restricted": self.restricted,
+        }
+
+
+@attrs.frozen(slots=True)
+class RunOutput:
+    """A run in full (in process only)."""
+
+    result: SeedResult
+    history: History
+    check: CheckResult | None
+    fault_log: FaultLog
+    #: The canonical trace (history, faults, network when traced, reads, check).
+    trace: str
+
+
+@attrs.define(eq=False)
+class _Context:
+    """The runner's `SimContext` (see workloads/_api.py)."""
+
+    seed: int
+    draws: Draws
+    history: History
+    profile: Profile
+    fault_phase_end: float
+    competing_instances: bool
+    net: SimNetwork
+    decider: FaultDecider
+    bootstrap: str
+    hook: Buggify | None
+    producer_defaults: Mapping[str, Any]
+
+    def open_producer(
+        self, name: str = "p0", **options: Any
+    ) -> contextlib.AbstractAsyncContextManager[Producer]:
+        merged = {**self.producer_defaults, **options}
+        return open_producer(
+            self.bootstrap,
+            transport=self.net.transport(name),
+            rng=self.draws.rng("client.rng", name),
+            wall_clock=_wall_clock,
+            buggify=self.hook,
+            metrics_interval=0,
+            **merged,
+        )
+
+    def rng(self, name: str) -> Any:
+        return self.draws.rng("workload.rng", name)
+
+    def fires_competitor(self, site: str, *key: str | int) -> bool:
+        return self.decider.fires(FaultKind.COMPETING_INSTANCE, site, *key, now=trio.current_time())
+
+    def buggify(self, site: str) -> bool:
+        return self.hook is not None and self.hook(site)
+
+    def value(self, writer: str, n: int) -> bytes:
+        return f"{writer}-{n}".encode()
+
+    async def track_send(
+        self,
+        producer: Producer,
+        writer: str,
+        topic: str,
+        value: bytes,
+        *,
+        partition: int | None = None,
+        key: bytes | None = None,
+        txn: str | None = None,
+    ) -> DeliveryHandle | None:
+        return await record_send(
+            self.history, producer, Produce(writer, topic, partition, value, key, txn)
+        )
+
+
+def _wall_clock() -> float:
+    return EPOCH + trio.current_time()
+
+
+def _broker_clock() -> int:
+    return int((EPOCH + trio.current_time()) * 1000)
+
+
+@attrs.define(eq=False)
+class _Outcome:
+    """What the async part of a run leaves for the synchronous part."""
+
+    history: History = attrs.field(factory=History)
+    cluster: Cluster | None = None
+    log: FaultLog | None = None
+    network_trace: str = ""
+    committed: dict[tuple[str, int], list[tuple[int, bytes | None]]] = attrs.field(factory=dict)
+    uncommitted: dict[tuple[str, int], list[tuple[int, bytes | None]]] = attrs.field(factory=dict)
+    extra: list[tuple[str, str]] = attrs.field(factory=list)
+    virtual_time: float = 0.0
+
+
+def run_seed(
+    workload: str | Workload,
+    seed: int,
+    *,
+    profile: str | Profile = "lite",
+    faults: Iterable[FaultIdentity] | None = None,
+    trace: bool = False,
+) -> RunOutput:
+    """Run one seed (see the module doc). `faults`: replay with exactly these faults."""
+    spec = get_workload(workload) if isinstance(workload, str) else workload
+    prof = PROFILES[profile] if isinstance(profile, str) else profile
+    allowed = None if faults is None else frozenset(faults)
+    started = time.perf_counter()
+    out = _Outcome()
+
+    async def main(clock: trio.testing.MockClock) -> None:
+        await _simulate(spec, seed, prof, allowed, trace, out)
+
+    run_seeded(main, seed=seed)
+    wall = time.perf_counter() - started
+    return _finish(spec, seed, prof, allowed is not None, out, wall, trace)
+
+
+async def _simulate(
+    spec: Workload,
+    seed: int,
+    profile: Profile,
+    allowed: frozenset[FaultIdentity] | None,
+    trace: bool,
+    out: _Outcome,
+) -> None:
+    draws = Draws(seed)
+    plan = FaultPlan.swarm(draws, profile)
+    if allowed is not None:
+        plan = plan.restricted_to(allowed)
+    decider = FaultDecider(plan, draws)
+    out.log = decider.log
+    nonce = iter(range(1, 1 << 62))
+    cluster = Cluster.create(
+        BROKERS, clock=_broker_clock, sasl_nonce=lambda: f"sim-nonce-{next(nonce)}"
+    )
+    out.cluster = cluster
+    for name, partitions in spec.topics.items():
+        cluster.create_topic(name, partitions, dict(spec.topic_configs.get(name, {})))
+    bootstrap = ",".join(f"{broker_host(n)}:{BROKER_PORT}" for n in range(BROKERS))
+    hook = Buggify(decider, trio.current_time) if plan.may_fire(FaultKind.BUGGIFY) else None
+    async with open_sim_network(draws, profile, decider=decider, trace=trace) as net:
+        faults = ClusterFaults(cluster, net, decider)
+        ctx = _Context(
+            seed,
+            draws,
+            out.history,
+            profile,
+            plan.fault_phase_end,
+            plan.may_fire(FaultKind.COMPETING_INSTANCE),
+            net,
+            decider,
+            bootstrap,
+            hook,
+            PRODUCER_DEFAULTS.get(profile.name, PRODUCER_DEFAULTS["standard"]),
+        )
+        async with trio.open_nursery() as background:
+            background.start_soon(cluster.tick_forever, 1.0)
+            faults.start(background)
+            phase = "workload"
+            with trio.move_on_at(profile.budget) as budget:
+                try:
+                    await spec.run(ctx)
+                    phase = "heal"
+                    await trio.sleep_until(max(trio.current_time(), plan.fault_phase_end))
+                    faults.heal()
+                    phase = "final reads"
+                    await _final_reads(net, spec, bootstrap, draws, out)
+                except Exception as exc:
+                    out.extra.append(
+                        (EXCEPTION, f"{phase} raised {type(exc).__name__}: {_first_line(exc)}")
+                    )
+            if budget.cancelled_caught:
+                out.extra.append(
+                    (
+                        ViolationKind.PENDING.value,
+                        f"virtual-time budget of {profile.budget} s exhausted in the {phase} phase",
+                    )
+                )
+            out.virtual_time = trio.current_time()
+            out.network_trace = net.trace_text()
+            background.cancel_scope.cancel()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else ""
+
+
+async def _final_reads(
+    net: SimNetwork, spec: Workload, bootstrap: str, draws: Draws, out: _Outcome
+) -> None:
+    async with open_selector(
+        bootstrap,
+        transport=net.transport("reader"),
+        rng=draws.rng("reader.rng"),
+        request_timeout=2.0,
+    ) as selector:
+        for isolation, into in (
+            ("read_committed", out.committed),
+            ("read_uncommitted", out.uncommitted),
+        ):
+            reader = PartitionReader(selector, isolation, max_wait=0.05, timeout=_READ_TIMEOUT)
+            for topic, partitions in sorted(spec.topics.items()):
+                for p in range(partitions):
+                    records = await reader.read_all(topic, p, start=0)
+                    into[(topic, p)] = [(r.offset, r.value) for r in records]
+
+
+def _finish(
+    spec: Workload,
+    seed: int,
+    profile: Profile,
+    restricted: bool,
+    out: _Outcome,
+    wall: float,
+    trace: bool,
+) -> RunOutput:
+    assert out.cluster is not None and out.log is not None
+    snapshot = snapshot_cluster(out.cluster)
+    result: CheckResult | None = None
+    violations: list[tuple[str, str]] = []
+    try:
+        result = check(out.history, snapshot, committed_reads=out.committed or None)
+        violations += [(v.kind.value, v.render()) for v in result.violations]
+    except ValueError as exc:
+        violations.append((EXCEPTION, f"check refused the history: {exc}"))
+    if out.uncommitted:
+        mismatch = _uncommitted_mismatch(snapshot, out.uncommitted)
+        if mismatch:
+            violations.append((READ_MISMATCH, mismatch))
+    violations += out.extra
+    failure_class = _failure_class(result, [k for k, _ in violations])
+    counts = out.log.count_by_kind()
+    fired = out.log.identities()
+    sites = tuple(sorted({i.site for i in fired if i.kind is FaultKind.BUGGIFY}))
+    ops = dict.fromkeys((s.value for s in Status), 0)
+    for op in out.history:
+        ops[op.status.value] += 1
+    text = _trace_text(out, snapshot, [r for _, r in violations], network=trace)
+    # Without the network section: a traced and an untraced run of a seed share it.
+    digest = hashlib.blake2b(
+        _trace_text(out, snapshot, [r for _, r in violations], network=False).encode()
+        if trace
+        else text.encode(),
+        digest_size=16,
+    ).hexdigest()
+    summary = SeedResult(
+        workload=spec.name,
+        seed=seed,
+        profile=profile.name,
+        violations=tuple(r for _, r in violations),
+        classes=tuple(k for k, _ in violations),
+        failure_class=failure_class,
+        faults={k.value: n for k, n in counts.items()},
+        buggify_sites=sites,
+        ops=ops,
+        virtual_time=out.virtual_time,
+        wall_time=wall,
+        trace_digest=digest,
+        fired=tuple(i.to_json() for i in fired),
+        restricted=restricted,
+    )
+    return RunOutput(summary, out.history, result, out.log, text)
+
+
+def _failure_class(result: CheckResult | None, kinds: list[str]) -> str | None:
+    if result is not None and result.failure_class is not None:
+        return result.failure_class.value
+    return kinds[0] if kinds else None
+
+
+def _uncommitted_mismatch(
+    snapshot: LogSnapshot, reads: Mapping[tuple[str, int], list[tuple[int, bytes | None]]]
+) -> str | None:
+    for part in snapshot.partitions:
+        tp = (part.topic, part.partition)
+        if tp not in reads:
+            continue
+        expected = [
+            (r.offset, r.value) for b in part.batches if not b.is_control for r in b.records
+        ]
+        if reads[tp] != expected:
+            return (
+                f"read_uncommitted of {tp[0]}-{tp[1]} returned {len(reads[tp])} records, "
+                f"the log holds {len(expected)} data records"
+            )
+    return None
+
+
+def _trace_text(
+    out: _Outcome, snapshot: LogSnapshot, violations: list[str], *, network: bool
+) -> str:
+    """The run's canonical trace: what two runs of one seed must agree on, byte for byte.
+    The network section is there only when the run was traced (it is long)."""
+    assert out.log is not None
+    parts = ["# history\n", out.history.trace(), "# faults\n"]
+    parts += [line + "\n" for line in out.log.lines()]
+    if network:
+        parts += ["# network\n", out.network_trace]
+    parts.append("# log\n")
+    for part in snapshot.partitions:
+        batches = [
+            [b.base_offset, b.producer_id, b.producer_epoch, b.base_sequence, b.record_count]
+            for b in part.batches
+        ]
+        parts.append(json.dumps([part.topic, part.partition, part.log_end_offset, batches]) + "\n")
+    parts.append("# reads\n")
+    for label, reads in (("committed", out.committed), ("uncommitted", out.uncommitted)):
+        for (topic, p), records in sorted(reads.items()):
+            values = [[o, None if v is None else v.decode("latin-1")] for o, v in records]
+            parts.append(json.dumps([label, topic, p, values]) + "\n")
+    parts.append("# check\n")
+    parts += [v + "\n" for v in violations]
+    parts.append(f"# end {out.virtual_time!r}\n")
+    return "".join(parts)
+
+
+def still_fails(
+    workload: str, seed: int, profile: str, failure_class: str
+) -> Callable[[tuple[FaultIdentity, ...]], bool]:
+    """A `ddmin` predicate: does a replay with these faults keep `failure_class`?"""
+
+    def test(faults: tuple[FaultIdentity, ...]) -> bool:
+        replay = run_seed(workload, seed, profile=profile, faults=faults).result
+        return failure_class in replay.classes
+
+    return test
+
+
+__all__ = [
+    "EXCEPTION",
+    "PRODUCER_DEFAULTS",
+    "READ_MISMATCH",
+    "RunOutput",
+    "SeedResult",
+    "Violation",
+    "run_seed",
+    "still_fails",
+]

@@ -1,0 +1,29 @@
+"""Simulated workloads: the API (`SimContext`, `register`) and the built-in workloads.
+
+See `_api.py` for how to write one. Importing this package registers the built-ins.
+"""
+
+from __future__ import annotations
+
+from trio_kafka.sim.workloads import idempotent as _idempotent
+from trio_kafka.sim.workloads._api import (
+    WORKLOADS,
+    SimContext,
+    Workload,
+    WorkloadFn,
+    get_workload,
+    record_send,
+    register,
+)
+
+del _idempotent
+
+__all__ = [
+    "WORKLOADS",
+    "SimContext",
+    "Workload",
+    "WorkloadFn",
+    "get_workload",
+    "record_send",
+    "register",
+]
