@@ -137,10 +137,3 @@ from trio_kafka._cli.tail import tail  # noqa: E402
 
 main.add_command(load)
 main.add_command(tail)
-
-
-from trio_kafka._cli.load import load  # noqa: E402
-from trio_kafka._cli.tail import tail  # noqa: E402
-
-main.add_command(load)
-main.add_command(tail)
