@@ -67,9 +67,8 @@ def minimize(result: SeedResult, *, max_replays: int = 200) -> dict[str, Any]:
 @click.option(
     "--workload",
     "-w",
-    default="idempotent",
-    show_default=True,
-    help="Workload name (see --list).",
+    default=None,
+    help="Workload name (see --list; default idempotent).",
 )
 @click.option(
     "--seeds", "-n", type=int, default=None, help="How many seeds (default 100; 1 with --seed)."
@@ -78,11 +77,15 @@ def minimize(result: SeedResult, *, max_replays: int = 200) -> dict[str, Any]:
 @click.option(
     "--profile",
     type=click.Choice(["lite", "standard"]),
-    default="lite",
-    show_default=True,
-    help="Fault rates, phase lengths and workload size.",
+    default=None,
+    help="Fault rates, phase lengths and workload size (default lite).",
 )
-@click.option("--jobs", "-j", type=int, default=1, show_default=True, help="Worker processes.")
+@click.option("--jobs", "-j", type=int, default=None, help="Worker processes (default 1).")
+@click.option(
+    "--scenario",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A scenario file (simulations/*.toml); command-line options win.",
+)
 @click.option(
     "--replay",
     "replay_file",
@@ -109,11 +112,12 @@ def minimize(result: SeedResult, *, max_replays: int = 200) -> dict[str, Any]:
 @click.option("--no-minimize", is_flag=True, help="Do not minimize failing seeds.")
 @click.option("--list", "list_workloads", is_flag=True, help="List the workloads and exit.")
 def simulate(
-    workload: str,
+    workload: str | None,
     seeds: int | None,
     seed: int | None,
-    profile: str,
-    jobs: int,
+    profile: str | None,
+    jobs: int | None,
+    scenario: Path | None,
     replay_file: Path | None,
     faults: str | None,
     json_file: Path | None,
@@ -125,6 +129,18 @@ def simulate(
     from rich.console import Console
 
     console = Console(stderr=True)
+    defaults: dict[str, Any] = {}
+    if scenario is not None:
+        import tomllib
+
+        defaults = tomllib.loads(scenario.read_text())
+    workload = workload or defaults.get("workload", "idempotent")
+    profile = profile or defaults.get("profile", "lite")
+    jobs = jobs or int(defaults.get("jobs", 1))
+    if seeds is None and "seeds" in defaults:
+        seeds = int(defaults["seeds"])
+    if seed is None and "first_seed" in defaults:
+        seed = int(defaults["first_seed"])
     if list_workloads:
         for w in WORKLOADS.values():
             click.echo(
@@ -146,6 +162,8 @@ def simulate(
         return
     start = 0 if seed is None else seed
     count = seeds if seeds is not None else (1 if seed is not None else 100)
+    if scenario is not None and seeds is not None and "first_seed" in defaults:
+        count = seeds
     seed_list = list(range(start, start + count))
     results = _run_with_progress(console, workload, seed_list, profile, jobs)
     report = _report(console, workload, profile, results, minimize_failures=not no_minimize)

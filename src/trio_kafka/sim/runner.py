@@ -241,9 +241,11 @@ def run_seed(
     *,
     profile: str | Profile = "lite",
     faults: Iterable[FaultIdentity] | None = None,
+    rates: Mapping[FaultKind, float] | None = None,
     trace: bool = False,
 ) -> RunOutput:
-    """Run one seed (see the module doc). `faults`: replay with exactly these faults."""
+    """Run one seed (see the module doc). `faults`: replay with exactly these faults;
+    `rates`: fixed rates per kind instead of the seed's swarm plan (tests, scenarios)."""
     spec = get_workload(workload) if isinstance(workload, str) else workload
     prof = PROFILES[profile] if isinstance(profile, str) else profile
     allowed = None if faults is None else frozenset(faults)
@@ -251,7 +253,7 @@ def run_seed(
     out = _Outcome()
 
     async def main(clock: trio.testing.MockClock) -> None:
-        await _simulate(spec, seed, prof, allowed, trace, out)
+        await _simulate(spec, seed, prof, allowed, rates, trace, out)
 
     run_seeded(main, seed=seed)
     wall = time.perf_counter() - started
@@ -263,11 +265,15 @@ async def _simulate(
     seed: int,
     profile: Profile,
     allowed: frozenset[FaultIdentity] | None,
+    rates: Mapping[FaultKind, float] | None,
     trace: bool,
     out: _Outcome,
 ) -> None:
     draws = Draws(seed)
-    plan = FaultPlan.swarm(draws, profile)
+    if rates is None:
+        plan = FaultPlan.swarm(draws, profile)
+    else:
+        plan = FaultPlan.fixed(rates, profile, fault_phase_end=profile.fault_phase)
     if allowed is not None:
         plan = plan.restricted_to(allowed)
     decider = FaultDecider(plan, draws)
