@@ -314,3 +314,32 @@ def test_impossible_batch_length_is_named() -> None:
 def test_set_base_offset_refuses_more_than_one_batch() -> None:
     with pytest.raises(CorruptRecordError, match="exactly one"):
         set_base_offset(_small_batch(0) * 2, 3)
+
+
+@pytest.mark.parametrize("size", [0, 100, 20_000, 200_000])
+def test_append_values_encodes_exactly_what_append_does(size: int) -> None:
+    # Timestamps that go back and jump far (slow varints); a null value; offset deltas
+    # past the varint table when the values are small.
+    count = 3 if size > 10_000 else 17_000
+    timestamps = [1_700_000_000_000 + (i * 7919) % 50_000 - 20_000 for i in range(count)]
+    values: list[bytes | None] = [bytes([i % 251]) * size for i in range(count)]
+    values[1] = None
+    one_by_one = BatchBuilder()
+    one_by_one.append(5, b"k", b"first")
+    bulk = BatchBuilder()
+    bulk.append(5, b"k", b"first")
+    for timestamp, value in zip(timestamps, values, strict=True):
+        one_by_one.append(timestamp, None, value)
+    bulk.append_values(timestamps, values)
+    assert bulk.record_count == one_by_one.record_count == count + 1
+    assert bulk.build(base_sequence=3) == one_by_one.build(base_sequence=3)
+    [batch] = decode_batches(bulk.build())
+    assert [r.value for r in batch.records[1:]] == values
+
+
+def test_append_values_on_an_empty_builder_sets_the_base_and_max_timestamps() -> None:
+    builder = BatchBuilder()
+    builder.append_values([20, 10, 30], [b"a", b"b", b"c"])
+    [batch] = decode_batches(builder.build())
+    assert (batch.base_timestamp, batch.max_timestamp) == (20, 30)
+    assert [r.timestamp for r in batch.records] == [20, 10, 30]

@@ -52,7 +52,7 @@ from trio_kafka.errors import (
     error_for_code,
 )
 from trio_kafka.net._clock import Clock, TrioClock
-from trio_kafka.protocol import FrameSplitter, decode_response, encode_request
+from trio_kafka.protocol import FrameSplitter, decode_response, encode_request_parts
 
 #: Java's request.timeout.ms default (30 s).
 DEFAULT_REQUEST_TIMEOUT = 30.0
@@ -66,6 +66,11 @@ _PRODUCE_KEY = 0
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _RECEIVE_SIZE = 64 * 1024
+# A frame part at least this big is written on its own; smaller neighbours are joined
+# (one write of a few small buffers beats a system call each).
+_WRITE_ALONE = 32 * 1024
+
+Buffer = bytes | bytearray | memoryview
 
 
 class ConnectionState(enum.Enum):
@@ -295,10 +300,10 @@ class BrokerConnection:
 
     def _register(
         self, message: Any, request_class: type[Any], version: int, timeout: float
-    ) -> tuple[PendingResponse, bytes]:
+    ) -> tuple[PendingResponse, list[Buffer]]:
         """Assign the correlation id, encode, and queue the request (under the lock)."""
         correlation_id = self._next_correlation_id
-        frame = encode_request(
+        frame = encode_request_parts(
             message, version=version, correlation_id=correlation_id, client_id=self.client_id
         )
         # Correlation ids are int32 on the wire; wrap within the non-negative range.
@@ -318,13 +323,17 @@ class BrokerConnection:
                 self._receive_scope.deadline = deadline
         return pending, frame
 
-    async def _write(self, frame: bytes, pending: PendingResponse) -> None:
+    async def _write(self, frame: list[Buffer], pending: PendingResponse) -> None:
         failure: BaseException | None = None
         # Shielded: a caller cancelled mid-write would leave half a frame on the stream and
         # break every other request; bounded by the request's own deadline instead.
         with trio.CancelScope(shield=True, deadline=pending.deadline) as scope:
             try:
-                await self.stream.send_all(frame)
+                if len(frame) == 1:
+                    await self.stream.send_all(frame[0])
+                else:
+                    for chunk in _coalesce(frame):
+                        await self.stream.send_all(chunk)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 failure = exc
         if scope.cancelled_caught:
@@ -476,6 +485,24 @@ class BrokerConnection:
             trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError, OSError
         ):
             await trio.aclose_forcefully(self.stream)
+
+
+def _coalesce(parts: list[Buffer]) -> list[Buffer]:
+    """The frame's parts to write: large ones as they are (never copied), runs of
+    small ones joined."""
+    chunks: list[Buffer] = []
+    small: list[Buffer] = []
+    for part in parts:
+        if len(part) >= _WRITE_ALONE:
+            if small:
+                chunks.append(small[0] if len(small) == 1 else b"".join(small))
+                small = []
+            chunks.append(part)
+        elif part:
+            small.append(part)
+    if small:
+        chunks.append(small[0] if len(small) == 1 else b"".join(small))
+    return chunks
 
 
 @contextlib.asynccontextmanager

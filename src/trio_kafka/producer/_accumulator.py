@@ -89,8 +89,12 @@ class RecordAccumulator:
         sequencing: SequencingPolicy,
         cluster: ClusterView | None = None,
         wall_offset: float = 0.0,
+        handle_class: type[DeliveryHandle] = DeliveryHandle,
     ) -> None:
         self.config = config
+        # The class of the handles `append` returns (the trio driver's awaitable
+        # subclass: made directly, rather than converted, on the per-record path).
+        self.handle_class = handle_class
         self.rng = rng
         self.sequencing = sequencing
         self.cluster = cluster if cluster is not None else ClusterView()
@@ -178,9 +182,13 @@ class RecordAccumulator:
                     batch.room -= size
                     sticky.produced += size
                     self.buffer_used += size
-                    records = batch.records
-                    records.append((now, timestamp_ms, key, value, headers))
-                    return DeliveryHandle(batch, len(records) - 1)
+                    values = batch.values
+                    index = len(values)
+                    values.append(value)
+                    batch.times.append(now)
+                    if key is not None or headers or timestamp_ms is not None:
+                        batch.set_extras(index, timestamp_ms, key, headers)
+                    return self.handle_class(batch, index)
         return self._append_slow(
             topic, value, key, headers, partition, timestamp_ms, now, expected_offset, size
         )
@@ -213,15 +221,16 @@ class RecordAccumulator:
         room = -1
         start = 0
         produced = 0
-        records: list[Any] = []
-        add = records.append
+        add: Any = None
+        add_time: Any = None
         for value in values:
             size = RECORD_OVERHEAD + len(value or b"")
             if size <= room and used + size <= limit:
                 room -= size
                 used += size
                 produced += size
-                add((now, None, None, value, None))
+                add(value)
+                add_time(now)
                 continue
             # Close the current span, then take the slow path for this record.
             if batch is not _NO_BATCH:
@@ -235,8 +244,8 @@ class RecordAccumulator:
             start = handle.index
             room = batch.room
             produced = 0
-            records = batch.records
-            add = records.append
+            add = batch.values.append
+            add_time = batch.times.append
             used = self.buffer_used
             sticky = self._sticky.get(topic)
             if sticky is None or sticky.batch is not batch:
@@ -260,7 +269,7 @@ class RecordAccumulator:
             sticky = self._sticky.get(topic)
             if sticky is not None:
                 sticky.produced += produced
-        spans.append(BatchSpan(batch, start, len(batch.records)))
+        spans.append(BatchSpan(batch, start, len(batch.values)))
 
     def _no_room(self, size: int) -> None:
         """Mark the buffer exhausted (everything becomes sendable); raise if it never fits."""
@@ -326,7 +335,7 @@ class RecordAccumulator:
             or size > batch.room
             or (
                 expected_offset >= 0
-                and batch.expected_offset + len(batch.records) != expected_offset
+                and batch.expected_offset + len(batch.values) != expected_offset
             )
             or (expected_offset < 0 and batch.expected_offset >= 0)
         ):
@@ -350,9 +359,13 @@ class RecordAccumulator:
         if sticky is not None:
             sticky.produced += size
             sticky.batch = batch if expected_offset < 0 else _NO_BATCH
-        records = batch.records
-        records.append((now, timestamp_ms, key, value, headers))
-        return DeliveryHandle(batch, len(records) - 1)
+        values = batch.values
+        index = len(values)
+        values.append(value)
+        batch.times.append(now)
+        if key is not None or headers or timestamp_ms is not None:
+            batch.set_extras(index, timestamp_ms, key, headers)
+        return self.handle_class(batch, index)
 
     def _sticky_partition(self, topic: str, sticky: StickyState, size: int) -> int:
         """Java's sticky switch: after a batch's worth of bytes, once that batch is full

@@ -1,8 +1,11 @@
 """Records, outcomes, batches and delivery handles.
 
 Theory of operation: records are appended raw to the open `ProducerBatch` of their
-partition (a tuple per record; encoding waits until the batch is drained, so the
-per-record cost of `send()` stays a list append). A batch moves QUEUED -> IN_FLIGHT ->
+partition: the value to `values` and the append time to `times` (two list appends, and
+no container object per record: every object that the garbage collector tracks and that
+lives as long as the batch makes its collections slower; a key, an explicit timestamp
+or headers go to the `extras` dict, by index). Encoding waits until the batch is
+drained, so the per-record cost of `send()` stays tiny. A batch moves QUEUED -> IN_FLIGHT ->
 (QUEUED again on a retry) -> DONE, and its final state is set exactly once by
 `complete`, `fail` or `fail_ambiguous`. Every record's `DeliveryHandle` points at its
 batch and its index: its offset is the batch's base offset plus the index, so
@@ -17,8 +20,8 @@ Once set, a batch can no longer end as `Failed`: a final error makes it `Ambiguo
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, overload
 
 import attrs
 
@@ -112,6 +115,7 @@ class ProducerBatch:
         "created",
         "error",
         "expected_offset",
+        "extras",
         "hooks",
         "is_transactional",
         "last_attempt",
@@ -121,14 +125,15 @@ class ProducerBatch:
         "producer_epoch",
         "producer_id",
         "record_errors",
-        "records",
         "reserved",
         "result",
         "retry_at",
         "room",
         "sequence_reset",
         "state",
+        "times",
         "topic",
+        "values",
         "wall_offset",
     )
 
@@ -143,10 +148,11 @@ class ProducerBatch:
     ) -> None:
         self.topic = topic
         self.partition = partition
-        # (now, timestamp_ms | None, key, value, headers) per record, in offset order.
-        self.records: list[
-            tuple[float, int | None, bytes | None, bytes | None, Headers | None]
-        ] = []
+        # Per record, in offset order: its value and the `now` it was appended at.
+        self.values: list[bytes | None] = []
+        self.times: list[float] = []
+        # index -> (timestamp_ms | None, key, headers) for the records that have any.
+        self.extras: dict[int, tuple[int | None, bytes | None, Headers | None]] | None = None
         # Bytes this batch may still take; -1 once sealed (drained: no more appends).
         self.capacity = capacity
         self.room = capacity
@@ -180,14 +186,37 @@ class ProducerBatch:
 
     def __repr__(self) -> str:
         return (
-            f"<ProducerBatch {self.topic}-{self.partition} records={len(self.records)} "
+            f"<ProducerBatch {self.topic}-{self.partition} records={len(self.values)} "
             f"{self.state.value} seq={self.base_sequence} epoch={self.producer_epoch} "
             f"attempts={self.attempts}>"
         )
 
     @property
     def record_count(self) -> int:
-        return len(self.records)
+        return len(self.values)
+
+    @property
+    def records(self) -> RecordsView:
+        """The records as (now, timestamp_ms | None, key, value, headers) tuples, made
+        on demand (for callers off the hot path: interceptors, tests, diagnostics)."""
+        return RecordsView(self)
+
+    def record(
+        self, index: int
+    ) -> tuple[float, int | None, bytes | None, bytes | None, Headers | None]:
+        extra = self.extras.get(index) if self.extras else None
+        now, value = self.times[index], self.values[index]
+        if extra is None:
+            return now, None, None, value, None
+        return now, extra[0], extra[1], value, extra[2]
+
+    def set_extras(
+        self, index: int, timestamp_ms: int | None, key: bytes | None, headers: Headers | None
+    ) -> None:
+        """Record `index` has a key, an explicit timestamp or headers."""
+        if self.extras is None:
+            self.extras = {}
+        self.extras[index] = (timestamp_ms, key, headers)
 
     @property
     def size(self) -> int:
@@ -196,7 +225,7 @@ class ProducerBatch:
 
     @property
     def last_sequence(self) -> int:
-        return self.base_sequence + len(self.records) - 1
+        return self.base_sequence + len(self.values) - 1
 
     @property
     def done(self) -> bool:
@@ -220,9 +249,20 @@ class ProducerBatch:
 
             builder = self.builder = BatchBuilder(Compression(compression), compression_level)
             offset = self.wall_offset
-            append = builder.append
-            for now, ts, key, value, headers in self.records:
-                append(int((now + offset) * 1000) if ts is None else ts, key, value, headers or ())
+            extras = self.extras
+            if extras is None:  # no keys, headers or explicit timestamps: the bulk path
+                builder.append_values([int((t + offset) * 1000) for t in self.times], self.values)
+            else:
+                append = builder.append
+                for index, (now, value) in enumerate(zip(self.times, self.values)):
+                    extra = extras.get(index)
+                    if extra is None:
+                        append(int((now + offset) * 1000), None, value)
+                    else:
+                        ts, key, headers = extra
+                        if ts is None:
+                            ts = int((now + offset) * 1000)
+                        append(ts, key, value, headers or ())
         return builder.build(
             base_offset=self.expected_offset,
             producer_id=self.producer_id,
@@ -234,8 +274,10 @@ class ProducerBatch:
     def timestamp_of(self, index: int) -> int:
         if self.log_append_time >= 0:
             return self.log_append_time
-        now, ts, _, _, _ = self.records[index]
-        return int((now + self.wall_offset) * 1000) if ts is None else ts
+        extra = self.extras.get(index) if self.extras else None
+        if extra is not None and extra[0] is not None:
+            return extra[0]
+        return int((self.times[index] + self.wall_offset) * 1000)
 
     # -- final states (each returns False if the batch was already done) ------------
 
@@ -305,6 +347,38 @@ class ProducerBatch:
             case Result.AMBIGUOUS:
                 assert isinstance(self.error, AmbiguousError)
                 return Ambiguous(self.topic, self.partition, self.error)
+
+
+RecordTuple = tuple[float, int | None, bytes | None, bytes | None, Headers | None]
+
+
+class RecordsView(Sequence[RecordTuple]):
+    """A batch's records as tuples, built when read (see `ProducerBatch.records`)."""
+
+    __slots__ = ("_batch",)
+
+    def __init__(self, batch: ProducerBatch) -> None:
+        self._batch = batch
+
+    def __len__(self) -> int:
+        return len(self._batch.values)
+
+    @overload
+    def __getitem__(self, index: int) -> RecordTuple: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[RecordTuple]: ...
+    def __getitem__(self, index: int | slice) -> RecordTuple | list[RecordTuple]:
+        if isinstance(index, slice):
+            return [self._batch.record(i) for i in range(len(self))[index]]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("record index out of range")
+        return self._batch.record(index)
+
+    def __iter__(self) -> Iterator[RecordTuple]:
+        record = self._batch.record
+        return (record(i) for i in range(len(self)))
 
 
 class DeliveryHandle:

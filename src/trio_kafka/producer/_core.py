@@ -101,6 +101,7 @@ class ProducerCore:
         sequencing: SequencingPolicy | None = None,
         cluster: ClusterView | None = None,
         wall_offset: float = 0.0,
+        handle_class: type[DeliveryHandle] = DeliveryHandle,
     ) -> None:
         self.config = config
         self.rng = rng
@@ -112,7 +113,9 @@ class ProducerCore:
             )
         self.sequencing = sequencing
         self.metrics = ProducerMetrics()
-        self.accumulator = RecordAccumulator(config, rng, sequencing, cluster, wall_offset)
+        self.accumulator = RecordAccumulator(
+            config, rng, sequencing, cluster, wall_offset, handle_class
+        )
         # The hot path, bound once: `core.append(...)` is the accumulator's.
         self.append = self.accumulator.append
         self.append_many = self.accumulator.append_many
@@ -189,10 +192,10 @@ class ProducerCore:
             metrics.requests_sent += 1
             for batch in batches:
                 metrics.batches_sent += 1
-                metrics.records_sent += len(batch.records)
+                metrics.records_sent += batch.record_count
                 metrics.bytes_sent += batch.size
                 if batch.attempts > 1:
-                    metrics.record_retries += len(batch.records)
+                    metrics.record_retries += batch.record_count
         return drained
 
     def encode(self, batch: ProducerBatch) -> bytes:
@@ -214,14 +217,14 @@ class ProducerCore:
             age = now - batch.created
             if batch.maybe_written:
                 ambiguous = AmbiguousDeliveryTimeoutError(
-                    f"{len(batch.records)} record(s) for {batch.topic}-{batch.partition} "
+                    f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} "
                     f"expired after {age:.3f}s; an earlier attempt may have been written"
                 )
                 self.sequencing.on_final(batch, gap=False, error=ambiguous)
                 self._finish_ambiguous(batch, ambiguous)
             else:
                 failed = DeliveryTimeoutError(
-                    f"{len(batch.records)} record(s) for {batch.topic}-{batch.partition} "
+                    f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} "
                     f"expired after {age:.3f}s without being written"
                 )
                 self.sequencing.on_final(batch, gap=False, error=failed)
@@ -326,7 +329,7 @@ class ProducerCore:
         cause = error if isinstance(error, AmbiguousError) else RequestTimeoutError(str(error))
         if now - batch.created >= self.config.delivery_timeout:
             cause = AmbiguousDeliveryTimeoutError(
-                f"{len(batch.records)} record(s) for {batch.topic}-{batch.partition}: "
+                f"{batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
                 f"delivery_timeout passed with a request in flight ({error})"
             )
         self.sequencing.on_final(batch, gap=False, error=cause)
@@ -396,7 +399,7 @@ class ProducerCore:
 
     def _finish_ok(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         if batch.complete(base_offset, log_append_time):
-            self.metrics.records_acknowledged += len(batch.records)
+            self.metrics.records_acknowledged += batch.record_count
             self.accumulator.release(batch)
 
     def _finish_failed(
@@ -407,14 +410,14 @@ class ProducerCore:
     ) -> None:
         if batch.fail(error, record_errors):
             if batch.result is Result.FAILED:
-                self.metrics.records_failed += len(batch.records)
+                self.metrics.records_failed += batch.record_count
             else:
-                self.metrics.records_ambiguous += len(batch.records)
+                self.metrics.records_ambiguous += batch.record_count
             self.accumulator.release(batch)
 
     def _finish_ambiguous(self, batch: ProducerBatch, error: AmbiguousError) -> None:
         if batch.fail_ambiguous(error):
-            self.metrics.records_ambiguous += len(batch.records)
+            self.metrics.records_ambiguous += batch.record_count
             self.accumulator.release(batch)
 
     def _remove_queued(self, batch: ProducerBatch) -> None:

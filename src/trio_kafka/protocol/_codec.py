@@ -14,6 +14,7 @@ from typing import Any
 from ..errors import ProtocolError, UnsupportedRequestError
 from ._headers import RequestHeader, ResponseHeader
 from ._schema import Request, Response
+from ._types import Gather
 from .messages import REQUEST_CLASSES
 
 _SIZE = struct.Struct(">i")
@@ -35,6 +36,22 @@ def encode_request(
     message: Request, *, version: int, correlation_id: int, client_id: str | None
 ) -> bytes:
     """The whole request frame, size prefix included."""
+    return b"".join(
+        encode_request_parts(
+            message, version=version, correlation_id=correlation_id, client_id=client_id
+        )
+    )
+
+
+def encode_request_parts(
+    message: Request, *, version: int, correlation_id: int, client_id: str | None
+) -> list[bytes | bytearray | memoryview]:
+    """The whole request frame as a list of buffers to write one after the other.
+
+    Large records values (a Produce request's record batches) are parts of their own,
+    never copied; everything else is encoded into bytearrays between them. A frame with
+    no large records value is one bytearray.
+    """
     cls = type(message)
     header = RequestHeader(
         api_key=cls.API_KEY,
@@ -42,11 +59,15 @@ def encode_request(
         correlation_id=correlation_id,
         client_id=client_id,
     )
-    out = bytearray(4)
+    out = Gather()
+    out += b"\x00\x00\x00\x00"  # the size, known at the end
     header.write_to(out, request_header_version(cls, version))
     message.write_to(out, version)
-    out[0:4] = _SIZE.pack(len(out) - 4)
-    return bytes(out)
+    parts = out.parts()
+    first = parts[0]
+    assert isinstance(first, bytearray)  # Gather.cut and parts() keep it one
+    first[0:4] = _SIZE.pack(sum(map(len, parts)) - 4)
+    return parts
 
 
 def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Any]:

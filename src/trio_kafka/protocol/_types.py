@@ -317,6 +317,64 @@ class _Bytes(WireType):
         return read, write, size
 
 
+#: A records value at least this long is not copied into a `Gather` frame: it becomes a
+#: part of its own (the record batches of a large Produce request or Fetch response).
+GATHER_MIN = 32 * 1024
+
+
+class Gather(bytearray):
+    """An output buffer that keeps large records values by reference.
+
+    The writers append to it as to any bytearray; the records writer hands a large value
+    to `cut` instead, which closes the bytes written so far as one part, adds the value
+    as the next, and goes on empty. `parts()` is then the frame as a list of buffers
+    whose concatenation is what a plain bytearray would have held.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        # Finished parts, in order; owned by this buffer until parts() hands them out.
+        self.finished: list[bytes | bytearray | memoryview] = []
+
+    def cut(self, value: bytes | bytearray | memoryview) -> None:
+        self.finished.append(bytearray(self))
+        self.finished.append(value)
+        del self[:]
+
+    def parts(self) -> list[bytes | bytearray | memoryview]:
+        if not self.finished:
+            return [self]
+        parts = self.finished
+        if self:
+            parts.append(self)
+        return parts
+
+
+class _Records(_Bytes):
+    """Raw record batches: bytes on the wire, never copied into a `Gather` when large."""
+
+    def compile(self, version: int, flexible: bool, nullable: bool) -> Codec:
+        read, _, size = super().compile(version, flexible, nullable)
+
+        def write(out: bytearray, value: bytes | None) -> None:
+            if value is None:
+                if not nullable:
+                    raise ValueError("None in non-nullable bytes")
+                out += b"\x00" if flexible else b"\xff\xff\xff\xff"
+                return
+            length = len(value)
+            if flexible:
+                write_uvarint(out, length + 1)
+            else:
+                out += _pack_i32(length)
+            if length >= GATHER_MIN and out.__class__ is Gather:
+                out.cut(value)
+            else:
+                out += value
+
+        return read, write, size
+
+
 class Array(WireType):
     """An array of `element` (a wire type, or a struct wrapped by the schema layer)."""
 
@@ -413,7 +471,7 @@ UUID = _Uuid()
 STRING = _String()
 BYTES = _Bytes("bytes")
 #: Raw record batches: on the wire exactly `bytes` (decoding them is `records/`' job).
-RECORDS = _Bytes("records")
+RECORDS = _Records("records")
 
 
 def array(element: Any) -> Array:

@@ -40,6 +40,7 @@ from trio_kafka.records._varint import MINUS_ONE, ZIGZAG, ZIGZAG_CACHED, zigzag
 _HEADER_SIZE = 61
 _NO_HEADERS = b"\x00"  # headersCount 0
 _NULL = MINUS_ONE  # length -1: a null key or value
+_NULL_KEY_AND_VALUE = MINUS_ONE + MINUS_ONE
 
 
 def encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
@@ -94,7 +95,7 @@ class BatchBuilder:
         self._base_timestamp: int | None = None
         self._max_timestamp = -1
         # The record section as last built (compressed), valid while _built_count matches.
-        self._built_section = b""
+        self._built_section: bytes | bytearray = b""
         self._built_count = -1
 
     def __repr__(self) -> str:
@@ -154,11 +155,61 @@ class BatchBuilder:
         self._count = delta + 1
         return delta
 
-    def _record_section(self) -> bytes:
+    def append_values(self, timestamps: Sequence[int], values: Sequence[bytes | None]) -> None:
+        """`append(timestamp, None, value)` for each pair: records without key or
+        headers (the producer's common case), with the per-call overhead paid once."""
+        count = len(values)
+        if count == 0:
+            return
+        if len(timestamps) != count:
+            raise ValueError(f"{len(timestamps)} timestamps for {count} values")
+        base = self._base_timestamp
+        if base is None:
+            base = self._base_timestamp = self._max_timestamp = timestamps[0]
+        top = max(timestamps)
+        self._max_timestamp = max(self._max_timestamp, top)
+        table = ZIGZAG
+        cached = ZIGZAG_CACHED
+        delta = self._count
+        # Each record: length, attributes 0, timestamp delta, offset delta, null key
+        # (-1), value length, value, no headers. Only the varints vary; the pieces are
+        # collected and joined once (cheaper than growing the bytearray piece by piece).
+        parts: list[bytes] = []
+        add = parts.append
+        for timestamp, value in zip(timestamps, values):
+            ts = timestamp - base
+            head = b"\x00" + (table[ts] if 0 <= ts < cached else zigzag(ts))
+            head += table[delta] if delta < cached else zigzag(delta)
+            if value is None:
+                head += _NULL_KEY_AND_VALUE
+                size = len(head) + 1
+                add(table[size] if size < cached else zigzag(size))
+                add(head)
+            else:
+                length = len(value)
+                head += _NULL + (table[length] if length < cached else zigzag(length))
+                size = len(head) + length + 1
+                add(table[size] if size < cached else zigzag(size))
+                add(head)
+                add(value)
+            add(_NO_HEADERS)
+            delta += 1
+        if self._buffer:
+            self._buffer += b"".join(parts)
+        else:
+            self._buffer = bytearray().join(parts)  # one copy of the values, not two
+        self._count = delta
+
+    def _record_section(self) -> bytes | bytearray:
         if self._built_count != self._count:
-            self._built_section = compress(
-                self.compression, bytes(self._buffer), self.compression_level
-            )
+            if self.compression is Compression.NONE:
+                # The buffer itself, not a copy: an append after this build changes the
+                # count, so the next build looks again.
+                self._built_section = self._buffer
+            else:
+                self._built_section = compress(
+                    self.compression, bytes(self._buffer), self.compression_level
+                )
             self._built_count = self._count
         return self._built_section
 
