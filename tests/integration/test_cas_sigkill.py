@@ -68,7 +68,7 @@ async def test_a_load_killed_at_random_points_resumes_to_exactly_its_input(
         for point in range(POINTS):
             topic = f"load-{point}"
             cluster.create_topic(topic, 1, {"expected.offset.check.enable": "true"})
-            kill_at = rng.randrange(ROWS // 20, ROWS * 9 // 10)
+            kill_at = rng.randrange(ROWS // 20, ROWS * 4 // 5)
             command = [
                 *LOAD,
                 str(data),
