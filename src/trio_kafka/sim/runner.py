@@ -331,8 +331,11 @@ async def _simulate(
 
 
 def _first_line(exc: BaseException) -> str:
+    """The first line of the exception, or of its first leaf for a group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
     text = str(exc).strip().splitlines()
-    return text[0] if text else ""
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
 async def _final_reads(

@@ -5,6 +5,7 @@ See `_api.py` for how to write one. Importing this package registers the built-i
 
 from __future__ import annotations
 
+from trio_kafka.sim.workloads import cas as _cas
 from trio_kafka.sim.workloads import idempotent as _idempotent
 from trio_kafka.sim.workloads._api import (
     WORKLOADS,
@@ -16,7 +17,7 @@ from trio_kafka.sim.workloads._api import (
     register,
 )
 
-del _idempotent
+del _cas, _idempotent
 
 __all__ = [
     "WORKLOADS",

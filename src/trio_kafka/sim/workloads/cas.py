@@ -1,0 +1,108 @@
+"""The conditional-writer race: several writers append to one CAS-checked partition.
+
+Each writer is its own process in spirit (its own producer, its own connections): it
+reads the partition to its end, then appends with the expected offset it believes is
+next (`ConditionalWriter.append`). When another writer took the offset it gets
+`ConcurrentWriteError`, reads what is new and goes on. Every append is a `CasAppend` in
+the history with the offset it expected; the checker holds C1-C4: at most one attempt of
+an append lands, success means exactly the expected offset, a failure is never in the
+log, and every append settles after the heal.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from trio_kafka.broker import CAS_CONFIG
+from trio_kafka.client._conditional import ConditionalWriter, open_conditional_writer
+from trio_kafka.errors import ConcurrentWriteError, KafkaError
+from trio_kafka.sim.history import CasAppend, Fail, Info, Ok
+from trio_kafka.sim.workloads._api import SimContext, register
+
+TOPIC = "cas"
+
+#: Appends per writer and writers, by profile.
+_SIZES = {"lite": (6, 3), "standard": (40, 4)}
+#: Sessions a writer may start (each after a failure), and the pause before the next.
+_MAX_SESSIONS = 50
+_SESSION_BACKOFF = 0.5
+
+
+@register(
+    "cas",
+    topics={TOPIC: 1},
+    topic_configs={TOPIC: {CAS_CONFIG: "true"}},
+    description="conditional writers racing for the offsets of one CAS-checked partition",
+)
+async def cas(ctx: SimContext) -> None:
+    appends, writers = _SIZES.get(ctx.profile.name, _SIZES["standard"])
+    async with trio.open_nursery() as nursery:
+        for w in range(writers):
+            nursery.start_soon(_writer, ctx, f"w{w}", appends)
+        if ctx.competing_instances:
+            nursery.start_soon(_competitor, ctx, appends)
+
+
+async def _competitor(ctx: SimContext, appends: int) -> None:
+    """Another instance of the application joins the race at a seeded moment."""
+    await trio.sleep(ctx.fault_phase_end * ctx.draws.uniform("cas.competitor.start"))
+    if ctx.fires_competitor("cas.start", 0):
+        await _writer(ctx, "c0", appends)
+
+
+async def _writer(ctx: SimContext, writer: str, appends: int) -> None:
+    """Appends until done; a writer whose session fails (a read or a connection gave
+    up) starts a new one, as a restarted process would: a new producer and a new writer
+    id, so an abandoned append of the old session can never pass for a new one."""
+    done = 0
+    for session in range(_MAX_SESSIONS):
+        try:
+            done = await _session(ctx, writer, session, done, appends)
+            return
+        except KafkaError:
+            pass
+        except BaseExceptionGroup as group:
+            if not all(isinstance(leaf, KafkaError) for leaf in _leaves(group)):
+                raise
+        done = sum(1 for o in ctx.history if o.op.writer == writer)
+        await trio.sleep(_SESSION_BACKOFF)
+
+
+async def _session(ctx: SimContext, writer: str, session: int, done: int, appends: int) -> int:
+    async with (
+        ctx.open_producer(f"p-{writer}", linger=0.0) as producer,
+        open_conditional_writer(
+            TOPIC, 0, producer=producer, writer_ids=lambda: f"sim-{writer}-{session}"
+        ) as conditional,
+    ):
+        gap = ctx.fault_phase_end / max(appends, 1)
+        for n in range(done, appends):
+            await trio.sleep(2 * gap * ctx.draws.uniform("cas.gap", writer, n))
+            if conditional.next_offset is None:
+                await _read(conditional, conditional.last_read_end or None)
+            assert conditional.next_offset is not None
+            value = ctx.value(writer, n)
+            op = CasAppend(writer, TOPIC, 0, value, n, conditional.next_offset)
+            op_id = ctx.history.invoke(op, time=trio.current_time())
+            try:
+                ack = await conditional.append(value)
+            except ConcurrentWriteError as exc:
+                ctx.history.complete(op_id, Fail(type(exc).__name__), time=trio.current_time())
+            except KafkaError as exc:
+                ctx.history.complete(op_id, Info(type(exc).__name__), time=trio.current_time())
+                raise
+            else:
+                ctx.history.complete(op_id, Ok(0, ack.offset), time=trio.current_time())
+    return appends
+
+
+async def _read(conditional: ConditionalWriter, start: int | None) -> None:
+    async for _ in conditional.read_to_end(start=start):
+        pass
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out += _leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc]
+    return out
