@@ -20,6 +20,7 @@ from trio_kafka.client._conditional import (
 )
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
 from trio_kafka.client._producer import Producer, open_producer
+from trio_kafka.client._transactions import GroupMetadata, OffsetAndMetadata
 from trio_kafka.producer import (
     Acknowledged,
     Ambiguous,
@@ -31,6 +32,8 @@ from trio_kafka.producer import (
 )
 
 __all__ = [
+    "GroupMetadata",
+    "OffsetAndMetadata",
     "CAS_TOPIC_CONFIG",
     "BulkLoader",
     "LoadResult",

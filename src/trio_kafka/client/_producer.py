@@ -33,6 +33,7 @@ from trio_kafka.client._cas import send_conditional
 from trio_kafka.client._edge import edge_defaults
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
 from trio_kafka.client._sender import Sender, logger
+from trio_kafka.client._transactions import TransactionalProducerMixin, transaction_driver
 from trio_kafka.errors import (
     BufferFullError,
     ConfigError,
@@ -59,7 +60,7 @@ _CHECKPOINT_EVERY = 64
 _BULK_CHUNK = 8192
 
 
-class Producer:
+class Producer(TransactionalProducerMixin):
     """Created by `open_producer()`; see the module doc."""
 
     def __init__(
@@ -77,7 +78,14 @@ class Producer:
         self._clock = clock
         self._now = _fast_now(clock)
         self._nursery = nursery
-        self._core = ProducerCore(config, rng, wall_offset=wall_offset)
+        # Transactions (client/_transactions.py): None unless transactional_id is set.
+        self._txn = transaction_driver(config)
+        self._core = ProducerCore(
+            config,
+            rng,
+            wall_offset=wall_offset,
+            sequencing=None if self._txn is None else self._txn.sequencer,
+        )
         self._append = self._core.append
         self._sender = Sender(
             self._core, selector, clock, nursery, self._notify_progress, self._on_fatal, buggify
@@ -96,6 +104,9 @@ class Producer:
         )
         # send() must leave its fast path: _slow, closing, or a fatal error.
         self._detour = self._slow
+        if self._txn is not None:
+            # Starts the coordinator loop; keeps _detour True outside a transaction.
+            self._txn.attach(self)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "closing" if self._closing else "open"
@@ -173,6 +184,8 @@ class Producer:
             partition, timestamp = record.partition, record.timestamp
         if self._closing or self._sender.fatal_error is not None:
             self._refuse()
+        if self._txn is not None:
+            self._txn.check_send()  # outside a transaction: refused, with the reason
         if self._slow:
             topic, value, key, headers, partition, timestamp = self._prepare(
                 topic, value, key, headers, partition, timestamp
@@ -203,6 +216,8 @@ class Producer:
         """
         if topic is None or self._slow:
             return await self._send_many_records(records, topic)
+        if self._txn is not None:
+            self._txn.check_send()
         values = records if isinstance(records, list) else list(records)
         for value in values:
             if value.__class__ is not bytes:

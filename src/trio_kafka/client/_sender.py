@@ -284,7 +284,8 @@ class Sender:
         if self.fatal_error is None:
             self.fatal_error = error
             if self.core.fatal_error is None:
-                self.core.fatal_error = error
+                # Through the core, so the sequencing policy (a transaction) hears of it.
+                self.core._fatal(error)
             logger.error("producer stopped by a fatal error: %s", error)
             self.on_fatal()
             self.core.fail_all(error)

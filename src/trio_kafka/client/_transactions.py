@@ -1,0 +1,435 @@
+"""The transactional producer: the trio driver of `TransactionManager`.
+
+Theory of operation
+-------------------
+A producer opened with `transactional_id=` gets a `TransactionDriver`. It owns the
+sans-IO `TransactionManager` (producer/transactions.py) and the producer core's
+sequencing policy, a `TransactionalSequencer`, so the core only drains a batch whose
+partition the manager allows (added with AddPartitionsToTxn, or under transactions v2
+simply "a transaction is open"). The manager owns InitProducerId; the driver installs
+the ids it hands out with `core.set_producer_id`.
+
+One task, the coordinator loop (`run`), does every coordinator request, one at a time:
+
+1. `_sync`: the manager's fatal error stops the producer (`Sender.fatal`, so `send()`
+   refuses); while the transaction is failing or aborting, every batch not yet sent
+   fails with its error (`core.fail_all`, Java's abortUndrainedBatches);
+2. the negotiated versions and the cluster's finalized `transaction.version` (KIP-890)
+   of the coordinator (or, before it is known, of any connected node) go to the manager;
+3. `next_request(now, batches_unfinished=...)`: send it to its coordinator (FindCoordinator
+   to the least loaded node) and hand back the answer, or the failure with `sent=False`
+   when the request never left (nothing can have been applied);
+4. sleep until the manager's backoff ends or something wakes it: a user call, a batch
+   reaching a final state (EndTxn waits for every batch), a ready batch blocked on a
+   partition not yet in the transaction (the sequencer below wakes it).
+
+The user's calls (`init_transactions`, `begin_transaction`, `commit_transaction`,
+`abort_transaction`, `send_offsets_to_transaction`, `transaction()`) change the manager's
+state and wait for its `TxnResult`. `send()` takes its fast path only inside a
+transaction (`producer._detour` is kept True otherwise), and its slow path asks
+`check_send()`, so a record outside a transaction is refused with the reason.
+
+`transaction()` commits on normal exit and aborts on an exception or a cancellation;
+the abort runs shielded and bounded by `abort_timeout` (default `request_timeout`), so a
+cancelled caller is never kept waiting on a dead coordinator and the exception it
+raised is the one that propagates. After a commit whose outcome is unknown
+(`TransactionOutcomeUnknownError`) the manager re-initialises at once with an epoch bump;
+`transaction()` waits for that before it begins the next one, `begin_transaction()`
+refuses until `init_transactions()` has returned it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING
+
+import trio
+
+from trio_kafka.errors import (
+    AbortableError,
+    BrokerConnectionError,
+    ConfigError,
+    IllegalTransactionStateError,
+    KafkaError,
+)
+from trio_kafka.net import TRANSACTION_VERSION_FEATURE, ApiVersionsInfo
+from trio_kafka.producer import (
+    GroupMetadata,
+    OffsetAndMetadata,
+    ProducerBatch,
+    ProducerConfig,
+    Sequencer,
+    TransactionalSequencer,
+    TransactionManager,
+    TxnResult,
+    TxnState,
+)
+from trio_kafka.producer.transactions import TxnRequest
+
+if TYPE_CHECKING:
+    from trio_kafka.client._producer import Producer
+    from trio_kafka.client._sender import Sender
+
+logger = logging.getLogger("trio_kafka.producer.transactions")
+
+TopicPartition = tuple[str, int]
+# Batches of these states are not drained: they fail with the transaction's error.
+_NO_DRAIN = frozenset({TxnState.ABORTABLE_ERROR, TxnState.ABORTING, TxnState.FATAL_ERROR})
+
+
+class _WakingSequencer(TransactionalSequencer):
+    """The transactional policy, plus: wake the coordinator loop when a ready batch is
+    blocked on its partition (AddPartitionsToTxn must go) and hold back every batch once
+    the transaction is failing (the loop fails them)."""
+
+    def __init__(self, manager: TransactionManager, driver: TransactionDriver) -> None:
+        super().__init__(manager)
+        self._driver = driver
+
+    def drain_blocked(self, batch: ProducerBatch) -> bool:
+        txn = self.txn
+        if txn.state in _NO_DRAIN:
+            self._driver.wake()
+            return True
+        tp = (batch.topic, batch.partition)
+        if not txn.is_send_to_partition_allowed(tp):
+            txn.register_ready_partition(tp)
+            # Transactions v2 allow it at once (the Produce request adds it); v1 must
+            # wait for AddPartitionsToTxn, which the coordinator loop sends.
+            if not txn.is_send_to_partition_allowed(tp):
+                if txn.new_partitions:
+                    self._driver.wake()
+                return True
+        return Sequencer.drain_blocked(self, batch)
+
+
+class TransactionDriver:
+    """The coordinator loop and the transactional calls of one producer (module doc)."""
+
+    def __init__(self, config: ProducerConfig) -> None:
+        self.manager = TransactionManager.from_config(config)
+        self.sequencer = _WakingSequencer(self.manager, self)
+        self.config = config
+        #: How long the abort of `transaction()` may take after an exception.
+        self.abort_timeout = config.request_timeout
+        # Set by `attach` (the producer builds the core with our sequencer first).
+        self._producer: Producer | None = None
+        self._wake_event = trio.Event()
+        # Versions last given to the manager (only re-sent when they change).
+        self._info: ApiVersionsInfo | None = None
+
+    def __repr__(self) -> str:
+        return f"<TransactionDriver {self.manager!r}>"
+
+    def attach(self, producer: Producer) -> None:
+        """Hook into the producer's sender and start the coordinator loop."""
+        self._producer = producer
+        sender = producer._sender
+        notify = sender.on_progress
+
+        def on_progress() -> None:
+            notify()
+            self.wake()  # EndTxn waits for every batch to settle
+
+        sender.on_progress = on_progress
+        self.update_detour()
+        producer._nursery.start_soon(self.run, name="kafka-txn-coordinator")
+
+    @property
+    def _p(self) -> Producer:
+        assert self._producer is not None, "the driver is not attached to a producer"
+        return self._producer
+
+    @property
+    def _sender(self) -> Sender:
+        return self._p._sender
+
+    def wake(self) -> None:
+        self._wake_event.set()
+
+    def update_detour(self) -> None:
+        """send()'s fast path only inside a transaction (the slow path checks why not)."""
+        p = self._p
+        p._detour = (
+            p._slow
+            or p._closing
+            or self._sender.fatal_error is not None
+            or self.manager.state is not TxnState.IN_TRANSACTION
+        )
+
+    # -- the coordinator loop ----------------------------------------------------------
+
+    async def run(self) -> None:
+        clock = self._p._clock
+        manager = self.manager
+        while True:
+            self._sync()
+            now = clock.now()
+            await self._set_versions()
+            request = manager.next_request(now, batches_unfinished=self._p._core.has_unfinished)
+            if request is not None:
+                await self._exchange(request)
+                self._sync()
+                self._sender.wake()
+                continue
+            event = self._wake_event
+            if event.is_set():
+                self._wake_event = trio.Event()
+                await trio.lowlevel.checkpoint()
+                continue
+            delay = manager.poll_delay(clock.now())
+            if delay is None or delay <= 0:
+                # Nothing to send, or EndTxn waits for the batches: a batch settling,
+                # a response or a user call wakes us.
+                delay = math.inf
+            with trio.move_on_after(delay):
+                await event.wait()
+            if self._wake_event is event:
+                self._wake_event = trio.Event()
+
+    def _sync(self) -> None:
+        manager, sender, core = self.manager, self._sender, self._p._core
+        if manager.state is TxnState.FATAL_ERROR and sender.fatal_error is None:
+            assert manager.last_error is not None
+            sender.fatal(manager.last_error)
+        error = manager.undrained_error()
+        if error is not None and core.fail_all(error):
+            sender.on_progress()
+        self.update_detour()
+
+    async def _set_versions(self) -> None:
+        """The coordinator's versions and `transaction.version` to the manager."""
+        selector = self._p.selector
+        info: ApiVersionsInfo | None = None
+        coordinator = self.manager.coordinator
+        if coordinator is not None and coordinator.node_id in selector.node_ids:
+            info = selector.api_versions(coordinator.node_id)
+        if info is None and self._info is None:
+            # Nothing negotiated yet: connect to some node to learn the versions.
+            try:
+                node_id = selector.least_loaded_node()
+                await selector.connection(node_id)
+                info = selector.api_versions(node_id)
+            except KafkaError as exc:
+                logger.debug("no node for ApiVersions yet: %s", exc)
+        if info is not None and info is not self._info:
+            self._info = info
+            self.manager.set_api_versions(
+                info.negotiated,
+                transaction_version=info.finalized_level(TRANSACTION_VERSION_FEATURE),
+            )
+
+    async def _node_for(self, request: TxnRequest) -> int:
+        selector = self._p.selector
+        coordinator = request.coordinator
+        if coordinator is None:
+            return selector.least_loaded_node()
+        if coordinator.node_id not in selector.node_ids:
+            # FindCoordinator named a broker the metadata has not shown us yet.
+            await selector.refresh_metadata()
+            if coordinator.node_id not in selector.node_ids:
+                raise BrokerConnectionError(
+                    f"coordinator node {coordinator.node_id} at {coordinator.host}:"
+                    f"{coordinator.port} is not in the cluster metadata"
+                )
+        return coordinator.node_id
+
+    async def _exchange(self, request: TxnRequest) -> None:
+        p = self._p
+        selector, clock, manager = p.selector, p._clock, self.manager
+        sent = False
+        try:
+            node_id = await self._node_for(request)
+            connection = await selector.connection(node_id)
+            sent = True
+            pending = await connection.send(
+                request.message, version=request.version, timeout=self.config.request_timeout
+            )
+            response = await pending.wait()
+        except BrokerConnectionError as exc:
+            # Refused before the request was registered: it never left.
+            update = manager.handle_failure(request, exc, clock.now(), sent=False)
+        except KafkaError as exc:
+            logger.debug("%s failed (%s): %s", request.kind.value, "sent" if sent else "", exc)
+            update = manager.handle_failure(request, exc, clock.now(), sent=sent)
+        else:
+            update = manager.handle_response(request, response, clock.now())
+        if update.new_producer_id is not None:
+            producer_id, epoch = update.new_producer_id
+            p._core.set_producer_id(producer_id, epoch, clock.now())
+            logger.debug("transactional producer id %s epoch %s", producer_id, epoch)
+
+    # -- the caller's calls ------------------------------------------------------------
+
+    def check_send(self) -> None:
+        """Raise why `send()` may not append now (called on send's slow path)."""
+        manager = self.manager
+        if manager.state is TxnState.IN_TRANSACTION:
+            return
+        if manager.state in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR):
+            assert manager.last_error is not None
+            raise manager.last_error
+        hint = (
+            "call begin_transaction() or use `async with producer.transaction()`"
+            if manager.state is TxnState.READY
+            else "await producer.init_transactions() first"
+            if manager.state in (TxnState.UNINITIALIZED, TxnState.INITIALIZING)
+            else "wait until the transaction has ended"
+        )
+        raise IllegalTransactionStateError(
+            f"transactional id {manager.transactional_id!r}: send() outside a "
+            f"transaction (state {manager.state.name}); {hint}",
+            from_state=manager.state,
+        )
+
+    async def _wait(self, result: TxnResult, timeout: float | None = None) -> None:
+        self.update_detour()
+        self.wake()
+        self._sender.wake()
+        if not result.done():
+            done = trio.Event()
+            result.add_done_callback(lambda _: done.set())
+            if timeout is None:
+                await done.wait()
+            else:
+                with trio.fail_after(timeout):
+                    await done.wait()
+        else:
+            await trio.lowlevel.checkpoint()
+        self.update_detour()
+        result.result()
+
+    async def init(self, timeout: float | None = None) -> None:
+        await self._wait(self.manager.init(), timeout)
+
+    def begin(self) -> None:
+        self.manager.begin()
+        self.update_detour()
+
+    async def commit(self) -> None:
+        core = self._p._core
+        core.begin_flush()  # nothing lingers: EndTxn waits for every batch
+        try:
+            await self._wait(self.manager.commit())
+        finally:
+            core.end_flush()
+
+    async def abort(self) -> None:
+        await self._wait(self.manager.abort())
+
+    async def send_offsets(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_metadata: GroupMetadata | str,
+    ) -> None:
+        await self._wait(self.manager.send_offsets(offsets, group_metadata))
+
+    async def abort_bounded(self) -> None:
+        """The abort after an exception or cancellation: shielded, at most
+        `abort_timeout`; a failure is logged (the caller's exception goes on)."""
+        if self.manager.state not in (
+            TxnState.IN_TRANSACTION,
+            TxnState.ABORTABLE_ERROR,
+            TxnState.ABORTING,
+        ):
+            return
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + self.abort_timeout
+            try:
+                await self.abort()
+            except KafkaError as exc:
+                logger.warning("aborting the transaction failed: %s", exc)
+        if scope.cancelled_caught:
+            logger.warning(
+                "the abort of transactional id %r did not finish within %s s; it goes on "
+                "in the background",
+                self.manager.transactional_id,
+                self.abort_timeout,
+            )
+
+
+class TransactionalProducerMixin:
+    """The transactional calls of `Producer` (they need `transactional_id=`)."""
+
+    _txn: TransactionDriver | None
+
+    def _transactions(self) -> TransactionDriver:
+        if self._txn is None:
+            raise ConfigError(
+                "this producer has no transactional_id: open it with "
+                "open_producer(..., transactional_id='...') to use transactions"
+            )
+        return self._txn
+
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        """Find the transaction coordinator and get a producer id and epoch, fencing
+        any earlier producer with the same transactional id (Java's initTransactions).
+
+        Also what to await after `TransactionOutcomeUnknownError`: it returns once the
+        re-initialisation (epoch bump) has finished."""
+        await self._transactions().init(timeout)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: `send()` is allowed until commit or abort."""
+        self._transactions().begin()
+
+    async def commit_transaction(self) -> None:
+        """Send everything appended, then commit. Raises an `AbortableError`
+        (abort and go on), a `FatalError` (close the producer) or
+        `TransactionOutcomeUnknownError` (may or may not be committed)."""
+        await self._transactions().commit()
+
+    async def abort_transaction(self) -> None:
+        """Abort: records not yet sent fail with `TransactionAbortedError`; those
+        written are never shown to read_committed consumers."""
+        await self._transactions().abort()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_metadata: GroupMetadata | str,
+    ) -> None:
+        """Commit a consumer group's positions with this transaction (and only with it).
+
+        `offsets`: (topic, partition) -> the next offset to read (or OffsetAndMetadata);
+        `group_metadata`: the consumer's `GroupMetadata` (KIP-447: generation, member
+        id, group instance id) or just the group id."""
+        await self._transactions().send_offsets(offsets, group_metadata)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """Begin a transaction; commit on normal exit, abort on an exception or a
+        cancellation (shielded, bounded by the driver's `abort_timeout`).
+
+        After an unknown commit outcome it first waits for the re-initialisation."""
+        driver = self._transactions()
+        if driver.manager.state is TxnState.INITIALIZING:
+            await driver.init()
+        driver.begin()
+        try:
+            yield
+        except BaseException:
+            await driver.abort_bounded()
+            raise
+        try:
+            await driver.commit()
+        except AbortableError:
+            await driver.abort_bounded()
+            raise
+
+
+def transaction_driver(config: ProducerConfig) -> TransactionDriver | None:
+    """The driver for a transactional config, None otherwise."""
+    return TransactionDriver(config) if config.transactional_id is not None else None
+
+
+__all__ = [
+    "GroupMetadata",
+    "OffsetAndMetadata",
+    "TransactionDriver",
+    "TransactionalProducerMixin",
+    "transaction_driver",
+]

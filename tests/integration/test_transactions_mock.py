@@ -1,0 +1,226 @@
+"""The transactional producer against the mock broker over TCP; confluent-kafka reads.
+
+The broker runs in the test's trio run (`open_cluster`); the blocking confluent-kafka
+consumer runs in a worker thread (`trio.to_thread.run_sync`).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+import trio
+
+from trio_kafka.broker import Cluster, ClusterOptions, HookCall, open_cluster
+from trio_kafka.client import GroupMetadata, open_producer
+from trio_kafka.errors import (
+    ErrorCode,
+    FatalError,
+    IllegalTransactionStateError,
+    ProducerFencedError,
+    TransactionAbortableError,
+)
+from trio_kafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, KafkaError, TopicPartition  # noqa: E402
+
+QUIET = {"log_level": 0, "logger": lambda *a: None}
+FAST: dict[str, Any] = {"retry_backoff": 0.01, "retry_backoff_max": 0.05, "reconnect_backoff": 0.01}
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
+    """Every value of the topic from the beginning to the end (confluent-kafka)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            **QUIET,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    values: list[bytes] = []
+    eof: set[int] = set()
+    deadline = time.monotonic() + 20
+    try:
+        while len(eof) < partitions and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    eof.add(msg.partition())
+                    continue
+                raise AssertionError(msg.error())
+            values.append(msg.value())
+    finally:
+        consumer.close()
+    assert len(eof) == partitions, "the consumer never reached the end"
+    return values
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **QUIET})
+    try:
+        tps = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], 10)
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset for tp in tps}
+
+
+def markers(cluster: Cluster, topic: str, partition: int) -> list[tuple[int, int]]:
+    """(producer epoch, control type) of each control batch: 0 abort, 1 commit."""
+    from trio_kafka.records import parse_control_record
+
+    return [
+        (b.producer_epoch, int(parse_control_record(b.records[0]).type))
+        for b in cluster.decoded(topic, partition)
+        if b.is_control
+    ]
+
+
+async def test_committed_and_aborted_transactions_as_confluent_reads_them() -> None:
+    async with open_cluster(topics={"t": 3}) as cluster:
+        async with open_producer(
+            bootstrap=cluster.bootstrap, transactional_id="tx-commit-abort", **FAST
+        ) as producer:
+            with trio.fail_after(10):
+                await producer.init_transactions()
+                async with producer.transaction():
+                    for i in range(1000):
+                        await producer.send("t", b"committed-%d" % i, partition=i % 3)
+                producer.begin_transaction()
+                for i in range(1000):
+                    await producer.send("t", b"aborted-%d" % i, partition=i % 3)
+                await producer.flush()  # written, so read_uncommitted sees them
+                await producer.abort_transaction()
+        committed_values = {b"committed-%d" % i for i in range(1000)}
+        aborted_values = {b"aborted-%d" % i for i in range(1000)}
+        seen = await trio.to_thread.run_sync(
+            consume_all, cluster.bootstrap, "t", 3, "read_committed"
+        )
+        assert sorted(seen) == sorted(committed_values)
+        seen = await trio.to_thread.run_sync(
+            consume_all, cluster.bootstrap, "t", 3, "read_uncommitted"
+        )
+        assert sorted(seen) == sorted(committed_values | aborted_values)
+        for partition in range(3):
+            assert [kind for _, kind in markers(cluster, "t", partition)] == [1, 0]
+
+
+async def test_send_outside_a_transaction_is_refused() -> None:
+    async with (
+        open_cluster(topics={"t": 1}) as cluster,
+        open_producer(
+            bootstrap=cluster.bootstrap, transactional_id="tx-refuse", **FAST
+        ) as producer,
+    ):
+        with pytest.raises(IllegalTransactionStateError, match="init_transactions"):
+            await producer.send("t", b"x")
+        await producer.init_transactions()
+        with pytest.raises(IllegalTransactionStateError, match="begin_transaction"):
+            await producer.send("t", b"x")
+        async with producer.transaction():
+            await producer.send("t", b"x")
+        with pytest.raises(IllegalTransactionStateError):
+            await producer.send("t", b"y")
+
+
+async def test_a_second_producer_fences_the_first() -> None:
+    async with open_cluster(topics={"t": 2}) as cluster:
+        async with open_producer(
+            bootstrap=cluster.bootstrap, transactional_id="tx-fence", **FAST
+        ) as first:
+            await first.init_transactions()
+            first.begin_transaction()
+            await first.send("t", b"first-1", partition=0)
+            await first.flush()
+            async with open_producer(
+                bootstrap=cluster.bootstrap, transactional_id="tx-fence", **FAST
+            ) as second:
+                with trio.fail_after(10):
+                    await second.init_transactions()
+                await first.send("t", b"first-2", partition=1)
+                with pytest.raises(FatalError) as caught:
+                    with trio.fail_after(10):
+                        try:
+                            await first.commit_transaction()
+                        except TransactionAbortableError:
+                            await first.abort_transaction()  # the KIP-588 path: fenced
+                assert isinstance(caught.value, ProducerFencedError)
+                # Every later call raises the same fatal error, send() included.
+                with pytest.raises(ProducerFencedError):
+                    await first.send("t", b"first-3", partition=0)
+                with pytest.raises(ProducerFencedError):
+                    first.begin_transaction()
+                async with second.transaction():
+                    await second.send("t", b"second", partition=0)
+        values = [r.value for p in range(2) for b in cluster.decoded("t", p) for r in b.records]
+        assert b"first-2" not in values and b"first-3" not in values
+        assert b"second" in values
+        # first-1 was written under the old epoch and aborted by the fence.
+        assert [kind for _, kind in markers(cluster, "t", 0)] == [0, 1]
+
+
+async def test_offsets_are_committed_with_the_transaction_and_only_with_it() -> None:
+    async with open_cluster(topics={"in": 2, "out": 1}) as cluster:
+        group = GroupMetadata("ctp-group")
+        async with open_producer(
+            bootstrap=cluster.bootstrap, transactional_id="tx-ctp", **FAST
+        ) as producer:
+            await producer.init_transactions()
+            async with producer.transaction():
+                await producer.send("out", b"transformed-1")
+                await producer.send_offsets_to_transaction({("in", 0): 10, ("in", 1): 20}, group)
+            seen = await trio.to_thread.run_sync(committed, cluster.bootstrap, "ctp-group", "in", 2)
+            assert seen == {0: 10, 1: 20}
+            producer.begin_transaction()
+            await producer.send("out", b"transformed-2")
+            await producer.send_offsets_to_transaction({("in", 0): 11, ("in", 1): 21}, group)
+            # Pending with the transaction: a stable read is refused (librdkafka's
+            # committed() would retry until it times out), the committed value is old.
+            groups = cluster.state.groups
+            assert (
+                groups.fetch("ctp-group", "in", 0, require_stable=True)[0]
+                == ErrorCode.UNSTABLE_OFFSET_COMMIT
+            )
+            stored = groups.fetch("ctp-group", "in", 0, require_stable=False)[1]
+            assert stored is not None and stored.offset == 10
+            await producer.abort_transaction()
+        seen = await trio.to_thread.run_sync(committed, cluster.bootstrap, "ctp-group", "in", 2)
+        assert seen == {0: 10, 1: 20}
+
+
+async def test_transactions_v2_add_partitions_with_produce_and_bump_at_commit() -> None:
+    options = ClusterOptions(transaction_version=2)
+    async with open_cluster(topics={"t": 3}, options=options) as cluster:
+        add_partitions: list[HookCall] = []
+        cluster.add_hook(AddPartitionsToTxnRequest, add_partitions.append)
+        async with open_producer(
+            bootstrap=cluster.bootstrap, transactional_id="tx-v2", **FAST
+        ) as producer:
+            await producer.init_transactions()
+            epochs = [producer._core.sequencing.producer_epoch]
+            for n in range(3):
+                async with producer.transaction():
+                    for i in range(30):
+                        await producer.send("t", b"v2-%d-%d" % (n, i), partition=i % 3)
+                epochs.append(producer._core.sequencing.producer_epoch)
+            producer.begin_transaction()
+            await producer.send("t", b"aborted", partition=0)
+            await producer.flush()
+            await producer.abort_transaction()
+            epochs.append(producer._core.sequencing.producer_epoch)
+        assert add_partitions == []
+        assert epochs == [0, 1, 2, 3, 4]
+        # The markers carry the bumped epoch (KIP-890): commit, commit, commit, abort.
+        assert markers(cluster, "t", 0) == [(1, 1), (2, 1), (3, 1), (4, 0)]
+        seen = await trio.to_thread.run_sync(
+            consume_all, cluster.bootstrap, "t", 3, "read_committed"
+        )
+        assert len(seen) == 90 and b"aborted" not in seen
