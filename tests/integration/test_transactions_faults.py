@@ -1,0 +1,166 @@
+"""The transactional producer against the mock broker with faults injected by hooks.
+
+Each test checks the broker's ground truth (markers in the log, what the coordinator
+answered) against what the producer reported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from trio_kafka.broker import Cluster, HookCall, open_cluster
+from trio_kafka.client import open_producer
+from trio_kafka.errors import (
+    ErrorCode,
+    TransactionAbortedError,
+    TransactionOutcomeUnknownError,
+    TransactionTimedOutError,
+)
+from trio_kafka.producer import Acknowledged, Failed
+from trio_kafka.protocol.messages.end_txn import EndTxnRequest
+from trio_kafka.protocol.messages.find_coordinator import FindCoordinatorRequest
+from trio_kafka.records import parse_control_record
+
+FAST: dict[str, Any] = {"retry_backoff": 0.01, "retry_backoff_max": 0.05, "reconnect_backoff": 0.01}
+COMMIT, ABORT = 1, 0
+
+
+def markers(cluster: Cluster, topic: str, partition: int) -> list[tuple[int, int]]:
+    """(producer epoch, control type) of each control batch."""
+    return [
+        (b.producer_epoch, int(parse_control_record(b.records[0]).type))
+        for b in cluster.decoded(topic, partition)
+        if b.is_control
+    ]
+
+
+def values(cluster: Cluster, topic: str, partition: int) -> list[bytes | None]:
+    return [
+        r.value for b in cluster.decoded(topic, partition) if not b.is_control for r in b.records
+    ]
+
+
+async def test_lost_end_txn_is_ambiguous_and_the_stale_request_decides_nothing() -> None:
+    async with open_cluster(topics={"t": 1}) as cluster:
+        release = trio.Event()
+        stale_answered = trio.Event()
+        stale_codes: list[int] = []
+
+        async def hold(call: HookCall) -> None:
+            await release.wait()  # the zombie: applied long after the client gave up
+
+        def answered(call: HookCall) -> None:
+            if call.request.producer_epoch == 0:
+                stale_codes.append(call.response.error_code)
+                stale_answered.set()
+
+        cluster.add_hook(EndTxnRequest, hold, times=1)
+        cluster.add_hook(EndTxnRequest, answered, after=True)
+        async with open_producer(
+            bootstrap=cluster.bootstrap,
+            transactional_id="tx-lost-end",
+            request_timeout=0.3,
+            **FAST,
+        ) as producer:
+            await producer.init_transactions()
+            producer.begin_transaction()
+            first = await producer.send("t", b"first", partition=0)
+            with trio.fail_after(10):
+                try:
+                    await producer.commit_transaction()
+                except TransactionOutcomeUnknownError as exc:
+                    assert "may or may not be committed" in str(exc)
+                else:
+                    raise AssertionError("the commit without an answer was not ambiguous")
+                await producer.init_transactions()  # the re-initialisation (epoch bump)
+            epoch = producer._core.sequencing.producer_epoch
+            assert epoch >= 1
+            producer.begin_transaction()
+            await producer.send("t", b"second", partition=0)
+            await producer.flush()
+            release.set()  # the stale EndTxn(commit, epoch 0) reaches the coordinator now
+            with trio.fail_after(10):
+                await stale_answered.wait()
+                await producer.commit_transaction()
+        assert isinstance(first.outcome, Acknowledged)
+        assert stale_codes[0] in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH)
+        # The bump aborted the first transaction; only our own EndTxn committed the second.
+        assert [kind for _, kind in markers(cluster, "t", 0)] == [ABORT, COMMIT]
+        assert markers(cluster, "t", 0)[1][0] == epoch
+        assert values(cluster, "t", 0) == [b"first", b"second"]
+
+
+async def test_coordinator_moved_mid_transaction_is_found_again() -> None:
+    async with open_cluster(3, topics={"t": 3}) as cluster:
+        lookups: list[HookCall] = []
+        cluster.add_hook(FindCoordinatorRequest, lookups.append)
+        async with open_producer(
+            bootstrap=cluster.bootstrap, transactional_id="tx-moved", **FAST
+        ) as producer:
+            await producer.init_transactions()
+            old = cluster.state.txn_coordinator
+            before = len(lookups)
+            async with producer.transaction():
+                for i in range(30):
+                    await producer.send("t", b"m%d" % i, partition=i % 3)
+                await producer.flush()
+                cluster.move_transaction_coordinator((old + 1) % 3)
+            assert len(lookups) > before  # NOT_COORDINATOR sent it looking again
+        for partition in range(3):
+            assert [kind for _, kind in markers(cluster, "t", partition)] == [COMMIT]
+
+
+async def test_transaction_timed_out_on_the_broker_is_an_abortable_error() -> None:
+    async with open_cluster(topics={"t": 1}) as cluster:
+        async with open_producer(
+            bootstrap=cluster.bootstrap,
+            transactional_id="tx-timeout",
+            transaction_timeout=0.2,
+            **FAST,
+        ) as producer:
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send("t", b"too-slow", partition=0)
+            await producer.flush()
+            await trio.sleep(0.5)  # the coordinator aborts it and bumps the epoch
+            # The partition leader refuses the old epoch: INVALID_PRODUCER_EPOCH, which
+            # the producer reads as "the broker aborted the transaction" (KIP-588).
+            late = await producer.send("t", b"late", partition=0)
+            with trio.fail_after(10):
+                try:
+                    await producer.commit_transaction()
+                except TransactionTimedOutError as exc:
+                    assert "aborted the transaction" in str(exc)
+                else:
+                    raise AssertionError("the timed-out transaction committed")
+                await producer.abort_transaction()
+                async with producer.transaction():
+                    await producer.send("t", b"in-time", partition=0)
+            assert isinstance(late.outcome, Failed)
+        assert [kind for _, kind in markers(cluster, "t", 0)] == [ABORT, COMMIT]
+        assert values(cluster, "t", 0) == [b"too-slow", b"in-time"]
+
+
+async def test_cancellation_inside_transaction_aborts() -> None:
+    async with open_cluster(topics={"t": 1}) as cluster:
+        async with open_producer(
+            bootstrap=cluster.bootstrap, transactional_id="tx-cancel", linger=5.0, **FAST
+        ) as producer:
+            await producer.init_transactions()
+            with trio.move_on_after(0.2) as scope:
+                async with producer.transaction():
+                    written = await producer.send("t", b"written", partition=0)
+                    await producer.flush()
+                    lingering = await producer.send("t", b"lingering", partition=0)
+                    await trio.sleep_forever()
+            assert scope.cancelled_caught
+            assert isinstance(written.outcome, Acknowledged)
+            outcome = lingering.outcome
+            assert isinstance(outcome, Failed)
+            assert isinstance(outcome.error, TransactionAbortedError)
+            async with producer.transaction():
+                await producer.send("t", b"next", partition=0)
+        assert [kind for _, kind in markers(cluster, "t", 0)] == [ABORT, COMMIT]
+        assert values(cluster, "t", 0) == [b"written", b"next"]
