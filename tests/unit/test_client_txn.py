@@ -1,0 +1,157 @@
+"""The transactional calls of the trio producer, over memory streams in virtual time.
+
+No sockets: the mock broker's handlers serve memory stream pairs, and
+`MockClock(autojump_threshold=0)` makes request and abort timeouts instant.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from trio_kafka.broker import BLACKHOLE, Cluster, HookCall
+from trio_kafka.client import open_producer
+from trio_kafka.errors import (
+    AbortableError,
+    ConfigError,
+    IllegalTransactionStateError,
+    TransactionAbortableError,
+    TransactionAbortedError,
+)
+from trio_kafka.producer import Failed, TxnState
+from trio_kafka.protocol.messages.end_txn import EndTxnRequest
+from trio_kafka.protocol.messages.produce import ProduceRequest
+
+WALL = 1_700_000_000.0
+
+
+@attrs.define(eq=False)
+class MemoryTransport:
+    """Connects "brokerN:9092" to node N of `cluster` over a memory stream pair."""
+
+    cluster: Cluster
+    nursery: trio.Nursery
+
+    async def connect(self, host: str, port: int) -> trio.abc.Stream:
+        node = int(host.removeprefix("broker"))
+        client, server = trio.testing.memory_stream_pair()
+        self.nursery.start_soon(self.cluster.serve_stream, node, server)
+        return client
+
+
+def make_cluster(topics: dict[str, int]) -> Cluster:
+    cluster = Cluster.create(1, clock=lambda: int(WALL * 1000))
+    cluster.state.endpoints[0] = ("broker0", 9092)
+    for name, partitions in topics.items():
+        cluster.create_topic(name, partitions)
+    return cluster
+
+
+def producer_for(cluster: Cluster, nursery: trio.Nursery, **options: Any) -> Any:
+    return open_producer(
+        bootstrap="broker0:9092",
+        transport=MemoryTransport(cluster, nursery),
+        rng=random.Random(7),
+        wall_clock=lambda: WALL,
+        retry_backoff=0.01,
+        **options,
+    )
+
+
+async def test_transactional_calls_need_a_transactional_id(nursery: trio.Nursery) -> None:
+    cluster = make_cluster({"t": 1})
+    async with producer_for(cluster, nursery) as producer:
+        with pytest.raises(ConfigError, match="transactional_id"):
+            await producer.init_transactions()
+        with pytest.raises(ConfigError, match="transactional_id"):
+            producer.begin_transaction()
+
+
+async def test_the_body_exception_aborts_and_propagates_unwrapped(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    cluster = make_cluster({"t": 1})
+    async with producer_for(cluster, nursery, transactional_id="tx") as producer:
+        await producer.init_transactions()
+        with pytest.raises(KeyError, match="boom"):
+            async with producer.transaction():
+                handle = await producer.send("t", b"x")
+                raise KeyError("boom")
+        assert producer._txn.manager.state is TxnState.READY
+        outcome = handle.outcome
+        assert isinstance(outcome, Failed)
+        assert isinstance(outcome.error, TransactionAbortedError)
+        with pytest.raises(IllegalTransactionStateError, match="begin_transaction"):
+            await producer.send("t", b"outside")
+
+
+async def test_abort_after_cancellation_is_bounded_when_the_coordinator_is_silent(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    cluster = make_cluster({"t": 1})
+    async with producer_for(
+        cluster, nursery, transactional_id="tx", request_timeout=5.0, close_timeout=0.0
+    ) as producer:
+        await producer.init_transactions()
+        producer._txn.abort_timeout = 2.0
+        cluster.add_hook(EndTxnRequest, lambda call: BLACKHOLE)
+        start = trio.current_time()
+        with trio.move_on_after(1.0):
+            async with producer.transaction():
+                await producer.send("t", b"x")
+                await producer.flush()
+                await trio.sleep_forever()
+        # Cancelled at 1 s; the shielded abort gave up 2 s later, not at the request
+        # timeout or never.
+        assert trio.current_time() - start == pytest.approx(3.0, abs=0.01)
+        assert producer._txn.manager.state is TxnState.ABORTING
+
+
+async def test_a_failed_batch_makes_commit_raise_an_abortable_error(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    cluster = make_cluster({"t": 1})
+    async with producer_for(cluster, nursery, transactional_id="tx") as producer:
+        await producer.init_transactions()
+
+        def corrupt(call: HookCall) -> Any:
+            from trio_kafka.errors import ErrorCode
+            from trio_kafka.protocol.messages.produce import (
+                PartitionProduceResponse,
+                ProduceResponse,
+                TopicProduceResponse,
+            )
+
+            return ProduceResponse(
+                responses=[
+                    TopicProduceResponse(
+                        name=t.name,
+                        partition_responses=[
+                            PartitionProduceResponse(
+                                index=p.index, error_code=ErrorCode.INVALID_RECORD
+                            )
+                            for p in t.partition_data
+                        ],
+                    )
+                    for t in call.request.topic_data
+                ]
+            )
+
+        hook = cluster.add_hook(ProduceRequest, corrupt, times=1)
+        with pytest.raises(AbortableError) as caught:
+            async with producer.transaction():
+                await producer.send("t", b"x")
+        assert isinstance(caught.value, TransactionAbortableError)
+        assert "INVALID_RECORD" in str(caught.value)
+        cluster.remove_hook(hook)
+        # The context manager aborted: the next transaction goes through.
+        assert producer._txn.manager.state is TxnState.READY
+        async with producer.transaction():
+            await producer.send("t", b"y")
+        kinds = [b.is_control for b in cluster.decoded("t", 0)]
+        assert kinds[-1] is True
