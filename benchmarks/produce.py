@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import json
 import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 PARTITIONS = 6
@@ -244,6 +245,189 @@ def main() -> None:
             rate = count / r["seconds"]
             ratio = f"{ours_rate / rate:.2f}x" if ours_rate else ""
             table.add_row(label, client, f"{rate:,.0f}", f"{rate * size / 1e6:,.1f}", ratio)
+    console.print(table)
+    transactional_table(console, clients)
+
+
+# --- transactional: transactions of 1,000 records, trio-kafka beside confluent-kafka ------
+#
+# Each client commits TXN_COUNT transactions of TXN_RECORDS records of TXN_SIZE bytes,
+# in its own subprocess, against a fresh broker of each kind: the mock broker (its own
+# process, `trio-kafka broker`) and Tansu. A transaction counts once every record in it
+# is acknowledged and the commit returned.
+
+TXN_COUNT = 20
+TXN_RECORDS = 1_000
+TXN_SIZE = 100
+TXN_BROKERS = ("mock", "tansu")
+
+
+def run_txn_trio_kafka(
+    bootstrap: str, topic: str, transactions: int, per_txn: int, size: int
+) -> int:
+    import trio
+
+    from trio_kafka.client import open_producer
+
+    async def main() -> int:
+        value = b"x" * size
+        acked = 0
+        async with open_producer(
+            bootstrap=bootstrap,
+            transactional_id=f"bench-{topic}",
+            acks="all",
+            linger=LINGER_MS / 1000,
+        ) as producer:
+            await producer.init_transactions()
+            send = producer.send
+            for _ in range(transactions):
+                async with producer.transaction():
+                    handles = [await send(topic, value) for _ in range(per_txn)]
+                acked += sum(1 for h in handles if h.succeeded())
+        return acked
+
+    return trio.run(main)
+
+
+def run_txn_confluent(
+    bootstrap: str, topic: str, transactions: int, per_txn: int, size: int
+) -> int:
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": f"bench-{topic}",
+            "acks": "all",
+            "linger.ms": LINGER_MS,
+        }
+    )
+    acked = 0
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        nonlocal acked
+        if err is None:
+            acked += 1
+
+    producer.init_transactions(30)
+    value = b"x" * size
+    for _ in range(transactions):
+        producer.begin_transaction()
+        for _ in range(per_txn):
+            producer.produce(topic, value, on_delivery=on_delivery)
+            producer.poll(0)
+        producer.commit_transaction(60)
+    producer.flush(60)
+    return acked
+
+
+TXN_CLIENTS: dict[str, Callable[[str, str, int, int, int], int]] = {
+    "trio-kafka": run_txn_trio_kafka,
+    "confluent-kafka": run_txn_confluent,
+}
+
+
+@contextlib.contextmanager
+def _mock_broker_process() -> Iterator[str]:
+    """The mock broker in a process of its own (`trio-kafka broker`), as Tansu is."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from trio_kafka.cli import main; main()",
+            "broker",
+            "--port",
+            str(port),
+            "--partitions",
+            str(PARTITIONS),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("the mock broker did not start") from None
+                time.sleep(0.05)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def txn_child(client: str, broker: str, transactions: int, per_txn: int, size: int) -> None:
+    """One transactional client against a fresh broker; prints a JSON line."""
+    from trio_kafka.testing import tansu_broker
+
+    for module in CLIENT_MODULES.get(client, ()):
+        importlib.import_module(module)
+    with contextlib.ExitStack() as stack:
+        if broker == "tansu":
+            bootstrap = stack.enter_context(tansu_broker()).bootstrap
+        else:
+            bootstrap = stack.enter_context(_mock_broker_process())
+        topic = f"bench-txn-{client}"
+        _create_topic(bootstrap, topic)
+        start = time.perf_counter()
+        acked = TXN_CLIENTS[client](bootstrap, topic, transactions, per_txn, size)
+        elapsed = time.perf_counter() - start
+    print(json.dumps({"client": client, "broker": broker, "acked": acked, "seconds": elapsed}))
+
+
+def _txn_measure(client: str, broker: str) -> dict[str, Any]:
+    code = (
+        f"import runpy; runpy.run_path({__file__!r})['txn_child']"
+        f"({client!r}, {broker!r}, {TXN_COUNT}, {TXN_RECORDS}, {TXN_SIZE})"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=900, check=False
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return {"client": client, "broker": broker, "error": " / ".join(tail)}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def transactional_table(console: Any, clients: list[str]) -> None:
+    """The transactional rows: records/s and transactions/s, ratio trio-kafka / peer."""
+    from rich.table import Table
+
+    chosen = [c for c in clients if c in TXN_CLIENTS]
+    if not chosen:
+        return
+    total = TXN_COUNT * TXN_RECORDS
+    table = Table(
+        title=f"Transactional producer: {TXN_COUNT} transactions of {TXN_RECORDS:,} x {TXN_SIZE} B"
+    )
+    for column in ("broker", "client", "records/s", "transactions/s", "trio-kafka / client"):
+        table.add_column(column, justify="left" if column in ("broker", "client") else "right")
+    for broker in TXN_BROKERS:
+        results = {client: _txn_measure(client, broker) for client in chosen}
+        ours = results.get("trio-kafka", {})
+        ours_rate = total / ours["seconds"] if ours.get("acked") == total else None
+        for client, r in results.items():
+            if "error" in r:
+                table.add_row(broker, client, "error", "", r["error"][:60])
+            elif r["acked"] != total:
+                table.add_row(broker, client, f"acked {r['acked']:,}/{total:,}", "", "")
+            else:
+                rate = total / r["seconds"]
+                ratio = f"{ours_rate / rate:.2f}x" if ours_rate else ""
+                table.add_row(
+                    broker, client, f"{rate:,.0f}", f"{TXN_COUNT / r['seconds']:,.1f}", ratio
+                )
     console.print(table)
 
 
