@@ -20,7 +20,11 @@ from trio_kafka.errors import (
 from trio_kafka.net import BrokerConnection, ConnectionState, open_connection
 from trio_kafka.protocol import FrameSplitter, RequestHeader, decode_request, encode_response
 from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
-from trio_kafka.protocol.messages.produce import ProduceRequest
+from trio_kafka.protocol.messages.produce import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
 
 
 class ScriptedPeer:
@@ -245,3 +249,29 @@ async def test_an_api_the_broker_does_not_support_is_refused_before_sending() ->
         with pytest.raises(BrokerError, match="supports no version of MetadataRequest"):
             await conn.send(MetadataRequest(topics=[]))
         assert conn.in_flight == 0 and conn.is_open
+
+
+async def test_a_request_with_large_record_batches_arrives_whole_and_in_order() -> None:
+    batches = [bytes([i + 1]) * (100_000 + i) for i in range(3)]
+    request = ProduceRequest(
+        acks=-1,
+        timeout_ms=1000,
+        topic_data=[
+            TopicProduceData(
+                name="t",
+                partition_data=[
+                    PartitionProduceData(index=i, records=batch) for i, batch in enumerate(batches)
+                ]
+                + [PartitionProduceData(index=9, records=b"tiny")],
+            )
+        ],
+    )
+    client, peer = pair()
+    async with open_connection(client, "broker", 9092) as conn, trio.open_nursery() as nursery:
+        nursery.start_soon(conn.send, request)
+        nursery.start_soon(conn.send, MetadataRequest(topics=[]))
+        header, first = await peer.next_request()
+        assert first == request
+        header, second = await peer.next_request()
+        assert isinstance(second, MetadataRequest)
+        assert header.correlation_id == 1

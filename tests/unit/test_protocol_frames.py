@@ -26,11 +26,16 @@ from trio_kafka.protocol import (
     decode_request,
     decode_response,
     encode_request,
+    encode_request_parts,
     encode_response,
 )
 from trio_kafka.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
-from trio_kafka.protocol.messages.produce import ProduceRequest
+from trio_kafka.protocol.messages.produce import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MESSAGE_VERSIONS = [
@@ -244,3 +249,36 @@ def test_invalid_utf8_is_a_protocol_error() -> None:
     with pytest.raises(ProtocolError, match="UTF-8") as info:
         MetadataRequest.decode(body, 0)
     assert info.value.field == "topics[0].name"
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 11])
+def test_request_parts_keep_large_record_batches_by_reference(version: int) -> None:
+    big = [bytes([i]) * (200_000 + i) for i in range(3)]
+    partitions = [
+        PartitionProduceData(index=0, records=big[0]),
+        PartitionProduceData(index=1, records=b"small"),
+        PartitionProduceData(index=2, records=None),
+        PartitionProduceData(index=3, records=big[1]),
+        PartitionProduceData(index=4, records=big[2]),
+    ]
+    request = ProduceRequest(
+        acks=-1,
+        timeout_ms=1000,
+        topic_data=[TopicProduceData(name="t", partition_data=partitions)],
+    )
+    parts = encode_request_parts(request, version=version, correlation_id=9, client_id="c")
+    whole = encode_request(request, version=version, correlation_id=9, client_id="c")
+    assert b"".join(parts) == whole
+    assert struct.unpack(">i", whole[:4])[0] == len(whole) - 4
+    # Each large batch is its own part, the very object given (never copied).
+    assert [p for p in parts if len(p) >= 200_000] == big
+    assert all(any(p is b for p in parts) for b in big)
+    header, decoded = decode_request(whole[4:])
+    assert (header.correlation_id, decoded) == (9, request)
+
+
+def test_request_parts_of_a_small_request_are_one_buffer() -> None:
+    request = ProduceRequest(acks=1, timeout_ms=5, topic_data=[])
+    parts = encode_request_parts(request, version=9, correlation_id=1, client_id=None)
+    assert len(parts) == 1
+    assert bytes(parts[0]) == encode_request(request, version=9, correlation_id=1, client_id=None)

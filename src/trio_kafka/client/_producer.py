@@ -292,6 +292,8 @@ class Producer(TransactionalProducerMixin):
         """A send opened a new batch: wake the sender (linger starts, or the previous
         batch is full) and hook the interceptors' acknowledgements onto it."""
         self._sender.wake_event.set()
+        if self._txn is not None:
+            self._txn.batch_opened(batch)  # AddPartitionsToTxn during the linger
         if self._interceptors:
             batch.add_done_hook(self._acknowledge)
 
