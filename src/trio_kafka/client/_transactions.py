@@ -262,6 +262,15 @@ class TransactionDriver:
             p._core.set_producer_id(producer_id, epoch, clock.now())
             logger.debug("transactional producer id %s epoch %s", producer_id, epoch)
 
+    def batch_opened(self, batch: ProducerBatch) -> None:
+        """A send opened a batch: add its partition now, so AddPartitionsToTxn runs
+        during the linger instead of after it (Java adds on send; once per batch here)."""
+        manager = self.manager
+        if manager.state is TxnState.IN_TRANSACTION:
+            manager.maybe_add_partition((batch.topic, batch.partition))
+            if manager.new_partitions:
+                self.wake()
+
     # -- the caller's calls ------------------------------------------------------------
 
     def check_send(self) -> None:
