@@ -16,6 +16,7 @@ from trio_kafka.errors import (
 from trio_kafka.producer import (
     Ambiguous,
     ClusterView,
+    DeliveryHandle,
     Failed,
     PartitionResponse,
     ProducerConfig,
@@ -26,6 +27,7 @@ from trio_kafka.producer import (
     UnknownTopicError,
     partition_for_key,
 )
+from trio_kafka.records import decode_batches
 
 VALUE = b"v" * 100  # 116 bytes with the per-record overhead estimate
 
@@ -346,3 +348,48 @@ def test_one_unknown_topic_error_for_the_core_and_the_network_layer() -> None:
     assert "'nope'" in str(info.value)
     late = errors.UnknownTopicError("not there after 5 s", topic="t")  # the net layer's form
     assert (str(late), late.topic) == ("not there after 5 s", "t")
+
+
+def test_records_with_and_without_keys_headers_and_timestamps_encode_as_sent() -> None:
+    class Handle(DeliveryHandle):
+        __slots__ = ()
+
+    config = ProducerConfig.from_kwargs(linger=0.0)
+    core = ProducerCore(
+        config,
+        random.Random(7),
+        cluster=ClusterView.from_leaders({"t": [1]}),
+        wall_offset=1_000.0,
+        handle_class=Handle,
+    )
+    core.set_producer_id(1000, 0, 0.0)
+    sent: list[dict[str, Any]] = [
+        {"value": b"plain"},
+        {"value": None},
+        {"value": b"keyed", "key": b"k"},
+        {"value": b"with headers", "headers": [("h", b"1"), ("n", None)]},
+        {"value": b"stamped", "timestamp_ms": 42},
+        {"value": b"plain again"},
+    ]
+    handles = [core.append("t", now=0.5 + i / 1000, partition=0, **r) for i, r in enumerate(sent)]
+    assert all(type(h) is Handle for h in handles)
+    drained = core.drain(1.0, [1])
+    [batch] = drained[1]
+    assert batch.records[2] == (0.502, None, b"k", b"keyed", None)
+    assert [r[3] for r in batch.records] == [r["value"] for r in sent]
+    [decoded] = decode_batches(core.encode(batch))
+    assert [(r.key, r.value, r.headers) for r in decoded.records] == [
+        (r.get("key"), r["value"], tuple(r.get("headers", ()))) for r in sent
+    ]
+    assert [r.timestamp for r in decoded.records] == [
+        1_000_500,
+        1_000_501,
+        1_000_502,
+        1_000_503,
+        42,
+        1_000_505,
+    ]
+    ack_all(core, drained, 1.0)
+    assert [h.result().timestamp for h in handles if h is not None] == [
+        r.timestamp for r in decoded.records
+    ]
