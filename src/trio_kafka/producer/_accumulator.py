@@ -164,24 +164,24 @@ class RecordAccumulator:
         Raises `UnknownTopicError` (fetch metadata, then append again),
         `RecordTooLargeError` and `InvalidPartitionError`.
         """
-        size = RECORD_OVERHEAD
-        if value is not None:
-            size += len(value)
+        size = RECORD_OVERHEAD if value is None else RECORD_OVERHEAD + len(value)
         if key is not None:
             size += len(key)
         if headers:
             size += headers_size(headers)
-        if self.buffer_used + size > self.buffer_limit:
+        used = self.buffer_used + size
+        if used > self.buffer_limit:
             self._no_room(size)
             return None
-        if partition is None and (key is None or self._ignore_keys) and now < self._switch_at:
+        if partition is None and now < self._switch_at and (key is None or self._ignore_keys):
             sticky = self._sticky.get(topic)
             if sticky is not None:
                 batch: ProducerBatch = sticky.batch  # type: ignore[assignment]
-                if size <= batch.room:
-                    batch.room -= size
+                room = batch.room - size  # negative: full, or sealed (room -1)
+                if room >= 0:
+                    batch.room = room
                     sticky.produced += size
-                    self.buffer_used += size
+                    self.buffer_used = used
                     values = batch.values
                     index = len(values)
                     values.append(value)
