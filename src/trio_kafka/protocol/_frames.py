@@ -39,20 +39,23 @@ class FrameSplitter:
         frames: list[bytes] = []
         pos = 0
         available = len(buffer)
-        while available - pos >= 4:
-            (size,) = _SIZE.unpack_from(buffer, pos)
-            if size < 0 or size > self.max_frame_size:
-                raise ProtocolError(
-                    f"frame size {size} is outside 0..{self.max_frame_size}",
-                    message_name="frame",
-                    field="size",
-                    offset=pos,
-                )
-            end = pos + 4 + size
-            if end > available:
-                break
-            frames.append(bytes(buffer[pos + 4 : end]))
-            pos = end
+        # Frames are copied out through a view (one copy each, not a slice then bytes());
+        # the view is released before the buffer shrinks.
+        with memoryview(buffer) as view:
+            while available - pos >= 4:
+                (size,) = _SIZE.unpack_from(buffer, pos)
+                if size < 0 or size > self.max_frame_size:
+                    raise ProtocolError(
+                        f"frame size {size} is outside 0..{self.max_frame_size}",
+                        message_name="frame",
+                        field="size",
+                        offset=pos,
+                    )
+                end = pos + 4 + size
+                if end > available:
+                    break
+                frames.append(bytes(view[pos + 4 : end]))
+                pos = end
         if pos:
             del buffer[:pos]
         return frames
