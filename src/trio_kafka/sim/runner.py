@@ -85,6 +85,11 @@ PRODUCER_DEFAULTS: dict[str, dict[str, Any]] = {
     },
 }
 _READ_TIMEOUT = 20.0
+#: Scheduler steps a run may take (a lite seed takes ~1,000): beyond, the run is stuck
+#: at one virtual instant (tasks that keep rescheduling themselves without waiting, so
+#: the virtual clock never jumps and the budget never runs out): a liveness violation.
+MAX_STEPS = 400_000
+LIVELOCK = "livelock"
 
 # Extra failure classes besides the checker's `ViolationKind` values.
 EXCEPTION = "exception"
@@ -287,6 +292,8 @@ async def _simulate(
         cluster.create_topic(name, partitions, dict(spec.topic_configs.get(name, {})))
     bootstrap = ",".join(f"{broker_host(n)}:{BROKER_PORT}" for n in range(BROKERS))
     hook = Buggify(decider, trio.current_time) if plan.may_fire(FaultKind.BUGGIFY) else None
+    watchdog = _StepWatchdog()
+    trio.lowlevel.add_instrument(watchdog)
     async with open_sim_network(draws, profile, decider=decider, trace=trace) as net:
         faults = ClusterFaults(cluster, net, decider)
         ctx = _Context(
@@ -307,6 +314,7 @@ async def _simulate(
             faults.start(background)
             phase = "workload"
             with trio.move_on_at(profile.budget) as budget:
+                watchdog.scope = budget
                 try:
                     await spec.run(ctx)
                     phase = "heal"
@@ -318,7 +326,16 @@ async def _simulate(
                     out.extra.append(
                         (EXCEPTION, f"{phase} raised {type(exc).__name__}: {_first_line(exc)}")
                     )
-            if budget.cancelled_caught:
+            if watchdog.tripped:
+                out.extra.append(
+                    (
+                        LIVELOCK,
+                        f"more than {MAX_STEPS} scheduler steps by virtual time "
+                        f"{trio.current_time()!r} in the {phase} phase: tasks spin without "
+                        "letting virtual time advance",
+                    )
+                )
+            elif budget.cancelled_caught:
                 out.extra.append(
                     (
                         ViolationKind.PENDING.value,
@@ -328,6 +345,21 @@ async def _simulate(
             out.virtual_time = trio.current_time()
             out.network_trace = net.trace_text()
             background.cancel_scope.cancel()
+
+
+class _StepWatchdog(trio.abc.Instrument):
+    """Cancels the run's budget scope once the run has taken `MAX_STEPS` task steps."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.tripped = False
+        self.scope: trio.CancelScope | None = None
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.steps += 1
+        if self.steps > MAX_STEPS and not self.tripped and self.scope is not None:
+            self.tripped = True
+            self.scope.cancel()
 
 
 def _first_line(exc: BaseException) -> str:
@@ -481,6 +513,8 @@ def still_fails(
 
 __all__ = [
     "EXCEPTION",
+    "LIVELOCK",
+    "MAX_STEPS",
     "PRODUCER_DEFAULTS",
     "READ_MISMATCH",
     "RunOutput",
