@@ -85,6 +85,7 @@ class Producer(TransactionalProducerMixin):
             rng,
             wall_offset=wall_offset,
             sequencing=None if self._txn is None else self._txn.sequencer,
+            handle_class=RecordHandle,  # made as RecordHandles: no class swap per send
         )
         self._append = self._core.append
         self._sender = Sender(
@@ -162,7 +163,8 @@ class Producer(TransactionalProducerMixin):
             return await self._send_slow(topic, value, key, headers, partition, timestamp)
         if handle.index == 0:
             self._opened(handle.batch)
-        handle.__class__ = RecordHandle
+        if handle.__class__ is not RecordHandle:  # the core makes RecordHandles already
+            handle.__class__ = RecordHandle
         self._calls += 1
         if not self._calls & (_CHECKPOINT_EVERY - 1):
             await trio.lowlevel.checkpoint()
