@@ -1,0 +1,85 @@
+"""The transactional mode (brokers without the CAS extension) and Tansu."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import pytest
+
+from tests.spark.conftest import create_topic, read_topic
+from trio_kafka.broker import ThreadedCluster
+from trio_kafka.spark import TRANSACTIONAL, write_dataframe
+from trio_kafka.testing import tansu_broker
+
+PARTITIONS = 4
+
+
+def _frame(spark: Any, rows: int) -> Any:
+    return spark.range(rows).selectExpr("concat('k', id) AS key", "concat('v', id) AS value")
+
+
+def _values(log: dict[int, list[Any]]) -> collections.Counter[bytes]:
+    return collections.Counter(r.value for records in log.values() for r in records)
+
+
+def test_transactional_load_with_task_failures_is_exact_for_read_committed(
+    spark: Any, broker: ThreadedCluster
+) -> None:
+    topic = "txn-orders"
+    create_topic(broker, topic, PARTITIONS, cas=False)
+    rows = 4000
+    write_dataframe(
+        _frame(spark, rows),
+        topic=topic,
+        key="key",
+        load_id="txn-1",
+        bootstrap=broker.bootstrap,
+        guarantee=TRANSACTIONAL,
+        batch_records=250,
+        max_attempts=4,
+        fail="partition=1,attempt=0,after=500;partition=3,attempt=0,after=250",
+    )
+    committed = read_topic(broker.bootstrap, topic, PARTITIONS, isolation="read_committed")
+    values = _values(committed)
+    assert set(values) == {f"v{i}".encode() for i in range(rows)}
+    assert max(values.values()) == 1
+    # The failed attempts did write (then were aborted): read_uncommitted sees them.
+    everything = _values(read_topic(broker.bootstrap, topic, PARTITIONS))
+    assert sum(everything.values()) == rows + 500 + 250
+
+
+@pytest.mark.tansu
+def test_transactional_load_completes_on_tansu(spark: Any) -> None:
+    with tansu_broker() as tansu:
+        import trio
+
+        from trio_kafka.client import create_topic as create
+        from trio_kafka.net import open_selector
+
+        async def make() -> None:
+            async with open_selector(tansu.bootstrap) as selector:
+                await create(selector, "tansu-load", 2, cas=False)
+
+        trio.run(make)
+        write_dataframe(
+            _frame(spark, 1000),
+            topic="tansu-load",
+            key="key",
+            load_id="tansu-1",
+            bootstrap=tansu.bootstrap,
+            guarantee=TRANSACTIONAL,
+            max_attempts=2,
+        )
+        values = _values(read_topic(tansu.bootstrap, "tansu-load", 2))
+        assert set(values) == {f"v{i}".encode() for i in range(1000)}
+        assert max(values.values()) == 1
+
+        with pytest.raises(Exception, match=r"expected\.offset"):
+            write_dataframe(
+                _frame(spark, 10),
+                topic="tansu-load",
+                key="key",
+                load_id="tansu-cas",
+                bootstrap=tansu.bootstrap,
+            )
