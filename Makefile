@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: venv
-	$(BIN)/trio-kafka --help
+	$(BIN)/trio-kafka demo
 
 lint: venv
 	$(BIN)/ruff check src tests benchmarks

@@ -137,3 +137,7 @@ from trio_kafka._cli.tail import tail  # noqa: E402
 
 main.add_command(load)
 main.add_command(tail)
+
+from trio_kafka._cli.demo import demo  # noqa: E402
+
+main.add_command(demo)

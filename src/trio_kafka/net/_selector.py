@@ -402,13 +402,20 @@ class KafkaSelector:
         elif found is not None:
             why = "it has no partitions yet"
         elif last_error is not None:
-            why = f"no broker answered: {last_error}"
+            # Nothing answered at all: the topic is not the problem, the address is.
+            servers = ",".join(f"{host}:{port}" for host, port in self.config.bootstrap_servers)
+            return (
+                f"no Kafka broker answered within {timeout:.1f} s, so topic {topic!r} could "
+                f"not be looked up ({last_error}). Is a broker running at {servers}? "
+                "Check the host and port (bootstrap=), or start "
+                "trio-kafka's mock broker there: `trio-kafka broker --port 9092`"
+            )
         else:
             why = "the brokers do not know it"
         return (
-            f"topic {topic!r} is not in the metadata after {timeout} s ({why}). Create it "
-            "(CreateTopics, `kafka-topics.sh --create`), enable auto-creation on the broker, "
-            "or check the topic name and the client's ACLs"
+            f"topic {topic!r} is not in the metadata after {timeout:.1f} s ({why}). Create "
+            "it (CreateTopics, `kafka-topics.sh --create`, trio_kafka.client.create_topic), "
+            "enable auto-creation on the broker, or check the topic name and the client's ACLs"
         )
 
     async def _run_refresh(self, refresh: _Refresh) -> None:

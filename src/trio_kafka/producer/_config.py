@@ -46,12 +46,36 @@ from __future__ import annotations
 
 import difflib
 import enum
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 
 from trio_kafka.errors import ConfigError
+
+# The Java client's names, from the table in this module's docstring: a user coming from
+# Java writes `linger.ms` or `linger_ms`, and the error should name our option.
+_JAVA_NAMES = {
+    java.replace(".", "_"): ours
+    for ours, java in re.findall(r"^\| `(\w+)` \| `([\w.]+)` \|", __doc__ or "", re.M)
+}
+
+
+def _hint(name: str, known: list[str]) -> str:
+    """What to say after "unknown producer option NAME"."""
+    if name in ("bootstrap", "bootstrap_servers", "bootstrap.servers"):
+        return "; pass the broker address as the first argument: open_producer('host:9092')"
+    flat = name.replace(".", "_")
+    ours = _JAVA_NAMES.get(flat) or _JAVA_NAMES.get(flat.removesuffix("_ms"))
+    if ours is not None and ours != name:
+        unit = "; in seconds here, not milliseconds" if flat.endswith("_ms") else ""
+        return f"; did you mean {ours!r}? (the Java client's name{unit})"
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+    if close:
+        unit = " (in seconds)" if flat.endswith("_ms") else ""
+        return f"; did you mean {close[0]!r}{unit}?"
+    return f"; the options are: {', '.join(known)}"
 
 
 class BufferFullStrategy(enum.Enum):
@@ -210,9 +234,7 @@ class ProducerConfig:
         known = [a.name for a in attrs.fields(cls)]
         for name in kwargs:
             if name not in known:
-                close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise ConfigError(f"unknown producer option {name!r}{hint}")
+                raise ConfigError(f"unknown producer option {name!r}{_hint(name, known)}")
         return cls(**kwargs)
 
     def evolve(self, **changes: Any) -> ProducerConfig:
