@@ -8,6 +8,11 @@ deliver every record and to report its own count of acknowledgements; a run whos
 is short is reported as failed, never as fast.
 
     .venv/bin/python benchmarks/produce.py [--small N] [--large N] [--clients a,b,...]
+                                           [--repeat N]
+
+The timed window is the producer's creation, the sends and the flush: each client's
+modules are imported before it starts. With `--repeat N` every client runs N times per
+workload, round robin, and its best run counts.
 
 The table shows records/s, MB/s and the ratio trio-kafka / peer for each workload.
 """
@@ -195,6 +200,17 @@ def measure(client: str, count: int, size: int) -> dict[str, Any]:
     return result
 
 
+def _better(result: dict[str, Any], than: dict[str, Any]) -> bool:
+    """A complete run beats an incomplete one; among complete runs, the faster."""
+
+    def complete(r: dict[str, Any]) -> bool:
+        return "error" not in r and r["acked"] == r["count"]
+
+    if complete(result) != complete(than):
+        return complete(result)
+    return complete(result) and result["seconds"] < than["seconds"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -202,6 +218,12 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=200_000, help="records of 100 bytes")
     parser.add_argument("--large", type=int, default=5_000, help="records of 128 KiB")
     parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="runs per client and workload, interleaved across clients; the best counts",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
@@ -214,11 +236,17 @@ def main() -> None:
     from rich.table import Table
 
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
-    workloads = [(args.small, 100), (args.large, 128 * 1024)]
+    workloads = [(n, size) for n, size in ((args.small, 100), (args.large, 128 * 1024)) if n > 0]
     results: dict[tuple[str, int], dict[str, Any]] = {}
+    # Round robin over the clients, `repeat` times: a busy spell on a shared machine then
+    # hits every client alike, and each client's best run is what it can do.
     for count, size in workloads:
-        for client in clients:
-            results[(client, size)] = measure(client, count, size)
+        for _ in range(max(args.repeat, 1)):
+            for client in clients:
+                result = measure(client, count, size)
+                best = results.get((client, size))
+                if best is None or _better(result, best):
+                    results[(client, size)] = result
 
     console = Console()
     table = Table(
