@@ -668,6 +668,23 @@ def test_a_failed_batch_makes_the_abort_bump_the_epoch_kip_360() -> None:
     assert result.done() and m.state is S.READY and m.producer_epoch == 2
 
 
+def test_v1_abort_after_a_failed_batch_bumps_even_when_end_txn_v5_names_the_epoch() -> None:
+    # EndTxn v5 negotiated without transaction.version 2: the answer's producer id and
+    # epoch are the current ones, not a bump; the abort must still bump (KIP-360).
+    m = ready(V2, tv=0, epoch=1)
+    m.begin()
+    assert not m.transaction_v2
+    add(m, ("t", 0))
+    m.batch_failed(("t", 0), BrokerError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER))
+    result = m.abort()
+    update = answer(m, K.END_TXN, ended(producer_id=PID, epoch=1))
+    assert update.new_producer_id is None
+    assert not result.done()
+    bump = expect(m, K.INIT_PRODUCER_ID)
+    assert m.handle_response(bump, pid(2), 0.0).new_producer_id == (PID, 2)
+    assert result.done() and m.state is S.READY and m.producer_epoch == 2
+
+
 def test_a_failed_batch_during_commit_fails_the_commit() -> None:
     m = ready()
     m.begin()

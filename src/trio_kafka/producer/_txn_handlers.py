@@ -285,9 +285,13 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
     committing = work.committed
     if code == E.NONE:
         update = _NO_UPDATE
-        if request.version >= 5 and response.producer_id >= 0:
+        if m.transaction_v2 and request.version >= 5 and response.producer_id >= 0:
             # Transactions v2: every EndTxn bumps the epoch (or, when it is exhausted,
             # hands out a new producer id); that bump also settles an abort's bump.
+            # Only under v2: a v1 coordinator answering EndTxn v5 names the current
+            # epoch, and taking that for a bump restarted a failed partition's sequences
+            # at 0 under the same epoch, so the broker deduplicated new records against
+            # old ones (lost writes; simulations/regressions/transactional-lite-16.toml).
             update = m._set_producer_id(response.producer_id, response.producer_epoch)
             m.bump_required = False
         if not committing and m.bump_required:
