@@ -43,7 +43,7 @@ import trio.testing
 from trio_kafka.broker import Cluster
 from trio_kafka.client import Producer, open_producer
 from trio_kafka.client._reader import PartitionReader
-from trio_kafka.net import open_selector
+from trio_kafka.net import KafkaSelector, open_selector
 from trio_kafka.producer import DeliveryHandle
 from trio_kafka.sim.checker import CheckResult, Violation, ViolationKind, check
 from trio_kafka.sim.cluster_faults import BROKER_PORT, ClusterFaults, broker_host
@@ -189,6 +189,20 @@ class _Context:
             metrics_interval=0,
             **merged,
         )
+
+    def open_selector(
+        self, name: str, **options: Any
+    ) -> contextlib.AbstractAsyncContextManager[KafkaSelector]:
+        options.setdefault("request_timeout", self.producer_defaults.get("request_timeout", 5.0))
+        return open_selector(
+            self.bootstrap,
+            transport=self.net.transport(name),
+            rng=self.draws.rng("selector.rng", name),
+            **options,
+        )
+
+    def wall_clock(self) -> float:
+        return _wall_clock()
 
     def rng(self, name: str) -> Any:
         return self.draws.rng("workload.rng", name)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from trio_kafka.sim.workloads import cas as _cas
 from trio_kafka.sim.workloads import idempotent as _idempotent
+from trio_kafka.sim.workloads import transactional as _transactional
 from trio_kafka.sim.workloads._api import (
     WORKLOADS,
     SimContext,
@@ -17,7 +18,7 @@ from trio_kafka.sim.workloads._api import (
     register,
 )
 
-del _cas, _idempotent
+del _cas, _idempotent, _transactional
 
 __all__ = [
     "WORKLOADS",

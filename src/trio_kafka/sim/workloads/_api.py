@@ -35,6 +35,7 @@ import attrs
 import trio
 
 from trio_kafka.client import Producer
+from trio_kafka.net import KafkaSelector
 from trio_kafka.producer import DeliveryHandle
 from trio_kafka.sim.faults import Profile
 from trio_kafka.sim.history import Fail, History, Produce, outcome_from_delivery
@@ -58,6 +59,18 @@ class SimContext(Protocol):
     ) -> contextlib.AbstractAsyncContextManager[Producer]:
         """A producer over the simulated network; `name` keys its connections' faults.
         `options` are `ProducerConfig` fields (the simulation's timeouts are defaults)."""
+        ...
+
+    def open_selector(
+        self, name: str, **options: Any
+    ) -> contextlib.AbstractAsyncContextManager[KafkaSelector]:
+        """A bare `KafkaSelector` over the simulated network (for `BulkLoader`,
+        `PartitionReader`...); `name` keys its connections' faults. `options` are
+        `SelectorConfig` fields."""
+        ...
+
+    def wall_clock(self) -> float:
+        """The run's virtual wall clock (seconds since the epoch), for record timestamps."""
         ...
 
     def rng(self, name: str) -> random.Random:
