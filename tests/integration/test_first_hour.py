@@ -104,3 +104,16 @@ async def test_open_producer_without_an_address_says_what_to_pass() -> None:
     with pytest.raises(ConfigError, match="bootstrap='host:port'"):
         async with open_producer():
             pass
+
+
+async def test_a_refused_connection_says_nothing_listens_there() -> None:
+    from trio_kafka.errors import BrokerConnectionError
+    from trio_kafka.net import open_selector
+
+    address = f"127.0.0.1:{_unused_port()}"
+    async with open_selector(address) as selector:
+        with pytest.raises(BrokerConnectionError) as info:
+            await selector.refresh_metadata()
+    message = str(info.value)
+    assert address in message
+    assert "nothing listens there: is the broker running, at this host and port?" in message

@@ -280,7 +280,12 @@ class KafkaSelector:
                 raise AuthenticationError(
                     f"TLS certificate of {where} failed verification: {cause.verify_message}"
                 ) from exc
-            raise BrokerConnectionError(f"cannot connect to {where}: {cause}") from exc
+            hint = (
+                " (nothing listens there: is the broker running, at this host and port?)"
+                if isinstance(cause, ConnectionRefusedError)
+                else ""
+            )
+            raise BrokerConnectionError(f"cannot connect to {where}: {cause}{hint}") from exc
         connection = BrokerConnection(
             stream,
             node.host,
