@@ -5,6 +5,7 @@ See `_api.py` for how to write one. Importing this package registers the built-i
 
 from __future__ import annotations
 
+from trio_kafka.sim.workloads import bulk as _bulk
 from trio_kafka.sim.workloads import cas as _cas
 from trio_kafka.sim.workloads import idempotent as _idempotent
 from trio_kafka.sim.workloads import transactional as _transactional
@@ -18,7 +19,7 @@ from trio_kafka.sim.workloads._api import (
     register,
 )
 
-del _cas, _idempotent, _transactional
+del _bulk, _cas, _idempotent, _transactional
 
 __all__ = [
     "WORKLOADS",

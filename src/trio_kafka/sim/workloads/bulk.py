@@ -1,0 +1,105 @@
+"""The bulk load with crashes: a `BulkLoader` over a CAS-checked topic, killed at seeded
+moments and restarted until the load is complete.
+
+The input is a fixed list of rows (unique values; every third one keyed, so both the
+murmur2 and the round-robin routes are used). Each row is one `Produce` op of writer
+"bulk" in the history, invoked before the first run with the partition the loader will
+give it (`partition_of`), and completed `Ok` once a run of the loader returns: at that
+point every row is loaded, whichever run wrote it.
+
+A run is one process of the application: its own selector (its own connections), a
+`BulkLoader` with the load id of the whole load, and `run(rows)`. During the fault
+phase a run may "crash": it is cancelled at a seeded moment, whatever it was doing
+(its requests in flight may still land, as a killed process's do). A run that fails
+(`AmbiguousError` after its retry budget, a `ConcurrentWriteError` because a crashed
+run's late batch took the offset) is restarted too. Each restart resumes from the
+manifest in the log. The checker then proves exactly-once and order: each row is in the
+log exactly once (I1), every row is there (I2, lost-write), rows of a partition are in
+input order (I3), nothing else is in the topic.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from trio_kafka.broker import CAS_CONFIG
+from trio_kafka.client._bulk import BulkLoader, Row, partition_of
+from trio_kafka.errors import KafkaError
+from trio_kafka.sim.history import Ok, Produce
+from trio_kafka.sim.workloads._api import SimContext, register
+
+TOPIC = "bulk"
+PARTITIONS = 2
+WRITER = "bulk"
+LOAD_ID = "sim-load"
+
+#: Rows, and the batch size in bytes (a few rows per batch), by profile.
+_SIZES = {"lite": (40, 160), "standard": (400, 600)}
+#: Runs before the workload gives up (the rows then stay pending: a liveness failure).
+_MAX_RUNS = 40
+#: The probability that a run started during the fault phase crashes.
+_CRASH = 0.6
+_RESTART_BACKOFF = 0.3
+
+
+@register(
+    "bulk",
+    topics={TOPIC: PARTITIONS},
+    topic_configs={TOPIC: {CAS_CONFIG: "true"}},
+    description="a bulk load over CAS, crashed at seeded moments and resumed until done",
+)
+async def bulk(ctx: SimContext) -> None:
+    count, batch_bytes = _SIZES.get(ctx.profile.name, _SIZES["standard"])
+    rows: list[Row] = []
+    op_ids: list[tuple[int, int]] = []
+    for row in range(count):
+        value = ctx.value(WRITER, row)
+        key = value if row % 3 == 0 else None
+        rows.append((key, value))
+        partition = partition_of(row, key, PARTITIONS)
+        op = Produce(WRITER, TOPIC, partition, value, key)
+        op_ids.append((ctx.history.invoke(op, time=trio.current_time()), partition))
+    for run in range(_MAX_RUNS):
+        if await _run(ctx, run, rows, batch_bytes):
+            for op_id, partition in op_ids:
+                ctx.history.complete(op_id, Ok(partition, None), time=trio.current_time())
+            return
+        await trio.sleep(_RESTART_BACKOFF)
+
+
+async def _run(ctx: SimContext, run: int, rows: list[Row], batch_bytes: int) -> bool:
+    """One process of the load: True when the load finished."""
+    now = trio.current_time()
+    crash_at = float("inf")
+    if now < ctx.fault_phase_end and ctx.draws.chance(_CRASH, "bulk.crash", run):
+        crash_at = now + ctx.fault_phase_end * ctx.draws.uniform("bulk.crash-at", run) / 2
+    timeout = ctx.profile.fault_phase
+    with trio.move_on_at(crash_at):
+        try:
+            async with ctx.open_selector(f"loader-{run}") as selector:
+                loader = BulkLoader(
+                    selector,
+                    TOPIC,
+                    LOAD_ID,
+                    batch_bytes=batch_bytes,
+                    request_timeout=2.0,
+                    retry_timeout=timeout,
+                    wall_clock=ctx.wall_clock,
+                )
+                await loader.run(rows)
+                return True
+        except KafkaError:
+            return False
+        except BaseExceptionGroup as group:
+            # The selector's nursery wraps what the run raised.
+            if not all(isinstance(leaf, KafkaError) for leaf in _leaves(group)):
+                raise
+            return False
+    return False
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out += _leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc]
+    return out
