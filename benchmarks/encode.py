@@ -1,7 +1,8 @@
 """Record batch v2 encoding and decoding speed, per codec.
 
 Encodes batches of 1,000 records with 100-byte values (no key, no headers, one timestamp
-per batch as a producer under load sees), `build()`s them, then decodes them back; reports
+per batch as a producer under load sees), one `append` at a time and in bulk
+(`append_values`, the producer's path), `build()`s them, then decodes them back; reports
 records per second for each, on one core. Values are partly repetitive so that codecs have
 something to do (a monotonically numbered prefix plus fixed text). Run by hand:
 
@@ -55,6 +56,12 @@ def measure(codec: Compression, batches: int, repeats: int) -> dict[str, float]:
             for value in values:
                 append(1_700_000_000_000, None, value)
 
+    timestamps = [1_700_000_000_000] * RECORDS_PER_BATCH
+
+    def append_values() -> None:  # the producer's bulk path (no keys, no headers)
+        for _ in range(batches):
+            BatchBuilder(codec).append_values(timestamps, values)
+
     def decode() -> None:
         for data in built:
             for _batch in decode_batches(data):
@@ -63,9 +70,11 @@ def measure(codec: Compression, batches: int, repeats: int) -> dict[str, float]:
     records = batches * RECORDS_PER_BATCH
     encode_s = _best_of(repeats, encode)
     append_s = _best_of(repeats, append_only)
+    bulk_s = _best_of(repeats, append_values)
     decode_s = _best_of(repeats, decode)
     return {
         "append": records / append_s,
+        "bulk": records / bulk_s,
         "encode": records / encode_s,
         "decode": records / decode_s,
         "bytes": sum(len(b) for b in built) / len(built),
@@ -86,11 +95,19 @@ def main() -> None:
         rows.append((
             codec.name.lower(),
             f"{result['append']:,.0f}",
+            f"{result['bulk']:,.0f}",
             f"{result['encode']:,.0f}",
             f"{result['decode']:,.0f}",
             f"{result['bytes']:,.0f}",
         ))  # fmt: skip
-    headings = ("codec", "append rec/s", "append+build rec/s", "decode rec/s", "batch bytes")
+    headings = (
+        "codec",
+        "append rec/s",
+        "bulk rec/s",
+        "append+build rec/s",
+        "decode rec/s",
+        "batch bytes",
+    )
     title = (
         f"record batch v2, {RECORDS_PER_BATCH} records of {VALUE_SIZE} bytes a batch,"
         f" {args.batches} batches, best of {args.repeats}"
