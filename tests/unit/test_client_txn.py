@@ -20,6 +20,7 @@ from trio_kafka.errors import (
     AbortableError,
     ConfigError,
     IllegalTransactionStateError,
+    KafkaError,
     TransactionAbortableError,
     TransactionAbortedError,
 )
@@ -155,3 +156,23 @@ async def test_a_failed_batch_makes_commit_raise_an_abortable_error(
             await producer.send("t", b"y")
         kinds = [b.is_control for b in cluster.decoded("t", 0)]
         assert kinds[-1] is True
+
+
+async def test_a_send_that_raised_makes_commit_raise_an_abortable_error(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    # The record is not in the transaction: committing the others would tear it.
+    cluster = make_cluster({"t": 1})
+    cluster.state.options = attrs.evolve(cluster.state.options, auto_create_topics=False)
+    async with producer_for(cluster, nursery, transactional_id="tx", max_block=0.5) as producer:
+        await producer.init_transactions()
+        for bad in ({"topic": "missing"}, {"topic": "t", "partition": 7}):
+            producer.begin_transaction()
+            kept = await producer.send("t", b"kept")
+            with pytest.raises(KafkaError):
+                await producer.send(bad["topic"], b"never appended", partition=bad.get("partition"))
+            with pytest.raises(AbortableError):
+                await producer.commit_transaction()
+            await producer.abort_transaction()
+            assert producer._txn.manager.state is TxnState.READY
+            assert isinstance(kept.outcome, Failed) or kept.outcome is not None

@@ -37,6 +37,7 @@ from trio_kafka.client._transactions import TransactionalProducerMixin, transact
 from trio_kafka.errors import (
     BufferFullError,
     ConfigError,
+    KafkaError,
     ProducerClosedError,
 )
 from trio_kafka.errors import UnknownTopicError as TopicNotFoundError
@@ -159,6 +160,9 @@ class Producer(TransactionalProducerMixin):
             handle = self._append(topic, value, key, headers, partition, timestamp, self._now())
         except UnknownTopicError:
             handle = None
+        except KafkaError as exc:
+            self._send_raised(topic, partition, exc)
+            raise
         if handle is None:
             return await self._send_slow(topic, value, key, headers, partition, timestamp)
         if handle.index == 0:
@@ -194,7 +198,11 @@ class Producer(TransactionalProducerMixin):
             )
         else:
             _check_types(value, key)
-        handle = await self._append_waiting(topic, value, key, headers, partition, timestamp)
+        try:
+            handle = await self._append_waiting(topic, value, key, headers, partition, timestamp)
+        except KafkaError as exc:
+            self._send_raised(topic, partition, exc)
+            raise
         handle.__class__ = RecordHandle
         self._calls += 1
         await trio.lowlevel.checkpoint()
@@ -309,6 +317,13 @@ class Producer(TransactionalProducerMixin):
                     on_ack(batch.outcome(index))
                 except Exception:
                     logger.exception("interceptor %r failed in on_acknowledgement", interceptor)
+
+    def _send_raised(self, topic: str, partition: int | None, error: KafkaError) -> None:
+        """send() raised: in a transaction the record is not in it, so the transaction
+        must not commit without it (Java's maybeTransitionToErrorState;
+        simulations/regressions/transactional-lite-62.toml)."""
+        if self._txn is not None:
+            self._txn.send_failed(topic, partition, error)
 
     def _on_fatal(self) -> None:
         self._detour = True

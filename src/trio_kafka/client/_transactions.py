@@ -271,6 +271,17 @@ class TransactionDriver:
             if manager.new_partitions:
                 self.wake()
 
+    def send_failed(self, topic: str, partition: int | None, error: KafkaError) -> None:
+        """`send()` raised inside the transaction (no metadata within `max_block`, no
+        buffer space...): the record is not in it, so the transaction becomes abortable
+        and `commit` raises (Java does the same in `send`)."""
+        if self.manager.state is TxnState.IN_TRANSACTION:
+            self.manager.batch_failed(
+                (topic, -1 if partition is None else partition), error, sequenced=False
+            )
+            self.update_detour()
+            self.wake()
+
     # -- the caller's calls ------------------------------------------------------------
 
     def check_send(self) -> None:
