@@ -267,11 +267,17 @@ async def test_a_request_with_large_record_batches_arrives_whole_and_in_order() 
         ],
     )
     client, peer = pair()
+    received: list[tuple[RequestHeader, Any]] = []
+
+    async def read_two() -> None:
+        for _ in range(2):
+            received.append(await peer.next_request())
+
     async with open_connection(client, "broker", 9092) as conn, trio.open_nursery() as nursery:
-        nursery.start_soon(conn.send, request)
-        nursery.start_soon(conn.send, MetadataRequest(topics=[]))
-        header, first = await peer.next_request()
-        assert first == request
-        header, second = await peer.next_request()
-        assert isinstance(second, MetadataRequest)
-        assert header.correlation_id == 1
+        nursery.start_soon(read_two)  # the writes block until the peer reads them
+        await conn.send(request)
+        await conn.send(MetadataRequest(topics=[]))
+    [(first_header, first), (second_header, second)] = received
+    assert (first_header.correlation_id, first) == (0, request)
+    assert second_header.correlation_id == 1
+    assert isinstance(second, MetadataRequest)
