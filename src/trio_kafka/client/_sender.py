@@ -9,10 +9,15 @@ The sender task loops over one pass of the core (`ProducerCore`):
 2. start InitProducerId in the background when the core needs a producer id or an epoch
    bump (KIP-360: the current id and epoch with InitProducerId v3+, else a local bump);
 3. `expire(now)`, `ready(now)`: topics without a leader start a metadata refresh; ready
-   nodes without an open connection start connecting (the loop is woken when done);
+   nodes without an open connection start connecting (the loop is woken when done) or,
+   after a failed attempt, wait for the selector's backoff (`retry_at`) to end: a node
+   that is not connected never counts as sendable now;
 4. `drain(now, connected)`: each node's batches go to that node's `NodeSender`;
-5. sleep until the core's next deadline or until woken (a new batch opened by `send()`,
-   a response handled, a connection opened, a producer id installed, flush or close).
+5. sleep until the core's next deadline or a node's backoff end, or until woken (a new
+   batch opened by `send()`, a response handled, a connection opened, a producer id
+   installed, flush or close). Never until `now` itself: a pass at the same instant with
+   no event in between changes nothing, so every pass either makes progress or sleeps
+   until virtual (or real) time moves.
 
 A `NodeSender` owns the requests for one node, in drain order. Its writer task encodes
 each request and writes it (`BrokerConnection.send`, which returns once the bytes are
@@ -89,6 +94,10 @@ class NodeSender:
         self.connection: BrokerConnection | None = None
         self.connecting = False
         self.last_error: KafkaError | None = None
+        # Clock time before which no new attempt starts: after a failed one, the
+        # selector's backoff (else `reconnect_backoff`; never the instant it failed at),
+        # so an attempt that fails at once cannot make the sender loop.
+        self.retry_at = -math.inf
         # Requests drained for this node, not yet settled with the core, oldest first.
         self.unsettled: collections.deque[ProduceAttempt] = collections.deque()
         self._outbox_send, self._outbox = trio.open_memory_channel[ProduceAttempt](math.inf)
@@ -110,18 +119,31 @@ class NodeSender:
         nursery.start_soon(self._writer, name=f"kafka-produce-writer-{self.node_id}")
         nursery.start_soon(self._reader, name=f"kafka-produce-reader-{self.node_id}")
 
-    def connect(self) -> None:
-        """Start opening the node's connection in the background (once at a time)."""
-        if not self.connecting:
-            self.connecting = True
-            self.sender.nursery.start_soon(self._connect)
+    def connect(self, now: float) -> float:
+        """Start opening the node's connection in the background (one attempt at a time,
+        none before `retry_at`). Returns the clock time by which the sender must look
+        again if nothing wakes it: inf while an attempt runs (its end wakes the sender),
+        else `retry_at`."""
+        if self.connecting:
+            return math.inf
+        if now < self.retry_at and not self.sender.selector.is_ready(self.node_id):
+            return self.retry_at  # (someone else's attempt may have opened it meanwhile)
+        self.connecting = True
+        self.sender.nursery.start_soon(self._connect)
+        return math.inf
 
     async def _connect(self) -> None:
+        sender = self.sender
         try:
-            self.connection = await self.sender.selector.connection(self.node_id)
+            self.connection = await sender.selector.connection(self.node_id)
             self.last_error = None
         except KafkaError as exc:
             self.last_error = exc
+            now = sender.clock.now()
+            retry_at = sender.selector.retry_at(self.node_id)
+            if retry_at <= now:  # the selector set no backoff (closed, or none configured)
+                retry_at = now + sender.core.config.reconnect_backoff
+            self.retry_at = max(retry_at, math.nextafter(now, math.inf))
             logger.debug("connecting to node %s failed: %s", self.node_id, exc)
             if isinstance(exc, FatalError):
                 self.sender.fatal(exc)
@@ -246,13 +268,16 @@ class Sender:
             ready_nodes, delay, unknown = core.ready(now)
             if unknown:
                 self.refresh_metadata(unknown)
+            # Clock time by which to look again without being woken.
+            wake_at = now + delay
             connected = []
             for node_id in sorted(ready_nodes):
                 node = self.node(node_id)
                 if node.ready:
                     connected.append(node_id)
                 else:
-                    node.connect()
+                    # Not ready is not "ready now": wait for the attempt or its backoff.
+                    wake_at = min(wake_at, node.connect(now))
             if connected:
                 for node_id, batches in core.drain(now, connected).items():
                     if self.buggify is not None:
@@ -264,10 +289,13 @@ class Sender:
                 self._wake = trio.Event()
                 await trio.lowlevel.checkpoint()
                 continue
-            if delay == math.inf:
+            if wake_at == math.inf:
                 await event.wait()
             else:
-                with trio.move_on_at(now + delay):
+                # Never a deadline at `now`: this pass would run again unchanged (the core
+                # is a function of its state and `now`; whatever runs in the background
+                # wakes us), so waking at the same instant would spin there.
+                with trio.move_on_at(max(wake_at, math.nextafter(now, math.inf))):
                     await event.wait()
             if self._wake is event:
                 self._wake = trio.Event()

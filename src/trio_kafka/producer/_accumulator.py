@@ -584,11 +584,16 @@ class RecordAccumulator:
 
     def expire(self, now: float) -> list[ProducerBatch]:
         """Remove and return queued batches older than `delivery_timeout`."""
-        deadline = now - self.config.delivery_timeout
+        timeout = self.config.delivery_timeout
         expired: list[ProducerBatch] = []
         for tp in list(self.queues):
             queue = self.queues[tp]
-            while queue and queue[0].created <= deadline:
+            # The deadline is the float `created + timeout`, as in ready() (a float
+            # subtraction keeps the sign, so both agree on "expired at `now`"). The old
+            # `created <= now - timeout` rounds differently: ready() said a batch expires
+            # now (delay 0), expire() kept it, and the sender spun at one instant
+            # (simulator seeds 885, 1378, 1398, 1532).
+            while queue and queue[0].created + timeout <= now:
                 batch = queue.popleft()
                 if self._open.get(tp) is batch:
                     del self._open[tp]
