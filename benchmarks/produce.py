@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import importlib
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -237,6 +238,7 @@ def main() -> None:
 
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     workloads = [(n, size) for n, size in ((args.small, 100), (args.large, 128 * 1024)) if n > 0]
+    load_before = os.getloadavg()[0]
     results: dict[tuple[str, int], dict[str, Any]] = {}
     # Round robin over the clients, `repeat` times: a busy spell on a shared machine then
     # hits every client alike, and each client's best run is what it can do.
@@ -250,7 +252,11 @@ def main() -> None:
 
     console = Console()
     table = Table(
-        title=f"Producer throughput against Tansu ({platform.machine()}, {platform.python_version()})"
+        title=f"Producer throughput against Tansu ({platform.machine()}, {platform.python_version()})",
+        caption=(
+            f"best of {max(args.repeat, 1)}; load average {load_before:.1f} before, "
+            f"{os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs)"
+        ),
     )
     for column in ("workload", "client", "records/s", "MB/s", "trio-kafka / client"):
         table.add_column(column, justify="right" if column != "client" else "left")
