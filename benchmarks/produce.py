@@ -125,6 +125,16 @@ def run_kafka_python(bootstrap: str, topic: str, count: int, size: int) -> int:
     return acked
 
 
+# `--trio-option name=value` (for experiments: the published tables use none) reaches the
+# children through this environment variable, as JSON.
+_TRIO_OPTIONS_ENV = "TRIO_KAFKA_BENCH_OPTIONS"
+
+
+def _trio_options() -> dict[str, Any]:
+    options: dict[str, Any] = json.loads(os.environ.get(_TRIO_OPTIONS_ENV, "{}"))
+    return options
+
+
 def run_trio_kafka(bootstrap: str, topic: str, count: int, size: int) -> int:
     import trio
 
@@ -138,6 +148,7 @@ def run_trio_kafka(bootstrap: str, topic: str, count: int, size: int) -> int:
             enable_idempotence=True,
             linger=LINGER_MS / 1000,
             max_request_size=4 * 1024 * 1024,
+            **_trio_options(),
         ) as producer:
             # One send() per record, as the peers do (send_many is the bulk path).
             send = producer.send
@@ -225,6 +236,13 @@ def main() -> None:
         default=1,
         help="runs per client and workload, interleaved across clients; the best counts",
     )
+    parser.add_argument(
+        "--trio-option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an open_producer option for trio-kafka only (an experiment; VALUE is JSON)",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
@@ -235,6 +253,13 @@ def main() -> None:
 
     from rich.console import Console
     from rich.table import Table
+
+    if args.trio_option:
+        options = {}
+        for item in args.trio_option:
+            name, _, value = item.partition("=")
+            options[name] = json.loads(value)
+        os.environ[_TRIO_OPTIONS_ENV] = json.dumps(options)
 
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     workloads = [(n, size) for n, size in ((args.small, 100), (args.large, 128 * 1024)) if n > 0]
@@ -256,6 +281,7 @@ def main() -> None:
         caption=(
             f"best of {max(args.repeat, 1)}; load average {load_before:.1f} before, "
             f"{os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs)"
+            + (f"; trio-kafka options: {os.environ[_TRIO_OPTIONS_ENV]}" if args.trio_option else "")
         ),
     )
     for column in ("workload", "client", "records/s", "MB/s", "trio-kafka / client"):
