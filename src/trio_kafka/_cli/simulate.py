@@ -110,6 +110,19 @@ def minimize(result: SeedResult, *, max_replays: int = 200) -> dict[str, Any]:
     help="With --seed: write the full trace.",
 )
 @click.option("--no-minimize", is_flag=True, help="Do not minimize failing seeds.")
+@click.option(
+    "--mutants",
+    "mutant_search",
+    is_flag=True,
+    help="Hunt the planted client bugs: for each, seeds until the first failure "
+    "(--seeds: at most this many, default 2000), then minimize.",
+)
+@click.option(
+    "--mutant",
+    "mutant_names",
+    multiple=True,
+    help="With --mutants: only these (repeat the option); see --list.",
+)
 @click.option("--list", "list_workloads", is_flag=True, help="List the workloads and exit.")
 def simulate(
     workload: str | None,
@@ -123,6 +136,8 @@ def simulate(
     json_file: Path | None,
     trace_file: Path | None,
     no_minimize: bool,
+    mutant_search: bool,
+    mutant_names: tuple[str, ...],
     list_workloads: bool,
 ) -> None:
     """Run the real client against simulated brokers and a faulty simulated network."""
@@ -146,6 +161,29 @@ def simulate(
             click.echo(
                 f"{w.name}: {w.description.strip().splitlines()[0] if w.description else ''}"
             )
+        from trio_kafka.producer._mutants import MUTANTS
+
+        click.echo("mutants (--mutants):")
+        for name, (what, exposed_by) in MUTANTS.items():
+            click.echo(f"  {name} [{', '.join(exposed_by)}]: {what}")
+        return
+    if mutant_search:
+        from trio_kafka._cli.simulate_mutants import run_mutants
+
+        report = run_mutants(
+            console,
+            names=mutant_names,
+            budget=seeds if seeds is not None else 2000,
+            profile=profile,
+            first_seed=seed or 0,
+            jobs=jobs,
+            minimize=not no_minimize,
+        )
+        if json_file is not None:
+            json_file.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+            console.print(f"report written to {json_file}")
+        if report["killed"] < report["mutants"]:
+            raise SystemExit(1)
         return
     if workload not in WORKLOADS:
         raise click.BadParameter(

@@ -65,7 +65,7 @@ from trio_kafka.errors import (
     error_info,
 )
 from trio_kafka.net import ExponentialBackoff, KafkaSelector, open_selector
-from trio_kafka.producer import partition_for_key
+from trio_kafka.producer import _mutants, partition_for_key
 from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
 from trio_kafka.protocol.messages.produce import (
     PartitionProduceData,
@@ -376,8 +376,9 @@ class _Pipe:
     def _sequence(self, batch: _Batch) -> None:
         batch.sequence = self.next_sequence
         self.next_sequence += batch.count
+        without_cas = _mutants.active(_mutants.BULK_WITHOUT_CAS)  # planted bug
         batch.data = batch.builder.build(
-            base_offset=batch.expected,
+            base_offset=-1 if without_cas else batch.expected,
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             base_sequence=batch.sequence,

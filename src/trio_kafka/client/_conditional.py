@@ -47,7 +47,7 @@ from trio_kafka.errors import (
     ConfigError,
     ExpectedOffsetMismatchError,
 )
-from trio_kafka.producer import Acknowledged
+from trio_kafka.producer import Acknowledged, _mutants
 from trio_kafka.records import Record
 
 WRITER_HEADER = "tk.writer"
@@ -130,6 +130,7 @@ class ConditionalWriter:
             (SEQUENCE_HEADER, str(sequence).encode()),
             *headers,
         ]
+        lost = False  # an attempt of this append met an ambiguous outcome
         while True:
             self.attempts += 1
             handle = await self.producer.send(
@@ -143,17 +144,27 @@ class ConditionalWriter:
             try:
                 ack: Acknowledged = await handle
             except ExpectedOffsetMismatchError:
+                if lost and _mutants.active(_mutants.CAS_MISMATCH_NO_READ):
+                    raise self._mutant_concurrent(expected) from None
                 return await self._settle(expected, sequence)
             except AmbiguousError as exc:
                 self.ambiguous += 1
                 if isinstance(getattr(exc, "cause", None), ExpectedOffsetMismatchError):
                     # A retry met a mismatch after an attempt that may have landed.
+                    if _mutants.active(_mutants.CAS_MISMATCH_NO_READ):
+                        raise self._mutant_concurrent(expected) from None
                     return await self._settle(expected, sequence)
+                lost = True
                 continue  # retried forever: CAS lets at most one attempt land
             self.next_offset = expected + 1
             if ack.offset != expected:  # dedup without the original offset (-1)
                 ack = Acknowledged(ack.topic, ack.partition, expected, ack.timestamp)
             return ack
+
+    def _mutant_concurrent(self, expected: int) -> ConcurrentWriteError:
+        # Planted bug (producer/_mutants.py): a mismatch taken for a foreign write unread.
+        self.next_offset = None
+        return ConcurrentWriteError(f"offset {expected} was taken (unread)", offset=expected)
 
     async def _settle(self, expected: int, sequence: int) -> Acknowledged:
         """The log end is not `expected` any more: was the record there ours?"""

@@ -26,6 +26,7 @@ from trio_kafka.errors import (
     error_for_code,
     error_info,
 )
+from trio_kafka.producer import _mutants
 from trio_kafka.producer._accumulator import ReadyResult, RecordAccumulator
 from trio_kafka.producer._batch import BatchState, DeliveryHandle, Headers, ProducerBatch, Result
 from trio_kafka.producer._cluster import ClusterView
@@ -213,6 +214,8 @@ class ProducerCore:
         """Fail queued batches past `delivery_timeout`; in-flight ones wait for their
         request to come back (Ambiguous only then, if it cannot be retried)."""
         expired = self.accumulator.expire(now)
+        if _mutants.ACTIVE and _mutants.active(_mutants.EXPIRE_IN_FLIGHT):
+            self._mutant_expire_in_flight(now)
         for batch in expired:
             age = now - batch.created
             if batch.maybe_written:
@@ -290,7 +293,10 @@ class ProducerCore:
             if batch.state is not BatchState.IN_FLIGHT:
                 continue
             self.accumulator.settle_in_flight(batch)
-            if sent:
+            if sent and _mutants.ACTIVE and _mutants.active(_mutants.TIMEOUT_NOT_WRITTEN):
+                self._mutant_forget_sequence(batch)
+                outcome = self._retry_or_fail(batch, now, error, refresh=True)
+            elif sent:
                 batch.maybe_written = True
                 outcome = self._lost(batch, now, error)
             else:
@@ -318,8 +324,42 @@ class ProducerCore:
         return min(term * jitter, top)
 
     def _retry(self, batch: ProducerBatch, now: float) -> None:
+        if (
+            _mutants.ACTIVE
+            and _mutants.active(_mutants.REORDER_RETRIES)
+            and not batch.maybe_written
+        ):
+            self._mutant_forget_sequence(batch)
+            self.accumulator.reenqueue(batch, now, self._backoff(batch.attempts))
+            queue = self.accumulator.queues[(batch.topic, batch.partition)]
+            queue.remove(batch)
+            queue.append(batch)
+            return
         self.sequencing.on_retry(batch)
         self.accumulator.reenqueue(batch, now, self._backoff(batch.attempts))
+
+    # -- planted bugs (producer/_mutants.py; never active outside the simulator) -------
+
+    def _mutant_forget_sequence(self, batch: ProducerBatch) -> None:
+        seq = self.sequencing
+        if isinstance(seq, Sequencer) and batch.base_sequence >= 0:
+            seq.entry((batch.topic, batch.partition)).remove(batch)
+        batch.base_sequence = -1
+        batch.maybe_written = False
+
+    def _mutant_expire_in_flight(self, now: float) -> None:
+        seq = self.sequencing
+        if not isinstance(seq, Sequencer):
+            return
+        deadline = now - self.config.delivery_timeout
+        for entry in list(seq.partitions.values()):
+            for batch in list(entry.inflight):
+                if batch.state is BatchState.IN_FLIGHT and batch.created <= deadline:
+                    self.accumulator.settle_in_flight(batch)
+                    batch.maybe_written = False
+                    error = DeliveryTimeoutError("delivery_timeout passed (mutant)")
+                    seq.on_final(batch, gap=True, error=error)
+                    self._finish_failed(batch, error)
 
     def _lost(self, batch: ProducerBatch, now: float, error: KafkaError) -> str:
         """No definite answer: retry with the same sequence and epoch, or Ambiguous."""
@@ -357,6 +397,11 @@ class ProducerCore:
             self._finish_ok(batch, response.base_offset, response.log_append_time_ms)
             return "final"
         if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and batch.base_sequence >= 0:
+            if _mutants.ACTIVE and _mutants.active(_mutants.DUPLICATE_AS_FAILURE):
+                batch.maybe_written = False
+                self.sequencing.on_final(batch, gap=False, error=error_for_code(code))
+                self._finish_failed(batch, error_for_code(code))
+                return "final"
             # The broker holds this sequence already but no longer its offset.
             batch.base_offset = -1
             self.sequencing.on_success(batch)
@@ -372,6 +417,13 @@ class ProducerCore:
             )
             self.sequencing.on_final(batch, gap=True, error=mismatch)
             self._finish_failed(batch, mismatch)
+            return "final"
+        if code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND and (
+            _mutants.ACTIVE and _mutants.active(_mutants.NOT_ENOUGH_REPLICAS_NOT_WRITTEN)
+        ):
+            batch.maybe_written = False
+            self.sequencing.on_final(batch, gap=True, error=error_for_code(code, message))
+            self._finish_failed(batch, error_for_code(code, message))
             return "final"
         if code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
             # Written, to fewer replicas than asked: retry (dedup makes it safe); it can

@@ -47,6 +47,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from trio_kafka.errors import ErrorCode, KafkaError
+from trio_kafka.producer import _mutants
 from trio_kafka.producer._batch import BatchState, ProducerBatch
 
 TopicPartition = tuple[str, int]
@@ -317,6 +318,15 @@ class Sequencer:
         tp = (batch.topic, batch.partition)
         e = self.entry(tp)
         if code == ErrorCode.UNKNOWN_PRODUCER_ID:
+            if _mutants.ACTIVE and _mutants.active(_mutants.SAME_EPOCH_ON_UNKNOWN_PRODUCER):
+                sequence = 0  # planted bug: restart at 0, same epoch, no bump
+                for b in e.inflight:
+                    b.base_sequence = sequence
+                    b.sequence_reset = True
+                    sequence += len(b.records)
+                e.next_sequence = sequence
+                e.last_acked_sequence = -1
+                return True
             if log_start_offset == -1 or batch.sequence_reset:
                 return True
             if e.last_acked_offset < log_start_offset:
@@ -378,7 +388,9 @@ class Sequencer:
             sequence = 0
             keep = []
             for batch in e.inflight:
-                if batch.maybe_written:
+                if batch.maybe_written and not (
+                    _mutants.ACTIVE and _mutants.active(_mutants.RESEND_AFTER_BUMP)
+                ):
                     dropped.append(batch)
                     e.retrying.discard(batch)
                     continue

@@ -25,6 +25,7 @@ from trio_kafka.errors import (
     error_for_code,
     error_info,
 )
+from trio_kafka.producer import _mutants
 from trio_kafka.producer import _txn_requests as read
 from trio_kafka.producer._txn_state import TxnState
 from trio_kafka.producer._txn_types import (
@@ -285,7 +286,8 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
     committing = work.committed
     if code == E.NONE:
         update = _NO_UPDATE
-        if m.transaction_v2 and request.version >= 5 and response.producer_id >= 0:
+        v2 = m.transaction_v2 or _mutants.active(_mutants.V1_END_TXN_EPOCH)
+        if v2 and request.version >= 5 and response.producer_id >= 0:
             # Transactions v2: every EndTxn bumps the epoch (or, when it is exhausted,
             # hands out a new producer id); that bump also settles an abort's bump.
             # Only under v2: a v1 coordinator answering EndTxn v5 names the current
@@ -331,6 +333,13 @@ def end_txn_unknown(m: TransactionManager, work: Work, error: KafkaError) -> Non
         m._enqueue(m._bump_work())
         return
     pending = m._pending
+    if _mutants.ACTIVE and _mutants.active(_mutants.STALE_END_TXN):
+        # Planted bug: no re-initialisation; the next transaction keeps this epoch.
+        m._finish_transaction()
+        m._pending = None
+        if pending is not None:
+            pending.set_error(TransactionOutcomeUnknownError("EndTxn got no answer", error))
+        return
     m._transition(TxnState.INITIALIZING)
     m._clear_transaction()
     m._pending = TxnResult("init (epoch bump after an EndTxn with unknown outcome)")

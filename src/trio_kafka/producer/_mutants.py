@@ -1,0 +1,119 @@
+"""Planted bugs (mutants) of the client, for the simulator's own quality measure.
+
+Theory of operation
+-------------------
+The simulator must catch known client bugs: if it does not, its faults or its checker
+are too weak (the kill rate, as in mutation testing). Each mutant is one wrong decision
+at one place in producer/ or client/, behind a check of `ACTIVE`, the one set of active
+mutant names. It is empty by default and in every real use; only the simulator fills it,
+for one mutant at a time (`enabled(name)`, a context manager; `trio-kafka simulate
+--mutants` enables it in each worker process it starts), and a test checks it is empty
+outside that block. The checks sit on failure paths (a timeout, an error code, an epoch
+bump), never on the per-record hot path, and cost one truth test of an empty set.
+
+`MUTANTS` says what each one does and which workloads can expose it; the search itself
+lives in sim/mutants.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+#: Names of the active mutants. Empty outside the simulator's mutant runs.
+ACTIVE: set[str] = set()
+
+TIMEOUT_NOT_WRITTEN = "timeout-not-written"
+SAME_EPOCH_ON_UNKNOWN_PRODUCER = "same-epoch-on-unknown-producer"
+RESEND_AFTER_BUMP = "resend-after-bump"
+STALE_END_TXN = "stale-end-txn"
+CAS_MISMATCH_NO_READ = "cas-mismatch-no-read"
+REORDER_RETRIES = "reorder-retries"
+NOT_ENOUGH_REPLICAS_NOT_WRITTEN = "not-enough-replicas-not-written"
+EXPIRE_IN_FLIGHT = "expire-in-flight"
+DUPLICATE_AS_FAILURE = "duplicate-as-failure"
+BULK_WITHOUT_CAS = "bulk-without-cas"
+COMMIT_AFTER_FAILED_SEND = "commit-after-failed-send"
+V1_END_TXN_EPOCH = "v1-end-txn-epoch"
+
+#: name -> (the bug, the workloads that can expose it).
+MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    TIMEOUT_NOT_WRITTEN: (
+        "a request lost or timed out is taken as not written and resent with a new sequence",
+        ("idempotent",),
+    ),
+    SAME_EPOCH_ON_UNKNOWN_PRODUCER: (
+        "UNKNOWN_PRODUCER_ID restarts the partition's sequences at 0 without bumping the epoch",
+        ("idempotent",),
+    ),
+    RESEND_AFTER_BUMP: (
+        "after an epoch bump, a batch that may have been written is resent under the new "
+        "epoch (the sequence it reuses no longer deduplicates)",
+        ("idempotent",),
+    ),
+    STALE_END_TXN: (
+        "after an EndTxn(commit) with unknown outcome the producer goes on with the same "
+        "epoch (no re-initialisation), so the late EndTxn can decide the next transaction",
+        ("transactional",),
+    ),
+    CAS_MISMATCH_NO_READ: (
+        "a CAS mismatch after a lost response is reported as a concurrent write without "
+        "reading the expected offset",
+        ("cas",),
+    ),
+    REORDER_RETRIES: (
+        "a batch retried after a definite error goes to the back of its queue with a new "
+        "sequence (retries reorder with 5 requests in flight)",
+        ("idempotent",),
+    ),
+    NOT_ENOUGH_REPLICAS_NOT_WRITTEN: (
+        "NOT_ENOUGH_REPLICAS_AFTER_APPEND is reported as not written (Failed)",
+        ("idempotent",),
+    ),
+    EXPIRE_IN_FLIGHT: (
+        "a batch past delivery_timeout is failed while its request is in flight",
+        ("idempotent",),
+    ),
+    DUPLICATE_AS_FAILURE: (
+        "DUPLICATE_SEQUENCE_NUMBER (the batch is already in the log) is reported as failed",
+        ("idempotent",),
+    ),
+    BULK_WITHOUT_CAS: (
+        "the bulk loader sends its batches without an expected offset (idempotence only)",
+        ("bulk",),
+    ),
+    # Two bugs the simulator found in this client (simulations/regressions/), planted
+    # back: the simulator must keep catching them.
+    COMMIT_AFTER_FAILED_SEND: (
+        "a send() that raised inside a transaction leaves it committable (torn commit)",
+        ("transactional",),
+    ),
+    V1_END_TXN_EPOCH: (
+        "a transactions-v1 abort takes EndTxn v5's current epoch for a bump, restarting "
+        "a failed partition's sequences at 0 under the same epoch",
+        ("transactional",),
+    ),
+}
+
+
+def active(name: str) -> bool:
+    """Whether mutant `name` is active (False, at once, outside mutant runs)."""
+    return bool(ACTIVE) and name in ACTIVE
+
+
+@contextlib.contextmanager
+def enabled(*names: str) -> Iterator[None]:
+    """Activate `names` for the duration of the block (the simulator's switch)."""
+    unknown = [n for n in names if n not in MUTANTS]
+    if unknown:
+        raise KeyError(f"unknown mutant(s) {', '.join(unknown)} (known: {', '.join(MUTANTS)})")
+    before = set(ACTIVE)
+    ACTIVE.update(names)
+    try:
+        yield
+    finally:
+        ACTIVE.clear()
+        ACTIVE.update(before)
+
+
+__all__ = ["ACTIVE", "MUTANTS", "active", "enabled"]

@@ -1,0 +1,52 @@
+"""The planted bugs: switched off everywhere but inside the simulator's mutant runs, and
+the quick ones are caught within a few seeds (the full search is `trio-kafka simulate
+--mutants`, see docs/simulator.md for its numbers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from trio_kafka.producer import _mutants
+from trio_kafka.sim.mutants import hunt
+
+
+def test_no_mutant_is_active_outside_the_simulator() -> None:
+    assert not _mutants.ACTIVE
+    assert not any(_mutants.active(name) for name in _mutants.MUTANTS)
+
+
+def test_enabled_activates_one_mutant_and_restores_the_empty_set() -> None:
+    with _mutants.enabled(_mutants.STALE_END_TXN):
+        assert _mutants.active(_mutants.STALE_END_TXN)
+        assert not _mutants.active(_mutants.TIMEOUT_NOT_WRITTEN)
+    assert not _mutants.ACTIVE
+    with pytest.raises(KeyError, match="unknown mutant"), _mutants.enabled("no-such-bug"):
+        pass
+    assert not _mutants.ACTIVE
+
+
+def test_every_mutant_names_workloads_that_exist() -> None:
+    from trio_kafka.sim.workloads import WORKLOADS
+
+    assert len(_mutants.MUTANTS) >= 8
+    for description, workloads in _mutants.MUTANTS.values():
+        assert description and workloads
+        assert set(workloads) <= set(WORKLOADS)
+
+
+#: Mutants with a known early killing seed (lite profile): (mutant, first seed, budget).
+QUICK = [
+    (_mutants.TIMEOUT_NOT_WRITTEN, 0, 6),
+    (_mutants.SAME_EPOCH_ON_UNKNOWN_PRODUCER, 4, 4),
+    (_mutants.NOT_ENOUGH_REPLICAS_NOT_WRITTEN, 4, 4),
+    (_mutants.STALE_END_TXN, 6, 3),
+]
+
+
+@pytest.mark.parametrize(("mutant", "first", "budget"), QUICK, ids=[q[0] for q in QUICK])
+def test_a_quick_mutant_is_caught_and_minimized(mutant: str, first: int, budget: int) -> None:
+    found = hunt(mutant, budget=budget, first_seed=first, max_replays=12)
+    assert found.killed, found
+    assert found.failure_class is not None
+    assert 0 < len(found.minimized) <= found.faults_before
+    assert not _mutants.ACTIVE
