@@ -9,7 +9,10 @@ connection is a FIFO of requests in flight. Three parties share it:
   `trio.Semaphore` of `max_in_flight`), then enter the one writer critical section (a
   `trio.Lock`, FIFO too), where the correlation id is assigned, the frame is encoded, the
   request joins the in-flight queue and the bytes are written. Doing all four under one
-  lock makes wire order equal correlation order equal queue order. The write runs shielded
+  lock makes wire order equal correlation order equal queue order. The frame is a list of
+  buffers (`encode_request_parts`): a Produce request's large record batches are written
+  as they are, never copied into the frame; small neighbours are joined into one write.
+  A free slot and a free lock are taken without waiting. The write runs shielded
   from the caller's cancellation (a half-written frame would break the stream for every
   other request) but bounded by the request's deadline.
 - The reader task owns the receive side: it splits frames (`FrameSplitter`), checks each

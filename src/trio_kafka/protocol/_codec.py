@@ -4,6 +4,11 @@ The request header version follows the API's flexibility (v2 for a flexible requ
 otherwise); the response header likewise (v1 / v0), except that ApiVersions responses
 always use header v0 so that a client that sent a version the broker does not know can
 still read the broker's answer (KIP-511).
+
+`encode_request_parts` gives a request frame as a list of buffers: records values of
+`GATHER_MIN` bytes or more (a Produce request's record batches) are parts of their own,
+referenced rather than copied, which is how the connection writes large requests.
+`encode_request` joins those parts into one `bytes`.
 """
 
 from __future__ import annotations

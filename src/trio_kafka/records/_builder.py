@@ -5,10 +5,12 @@ batch that is still open. `append` encodes one record straight into it (length, 
 attributes, timestamp delta from the first record's timestamp, offset delta = the
 record's index, key, value, headers), taking the varints of small lengths and deltas
 from a table computed at import, and keeps the running count and maxTimestamp. Nothing
-else happens per record: no object per record, no CRC, no compression.
+else happens per record: no object per record, no CRC, no compression. `append_values`
+does the same for many records without key or headers in one call (the producer's
+common case): it collects the pieces and joins them once, the values copied once.
 
-`build` turns the records into the wire bytes. The record section (compressed if a codec
-is set) is computed once and cached, keyed by the record count so that an append after a
+`build` turns the records into the wire bytes. The record section (the buffer itself
+when uncompressed, never copied; compressed if a codec is set) is computed once and cached, keyed by the record count so that an append after a
 build invalidates it. The 61-byte header and the CRC-32C over attributes..end are
 rewritten on every call, so a retry after an epoch bump (new producer id, epoch or base
 sequence) or with another expected offset costs one CRC pass and one copy, never a
