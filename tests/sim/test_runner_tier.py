@@ -9,8 +9,14 @@ from trio_kafka.sim.faults import FaultKind
 from trio_kafka.sim.runner import run_seed
 from trio_kafka.sim.workloads import WORKLOADS
 
-#: Seeds per workload (idempotent ~50 ms each on this machine when idle, cas ~4x that).
-SEEDS = {"idempotent": range(1000, 1300), "cas": range(1000, 1100)}
+#: Seeds per workload (idempotent ~50 ms each on this machine when idle, cas ~4x that,
+#: transactional ~5x, bulk ~3x).
+SEEDS = {
+    "idempotent": range(1000, 1300),
+    "cas": range(1000, 1100),
+    "transactional": range(1000, 1200),
+    "bulk": range(1000, 1200),
+}
 BUILT_IN = [name for name in WORKLOADS if not name.startswith("test-")]
 
 

@@ -143,7 +143,10 @@ class ConditionalWriter:
             )
             try:
                 ack: Acknowledged = await handle
-            except ExpectedOffsetMismatchError:
+            except ExpectedOffsetMismatchError as exc:
+                if _mutants.active(_mutants.CAS_REBASE_ON_MISMATCH) and exc.log_end_offset >= 0:
+                    expected = exc.log_end_offset  # planted bug: CAS as a plain append
+                    continue
                 if lost and _mutants.active(_mutants.CAS_MISMATCH_NO_READ):
                     raise self._mutant_concurrent(expected) from None
                 return await self._settle(expected, sequence)

@@ -214,8 +214,6 @@ class ProducerCore:
         """Fail queued batches past `delivery_timeout`; in-flight ones wait for their
         request to come back (Ambiguous only then, if it cannot be retried)."""
         expired = self.accumulator.expire(now)
-        if _mutants.ACTIVE and _mutants.active(_mutants.EXPIRE_IN_FLIGHT):
-            self._mutant_expire_in_flight(now)
         for batch in expired:
             age = now - batch.created
             if batch.maybe_written:
@@ -347,20 +345,6 @@ class ProducerCore:
         batch.base_sequence = -1
         batch.maybe_written = False
 
-    def _mutant_expire_in_flight(self, now: float) -> None:
-        seq = self.sequencing
-        if not isinstance(seq, Sequencer):
-            return
-        deadline = now - self.config.delivery_timeout
-        for entry in list(seq.partitions.values()):
-            for batch in list(entry.inflight):
-                if batch.state is BatchState.IN_FLIGHT and batch.created <= deadline:
-                    self.accumulator.settle_in_flight(batch)
-                    batch.maybe_written = False
-                    error = DeliveryTimeoutError("delivery_timeout passed (mutant)")
-                    seq.on_final(batch, gap=True, error=error)
-                    self._finish_failed(batch, error)
-
     def _lost(self, batch: ProducerBatch, now: float, error: KafkaError) -> str:
         """No definite answer: retry with the same sequence and epoch, or Ambiguous."""
         if self._can_retry(batch, now):
@@ -368,6 +352,14 @@ class ProducerCore:
             return "retry_refresh"
         cause = error if isinstance(error, AmbiguousError) else RequestTimeoutError(str(error))
         if now - batch.created >= self.config.delivery_timeout:
+            if _mutants.ACTIVE and _mutants.active(_mutants.EXPIRE_IN_FLIGHT):
+                # Planted bug: the batch in flight at its delivery timeout is dropped as
+                # not written.
+                batch.maybe_written = False
+                timed_out = DeliveryTimeoutError(f"delivery_timeout passed ({error})")
+                self.sequencing.on_final(batch, gap=True, error=timed_out)
+                self._finish_failed(batch, timed_out)
+                return "final"
             cause = AmbiguousDeliveryTimeoutError(
                 f"{batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
                 f"delivery_timeout passed with a request in flight ({error})"
@@ -397,11 +389,6 @@ class ProducerCore:
             self._finish_ok(batch, response.base_offset, response.log_append_time_ms)
             return "final"
         if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and batch.base_sequence >= 0:
-            if _mutants.ACTIVE and _mutants.active(_mutants.DUPLICATE_AS_FAILURE):
-                batch.maybe_written = False
-                self.sequencing.on_final(batch, gap=False, error=error_for_code(code))
-                self._finish_failed(batch, error_for_code(code))
-                return "final"
             # The broker holds this sequence already but no longer its offset.
             batch.base_offset = -1
             self.sequencing.on_success(batch)

@@ -31,7 +31,7 @@ CAS_MISMATCH_NO_READ = "cas-mismatch-no-read"
 REORDER_RETRIES = "reorder-retries"
 NOT_ENOUGH_REPLICAS_NOT_WRITTEN = "not-enough-replicas-not-written"
 EXPIRE_IN_FLIGHT = "expire-in-flight"
-DUPLICATE_AS_FAILURE = "duplicate-as-failure"
+CAS_REBASE_ON_MISMATCH = "cas-rebase-on-mismatch"
 BULK_WITHOUT_CAS = "bulk-without-cas"
 COMMIT_AFTER_FAILED_SEND = "commit-after-failed-send"
 V1_END_TXN_EPOCH = "v1-end-txn-epoch"
@@ -71,12 +71,14 @@ MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
         ("idempotent",),
     ),
     EXPIRE_IN_FLIGHT: (
-        "a batch past delivery_timeout is failed while its request is in flight",
+        "a batch whose request was in flight when delivery_timeout passed is dropped "
+        "as not written (Failed) instead of Ambiguous",
         ("idempotent",),
     ),
-    DUPLICATE_AS_FAILURE: (
-        "DUPLICATE_SEQUENCE_NUMBER (the batch is already in the log) is reported as failed",
-        ("idempotent",),
+    CAS_REBASE_ON_MISMATCH: (
+        "a CAS mismatch is retried at the log end the broker named, without reading whose "
+        "record took the expected offset (CAS treated as a plain append)",
+        ("cas",),
     ),
     BULK_WITHOUT_CAS: (
         "the bulk loader sends its batches without an expected offset (idempotence only)",

@@ -1,6 +1,9 @@
 """The bulk load with crashes: a `BulkLoader` over a CAS-checked topic, killed at seeded
 moments and restarted until the load is complete.
 
+With fault COMPETING_INSTANCE a second process of the same load starts at a seeded
+moment and runs alongside (an operator started the job twice).
+
 The input is a fixed list of rows (unique values; every third one keyed, so both the
 murmur2 and the round-robin routes are used). Each row is one `Produce` op of writer
 "bulk" in the history, invoked before the first run with the partition the loader will
@@ -59,19 +62,30 @@ async def bulk(ctx: SimContext) -> None:
         partition = partition_of(row, key, PARTITIONS)
         op = Produce(WRITER, TOPIC, partition, value, key)
         op_ids.append((ctx.history.invoke(op, time=trio.current_time()), partition))
-    for run in range(_MAX_RUNS):
-        if await _run(ctx, run, rows, batch_bytes):
-            for op_id, partition in op_ids:
-                ctx.history.complete(op_id, Ok(partition, None), time=trio.current_time())
-            return
-        await trio.sleep(_RESTART_BACKOFF)
+    async with trio.open_nursery() as nursery:
+        if ctx.competing_instances:
+            nursery.start_soon(_competitor, ctx, rows, batch_bytes)
+        for run in range(_MAX_RUNS):
+            if await _run(ctx, run, rows, batch_bytes):
+                for op_id, partition in op_ids:
+                    ctx.history.complete(op_id, Ok(partition, None), time=trio.current_time())
+                return
+            await trio.sleep(_RESTART_BACKOFF)
+
+
+async def _competitor(ctx: SimContext, rows: list[Row], batch_bytes: int) -> None:
+    """A second process of the same load (an operator started it twice) at a seeded
+    moment: CAS lets one of the two write each batch, the other stops or skips."""
+    await trio.sleep(ctx.fault_phase_end * ctx.draws.uniform("bulk.competitor.start"))
+    if ctx.fires_competitor("bulk.start", 0):
+        await _run(ctx, -1, rows, batch_bytes)
 
 
 async def _run(ctx: SimContext, run: int, rows: list[Row], batch_bytes: int) -> bool:
     """One process of the load: True when the load finished."""
     now = trio.current_time()
     crash_at = float("inf")
-    if now < ctx.fault_phase_end and ctx.draws.chance(_CRASH, "bulk.crash", run):
+    if run >= 0 and now < ctx.fault_phase_end and ctx.draws.chance(_CRASH, "bulk.crash", run):
         crash_at = now + ctx.fault_phase_end * ctx.draws.uniform("bulk.crash-at", run) / 2
     timeout = ctx.profile.fault_phase
     with trio.move_on_at(crash_at):
