@@ -28,6 +28,7 @@ import trio
 from trio_kafka.broker import CAS_CONFIG
 from trio_kafka.client._bulk import BulkLoader, Row, partition_of
 from trio_kafka.errors import KafkaError
+from trio_kafka.sim.faults import BUGGIFY_SITES
 from trio_kafka.sim.history import Ok, Produce
 from trio_kafka.sim.workloads._api import SimContext, register
 
@@ -43,6 +44,10 @@ _MAX_RUNS = 40
 #: The probability that a run started during the fault phase crashes.
 _CRASH = 0.6
 _RESTART_BACKOFF = 0.3
+#: BUGGIFY (a knob, as FoundationDB buggifies them): a run cuts its batches tiny.
+_SMALL_BATCHES = BUGGIFY_SITES.register(
+    "bulk.small_batches", "a bulk load run cuts its batches to a record or two"
+)
 
 
 @register(
@@ -88,6 +93,8 @@ async def _run(ctx: SimContext, run: int, rows: list[Row], batch_bytes: int) -> 
     if run >= 0 and now < ctx.fault_phase_end and ctx.draws.chance(_CRASH, "bulk.crash", run):
         crash_at = now + ctx.fault_phase_end * ctx.draws.uniform("bulk.crash-at", run) / 2
     timeout = ctx.profile.fault_phase
+    if ctx.buggify(_SMALL_BATCHES):
+        batch_bytes = 40
     with trio.move_on_at(crash_at):
         try:
             async with ctx.open_selector(f"loader-{run}") as selector:
