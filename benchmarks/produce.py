@@ -2,7 +2,9 @@
 
 Every client runs in its own subprocess against its own fresh Tansu (Tansu keeps
 everything in memory and never frees it), with the same settings: acks=all, idempotence
-where the client supports it against Tansu, linger 5 ms, 6 partitions. Two workloads:
+where the client supports it against Tansu, linger 5 ms, batches of up to 1,000,000 bytes
+(librdkafka's default `batch.size`; the Java client's default is 16 KiB), 6 partitions.
+Two workloads:
 200,000 records of 100 bytes, and 5,000 records of 128 KiB. Each client is asked to
 deliver every record and to report its own count of acknowledgements; a run whose count
 is short is reported as failed, never as fast.
@@ -34,6 +36,8 @@ from typing import Any
 
 PARTITIONS = 6
 LINGER_MS = 5
+# Every client batches up to this many bytes per partition (librdkafka's default).
+BATCH_BYTES = 1_000_000
 
 
 def _create_topic(bootstrap: str, topic: str) -> None:
@@ -59,6 +63,7 @@ def run_confluent(bootstrap: str, topic: str, count: int, size: int) -> int:
             "acks": "all",
             "enable.idempotence": True,
             "linger.ms": LINGER_MS,
+            "batch.size": BATCH_BYTES,
             "queue.buffering.max.kbytes": 1048576,
             "queue.buffering.max.messages": 1_000_000,
         }
@@ -93,6 +98,7 @@ def run_aiokafka(bootstrap: str, topic: str, count: int, size: int) -> int:
             bootstrap_servers=bootstrap,
             acks="all",
             linger_ms=LINGER_MS,
+            max_batch_size=BATCH_BYTES,
             max_request_size=4 * 1024 * 1024,
         )
         await producer.start()
@@ -115,6 +121,7 @@ def run_kafka_python(bootstrap: str, topic: str, count: int, size: int) -> int:
         acks="all",
         enable_idempotence=True,
         linger_ms=LINGER_MS,
+        batch_size=BATCH_BYTES,
         max_request_size=4 * 1024 * 1024,
     )
     value = b"x" * size
@@ -147,6 +154,7 @@ def run_trio_kafka(bootstrap: str, topic: str, count: int, size: int) -> int:
             acks="all",
             enable_idempotence=True,
             linger=LINGER_MS / 1000,
+            batch_size=BATCH_BYTES,
             max_request_size=4 * 1024 * 1024,
             **_trio_options(),
         ) as producer:
