@@ -95,6 +95,10 @@ class Pipe:
     #: apart from `lot` so that traffic does not wake tasks that have nothing to do: each
     #: spurious wakeup is a scheduler step, and steps are what a simulated run costs.)
     pump_lot: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
+    #: The idle pump's cancel scope while it waits for a chunk (None otherwise): queuing
+    #: a chunk sets its deadline to the chunk's delivery time, so the pump wakes once per
+    #: chunk, when it is due, instead of waking to go back to sleep until then.
+    pump_idle: trio.CancelScope | None = None
 
     def wake_all(self) -> None:
         self.lot.unpark_all()

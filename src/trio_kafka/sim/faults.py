@@ -345,20 +345,24 @@ class FaultDecider:
     ) -> bool:
         """Whether this fault fires. `probability` replaces the plan's rate for this
         decision (still only if the kind is on in the plan)."""
-        if now >= self.plan.fault_phase_end:
+        plan = self.plan
+        if now >= plan.fault_phase_end:
             return False
-        identity = FaultIdentity(kind, site, key)
-        if self.plan.allowed is not None:
-            fired = identity in self.plan.allowed
+        if plan.allowed is not None:
+            identity = FaultIdentity(kind, site, key)
+            if identity not in plan.allowed:
+                return False
         else:
-            rate = self.plan.rates.get(kind, 0.0)
+            # Hot (every chunk and write asks): no identity unless the fault fires.
+            rate = plan.rates.get(kind, 0.0)
             if rate <= 0.0:
                 return False
             p = rate if probability is None else probability
-            fired = self.draws.chance(p, f"fault.{kind.value}.{site}", *key)
-        if fired:
-            self.log.record(now, identity)
-        return fired
+            if not self.draws.chance(p, f"fault.{kind.value}.{site}", *key):
+                return False
+            identity = FaultIdentity(kind, site, key)
+        self.log.record(now, identity)
+        return True
 
     def param(self, kind: FaultKind, name: str, site: str, *key: str | int) -> float:
         """A uniform [0, 1) parameter of a fault (its duration, its error code...), drawn

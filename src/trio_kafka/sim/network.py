@@ -172,18 +172,21 @@ class SimNetwork:
     # -- connecting ---------------------------------------------------------------------
 
     async def connect(self, host: str, port: int, *, client: str = "client") -> SimStream:
-        await trio.lowlevel.checkpoint()
+        # Every path below is a checkpoint (a refusal checkpoints before it raises; the
+        # handshake sleeps): no extra scheduler step up front.
         n = self._attempts.get((client, host, port), 0)
         self._attempts[(client, host, port)] = n + 1
         key = (client, host, port, n)
         self._note(f"connect {client} {host}:{port} #{n}")
         if (host, port) not in self._servers:
+            await trio.lowlevel.checkpoint()
             raise self._refused(key, "no server")
         if self.decider.fires(FaultKind.CONNECT_FAILURE, "connect", *key, now=self._now()):
             hang = self.decider.param(FaultKind.CONNECT_FAILURE, "hang", "connect", *key)
             if hang < self.profile.connect_hang_probability:
                 self._note(f"connect hangs {key}")
                 await trio.sleep_forever()
+            await trio.lowlevel.checkpoint()
             raise self._refused(key, "injected")
         # The handshake: one round trip, which a clogged link holds up.
         latency = self.profile.latency
@@ -302,7 +305,7 @@ class SimNetwork:
         pipe.last_deliver_at = at
         pipe.in_flight.append(Chunk(at, data, action, write_no))
         pipe.unacked += len(data)
-        pipe.pump_lot.unpark_all()
+        self._wake_pump(pipe, at)
 
     def _queue_eof(self, conn: Connection, pipe: Pipe) -> None:
         if pipe.writer_done:
@@ -313,17 +316,34 @@ class SimNetwork:
         at = max(pipe.last_deliver_at, self._now() + self.profile.latency.minimum)
         pipe.last_deliver_at = at
         pipe.in_flight.append(Chunk(at, b"", Action.EOF))
-        pipe.pump_lot.unpark_all()
+        self._wake_pump(pipe, at)
 
     # -- delivering ---------------------------------------------------------------------
+
+    @staticmethod
+    def _wake_pump(pipe: Pipe, at: float) -> None:
+        """A chunk due at `at` was queued: an idle pump wakes then (not now)."""
+        idle = pipe.pump_idle
+        if idle is not None and at < idle.deadline:
+            idle.deadline = at
 
     async def _pump(self, conn: Connection, pipe: Pipe) -> None:
         while not pipe.finished:
             if pipe.link.clogs:
                 await pipe.link.lot.park()
                 continue
-            if not pipe.in_flight or pipe.black_holed:
+            if pipe.black_holed:
                 await pipe.pump_lot.park()
+                continue
+            if not pipe.in_flight:
+                # Woken by a state change (the lot) or when the first chunk queued meanwhile
+                # is due (`_wake_pump` sets the deadline): one step per chunk, not two.
+                with trio.CancelScope() as idle:
+                    pipe.pump_idle = idle
+                    try:
+                        await pipe.pump_lot.park()
+                    finally:
+                        pipe.pump_idle = None
                 continue
             head = pipe.in_flight[0]
             if head.deliver_at > self._now():
@@ -421,6 +441,8 @@ class SimNetwork:
 
     async def _swizzler(self) -> None:
         """Offer a clog episode at fixed times; each episode's identity is its number."""
+        if not self.plan.may_fire(FaultKind.CLOG):
+            await trio.sleep_forever()  # never wakes, so it joins no later batch
         start = self._now()
         episode = 0
         offset = 0.0
@@ -481,8 +503,10 @@ async def open_sim_network(
     net = SimNetwork(draws, profile, plan=plan, decider=decider, trace=trace)
     async with trio.open_nursery() as nursery:
         net._nursery = nursery
-        if net.plan.may_fire(FaultKind.CLOG):
-            nursery.start_soon(net._swizzler)
+        # Started whatever the plan: a task more or less in a batch changes how trio's
+        # seeded shuffle orders every later batch, so a replay restricted to the faults
+        # that fired (no clog among them) would not schedule like the run it replays.
+        nursery.start_soon(net._swizzler)
         try:
             yield net
         finally:

@@ -24,12 +24,9 @@ _SCALE = 2.0**-64
 
 
 def _digest(seed: int, site: str, key: tuple[object, ...]) -> bytes:
-    h = hashlib.blake2b(digest_size=16)
-    h.update(struct.pack(">q", seed))
-    h.update(site.encode())
-    h.update(b"\x00")
-    h.update(repr(key).encode())
-    return h.digest()
+    # One buffer, one call (the same bytes as hashing the four parts in turn).
+    data = struct.pack(">q", seed) + f"{site}\x00{key!r}".encode()
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 class Draws:
