@@ -14,8 +14,7 @@ from trio_kafka.sim.workloads import WORKLOADS
 SEEDS = {
     "idempotent": range(1000, 1300),
     "cas": range(1000, 1100),
-    # 1100: a known open liveness bug, kept as a strict xfail in test_known_open.py.
-    "transactional": [s for s in range(1000, 1201) if s != 1100],
+    "transactional": range(1000, 1200),
     "bulk": range(1000, 1200),
 }
 BUILT_IN = [name for name in WORKLOADS if not name.startswith("test-")]

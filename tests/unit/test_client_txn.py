@@ -176,3 +176,49 @@ async def test_a_send_that_raised_makes_commit_raise_an_abortable_error(
             await producer.abort_transaction()
             assert producer._txn.manager.state is TxnState.READY
             assert isinstance(kept.outcome, Failed) or kept.outcome is not None
+
+
+@attrs.define(eq=False)
+class FlakyConnectTransport:
+    """`MemoryTransport`, but the first `refused` connects are refused and every later
+    one takes `slow` seconds to open."""
+
+    inner: MemoryTransport
+    refused: int
+    slow: float
+    connects: int = 0
+
+    async def connect(self, host: str, port: int) -> trio.abc.Stream:
+        self.connects += 1
+        if self.connects <= self.refused:
+            raise ConnectionRefusedError(f"connection to {host}:{port} refused (test)")
+        await trio.sleep(self.slow)
+        return await self.inner.connect(host, port)
+
+
+async def test_init_retries_find_coordinator_after_a_slow_connect(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    # FindCoordinator fails (refused) and is retried after retry_backoff; meanwhile the
+    # loop spends longer than that backoff connecting to learn the versions. The loop
+    # used to ask with the `now` from before that connect, saw the retry as not due,
+    # then took "due now" for "blocked on batches" and waited forever for a wake-up
+    # (simulator transactional seed 1100).
+    cluster = make_cluster({"t": 1})
+    # Refused: the loop's first look for versions (at open), its second (after init
+    # woke it) and the FindCoordinator; then the versions take 0.5 s to come.
+    transport = FlakyConnectTransport(MemoryTransport(cluster, nursery), refused=3, slow=0.5)
+    async with open_producer(
+        bootstrap="broker0:9092",
+        transport=transport,
+        rng=random.Random(7),
+        wall_clock=lambda: WALL,
+        retry_backoff=0.01,
+        transactional_id="tx",
+    ) as producer:
+        await trio.sleep(1.0)  # the loop is idle, no wake-up pending
+        with trio.fail_after(30):
+            await producer.init_transactions()
+        assert producer._txn is not None
+        assert producer._txn.manager.state is TxnState.READY
+        assert transport.connects >= 4  # every refusal was retried

@@ -9,6 +9,7 @@ import pytest
 from trio_kafka.errors import (
     AbortableError,
     AmbiguousError,
+    BrokerConnectionError,
     BrokerError,
     ConnectionLostError,
     ErrorCode,
@@ -431,6 +432,26 @@ def test_coordinator_moved_during_end_txn_is_found_again() -> None:
     assert end.coordinator is not None and end.coordinator.node_id == 3
     m.handle_response(end, ended(), 1.0)
     assert result.done() and result.error is None
+
+
+def test_poll_delay_tells_a_due_retry_from_an_end_txn_blocked_on_batches() -> None:
+    # The driver sleeps forever on None (an event wakes it) and loops at once on 0: a
+    # due FindCoordinator retry must never read as None (simulator seed 1100).
+    m = TransactionManager(TID, retry_backoff=0.1)
+    m.init()
+    lookup = expect(m, K.FIND_COORDINATOR)
+    m.handle_failure(lookup, BrokerConnectionError("refused"), 0.0, sent=False)
+    assert m.poll_delay(0.0) == pytest.approx(0.1)
+    assert m.poll_delay(5.0, batches_unfinished=True) == 0.0  # due: batches are no reason
+    assert expect(m, K.FIND_COORDINATOR, now=5.0).coordinator is None
+
+    m = ready()
+    m.begin()
+    add(m, ("t", 0))
+    m.commit()
+    assert m.next_request(0.0, batches_unfinished=True) is None
+    assert m.poll_delay(0.0, batches_unfinished=True) is None  # a batch settling wakes it
+    assert m.poll_delay(0.0) == 0.0
 
 
 def test_concurrent_transactions_is_retried_with_growing_backoff() -> None:

@@ -168,9 +168,14 @@ class TransactionDriver:
         manager = self.manager
         while True:
             self._sync()
-            now = clock.now()
             await self._set_versions()
-            request = manager.next_request(now, batches_unfinished=self._p._core.has_unfinished)
+            # Read the clock after the await: `_set_versions` may have spent seconds
+            # connecting, and asking with an older `now` than `poll_delay` gets made a
+            # due retry look blocked, so the loop waited for an event that never came
+            # (simulations/regressions/transactional-lite-1100.toml).
+            now = clock.now()
+            unfinished = self._p._core.has_unfinished
+            request = manager.next_request(now, batches_unfinished=unfinished)
             if request is not None:
                 await self._exchange(request)
                 self._sync()
@@ -181,8 +186,8 @@ class TransactionDriver:
                 self._wake_event = trio.Event()
                 await trio.lowlevel.checkpoint()
                 continue
-            delay = manager.poll_delay(clock.now())
-            if delay is None or delay <= 0:
+            delay = manager.poll_delay(now, batches_unfinished=unfinished)
+            if delay is None:
                 # Nothing to send, or EndTxn waits for the batches: a batch settling,
                 # a response or a user call wakes us.
                 delay = math.inf

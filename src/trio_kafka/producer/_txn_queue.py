@@ -117,13 +117,26 @@ class TxnRequestQueue:
     def _head(self) -> Work | None:
         return min(self._queue, key=lambda w: (w.priority, w.seq), default=None)
 
-    def poll_delay(self, now: float) -> float | None:
-        """Seconds until `next_request` may have something (None: nothing queued or a
-        request in flight; the driver wakes on responses and calls anyway)."""
+    def poll_delay(self, now: float, *, batches_unfinished: bool = False) -> float | None:
+        """Seconds until `next_request` may have something: 0 means call it now.
+
+        None when only an event can change that: nothing queued, a request in flight
+        (its answer wakes the driver), or EndTxn / the bump waiting for the batches (a
+        batch settling wakes it). Pass the same `now` and `batches_unfinished` as to
+        `next_request`: a due head is then never mistaken for a blocked one (that
+        mix-up made the driver wait forever; simulations/regressions/
+        transactional-lite-1100.toml)."""
         head = self._head()
         if head is None or self._in_flight is not None:
             return None
+        if head.not_before <= now and self._waits_for_batches(head, batches_unfinished):
+            return None
         return max(0.0, head.not_before - now)
+
+    def _waits_for_batches(self, work: Work, batches_unfinished: bool) -> bool:
+        """EndTxn and the epoch bump go only once every batch is settled (Java)."""
+        ending = work.kind is K.END_TXN or (work.kind is K.INIT_PRODUCER_ID and work.bump)
+        return ending and (batches_unfinished or bool(self.pending_partitions))
 
     def next_request(self, now: float, *, batches_unfinished: bool = False) -> TxnRequest | None:
         """The next coordinator request to send, or None (nothing to do now)."""
@@ -138,9 +151,8 @@ class TxnRequestQueue:
         while (work := self._head()) is not None:
             if work.not_before > now:
                 return None
-            ending = work.kind is K.END_TXN or (work.kind is K.INIT_PRODUCER_ID and work.bump)
-            if ending and (batches_unfinished or self.pending_partitions):
-                return None  # Java: no EndTxn until every batch is settled
+            if self._waits_for_batches(work, batches_unfinished):
+                return None
             if work.kind is K.END_TXN and self._end_locally(work):
                 continue
             if work.kind is not K.FIND_COORDINATOR:
