@@ -7,6 +7,7 @@ from trio_kafka.broker._context import RequestContext
 from trio_kafka.errors import ErrorCode
 from trio_kafka.protocol.messages.describe_configs import (
     DescribeConfigsRequest,
+    DescribeConfigsResource,
     DescribeConfigsResourceResult,
     DescribeConfigsResponse,
     DescribeConfigsResult,
@@ -22,6 +23,15 @@ _STATIC_BROKER = 4
 _DEFAULT = 5
 
 
+def _failed(res: DescribeConfigsResource, error: ErrorCode, message: str) -> DescribeConfigsResult:
+    return DescribeConfigsResult(
+        error_code=error,
+        error_message=message,
+        resource_type=res.resource_type,
+        resource_name=res.resource_name,
+    )
+
+
 def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
     state = ctx.state
     results = []
@@ -30,11 +40,10 @@ def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsR
             topic = state.topics.get(res.resource_name)
             if topic is None:
                 results.append(
-                    DescribeConfigsResult(
-                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                        error_message=f"unknown topic {res.resource_name!r}",
-                        resource_type=res.resource_type,
-                        resource_name=res.resource_name,
+                    _failed(
+                        res,
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        f"unknown topic {res.resource_name!r}",
                     )
                 )
                 continue
@@ -50,11 +59,10 @@ def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsR
             read_only = True
         else:
             results.append(
-                DescribeConfigsResult(
-                    error_code=ErrorCode.INVALID_REQUEST,
-                    error_message=f"resource type {res.resource_type} is not supported",
-                    resource_type=res.resource_type,
-                    resource_name=res.resource_name,
+                _failed(
+                    res,
+                    ErrorCode.INVALID_REQUEST,
+                    f"resource type {res.resource_type} is not supported",
                 )
             )
             continue

@@ -7,6 +7,9 @@ that have a pending transactional offset, as Kafka answers (the client retries).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 from trio_kafka.broker._context import RequestContext
 from trio_kafka.broker.handlers._txn_common import not_group_coordinator
 from trio_kafka.errors import ErrorCode
@@ -21,6 +24,8 @@ from trio_kafka.protocol.messages.offset_fetch import (
 )
 
 REQUEST = OffsetFetchRequest
+
+T = TypeVar("T")
 
 Row = tuple[
     int, int, int, str | None, ErrorCode
@@ -50,6 +55,29 @@ def _group(
     return out
 
 
+def _topics(
+    rows: dict[str, list[Row]], topic_class: Callable[..., T], partition_class: Callable[..., Any]
+) -> list[T]:
+    """The response topics for `rows`, in the classes of the version (v0-7 and v8+ have
+    their own, with the same fields)."""
+    return [
+        topic_class(
+            name=topic,
+            partitions=[
+                partition_class(
+                    partition_index=i,
+                    committed_offset=o,
+                    committed_leader_epoch=e,
+                    metadata=m,
+                    error_code=c,
+                )
+                for i, o, e, m, c in parts
+            ],
+        )
+        for topic, parts in rows.items()
+    ]
+
+
 def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     if not_group_coordinator(ctx):
         top_error = ErrorCode.NOT_COORDINATOR
@@ -65,22 +93,7 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
         rows = {} if top_error else _group(ctx, req.group_id, wanted, stable)
         return OffsetFetchResponse(
             error_code=top_error,
-            topics=[
-                OffsetFetchResponseTopic(
-                    name=topic,
-                    partitions=[
-                        OffsetFetchResponsePartition(
-                            partition_index=i,
-                            committed_offset=o,
-                            committed_leader_epoch=e,
-                            metadata=m,
-                            error_code=c,
-                        )
-                        for i, o, e, m, c in parts
-                    ],
-                )
-                for topic, parts in rows.items()
-            ],
+            topics=_topics(rows, OffsetFetchResponseTopic, OffsetFetchResponsePartition),
         )
     groups = []
     for g in req.groups:
@@ -92,22 +105,7 @@ def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
             OffsetFetchResponseGroup(
                 group_id=g.group_id,
                 error_code=top_error,
-                topics=[
-                    OffsetFetchResponseTopics(
-                        name=topic,
-                        partitions=[
-                            OffsetFetchResponsePartitions(
-                                partition_index=i,
-                                committed_offset=o,
-                                committed_leader_epoch=e,
-                                metadata=m,
-                                error_code=c,
-                            )
-                            for i, o, e, m, c in parts
-                        ],
-                    )
-                    for topic, parts in rows.items()
-                ],
+                topics=_topics(rows, OffsetFetchResponseTopics, OffsetFetchResponsePartitions),
             )
         )
     return OffsetFetchResponse(groups=groups)

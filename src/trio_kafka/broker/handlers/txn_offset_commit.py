@@ -4,7 +4,7 @@ transaction's COMMIT marker (and vanish with an ABORT)."""
 from __future__ import annotations
 
 from trio_kafka.broker._context import RequestContext
-from trio_kafka.broker._groups import CommittedOffset
+from trio_kafka.broker.handlers._commit_common import commit_partitions
 from trio_kafka.broker.handlers._txn_common import not_group_coordinator
 from trio_kafka.errors import ErrorCode
 from trio_kafka.protocol.messages.txn_offset_commit import (
@@ -27,27 +27,14 @@ def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitR
         )
         if error is ErrorCode.PRODUCER_FENCED:
             error = ErrorCode.INVALID_PRODUCER_EPOCH
-    now = ctx.now_ms()
-    topics = []
-    for topic in req.topics:
-        parts = []
-        for p in topic.partitions:
-            code = error
-            if code is ErrorCode.NONE:
-                if state.partition(topic.name, p.partition_index) is None:
-                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                else:
-                    state.groups.commit_pending(
-                        req.group_id,
-                        req.producer_id,
-                        topic.name,
-                        p.partition_index,
-                        CommittedOffset(
-                            p.committed_offset, p.committed_metadata, p.committed_leader_epoch, now
-                        ),
-                    )
-            parts.append(
-                TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
-            )
-        topics.append(TxnOffsetCommitResponseTopic(name=topic.name, partitions=parts))
+    topics = commit_partitions(
+        ctx,
+        req.topics,
+        error,
+        lambda topic, index, offset: state.groups.commit_pending(
+            req.group_id, req.producer_id, topic, index, offset
+        ),
+        TxnOffsetCommitResponseTopic,
+        TxnOffsetCommitResponsePartition,
+    )
     return TxnOffsetCommitResponse(topics=topics)
