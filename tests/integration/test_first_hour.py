@@ -7,12 +7,20 @@ without the extension, a misspelt or Java-style option name.
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from trio_kafka.broker import ClusterOptions, open_cluster
+from trio_kafka.cli import main
 from trio_kafka.client import open_conditional_writer, open_producer
-from trio_kafka.errors import CasNotSupportedError, ConfigError, UnknownTopicError
+from trio_kafka.errors import (
+    BrokerConnectionError,
+    CasNotSupportedError,
+    ConfigError,
+    UnknownTopicError,
+)
 from trio_kafka.testing import TansuBroker
 
 
@@ -25,14 +33,29 @@ def _unused_port() -> int:
 async def test_no_broker_at_the_address_says_so_and_how_to_start_one() -> None:
     address = f"127.0.0.1:{_unused_port()}"
     async with open_producer(address, max_block=0.5, reconnect_backoff=0.01) as producer:
-        with pytest.raises(UnknownTopicError) as info:
+        # A connection error, not UnknownTopicError: the topic is not the problem.
+        with pytest.raises(BrokerConnectionError) as info:
             await producer.send("events", b"x")
     message = str(info.value)
     print(message)
     assert f"Is a broker running at {address}?" in message
     assert "ConnectionRefusedError" in message
+    assert "'events'" in message
     assert "trio-kafka broker" in message
-    assert "Create it" not in message  # the topic is not the problem
+    assert "Create it" not in message
+
+
+def test_load_with_no_broker_at_the_address_is_one_clear_line(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"a": 1}\n')
+    address = f"127.0.0.1:{_unused_port()}"
+    result = CliRunner().invoke(
+        main, ["load", str(rows), "--topic", "t", "--bootstrap", address, "--quiet"]
+    )
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output and "ExceptionGroup" not in result.output
+    assert "BrokerConnectionError" in result.output and address in result.output
+    assert "is the broker running" in result.output
 
 
 async def test_a_missing_topic_names_it_and_how_to_create_it() -> None:
@@ -44,6 +67,9 @@ async def test_a_missing_topic_names_it_and_how_to_create_it() -> None:
                 await producer.send("no-such-topic", b"x")
     message = str(info.value)
     print(message)
+    # The bootstrap address is also broker 0's: named once.
+    assert message.count(cluster.bootstrap) == 1
+    assert f"Brokers known: {cluster.bootstrap}" in message
     assert "'no-such-topic'" in message
     assert "UNKNOWN_TOPIC_OR_PARTITION" in message
     assert "create_topic" in message and "auto-creation" in message
@@ -107,7 +133,6 @@ async def test_open_producer_without_an_address_says_what_to_pass() -> None:
 
 
 async def test_a_refused_connection_says_nothing_listens_there() -> None:
-    from trio_kafka.errors import BrokerConnectionError
     from trio_kafka.net import open_selector
 
     address = f"127.0.0.1:{_unused_port()}"

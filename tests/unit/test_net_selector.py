@@ -46,6 +46,8 @@ class FakeCluster:
     brokers: dict[tuple[str, int], int] = attrs.field(factory=lambda: {("b1", 9092): 1})
     topics: dict[str, int] = attrs.field(factory=dict)
     refused: set[tuple[str, int]] = attrs.field(factory=set)
+    #: Connects to these never complete (a blackholed address).
+    hanging: set[tuple[str, int]] = attrs.field(factory=set)
     #: API key -> max version the fake broker claims.
     max_versions: dict[int, int] = attrs.field(factory=dict)
     #: The fake broker answers ApiVersions above this version with UNSUPPORTED_VERSION.
@@ -60,6 +62,8 @@ class FakeCluster:
 
     async def connect(self, host: str, port: int) -> trio.abc.Stream:
         self.connects.append((trio.current_time(), host, port))
+        if (host, port) in self.hanging:
+            await trio.sleep_forever()
         if (host, port) in self.refused or (host, port) not in self.brokers:
             raise ConnectionRefusedError(111, f"Connection refused by {host}:{port}")
         client, server = trio.testing.memory_stream_pair()
@@ -385,6 +389,36 @@ async def test_no_reachable_broker_names_every_address_and_the_os_error(
     assert "Connection refused" in message
 
 
+async def test_a_hanging_connect_does_not_hold_a_metadata_refresh(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Sim transactional seed 62: a refresh waited connection_setup_timeout (all of a
+    # send()'s max_block) on one blackholed broker while another answered.
+    cluster = FakeCluster(nursery, brokers={("b1", 9092): 1, ("b2", 9092): 2})
+    async with open_selector("b1:9092", transport=cluster, rng=random.Random(0)) as selector:
+        await selector.refresh_metadata()
+        await selector.disconnect(-1)
+        cluster.hanging.add(("b1", 9092))
+        start, before = trio.current_time(), len(cluster.connects)
+        await selector.refresh_metadata()
+        # (This rng asks node 1 first.) Not 10 s: one hedge delay, then node 2.
+        assert [host for _, host, _ in cluster.connects[before:]] == ["b1", "b2"]
+        assert trio.current_time() - start == pytest.approx(1.0)
+
+
+async def test_an_open_bootstrap_connection_answers_before_a_new_connect(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    cluster = FakeCluster(nursery, brokers={("b1", 9092): 1, ("b2", 9092): 2})
+    async with open_selector("b2:9092", transport=cluster, rng=random.Random(1)) as selector:
+        await selector.refresh_metadata()
+        cluster.hanging.add(("b1", 9092))
+        before = len(cluster.connects)
+        for _ in range(5):
+            await selector.refresh_metadata()
+        assert len(cluster.connects) == before  # asked over the open one, every time
+
+
 async def test_the_selector_repr_tells_the_state(nursery: trio.Nursery) -> None:
     cluster = FakeCluster(nursery)
     async with open_selector("b1:9092", transport=cluster) as selector:
@@ -469,3 +503,22 @@ async def test_disconnect_closes_without_backoff(
         before = trio.current_time()
         await selector.connection(-1)
         assert trio.current_time() == before
+
+
+async def test_the_body_error_leaves_open_selector_unwrapped(nursery: trio.Nursery) -> None:
+    # trio's nursery would wrap it in an ExceptionGroup: `except KafkaError` must work.
+    cluster = FakeCluster(nursery, brokers={})
+    with pytest.raises(BrokerConnectionError, match="b9:9092"):
+        async with open_selector("b9:9092", transport=cluster) as selector:
+            await selector.refresh_metadata()
+
+
+async def test_a_broker_never_reached_is_a_connection_error_not_an_unknown_topic(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    cluster = FakeCluster(nursery, brokers={})
+    async with open_selector("b9:9092", transport=cluster, max_block=2.0) as selector:
+        with pytest.raises(BrokerConnectionError) as info:
+            await selector.wait_for_topic("events")
+    assert "Is a broker running at b9:9092?" in str(info.value)
+    assert "'events'" in str(info.value)

@@ -170,19 +170,40 @@ async def _load(
             )
             click.echo(f"load {load_id}: {total} rows from {file}", err=True)
             rows = read_rows(file, fmt, key_field)
+            # The load's error is raised after the display's nursery, not from inside
+            # it (where trio would wrap it in an exception group).
+            failure: KafkaError | None = None
             async with trio.open_nursery() as nursery:
                 display = _Display(total, size, quiet)
                 nursery.start_soon(display.run, loader, acked)
-                result = await loader.run(rows)
+                try:
+                    result = await loader.run(rows)
+                except KafkaError as exc:
+                    failure = exc
                 nursery.cancel_scope.cancel()
+            if failure is not None:
+                raise failure
             display.finish(loader, acked)
     except KafkaError as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+    except BaseExceptionGroup as group:
+        # One Kafka error from inside a nursery we do not own (the embedded broker's).
+        leaves = _leaves(group)
+        if len(leaves) == 1 and isinstance(leaves[0], KafkaError):
+            raise click.ClickException(f"{type(leaves[0]).__name__}: {leaves[0]}") from None
+        raise
     click.echo(
         f"done: {result.loaded} records loaded, {result.skipped} already there (skipped); "
         + ", ".join(f"partition {p.partition} ends at {p.end_offset}" for p in result.partitions),
         err=True,
     )
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    found: list[BaseException] = []
+    for error in group.exceptions:
+        found.extend(_leaves(error) if isinstance(error, BaseExceptionGroup) else [error])
+    return found
 
 
 class _Display:

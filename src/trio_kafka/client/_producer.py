@@ -42,6 +42,7 @@ from trio_kafka.errors import (
 )
 from trio_kafka.errors import UnknownTopicError as TopicNotFoundError
 from trio_kafka.net import Clock, KafkaSelector, SaslConfig, Transport, TrioClock, open_selector
+from trio_kafka.net._groups import only_error
 from trio_kafka.producer import (
     BatchSpan,
     BufferFullStrategy,
@@ -135,8 +136,9 @@ class Producer(TransactionalProducerMixin):
         """Append one record; returns its handle once buffer space was found.
 
         `timestamp` is the create time in ms since the epoch (None: now). Raises
-        `BufferFullError`, `UnknownTopicError` (after `max_block`), `RecordTooLargeError`,
-        `InvalidPartitionError`, `ProducerClosedError` or the producer's fatal error.
+        `BufferFullError`, `UnknownTopicError` (after `max_block`; `BrokerConnectionError`
+        when no broker ever answered), `RecordTooLargeError`, `InvalidPartitionError`,
+        `ProducerClosedError` or the producer's fatal error.
 
         `expected_offset=N` (with `partition=`): a CAS write, see client/_cas.py.
         """
@@ -397,7 +399,10 @@ class Producer(TransactionalProducerMixin):
         try:
             await self.selector.wait_for_topic(topic, timeout=timeout)
         except TopicNotFoundError as exc:
-            tried = ", ".join(self.selector.node_address(n) for n in self.selector.node_ids)
+            # A bootstrap address is often also a metadata broker's: name each once.
+            tried = ", ".join(
+                dict.fromkeys(self.selector.node_address(n) for n in self.selector.node_ids)
+            )
             raise TopicNotFoundError(f"{exc}. Brokers known: {tried}", topic=topic) from None
         self._sender.sync_metadata()
 
@@ -497,17 +502,6 @@ def _merge(spans: list[BatchSpan]) -> list[BatchSpan]:
     return merged
 
 
-def _only(group: BaseExceptionGroup[BaseException], error: BaseException) -> bool:
-    """True when every leaf of `group` is `error` (however deeply nested)."""
-    for leaf in group.exceptions:
-        if isinstance(leaf, BaseExceptionGroup):
-            if not _only(leaf, error):
-                return False
-        elif leaf is not error:
-            return False
-    return True
-
-
 _SELECTOR_OPTIONS = (
     "client_id",
     "request_timeout",
@@ -588,7 +582,7 @@ async def open_producer(
                 with trio.CancelScope(shield=True):
                     await producer.aclose()
     except BaseExceptionGroup as group:
-        if body_error is not None and _only(group, body_error):
+        if body_error is not None and only_error(group, body_error):
             raise body_error from body_error.__cause__
         raise
 

@@ -16,7 +16,10 @@ cluster metadata that says which node is where.
   `reconnect_backoff * 2**failures` (jittered from the injected rng, capped at
   `reconnect_backoff_max`) before the next attempt; a successful setup resets the count.
 - Metadata: `refresh_metadata()` asks a least-loaded node (an open connection with the
-  fewest requests in flight, else a node not backing off) for the topics of interest.
+  fewest requests in flight, even a bootstrap one, else a node not backing off) for the
+  topics of interest; a connection not up within `_HEDGE_DELAY` is left connecting and
+  the next candidate is asked, so one blackholed broker cannot hold a refresh for the
+  whole `connection_setup_timeout`.
   Concurrent refreshes share one request when it covers their topics. A background task
   refreshes once the snapshot is `metadata_max_age` old. If every node fails, the error
   names every address tried and the last OS error.
@@ -51,11 +54,17 @@ from trio_kafka.net._backoff import ExponentialBackoff
 from trio_kafka.net._clock import Clock, TrioClock, default_rng
 from trio_kafka.net._config import SelectorConfig
 from trio_kafka.net._connection import BrokerConnection, PendingResponse
+from trio_kafka.net._groups import only_error
 from trio_kafka.net._metadata import ClusterMetadata, TopicMetadata
 from trio_kafka.net._sasl import authenticate
 from trio_kafka.net._transport import TcpTransport, Transport
 from trio_kafka.net._versions import ApiVersionsInfo, negotiate
 from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+
+#: How long a metadata refresh waits for a connection to come up before it also asks
+#: the next candidate (the attempt goes on). A healthy connect and ApiVersions take
+#: milliseconds; a blackholed address takes `connection_setup_timeout` to fail.
+_HEDGE_DELAY = 1.0
 
 
 @attrs.define(eq=False)
@@ -371,7 +380,9 @@ class KafkaSelector:
 
     async def wait_for_topic(self, topic: str, *, timeout: float | None = None) -> TopicMetadata:
         """The topic's metadata, refreshing until it has partitions; after `timeout`
-        (default `max_block`) raises `UnknownTopicError`."""
+        (default `max_block`) raises `UnknownTopicError`, or `BrokerConnectionError`
+        (naming the addresses) when no broker has ever answered: then the address, not
+        the topic, is what is wrong."""
         timeout = self.config.max_block if timeout is None else timeout
         deadline = self.clock.now() + timeout
         retry = ExponentialBackoff(self.config.retry_backoff, self.config.retry_backoff_max)
@@ -390,9 +401,10 @@ class KafkaSelector:
                 await trio.sleep(retry.backoff(attempts, self.rng))
                 attempts += 1
             if self.clock.now() >= deadline:
-                raise UnknownTopicError(
-                    self._unknown_topic_message(topic, timeout, found, last_error), topic=topic
-                )
+                message = self._unknown_topic_message(topic, timeout, found, last_error)
+                if found is None and last_error is not None and self.metadata.updated_at is None:
+                    raise BrokerConnectionError(message) from last_error
+                raise UnknownTopicError(message, topic=topic)
         return found
 
     def _unknown_topic_message(
@@ -437,17 +449,32 @@ class KafkaSelector:
             refresh.done.set()
 
     async def _fetch_metadata(self, topics: frozenset[str] | None) -> None:
+        """Ask the candidates in order. A connection not up within `_HEDGE_DELAY` is
+        left connecting (the attempt goes on in the background) and the next candidate
+        is asked, so one hanging connect does not hold the refresh for the whole
+        `connection_setup_timeout` while other brokers answer; the nodes left
+        connecting get a last, full wait once every other candidate has failed."""
         tried: list[str] = []
         last_error: BaseException | None = None
-        for node in self._metadata_candidates():
+        request = MetadataRequest(
+            topics=None
+            if topics is None
+            else [MetadataRequestTopic(name=t) for t in sorted(topics)],
+            allow_auto_topic_creation=self.config.allow_auto_create_topics,
+        )
+        hedge = min(_HEDGE_DELAY, self.config.connection_setup_timeout)
+        queue = self._metadata_candidates()
+        connecting: list[_Node] = []
+        while queue or connecting:
+            # Waiting fully for a node left connecting comes last.
+            node, hedged = (queue.pop(0), True) if queue else (connecting.pop(0), False)
             try:
-                connection = await self.connection(node.node_id)
-                request = MetadataRequest(
-                    topics=None
-                    if topics is None
-                    else [MetadataRequestTopic(name=t) for t in sorted(topics)],
-                    allow_auto_topic_creation=self.config.allow_auto_create_topics,
-                )
+                connection: BrokerConnection | None = None
+                with trio.move_on_after(hedge if hedged and (queue or connecting) else math.inf):
+                    connection = await self.connection(node.node_id)
+                if connection is None:
+                    connecting.append(node)
+                    continue
                 response = await connection.request(request)
             except AuthenticationError:
                 raise
@@ -485,8 +512,9 @@ class KafkaSelector:
 
     def _metadata_candidates(self) -> list[_Node]:
         """Nodes in the order to ask: open connections by load, then the rest by when
-        their backoff ends. Metadata brokers come before bootstrap pseudo-nodes, which
-        stay as the fallback (re-bootstrap) when every known broker fails."""
+        their backoff ends. Among the unconnected, metadata brokers come before
+        bootstrap pseudo-nodes, which stay as the fallback (re-bootstrap) when every
+        known broker fails."""
         nodes = list(self._nodes.values())
         offset = self.rng.randrange(len(nodes)) if nodes else 0
         nodes = nodes[offset:] + nodes[:offset]  # spread load; rng keeps it deterministic
@@ -494,10 +522,13 @@ class KafkaSelector:
         now = self.clock.now()
 
         def key(node: _Node) -> tuple[int, int, float]:
-            bootstrap = 1 if node.node_id < 0 and self.metadata.brokers else 0
+            # An open connection first, even to a bootstrap address: it answers now,
+            # while a new connection may hang for connection_setup_timeout (sim
+            # transactional seed 62 lost a send()'s max_block that way).
             if node.connection is not None and node.connection.is_open:
-                return (bootstrap, 0, float(node.connection.in_flight))
-            return (bootstrap, 1, max(node.retry_at, now))
+                return (0, 0, float(node.connection.in_flight))
+            bootstrap = 1 if node.node_id < 0 and self.metadata.brokers else 0
+            return (1, bootstrap, max(node.retry_at, now))
 
         return sorted(nodes, key=key)
 
@@ -588,12 +619,23 @@ async def open_selector(
         clock=clock if clock is not None else TrioClock(),
         rng=default_rng(rng),
     )
-    async with trio.open_nursery() as nursery:
-        await selector.start(nursery)
-        try:
-            yield selector
-        finally:
-            await selector.aclose()
+    # The body's own exception comes out as raised, not in the nursery's group
+    # (net/_groups.py): `except KafkaError` around `open_selector` must work.
+    body_error: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            await selector.start(nursery)
+            try:
+                yield selector
+            except BaseException as exc:
+                body_error = exc
+                raise
+            finally:
+                await selector.aclose()
+    except BaseExceptionGroup as group:
+        if body_error is not None and only_error(group, body_error):
+            raise body_error from body_error.__cause__
+        raise
 
 
 def _root_error(error: BaseException) -> BaseException:
