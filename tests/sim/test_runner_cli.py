@@ -4,8 +4,11 @@ and regression files."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from tests.conftest import REPO
@@ -71,3 +74,35 @@ def test_simulate_runs_a_scenario_and_replays_a_regression_file() -> None:
     replay = CliRunner().invoke(main, ["simulate", "--replay", str(path)])
     assert replay.exit_code == 0, replay.output
     assert "ok" in replay.output
+
+
+def test_simulate_spark_runs_the_seeds_through_simulate_on_spark(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import trio_kafka.spark
+
+    calls: list[tuple[Any, ...]] = []
+
+    def fake(workload: str, seeds: Any, profile: str, *, master: str | None = None) -> Any:
+        seeds = list(seeds)
+        calls.append((workload, seeds, profile, master))
+        return [run_seed(workload, s, profile=profile).result for s in seeds]
+
+    monkeypatch.setattr(trio_kafka.spark, "simulate_on_spark", fake)
+    report = tmp_path / "r.json"
+    args = ["simulate", "--seeds", "2", "--seed", "5", "--spark", "--json", str(report)]
+    result = CliRunner().invoke(main, [*args, "--master", "spark://h:7077"])
+    assert result.exit_code == 0, result.output
+    assert calls == [("idempotent", [5, 6], "lite", "spark://h:7077")]
+    assert [r["seed"] for r in json.loads(report.read_text())["results"]] == [5, 6]
+    result = CliRunner().invoke(main, ["simulate", "--seeds", "1", "--master", "local[2]"])
+    assert result.exit_code != 0 and "--spark" in result.output
+
+
+def test_simulate_spark_without_pyspark_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # import pyspark raises ImportError
+    result = CliRunner().invoke(main, ["simulate", "--seeds", "1", "--spark"])
+    assert result.exit_code != 0
+    assert "trio-kafka[spark]" in result.output

@@ -1,6 +1,7 @@
 """`trio-kafka simulate`: run seeds of a simulated workload, report, minimize failures.
 
-Seeds run in this process or in `--jobs` worker processes (each seed is independent and
+Seeds run in this process, in `--jobs` worker processes, or as Spark tasks (`--spark
+[--master URL]`, the spark extra) (each seed is independent and
 a pure function of its number, so the order in which workers finish does not matter: the
 report is assembled in seed order). A failing seed is minimized here, in the parent:
 delta debugging over the fault identities it fired, keeping its failure class, and the
@@ -123,6 +124,19 @@ def minimize(result: SeedResult, *, max_replays: int = 200) -> dict[str, Any]:
     multiple=True,
     help="With --mutants: only these (repeat the option); see --list.",
 )
+@click.option(
+    "--spark",
+    "on_spark",
+    is_flag=True,
+    help="Run the seeds on Spark instead of local processes (needs the spark extra; "
+    "--jobs is then ignored). Failing seeds are minimized here.",
+)
+@click.option(
+    "--master",
+    default=None,
+    metavar="URL",
+    help="With --spark: the Spark master (default: the active session, else local[*]).",
+)
 @click.option("--list", "list_workloads", is_flag=True, help="List the workloads and exit.")
 def simulate(
     workload: str | None,
@@ -138,6 +152,8 @@ def simulate(
     no_minimize: bool,
     mutant_search: bool,
     mutant_names: tuple[str, ...],
+    on_spark: bool,
+    master: str | None,
     list_workloads: bool,
 ) -> None:
     """Run the real client against simulated brokers and a faulty simulated network."""
@@ -203,7 +219,12 @@ def simulate(
     if scenario is not None and seeds is not None and "first_seed" in defaults:
         count = seeds
     seed_list = list(range(start, start + count))
-    results = _run_with_progress(console, workload, seed_list, profile, jobs)
+    if master is not None and not on_spark:
+        raise click.UsageError("--master names a Spark master: use it with --spark")
+    if on_spark:
+        results = _run_on_spark(console, workload, seed_list, profile, master)
+    else:
+        results = _run_with_progress(console, workload, seed_list, profile, jobs)
     report = _report(console, workload, profile, results, minimize_failures=not no_minimize)
     if json_file is not None:
         json_file.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
@@ -234,6 +255,26 @@ def _run_with_progress(
             results.append(result)
             failed += not result.ok
             progress.update(task, advance=1, failed=failed)
+    return results, time.perf_counter() - started
+
+
+def _run_on_spark(
+    console: Any, workload: str, seeds: list[int], profile: str, master: str | None
+) -> tuple[list[SeedResult], float]:
+    """The seeds as Spark tasks (`trio_kafka.spark.simulate_on_spark`), in seed order."""
+    try:
+        import pyspark  # noqa: F401  (only to say clearly what is missing)
+
+        from trio_kafka import spark
+    except ImportError as exc:
+        raise click.UsageError(
+            f"--spark needs PySpark, which is not installed ({exc}): "
+            "pip install 'trio-kafka[spark]'"
+        ) from exc
+    where = master or "the active Spark session, else local[*]"
+    console.print(f"{workload}/{profile}: {len(seeds)} seeds on Spark ({where})")
+    started = time.perf_counter()
+    results = list(spark.simulate_on_spark(workload, seeds, profile, master=master))
     return results, time.perf_counter() - started
 
 
