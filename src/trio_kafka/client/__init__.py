@@ -20,6 +20,7 @@ from trio_kafka.client._conditional import (
 )
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
 from trio_kafka.client._producer import Producer, open_producer
+from trio_kafka.client._reader import FetchResult, IsolationLevel, PartitionRead, PartitionReader
 from trio_kafka.client._transactions import GroupMetadata, OffsetAndMetadata
 from trio_kafka.producer import (
     Acknowledged,
@@ -32,28 +33,32 @@ from trio_kafka.producer import (
 )
 
 __all__ = [
-    "GroupMetadata",
-    "OffsetAndMetadata",
     "CAS_TOPIC_CONFIG",
-    "BulkLoader",
-    "LoadResult",
-    "PartitionLoad",
-    "open_bulk_loader",
-    "row_of",
-    "CasGate",
-    "ConditionalWriter",
-    "create_topic",
-    "open_conditional_writer",
-    "writer_of",
     "Acknowledged",
     "Ambiguous",
     "BulkDelivery",
+    "BulkLoader",
+    "CasGate",
+    "ConditionalWriter",
     "Failed",
+    "FetchResult",
+    "GroupMetadata",
+    "IsolationLevel",
+    "LoadResult",
     "MetricsSnapshot",
+    "OffsetAndMetadata",
     "Outcome",
+    "PartitionLoad",
+    "PartitionRead",
+    "PartitionReader",
     "Producer",
     "ProducerConfig",
     "ProducerRecord",
     "RecordHandle",
+    "create_topic",
+    "open_bulk_loader",
+    "open_conditional_writer",
     "open_producer",
+    "row_of",
+    "writer_of",
 ]
