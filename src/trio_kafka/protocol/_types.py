@@ -229,90 +229,72 @@ class _Uuid(WireType):
         return read, write, size
 
 
-class _String(WireType):
-    json_name = "string"
+class _Sized(WireType):
+    """What strings and bytes share: a length (int16 for a string, int32 for bytes; the
+    length + 1 as an unsigned varint when flexible), -1 (0 when flexible) for null, then the
+    bytes. A string is those bytes in UTF-8."""
 
-    def default(self) -> str:
-        return ""
-
-    def compile(self, version: int, flexible: bool, nullable: bool) -> Codec:
-        def read(buf: bytes, pos: int) -> tuple[str | None, int]:
-            if flexible:
-                n, pos = read_uvarint(buf, pos)
-                n -= 1
-            else:
-                n = _unpack_i16(buf, pos)[0]
-                pos += 2
-            if n < 0:
-                if nullable:
-                    return None, pos
-                raise Malformed("null in a non-nullable string")
-            end = _remaining_check(buf, pos, n, "string")
-            return buf[pos:end].decode(), end
-
-        def write(out: bytearray, value: str | None) -> None:
-            if value is None:
-                if not nullable:
-                    raise ValueError("None in a non-nullable string")
-                out += b"\x00" if flexible else b"\xff\xff"
-                return
-            data = value.encode()
-            if flexible:
-                write_uvarint(out, len(data) + 1)
-            else:
-                if len(data) > 0x7FFF:
-                    raise ValueError(f"string of {len(data)} bytes is longer than 32767")
-                out += _pack_i16(len(data))
-            out += data
-
-        def size(value: str | None) -> int:
-            if value is None:
-                return 1 if flexible else 2
-            n = len(value.encode())
-            return n + (uvarint_size(n + 1) if flexible else 2)
-
-        return read, write, size
-
-
-class _Bytes(WireType):
-    def __init__(self, json_name: str) -> None:
+    def __init__(self, json_name: str, *, text: bool, gather: bool = False) -> None:
         self.json_name = json_name
+        #: `str` values (UTF-8 on the wire) rather than `bytes`.
+        self.text = text
+        #: Hand a large value to a `Gather` output as a part of its own (raw record
+        #: batches) instead of copying it.
+        self.gather = gather
 
-    def default(self) -> bytes | None:
-        return b""
+    def default(self) -> str | bytes | None:
+        return "" if self.text else b""
 
     def compile(self, version: int, flexible: bool, nullable: bool) -> Codec:
-        def read(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+        # Everything that differs between string and bytes is decided here, once, so the
+        # closures cost what the two separate ones did.
+        text = self.text
+        gather = self.gather
+        what = "string" if text else "bytes"
+        non_nullable = "a non-nullable string" if text else "non-nullable bytes"
+        unpack, pack, width, limit = (
+            (_unpack_i16, _pack_i16, 2, 0x7FFF) if text else (_unpack_i32, _pack_i32, 4, None)
+        )
+        null = b"\x00" if flexible else b"\xff" * width
+
+        def read(buf: bytes, pos: int) -> tuple[str | bytes | None, int]:
             if flexible:
                 n, pos = read_uvarint(buf, pos)
                 n -= 1
             else:
-                n = _unpack_i32(buf, pos)[0]
-                pos += 4
+                n = unpack(buf, pos)[0]
+                pos += width
             if n < 0:
                 if nullable:
                     return None, pos
-                raise Malformed("null in non-nullable bytes")
-            end = _remaining_check(buf, pos, n, "bytes")
-            return buf[pos:end], end
+                raise Malformed(f"null in {non_nullable}")
+            end = _remaining_check(buf, pos, n, what)
+            return (buf[pos:end].decode() if text else buf[pos:end]), end
 
-        def write(out: bytearray, value: bytes | None) -> None:
+        def write(out: bytearray, value: str | bytes | None) -> None:
             if value is None:
                 if not nullable:
-                    raise ValueError("None in non-nullable bytes")
-                out += b"\x00" if flexible else b"\xff\xff\xff\xff"
+                    raise ValueError(f"None in {non_nullable}")
+                out += null
                 return
+            data = value.encode() if isinstance(value, str) else value
+            length = len(data)
             if flexible:
-                write_uvarint(out, len(value) + 1)
+                write_uvarint(out, length + 1)
             else:
-                out += _pack_i32(len(value))
-            out += value
+                if limit is not None and length > limit:
+                    raise ValueError(f"{what} of {length} bytes is longer than {limit}")
+                out += pack(length)
+            if gather and length >= GATHER_MIN and out.__class__ is Gather:
+                out.cut(data)
+            else:
+                out += data
 
-        def size(value: bytes | None) -> int:
+        def size(value: str | bytes | None) -> int:
             if value is None:
-                return 1 if flexible else 4
-            n = len(value)
-            return n + (uvarint_size(n + 1) if flexible else 4)
+                return 1 if flexible else width
+            n = len(value.encode()) if isinstance(value, str) else len(value)
+            return n + (uvarint_size(n + 1) if flexible else width)
 
         return read, write, size
 
@@ -348,31 +330,6 @@ class Gather(bytearray):
         if self:
             parts.append(self)
         return parts
-
-
-class _Records(_Bytes):
-    """Raw record batches: bytes on the wire, never copied into a `Gather` when large."""
-
-    def compile(self, version: int, flexible: bool, nullable: bool) -> Codec:
-        read, _, size = super().compile(version, flexible, nullable)
-
-        def write(out: bytearray, value: bytes | None) -> None:
-            if value is None:
-                if not nullable:
-                    raise ValueError("None in non-nullable bytes")
-                out += b"\x00" if flexible else b"\xff\xff\xff\xff"
-                return
-            length = len(value)
-            if flexible:
-                write_uvarint(out, length + 1)
-            else:
-                out += _pack_i32(length)
-            if length >= GATHER_MIN and out.__class__ is Gather:
-                out.cut(value)
-            else:
-                out += value
-
-        return read, write, size
 
 
 class Array(WireType):
@@ -468,10 +425,10 @@ VARINT = _Varint("varint", long=False)
 VARLONG = _Varint("varlong", long=True)
 UVARINT = _UVarint()
 UUID = _Uuid()
-STRING = _String()
-BYTES = _Bytes("bytes")
+STRING = _Sized("string", text=True)
+BYTES = _Sized("bytes", text=False)
 #: Raw record batches: on the wire exactly `bytes` (decoding them is `records/`' job).
-RECORDS = _Records("records")
+RECORDS = _Sized("records", text=False, gather=True)
 
 
 def array(element: Any) -> Array:
