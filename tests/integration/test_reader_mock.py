@@ -6,8 +6,10 @@ confluent-kafka (in a worker thread, the broker stays in this trio run).
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
@@ -30,6 +32,9 @@ from trio_kafka.protocol.messages.produce import (
     TopicProduceData,
 )
 from trio_kafka.records import BatchBuilder
+
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
 
 Row = tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes | None]]]
 
@@ -81,12 +86,37 @@ def topic_name() -> str:
     return f"r-{uuid.uuid4().hex[:8]}"
 
 
-async def test_reads_back_offsets_values_keys_and_headers() -> None:
+@contextlib.asynccontextmanager
+async def one_topic(
+    brokers: int = 1, **selector_options: Any
+) -> AsyncIterator[tuple[str, Cluster, KafkaSelector]]:
+    """A fresh one-partition topic on a new mock cluster, and a selector connected to it."""
     topic = topic_name()
     async with (
-        open_cluster(1, topics={topic: 1}) as cluster,
-        open_selector(cluster.bootstrap) as selector,
+        open_cluster(brokers, topics={topic: 1}) as cluster,
+        open_selector(cluster.bootstrap, **selector_options) as selector,
     ):
+        yield topic, cluster, selector
+
+
+def transactional_producer(bootstrap: str) -> Producer:
+    """A confluent-kafka producer with a fresh transactional id, transactions initialised."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": f"tx-{uuid.uuid4().hex[:6]}",
+            "log_level": 0,
+            "logger": lambda *a: None,
+        }
+    )
+    producer.init_transactions(10)
+    return producer
+
+
+async def test_reads_back_offsets_values_keys_and_headers() -> None:
+    async with one_topic() as (topic, _, selector):
         values = await produce_values(selector, topic, [3, 2, 4])
         reader = PartitionReader(selector)
         assert await reader.log_start_offset(topic, 0) == 0
@@ -100,11 +130,7 @@ async def test_reads_back_offsets_values_keys_and_headers() -> None:
 
 
 async def test_reads_a_range_that_starts_and_ends_inside_batches() -> None:
-    topic = topic_name()
-    async with (
-        open_cluster(1, topics={topic: 1}) as cluster,
-        open_selector(cluster.bootstrap) as selector,
-    ):
+    async with one_topic() as (topic, _, selector):
         await produce_values(selector, topic, [3, 2, 4])
         reader = PartitionReader(selector)
         got = [r.offset async for r in reader.read(topic, 0, start=4, end=7)]
@@ -114,22 +140,14 @@ async def test_reads_a_range_that_starts_and_ends_inside_batches() -> None:
 
 
 async def test_an_empty_partition_reads_as_nothing() -> None:
-    topic = topic_name()
-    async with (
-        open_cluster(1, topics={topic: 1}) as cluster,
-        open_selector(cluster.bootstrap) as selector,
-    ):
+    async with one_topic() as (topic, _, selector):
         reader = PartitionReader(selector)
         assert await reader.read_all(topic, 0) == []
         assert await reader.read_at(topic, 0, 0) is None
 
 
 async def test_a_small_max_bytes_reads_through_partial_trailing_batches() -> None:
-    topic = topic_name()
-    async with (
-        open_cluster(1, topics={topic: 1}) as cluster,
-        open_selector(cluster.bootstrap) as selector,
-    ):
+    async with one_topic() as (topic, cluster, selector):
         values = await produce_values(selector, topic, [5] * 20)
         fetches: list[int] = []
 
@@ -145,11 +163,7 @@ async def test_a_small_max_bytes_reads_through_partial_trailing_batches() -> Non
 
 
 async def test_read_at_finds_the_record_and_none_past_the_end() -> None:
-    topic = topic_name()
-    async with (
-        open_cluster(1, topics={topic: 1}) as cluster,
-        open_selector(cluster.bootstrap) as selector,
-    ):
+    async with one_topic() as (topic, _, selector):
         await produce_values(selector, topic, [3, 3])
         reader = PartitionReader(selector)
         record = await reader.read_at(topic, 0, 4)
@@ -161,11 +175,7 @@ async def test_read_at_finds_the_record_and_none_past_the_end() -> None:
 
 
 async def test_reading_beyond_the_log_end_is_a_clear_error() -> None:
-    topic = topic_name()
-    async with (
-        open_cluster(1, topics={topic: 1}) as cluster,
-        open_selector(cluster.bootstrap) as selector,
-    ):
+    async with one_topic() as (topic, _, selector):
         await produce_values(selector, topic, [2])
         reader = PartitionReader(selector)
         with pytest.raises(OffsetOutOfRangeError) as info:
@@ -178,11 +188,7 @@ async def test_reading_beyond_the_log_end_is_a_clear_error() -> None:
 
 
 async def test_an_end_past_the_log_end_waits_for_new_records_then_times_out() -> None:
-    topic = topic_name()
-    async with (
-        open_cluster(1, topics={topic: 1}) as cluster,
-        open_selector(cluster.bootstrap) as selector,
-    ):
+    async with one_topic() as (topic, _, selector):
         await produce_values(selector, topic, [2])
         reader = PartitionReader(selector, max_wait=0.1)
 
@@ -206,11 +212,7 @@ async def test_an_end_past_the_log_end_waits_for_new_records_then_times_out() ->
 
 
 async def test_a_leader_move_in_the_middle_of_a_read() -> None:
-    topic = topic_name()
-    async with (
-        open_cluster(3, topics={topic: 1}) as cluster,
-        open_selector(cluster.bootstrap) as selector,
-    ):
+    async with one_topic(3) as (topic, cluster, selector):
         values = await produce_values(selector, topic, [4] * 6)
         first = selector.metadata.partition(topic, 0)
         assert first is not None
@@ -238,11 +240,7 @@ async def test_a_leader_move_in_the_middle_of_a_read() -> None:
 
 
 async def test_fenced_epoch_and_a_dropped_connection_are_retried() -> None:
-    topic = topic_name()
-    async with (
-        open_cluster(1, topics={topic: 1}) as cluster,
-        open_selector(cluster.bootstrap, retry_backoff=0.01) as selector,
-    ):
+    async with one_topic(retry_backoff=0.01) as (topic, cluster, selector):
         values = await produce_values(selector, topic, [3])
         fenced = FetchResponse(
             responses=[
@@ -302,17 +300,7 @@ async def test_fetch_uses_topic_ids_from_v13_and_names_below_when_ids_are_unknow
 
 def write_transactions(bootstrap: str, topic: str) -> None:
     """Committed a0..a2, aborted b0..b1, committed c0 (all to partition 0)."""
-    from confluent_kafka import Producer
-
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "transactional.id": f"tx-{uuid.uuid4().hex[:6]}",
-            "log_level": 0,
-            "logger": lambda *a: None,
-        }
-    )
-    producer.init_transactions(10)
+    producer = transactional_producer(bootstrap)
     for prefix, count, commit in ((b"a", 3, True), (b"b", 2, False), (b"c", 1, True)):
         producer.begin_transaction()
         for i in range(count):
@@ -370,25 +358,12 @@ async def test_read_at_a_control_marker_and_an_aborted_record() -> None:
 
 
 async def test_read_committed_stops_at_an_open_transaction() -> None:
-    topic = topic_name()
-    async with (
-        open_cluster(1, topics={topic: 1}) as cluster,
-        open_selector(cluster.bootstrap) as selector,
-    ):
+    async with one_topic() as (topic, cluster, selector):
         await produce_values(selector, topic, [2])
         pytest.importorskip("confluent_kafka")
-        from confluent_kafka import Producer
 
         def open_transaction() -> Producer:
-            producer = Producer(
-                {
-                    "bootstrap.servers": cluster.bootstrap,
-                    "transactional.id": f"tx-{uuid.uuid4().hex[:6]}",
-                    "log_level": 0,
-                    "logger": lambda *a: None,
-                }
-            )
-            producer.init_transactions(10)
+            producer = transactional_producer(cluster.bootstrap)
             producer.begin_transaction()
             producer.produce(topic, value=b"pending", partition=0)
             producer.flush(10)
@@ -418,11 +393,7 @@ async def test_read_committed_stops_at_an_open_transaction() -> None:
 
 
 async def test_the_end_is_fixed_when_the_read_begins() -> None:
-    topic = topic_name()
-    async with (
-        open_cluster(1, topics={topic: 1}) as cluster,
-        open_selector(cluster.bootstrap) as selector,
-    ):
+    async with one_topic() as (topic, _, selector):
         await produce_values(selector, topic, [2, 2])
         reader = PartitionReader(selector, max_bytes=100)  # one batch per Fetch
         got = []
@@ -435,11 +406,7 @@ async def test_the_end_is_fixed_when_the_read_begins() -> None:
 
 
 async def test_an_empty_partition_does_not_cost_a_long_poll() -> None:
-    topic = topic_name()
-    async with (
-        open_cluster(1, topics={topic: 1}) as cluster,
-        open_selector(cluster.bootstrap) as selector,
-    ):
+    async with one_topic() as (topic, _, selector):
         reader = PartitionReader(selector, max_wait=10)
         with trio.fail_after(2):
             assert await reader.read_all(topic, 0) == []
@@ -447,11 +414,7 @@ async def test_an_empty_partition_does_not_cost_a_long_poll() -> None:
 
 
 async def test_below_the_log_start_is_an_error_for_read_at_and_read() -> None:
-    topic = topic_name()
-    async with (
-        open_cluster(1, topics={topic: 1}) as cluster,
-        open_selector(cluster.bootstrap) as selector,
-    ):
+    async with one_topic() as (topic, cluster, selector):
         await produce_values(selector, topic, [3, 3])
         partition = cluster.state.partition(topic, 0)
         assert partition is not None
@@ -468,11 +431,7 @@ async def test_below_the_log_start_is_an_error_for_read_at_and_read() -> None:
 
 
 async def test_a_missing_partition_is_a_clear_error() -> None:
-    topic = topic_name()
-    async with (
-        open_cluster(1, topics={topic: 1}) as cluster,
-        open_selector(cluster.bootstrap) as selector,
-    ):
+    async with one_topic() as (topic, _, selector):
         reader = PartitionReader(selector)
         with pytest.raises(KafkaError, match="has no partition 3"):
             await reader.read_at(topic, 3, 0)
