@@ -23,23 +23,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from crc32c import crc32c
-
 from trio_kafka.records._codecs import Compression, compress, resolve_level
 from trio_kafka.records._layout import (
-    LOG_OVERHEAD,
-    MAGIC,
+    HEADER_SIZE,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
-    PREFIX,
-    SUFFIX,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
     TimestampType,
+    frame_batch,
 )
 from trio_kafka.records._varint import MINUS_ONE, ZIGZAG, ZIGZAG_CACHED, zigzag
 
-_HEADER_SIZE = 61
 _NO_HEADERS = b"\x00"  # headersCount 0
 _NULL = MINUS_ONE  # length -1: a null key or value
 _NULL_KEY_AND_VALUE = MINUS_ONE + MINUS_ONE
@@ -112,7 +107,7 @@ class BatchBuilder:
 
     def size_in_bytes(self) -> int:
         """The built size without compression: an upper estimate when a codec is set."""
-        return _HEADER_SIZE + len(self._buffer)
+        return HEADER_SIZE + len(self._buffer)
 
     def append(
         self,
@@ -230,22 +225,18 @@ class BatchBuilder:
         if count == 0:
             raise ValueError("cannot build an empty record batch")
         section = self._record_section()
-        suffix = SUFFIX.pack(
-            self._attributes | (TRANSACTIONAL_BIT if is_transactional else 0),
-            count - 1,
-            self._base_timestamp,
-            self._max_timestamp,
-            producer_id,
-            producer_epoch,
-            base_sequence,
-            count,
+        base_timestamp = self._base_timestamp
+        assert base_timestamp is not None  # set by the first append
+        return frame_batch(
+            section,
+            base_offset=base_offset,
+            partition_leader_epoch=partition_leader_epoch,
+            attributes=self._attributes | (TRANSACTIONAL_BIT if is_transactional else 0),
+            last_offset_delta=count - 1,
+            base_timestamp=base_timestamp,
+            max_timestamp=self._max_timestamp,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            record_count=count,
         )
-        crc = crc32c(section, crc32c(suffix))
-        prefix = PREFIX.pack(
-            base_offset,
-            _HEADER_SIZE - LOG_OVERHEAD + len(section),
-            partition_leader_epoch,
-            MAGIC,
-            crc,
-        )
-        return b"".join((prefix, suffix, section))

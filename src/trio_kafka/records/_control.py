@@ -12,18 +12,14 @@ import enum
 import struct
 
 import attrs
-from crc32c import crc32c
 
 from trio_kafka.errors import CorruptRecordError
 from trio_kafka.records._decoder import Record
 from trio_kafka.records._layout import (
     CONTROL_BIT,
-    LOG_OVERHEAD,
-    MAGIC,
     NO_SEQUENCE,
-    PREFIX,
-    SUFFIX,
     TRANSACTIONAL_BIT,
+    frame_batch,
 )
 
 _KEY = struct.Struct(">hh")
@@ -64,25 +60,19 @@ def build_control_batch(
     # no headers: every varint is one byte.
     body = b"\x00\x00\x00" + bytes([len(key) << 1]) + key + bytes([len(value) << 1]) + value
     record = bytes([(len(body) + 1) << 1]) + body + b"\x00"
-    suffix = SUFFIX.pack(
-        TRANSACTIONAL_BIT | CONTROL_BIT,
-        0,
-        timestamp_ms,
-        timestamp_ms,
-        producer_id,
-        producer_epoch,
-        NO_SEQUENCE,
-        1,
+    return frame_batch(
+        record,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=TRANSACTIONAL_BIT | CONTROL_BIT,
+        last_offset_delta=0,
+        base_timestamp=timestamp_ms,
+        max_timestamp=timestamp_ms,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=NO_SEQUENCE,
+        record_count=1,
     )
-    crc = crc32c(record, crc32c(suffix))
-    prefix = PREFIX.pack(
-        base_offset,
-        PREFIX.size + len(suffix) + len(record) - LOG_OVERHEAD,
-        partition_leader_epoch,
-        MAGIC,
-        crc,
-    )
-    return prefix + suffix + record
 
 
 def parse_control_record(record: Record) -> ControlRecord:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import enum
 import struct
 
+from crc32c import crc32c
+
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes batchLength does not count
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
@@ -59,3 +61,36 @@ class TimestampType(enum.IntEnum):
 
     CREATE_TIME = 0
     LOG_APPEND_TIME = 1
+
+
+def frame_batch(
+    records: bytes | bytearray,
+    *,
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    record_count: int,
+) -> bytes:
+    """A whole batch: the 61-byte header, with its length and CRC, before `records` (the
+    record section as it goes on the wire, compressed or not)."""
+    suffix = SUFFIX.pack(
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        record_count,
+    )
+    crc = crc32c(records, crc32c(suffix))
+    prefix = PREFIX.pack(
+        base_offset, HEADER_SIZE - LOG_OVERHEAD + len(records), partition_leader_epoch, MAGIC, crc
+    )
+    return b"".join((prefix, suffix, records))
