@@ -214,23 +214,17 @@ def _bytes_from_json(value: str | None) -> bytes | None:
 def _op_json(op: Op) -> dict[str, Any]:
     out: dict[str, Any] = {"f": op_name(op), "writer": op.writer}
     match op:
-        case Produce():
+        case Produce() | CasAppend():
             out.update(
                 topic=op.topic,
                 partition=op.partition,
                 value=_bytes_json(op.value),
                 key=_bytes_json(op.key),
-                txn=op.txn,
             )
-        case CasAppend():
-            out.update(
-                topic=op.topic,
-                partition=op.partition,
-                value=_bytes_json(op.value),
-                key=_bytes_json(op.key),
-                sequence=op.sequence,
-                expected_offset=op.expected_offset,
-            )
+            if isinstance(op, Produce):
+                out.update(txn=op.txn)
+            else:
+                out.update(sequence=op.sequence, expected_offset=op.expected_offset)
         case TxnBegin() | TxnCommit() | TxnAbort():
             out.update(txn=op.txn)
     return out
