@@ -16,6 +16,14 @@ client reported:
 - fenced (`ProducerFencedError`) or any other fatal error: `Fail`, and the writer stops:
   a fenced producer must not write again.
 
+A `send()` that raises inside a transaction is a `Fail` (nothing appended) and the
+workload goes on to commit: the client must refuse that commit (the transaction lost a
+record), so the commit fails as abortable and the workload aborts. BUGGIFY site
+`txn.send_to_missing_partition` makes that happen as a real application does: a send
+names a partition the topic does not have (`InvalidPartitionError`, raised by `send()`
+itself). Faults alone rarely make `send()` raise (a liveness fix in the selector took
+away the one way seed 62 had).
+
 With fault COMPETING_INSTANCE a second instance of writer w0 (same transactional id,
 another process of the same application) starts at a seeded moment: its
 `init_transactions()` fences the first instance and aborts the first one's open
@@ -34,6 +42,7 @@ from trio_kafka.errors import (
     AmbiguousError,
     KafkaError,
 )
+from trio_kafka.sim.faults import BUGGIFY_SITES
 from trio_kafka.sim.history import Fail, Info, Ok, TxnAbort, TxnBegin, TxnCommit
 from trio_kafka.sim.workloads._api import SimContext, register
 
@@ -46,6 +55,10 @@ _SIZES = {"lite": (4, 3, 2), "standard": (20, 6, 3)}
 _ABORT = 0.3
 #: The coordinator aborts a transaction left open this long (a stopped writer's).
 _TRANSACTION_TIMEOUT = 10.0
+#: BUGGIFY: a send names a partition past the topic's last (a user's mistake send() raises).
+_MISSING_PARTITION = BUGGIFY_SITES.register(
+    "txn.send_to_missing_partition", "a transactional send names a partition that does not exist"
+)
 
 
 class _Stop(Exception):
@@ -108,6 +121,8 @@ async def _transaction(
     for n in range(records):
         await trio.sleep(gap * ctx.draws.uniform("txn.gap", name, n))
         partition = int(ctx.draws.uniform("txn.partition", name, n) * PARTITIONS)
+        if ctx.buggify(_MISSING_PARTITION):
+            partition = PARTITIONS  # send() raises InvalidPartitionError: a Fail
         value = ctx.value(name, n)
         await ctx.track_send(producer, writer, TOPIC, value, partition=partition, txn=name)
     if ctx.draws.chance(_ABORT, "txn.abort", name):
