@@ -51,24 +51,19 @@ _pack_i32 = _I32.pack
 def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     """An unsigned varint of at most 5 bytes (Kafka's 32-bit unsigned varint)."""
     b = buf[pos]
-    if b < 0x80:
+    if b < 0x80:  # most lengths and counts: one byte, no call
         return b, pos + 1
-    result = b & 0x7F
-    shift = 7
-    pos += 1
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise Malformed("unsigned varint longer than 5 bytes")
+    return _read_unsigned(buf, pos, 28, "unsigned varint longer than 5 bytes")
 
 
 def read_uvarlong(buf: bytes, pos: int) -> tuple[int, int]:
     """An unsigned varint of at most 10 bytes (the 64-bit form behind varlong)."""
+    return _read_unsigned(buf, pos, 63, "varlong longer than 10 bytes")
+
+
+def _read_unsigned(buf: bytes, pos: int, max_shift: int, too_long: str) -> tuple[int, int]:
+    """Base-128, least significant group first; a byte with the high bit clear ends it,
+    and a group past `max_shift` bits is `too_long`."""
     result = 0
     shift = 0
     while True:
@@ -78,8 +73,8 @@ def read_uvarlong(buf: bytes, pos: int) -> tuple[int, int]:
         if b < 0x80:
             return result, pos
         shift += 7
-        if shift > 63:
-            raise Malformed("varlong longer than 10 bytes")
+        if shift > max_shift:
+            raise Malformed(too_long)
 
 
 def write_uvarint(out: bytearray, value: int) -> None:
