@@ -108,6 +108,24 @@ def produce_req(
     )
 
 
+def fetch_req(topic: str, offset: int, *, max_wait_ms: int, partition: int = 0) -> FetchRequest:
+    """A one-partition Fetch that waits up to `max_wait_ms` for one byte."""
+    return FetchRequest(
+        max_wait_ms=max_wait_ms,
+        min_bytes=1,
+        topics=[
+            FetchTopic(
+                topic=topic,
+                partitions=[
+                    FetchPartition(
+                        partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20
+                    )
+                ],
+            )
+        ],
+    )
+
+
 def connect(cluster: Cluster, node: int = 0) -> tuple[RawClient, Any]:
     """A client connected to `node` over an in-memory stream (the simulator's way)."""
     client_side, server_side = trio.testing.memory_stream_pair()
@@ -324,18 +342,7 @@ async def test_fetch_waits_for_data_up_to_max_wait() -> None:
     async with open_cluster(topics={"t": 1}) as cluster:
         reader = await tcp(cluster)
         writer = await tcp(cluster)
-        fetch = FetchRequest(
-            max_wait_ms=5000,
-            min_bytes=1,
-            topics=[
-                FetchTopic(
-                    topic="t",
-                    partitions=[
-                        FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
-                    ],
-                )
-            ],
-        )
+        fetch = fetch_req("t", 0, max_wait_ms=5000)
         result: list[Any] = []
 
         async def read() -> None:
@@ -351,18 +358,7 @@ async def test_fetch_waits_for_data_up_to_max_wait() -> None:
         part = result[0].responses[0].partitions[0]
         assert part.high_watermark == 2
         assert part.records
-        empty = FetchRequest(
-            max_wait_ms=100,
-            min_bytes=1,
-            topics=[
-                FetchTopic(
-                    topic="t",
-                    partitions=[
-                        FetchPartition(partition=0, fetch_offset=2, partition_max_bytes=1 << 20)
-                    ],
-                )
-            ],
-        )
+        empty = fetch_req("t", 2, max_wait_ms=100)
         start = trio.current_time()
         out = await reader.request(empty, 11)
         assert 0.09 < trio.current_time() - start < 1
