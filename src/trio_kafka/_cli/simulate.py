@@ -13,7 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,28 @@ from trio_kafka.sim.faults import BUGGIFY_SITES, FaultKind
 from trio_kafka.sim.minimize import fault_id, parse_fault_ids, replay_command, resolve_fault_ids
 from trio_kafka.sim.runner import SeedResult, run_seed, still_fails
 from trio_kafka.sim.workloads import WORKLOADS
+
+
+def quiet_client_logs() -> Callable[[], None]:
+    """Keep the client's own log lines off the console: a fenced producer's "producer
+    stopped by a fatal error" is what a fencing fault is for, and the report (the
+    checker's verdict) says what went wrong. Called in this process (undone when the
+    command ends, by the returned function) and in each worker (`initializer=`); a
+    `trio_kafka` logger someone configured keeps its handlers."""
+    import logging
+
+    client = logging.getLogger("trio_kafka")
+    if client.handlers:
+        return lambda: None
+    handler, propagate = logging.NullHandler(), client.propagate
+    client.addHandler(handler)
+    client.propagate = False
+
+    def restore() -> None:
+        client.removeHandler(handler)
+        client.propagate = propagate
+
+    return restore
 
 
 def _run_one(args: tuple[str, int, str]) -> SeedResult:
@@ -42,7 +64,9 @@ def run_many(
         for task in tasks:
             yield _run_one(task)
         return
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+    with concurrent.futures.ProcessPoolExecutor(
+        max_workers=jobs, initializer=quiet_client_logs
+    ) as pool:
         yield from pool.map(_run_one, tasks, chunksize=max(1, min(16, len(tasks) // (4 * jobs))))
 
 
@@ -160,6 +184,7 @@ def simulate(
     from rich.console import Console
 
     console = Console(stderr=True)
+    click.get_current_context().call_on_close(quiet_client_logs())
     defaults: dict[str, Any] = {}
     if scenario is not None:
         import tomllib

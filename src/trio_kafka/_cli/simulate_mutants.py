@@ -41,7 +41,13 @@ def run_mutants(
     chosen = list(names) or list(MUTANTS)
     hunts: list[Hunt] = []
     started = time.perf_counter()
-    pool = concurrent.futures.ProcessPoolExecutor(max_workers=jobs) if jobs > 1 else None
+    from trio_kafka._cli.simulate import quiet_client_logs
+
+    pool = (
+        concurrent.futures.ProcessPoolExecutor(max_workers=jobs, initializer=quiet_client_logs)
+        if jobs > 1
+        else None
+    )
     try:
         for name in chosen:
             t0 = time.perf_counter()
