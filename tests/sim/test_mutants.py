@@ -41,6 +41,8 @@ QUICK = [
     (_mutants.NOT_ENOUGH_REPLICAS_NOT_WRITTEN, 31, 4),
     (_mutants.CAS_REBASE_ON_MISMATCH, 0, 2),
     (_mutants.STALE_END_TXN, 6, 3),
+    (_mutants.COMMIT_AFTER_FAILED_SEND, 15, 3),
+    (_mutants.V1_END_TXN_EPOCH, 3, 3),
 ]
 
 
