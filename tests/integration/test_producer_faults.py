@@ -89,9 +89,13 @@ async def test_not_leader_then_the_leader_moves() -> None:
         async with open_producer(bootstrap=cluster.bootstrap, **FAST) as producer:
             first = [await producer.send("t", b"a%d" % i) for i in range(50)]
             await producer.flush()
+            retries_before = producer.metrics().record_retries
             cluster.move_leader("t", 0, 1 - leader)
             second = [await producer.send("t", b"b%d" % i) for i in range(50)]
             await producer.flush()
+            # The first request went to the old leader (stale metadata), was refused with
+            # NOT_LEADER_OR_FOLLOWER and retried at the new one.
+            assert producer.metrics().record_retries > retries_before
         check_exactly_once(cluster, "t", 1, first + second)
 
 
