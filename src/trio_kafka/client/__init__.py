@@ -6,6 +6,8 @@ See docs/design.md for what this layer does and may import.
 from __future__ import annotations
 
 from trio_kafka.client._bulk import (
+    LOAD_HEADER,
+    ROW_HEADER,
     BulkLoader,
     LoadResult,
     PartitionLoad,
@@ -34,6 +36,8 @@ from trio_kafka.producer import (
 
 __all__ = [
     "CAS_TOPIC_CONFIG",
+    "LOAD_HEADER",
+    "ROW_HEADER",
     "Acknowledged",
     "Ambiguous",
     "BulkDelivery",

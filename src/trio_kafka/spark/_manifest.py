@@ -27,8 +27,7 @@ from typing import Any
 
 import attrs
 
-from trio_kafka.client import create_topic
-from trio_kafka.client._reader import PartitionReader
+from trio_kafka.client import PartitionReader, create_topic
 from trio_kafka.errors import ErrorCode, KafkaError, error_for_code
 from trio_kafka.net import KafkaSelector
 from trio_kafka.records import BatchBuilder

@@ -147,7 +147,7 @@ async def open_load(options: LoadOptions) -> Manifest:
                     f"into topic {manifest.topic!r}; use another load_id"
                 )
             return manifest
-        from trio_kafka.client._reader import PartitionReader
+        from trio_kafka.client import PartitionReader
 
         reader = PartitionReader(selector)
         bases = {}
@@ -280,7 +280,7 @@ async def commit_load(
     async with _selector(options) as selector:
         committed: list[tuple[str, int, int]] = list(manifest.transactions)
         if options.guarantee == EXACTLY_ONCE:
-            from trio_kafka.client._reader import PartitionReader
+            from trio_kafka.client import PartitionReader
 
             reader = PartitionReader(selector)
             wrong = []

@@ -42,7 +42,7 @@ from typing import Any
 import attrs
 import trio
 
-from trio_kafka.client._reader import PartitionReader
+from trio_kafka.client import LOAD_HEADER, ROW_HEADER, PartitionReader, row_of
 from trio_kafka.errors import (
     ConcurrentWriteError,
     ErrorCode,
@@ -67,10 +67,8 @@ from trio_kafka.protocol.messages.produce import (
     ProduceRequest,
     TopicProduceData,
 )
-from trio_kafka.records import BatchBuilder, Record
+from trio_kafka.records import BatchBuilder
 
-LOAD_HEADER = "tk.load"
-ROW_HEADER = "tk.row"
 #: One row: (key, value).
 Row = tuple[bytes | None, bytes | None]
 #: Java's cap for AddPartitionsToTxn (v4+ is the broker-to-broker batched form).
@@ -132,21 +130,9 @@ class PartitionReport:
     transaction: tuple[str, int, int] | None = None
 
 
-def load_row(record: Record, load_id: bytes) -> int | None:
-    """The row number of a record this load wrote (None: not one of this load's)."""
-    load: bytes | None = None
-    row: bytes | None = None
-    for name, value in record.headers:
-        if name == LOAD_HEADER:
-            load = value
-        elif name == ROW_HEADER:
-            row = value
-    if load != load_id or row is None:
-        return None
-    try:
-        return int(row)
-    except ValueError:
-        return None
+#: The row number of a record this load wrote (None: not one of this load's). Spark
+#: loads and `BulkLoader` share the manifest headers, so they share the reader too.
+load_row = row_of
 
 
 def _batch(rows: Sequence[Row], first_row: int, load_id: bytes, timestamp_ms: int) -> BatchBuilder:
