@@ -11,6 +11,7 @@ from trio_kafka.client._bulk import (
     BulkLoader,
     LoadResult,
     PartitionLoad,
+    one_batch_request,
     open_bulk_loader,
     row_of,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "ProducerRecord",
     "RecordHandle",
     "create_topic",
+    "one_batch_request",
     "open_bulk_loader",
     "open_conditional_writer",
     "open_producer",

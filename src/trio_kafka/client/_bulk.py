@@ -107,6 +107,28 @@ def partition_of(row: int, key: bytes | None, partitions: int) -> int:
     return row % partitions
 
 
+def one_batch_request(
+    topic: str,
+    partition: int,
+    data: bytes,
+    *,
+    timeout: float,
+    transactional_id: str | None = None,
+) -> ProduceRequest:
+    """An acks=all Produce of one record batch to one partition: how loads write, one
+    batch a request, so each answer settles exactly one batch."""
+    return ProduceRequest(
+        transactional_id=transactional_id,
+        acks=-1,
+        timeout_ms=int(timeout * 1000),
+        topic_data=[
+            TopicProduceData(
+                name=topic, partition_data=[PartitionProduceData(index=partition, records=data)]
+            )
+        ],
+    )
+
+
 @attrs.frozen
 class PartitionLoad:
     """What one run did in one partition."""
@@ -413,15 +435,8 @@ class _Pipe:
     async def _write(self, batch: _Batch) -> None:
         loader = self.loader
         selector = loader.selector
-        request = ProduceRequest(
-            acks=-1,
-            timeout_ms=int(loader.request_timeout * 1000),
-            topic_data=[
-                TopicProduceData(
-                    name=loader.topic,
-                    partition_data=[PartitionProduceData(index=self.partition, records=batch.data)],
-                )
-            ],
+        request = one_batch_request(
+            loader.topic, self.partition, batch.data, timeout=loader.request_timeout
         )
         try:
             part = selector.metadata.partition(loader.topic, self.partition)

@@ -42,7 +42,13 @@ from typing import Any
 import attrs
 import trio
 
-from trio_kafka.client import LOAD_HEADER, ROW_HEADER, PartitionReader, row_of
+from trio_kafka.client import (
+    LOAD_HEADER,
+    ROW_HEADER,
+    PartitionReader,
+    one_batch_request,
+    row_of,
+)
 from trio_kafka.errors import (
     ConcurrentWriteError,
     ErrorCode,
@@ -63,9 +69,7 @@ from trio_kafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTx
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.find_coordinator import FindCoordinatorRequest
 from trio_kafka.protocol.messages.produce import (
-    PartitionProduceData,
     ProduceRequest,
-    TopicProduceData,
 )
 from trio_kafka.records import BatchBuilder
 
@@ -172,16 +176,12 @@ class _Sender:
     _backoff: ExponentialBackoff = attrs.field(factory=lambda: ExponentialBackoff(0.05, 1.0))
 
     def request(self, data: bytes) -> ProduceRequest:
-        return ProduceRequest(
+        return one_batch_request(
+            self.topic,
+            self.partition,
+            data,
+            timeout=self.request_timeout,
             transactional_id=self.transactional_id,
-            acks=-1,
-            timeout_ms=int(self.request_timeout * 1000),
-            topic_data=[
-                TopicProduceData(
-                    name=self.topic,
-                    partition_data=[PartitionProduceData(index=self.partition, records=data)],
-                )
-            ],
         )
 
     async def send(self, data: bytes) -> tuple[int, int]:
