@@ -85,6 +85,9 @@ With a `TransactionalSequencer` the core's `needs_producer_id` and `epoch_bump_d
 always False (`owns_producer_id`): the manager owns InitProducerId, so the idempotent
 producer's InitProducerId step of the sender loop never runs behind its back. The
 request queue is `_txn_queue.TxnRequestQueue`, the response handlers `_txn_handlers`.
+The request builders and readers (`find_coordinator`, `init_producer_id`,
+`add_partitions_to_txn`, ...) are exported here too, for code that talks to a
+coordinator without a manager (the Spark writer's per-task transactions).
 """
 
 from __future__ import annotations
@@ -101,6 +104,13 @@ from trio_kafka.errors import (
 from trio_kafka.producer import _mutants, _txn_handlers
 from trio_kafka.producer._batch import AmbiguousWriteError
 from trio_kafka.producer._txn_queue import TxnRequestQueue
+from trio_kafka.producer._txn_requests import (
+    add_partitions_to_txn,
+    find_coordinator,
+    init_producer_id,
+    read_add_partitions_to_txn,
+    read_find_coordinator,
+)
 from trio_kafka.producer._txn_state import ALLOWED, TxnState
 from trio_kafka.producer._txn_types import (
     Coordinator,
@@ -482,4 +492,9 @@ __all__ = [
     "TxnResult",
     "TxnState",
     "TxnUpdate",
+    "add_partitions_to_txn",
+    "find_coordinator",
+    "init_producer_id",
+    "read_add_partitions_to_txn",
+    "read_find_coordinator",
 ]

@@ -57,14 +57,14 @@ from trio_kafka.errors import (
     error_info,
 )
 from trio_kafka.net import ExponentialBackoff, KafkaSelector
-from trio_kafka.producer._txn_requests import (
+from trio_kafka.producer.transactions import (
+    CoordinatorType,
     add_partitions_to_txn,
     find_coordinator,
     init_producer_id,
     read_add_partitions_to_txn,
     read_find_coordinator,
 )
-from trio_kafka.producer._txn_types import CoordinatorType
 from trio_kafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.find_coordinator import FindCoordinatorRequest
