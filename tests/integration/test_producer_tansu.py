@@ -12,28 +12,15 @@ from collections import defaultdict
 import pytest
 import trio
 
+from tests.integration._helpers import create_topic
 from trio_kafka.client import Acknowledged, open_producer
-from trio_kafka.errors import ErrorCode, UnknownTopicError
-from trio_kafka.net import open_selector
-from trio_kafka.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
+from trio_kafka.errors import UnknownTopicError
 from trio_kafka.testing import TansuBroker
 
 pytestmark = pytest.mark.tansu
 
 RECORDS = 100_000
 PARTITIONS = 6
-
-
-async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    async with open_selector(bootstrap) as selector:
-        response = await selector.request(
-            selector.least_loaded_node(),
-            CreateTopicsRequest(
-                topics=[CreatableTopic(name=name, num_partitions=partitions, replication_factor=1)],
-                timeout_ms=5000,
-            ),
-        )
-        assert response.topics[0].error_code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS)
 
 
 def consume_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple[int, bytes]]]:

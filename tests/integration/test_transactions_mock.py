@@ -6,13 +6,12 @@ consumer runs in a worker thread (`trio.to_thread.run_sync`).
 
 from __future__ import annotations
 
-import time
-import uuid
 from typing import Any
 
 import pytest
 import trio
 
+from tests.integration._helpers import QUIET, consume_all
 from trio_kafka.broker import Cluster, ClusterOptions, HookCall, open_cluster
 from trio_kafka.client import GroupMetadata, open_producer
 from trio_kafka.errors import (
@@ -25,43 +24,9 @@ from trio_kafka.errors import (
 from trio_kafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, KafkaError, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 
-QUIET = {"log_level": 0, "logger": lambda *a: None}
 FAST: dict[str, Any] = {"retry_backoff": 0.01, "retry_backoff_max": 0.05, "reconnect_backoff": 0.01}
-
-
-def consume_all(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
-    """Every value of the topic from the beginning to the end (confluent-kafka)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            **QUIET,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    values: list[bytes] = []
-    eof: set[int] = set()
-    deadline = time.monotonic() + 20
-    try:
-        while len(eof) < partitions and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(msg.partition())
-                    continue
-                raise AssertionError(msg.error())
-            values.append(msg.value())
-    finally:
-        consumer.close()
-    assert len(eof) == partitions, "the consumer never reached the end"
-    return values
 
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:

@@ -1,0 +1,66 @@
+"""Helpers the integration tests share: topic creation over our wire client, and a
+confluent-kafka reader (imported when called, so a module that needs only
+`create_topic` does not need confluent-kafka)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from trio_kafka.errors import ErrorCode
+from trio_kafka.net import open_selector
+from trio_kafka.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
+
+#: librdkafka options that keep its log lines out of the test output.
+QUIET = {"log_level": 0, "logger": lambda *a: None}
+
+
+async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    async with open_selector(bootstrap) as selector:
+        response = await selector.request(
+            selector.least_loaded_node(),
+            CreateTopicsRequest(
+                topics=[CreatableTopic(name=name, num_partitions=partitions, replication_factor=1)],
+                timeout_ms=5000,
+            ),
+        )
+        assert response.topics[0].error_code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS)
+
+
+def consume_all(
+    bootstrap: str, topic: str, partitions: int, isolation: str, require_end: bool = True
+) -> list[bytes]:
+    """Every value of the topic from the beginning to the end (confluent-kafka), within
+    20 s; with `require_end`, fail unless every partition's end was reached."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            **QUIET,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    values: list[bytes] = []
+    eof: set[int] = set()
+    deadline = time.monotonic() + 20
+    try:
+        while len(eof) < partitions and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    eof.add(msg.partition())
+                    continue
+                raise AssertionError(msg.error())
+            values.append(msg.value())
+    finally:
+        consumer.close()
+    if require_end:
+        assert len(eof) == partitions, "the consumer never reached the end"
+    return values
