@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import struct
 
 import crc32c
@@ -10,10 +9,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.unit._outcome import value_or_refusal
 from trio_kafka.errors import CorruptRecordError
 from trio_kafka.records import (
     BatchBuilder,
+    BatchHeader,
     Compression,
+    ControlRecord,
     ControlType,
     build_control_batch,
     decode_batches,
@@ -47,18 +49,30 @@ def _fix_crc(data: bytearray) -> bytes:
     return bytes(data)
 
 
-def _exercise(data: bytes) -> None:
-    """Feed `data` to every decoder; anything but CorruptRecordError fails the test."""
+def _exercise(data: bytes) -> list[object]:
+    """Feed `data` to every decoder and return what each gave: a value or the refusal.
+
+    Anything but `CorruptRecordError` propagates and fails the test.
+    """
+    outcomes: list[object] = []
     for verify in (True, False):
         for partial in (True, False):
-            try:
-                for batch in decode_batches(data, verify_crc=verify, allow_partial=partial):
+            batches = value_or_refusal(
+                lambda v=verify, p=partial: list(
+                    decode_batches(data, verify_crc=v, allow_partial=p)
+                ),
+                CorruptRecordError,
+            )
+            outcomes.append(batches)
+            if isinstance(batches, list):
+                for batch in batches:
                     if batch.is_control:
-                        for record in batch.records:
-                            with contextlib.suppress(CorruptRecordError):
-                                parse_control_record(record)
-            except CorruptRecordError:
-                pass
+                        outcomes.extend(
+                            value_or_refusal(
+                                lambda r=r: parse_control_record(r), CorruptRecordError
+                            )
+                            for r in batch.records
+                        )
     for call in (
         lambda: read_batch_header(data),
         lambda: read_batch_header(data, 3),
@@ -66,22 +80,27 @@ def _exercise(data: bytes) -> None:
         lambda: set_base_offset(data, 5),
         lambda: set_log_append_time(data, 5),
     ):
-        with contextlib.suppress(CorruptRecordError):
-            call()
+        outcomes.append(value_or_refusal(call, CorruptRecordError))
+    return outcomes
+
+
+def _only_values_or_refusals(outcomes: list[object]) -> bool:
+    expected = (list, bytes, bool, BatchHeader, ControlRecord, CorruptRecordError)
+    return bool(outcomes) and all(isinstance(o, expected) for o in outcomes)
 
 
 @FUZZ
 @given(st.binary(max_size=300))
 def test_random_bytes(data: bytes) -> None:
-    _exercise(data)
+    assert _only_values_or_refusals(_exercise(data))
 
 
 @FUZZ
 @given(st.sampled_from(SAMPLES), st.data())
 def test_truncated_batches(sample: bytes, data: st.DataObject) -> None:
     cut = data.draw(st.integers(0, len(sample) - 1))
-    _exercise(sample[:cut])
-    _exercise(_fix_crc(bytearray(sample[:cut])))
+    assert _only_values_or_refusals(_exercise(sample[:cut]))
+    assert _only_values_or_refusals(_exercise(_fix_crc(bytearray(sample[:cut]))))
     if cut >= 61:
         with pytest.raises(CorruptRecordError, match="truncated"):
             list(decode_batches(sample[:cut]))
@@ -95,8 +114,8 @@ def test_bit_flips(sample: bytes, data: st.DataObject) -> None:
     for _ in range(data.draw(st.integers(1, 4))):
         bit = data.draw(st.integers(0, len(damaged) * 8 - 1))
         damaged[bit // 8] ^= 1 << (bit % 8)
-    _exercise(bytes(damaged))
-    _exercise(_fix_crc(damaged))
+    assert _only_values_or_refusals(_exercise(bytes(damaged)))
+    assert _only_values_or_refusals(_exercise(_fix_crc(damaged)))
 
 
 @FUZZ
@@ -120,7 +139,7 @@ def test_spliced_garbage_in_the_record_section(
     at = data.draw(st.integers(61, len(sample)))
     spliced = bytearray(sample[:at] + garbage + sample[at:])
     struct.pack_into(">i", spliced, 8, len(spliced) - 12)
-    _exercise(_fix_crc(spliced))
+    assert _only_values_or_refusals(_exercise(_fix_crc(spliced)))
 
 
 def test_record_fields_overrunning_their_length_are_named() -> None:
