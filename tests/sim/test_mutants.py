@@ -43,6 +43,8 @@ QUICK = [
     (_mutants.STALE_END_TXN, 6, 3),
     (_mutants.COMMIT_AFTER_FAILED_SEND, 15, 3),
     (_mutants.V1_END_TXN_EPOCH, 3, 3),
+    # The seed that found the bug (simulations/regressions/idempotent-lite-904005.toml).
+    (_mutants.NEW_PRODUCER_ID_ON_BUMP, 904005, 1),
 ]
 
 

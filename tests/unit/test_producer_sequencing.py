@@ -56,6 +56,7 @@ def send(core: ProducerCore, count: int, now: float = 0.0) -> list[DeliveryHandl
 
 def drain_one(core: ProducerCore, now: float) -> list[ProducerBatch]:
     """One Produce request to node 1 (what the driver would send), or []."""
+    core.expire(now)
     if 1 not in core.ready(now).ready_nodes:
         return []
     return core.drain(now, [1]).get(1, [])
@@ -368,7 +369,7 @@ def test_an_expired_retry_leaves_the_partition_unresolved_until_in_flight_settle
     send(core, 1, 120.0)
     assert drain_one(core, 120.1) == []  # unresolved: no new sequence until b1 settles
     answer(core, [b1], 120.2, base_offset=11)  # b1 landed, so b0 did too
-    core.ready(120.3)
+    core.expire(120.3)
     assert not core.sequencing.epoch_bump_required
     assert [x.base_sequence for x in drain_one(core, 120.3)] == [2]
 

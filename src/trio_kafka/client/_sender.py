@@ -6,8 +6,8 @@ Theory of operation
 The sender task loops over one pass of the core (`ProducerCore`):
 
 1. take the selector's newest metadata snapshot into the core (cheap: an identity check);
-2. start InitProducerId in the background when the core needs a producer id or an epoch
-   bump (KIP-360: the current id and epoch with InitProducerId v3+, else a local bump);
+2. start InitProducerId in the background when the core needs a producer id (the first
+   one, or a fresh one after its epoch is exhausted; epoch bumps are the core's own);
 3. `expire(now)`, `ready(now)`: topics without a leader start a metadata refresh; ready
    nodes without an open connection start connecting (the loop is woken when done) or,
    after a failed attempt, wait for the selector's backoff (`retry_at`) to end: a node
@@ -69,7 +69,6 @@ from trio_kafka.protocol.messages.produce import (
 logger = logging.getLogger("trio_kafka.producer")
 
 _INIT_PRODUCER_ID = 22
-_KIP_360_VERSION = 3
 
 
 @attrs.define(eq=False, slots=True)
@@ -260,7 +259,7 @@ class Sender:
             if self.fatal_error is not None:
                 if core.fail_all(self.fatal_error):
                     self.on_progress()
-            elif (core.needs_producer_id or core.epoch_bump_due) and not self._init_running:
+            elif core.needs_producer_id and not self._init_running:
                 self._init_running = True
                 self.nursery.start_soon(self._init_producer_id)
             if core.expire(now):
@@ -385,16 +384,16 @@ class Sender:
     # -- producer id -----------------------------------------------------------------
 
     async def _init_producer_id(self) -> None:
-        """InitProducerId until it succeeds (retriable errors back off and retry)."""
+        """InitProducerId (no transactional id, no producer id, no epoch) until it
+        succeeds, for the first producer id or after the core dropped an exhausted one
+        (retriable errors back off and retry). Never for an epoch bump: the core bumps
+        its epoch itself, keeping its producer id (DESIGN.md "Producer ids and epochs"):
+        Kafka answers this request with a new producer id whatever id and epoch it
+        carries, and a new id would not fence the old one's late requests."""
         core = self.core
         attempts = 0
         try:
-            while self.fatal_error is None:
-                bump = not core.needs_producer_id
-                if bump and not core.epoch_bump_due:
-                    return  # raced with a bump that another path applied
-                if not bump and not core.needs_producer_id:
-                    return
+            while self.fatal_error is None and core.needs_producer_id:
                 error: KafkaError
                 try:
                     node_id = self.selector.least_loaded_node()
@@ -409,15 +408,9 @@ class Sender:
                             )
                         )
                         return
-                    sequencing = core.sequencing
-                    if bump and version < _KIP_360_VERSION:
-                        core.bump_epoch_locally(self.clock.now())
-                        continue  # an exhausted epoch leaves needs_producer_id set
                     request = InitProducerIdRequest(
-                        transactional_id=self._transactional_id,
+                        transactional_id=None,
                         transaction_timeout_ms=int(core.config.transaction_timeout * 1000),
-                        producer_id=sequencing.producer_id if bump else -1,
-                        producer_epoch=sequencing.producer_epoch if bump else -1,
                     )
                     response = await connection.request(request, timeout=self.request_timeout)
                 except (BrokerConnectionError, AmbiguousError) as exc:
@@ -425,28 +418,16 @@ class Sender:
                 else:
                     code = response.error_code
                     if code == ErrorCode.NONE:
-                        if bump and not core.epoch_bump_due:
-                            return
                         core.set_producer_id(
                             response.producer_id, response.producer_epoch, self.clock.now()
                         )
                         logger.debug(
-                            "producer id %s epoch %s%s",
-                            response.producer_id,
-                            response.producer_epoch,
-                            " (epoch bump)" if bump else "",
+                            "producer id %s epoch %s", response.producer_id, response.producer_epoch
                         )
                         self.on_progress()
-                        attempts = 0
-                        continue
-                    info = error_info(code)
+                        return
                     error = error_for_code(code, f"InitProducerId v{version}")
-                    if bump and not info.retriable:
-                        # The broker will not resume our id (no KIP-360 for idempotent
-                        # producers, as Tansu): bump on our side, as Java does.
-                        core.bump_epoch_locally(self.clock.now())
-                        continue
-                    if not info.retriable:
+                    if not error_info(code).retriable:
                         self.fatal(error)
                         return
                 logger.debug("InitProducerId failed (attempt %d): %s", attempts + 1, error)

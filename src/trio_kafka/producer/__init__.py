@@ -24,11 +24,11 @@ send(topic, value, key=None, headers=None, partition=None, timestamp_ms=None):
 the sender loop (Java's runOnce, one pass):
 
     if core.fatal_error: core.fail_all(core.fatal_error); close.
-    if core.needs_producer_id: InitProducerId -> core.set_producer_id(pid, epoch, now)
-    if core.epoch_bump_due: InitProducerId(producer_id=current, epoch=current) when the
-        broker supports KIP-360 -> core.set_producer_id(...), else
-        core.bump_epoch_locally(now)
-    core.expire(now)
+    if core.needs_producer_id: InitProducerId(transactional_id=None, no id, no epoch)
+        -> core.set_producer_id(pid, epoch, now)   (the first id, or after the epoch
+        is exhausted; an epoch bump is the core's own, in expire(now): the same id)
+    core.expire(now)   # expiry, unresolved sequences, a due epoch bump: the batches
+                       # it returns are final (wake flush and blocked senders)
     nodes, delay, unknown = core.ready(now)   # refresh metadata for `unknown` topics
     for node, batches in core.drain(now, connected(nodes)).items():
         send ProduceRequest(acks, request_timeout, transactional_id,

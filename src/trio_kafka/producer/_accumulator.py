@@ -420,7 +420,6 @@ class RecordAccumulator:
         delivery_timeout = self.config.delivery_timeout
         send_all = self.exhausted or self.flushing > 0 or self.closed
         partition_in_flight = self.partition_in_flight
-        self.sequencing.resolve_sequences()
         for tp, queue in self.queues.items():
             batch = queue[0]
             leader = cluster.leader(*tp)

@@ -148,10 +148,10 @@ class ProducerCore:
 
     @property
     def epoch_bump_due(self) -> bool:
-        """An epoch bump was requested and no produce request is in flight any more:
-        run InitProducerId with the current id and epoch (KIP-360) and call
-        `set_producer_id`, or call `bump_epoch_locally()`. Always False when the policy
-        owns InitProducerId (see `needs_producer_id`)."""
+        """An epoch bump was requested and no produce request is in flight any more (a
+        request of the old epoch could otherwise land after the new one's records). The
+        core applies it itself in `ready(now)` (see `bump_epoch_locally`); always False
+        when the policy owns InitProducerId (see `needs_producer_id`)."""
         seq = self.sequencing
         return (
             seq.epoch_bump_required
@@ -159,10 +159,14 @@ class ProducerCore:
             and not self.accumulator.node_in_flight
         )
 
-    def set_producer_id(self, producer_id: int, producer_epoch: int, now: float) -> None:
+    def set_producer_id(
+        self, producer_id: int, producer_epoch: int, now: float
+    ) -> list[ProducerBatch]:
+        """Install the answer of InitProducerId (or a bumped epoch of the same id).
+        Returns the batches that ended Ambiguous (see `Sequencer.new_producer_id`)."""
         bumped = self.sequencing.epoch_bump_required
         dropped = self.sequencing.new_producer_id(producer_id, producer_epoch)
-        if bumped:
+        if bumped and producer_id >= 0:
             self.metrics.epoch_bumps += 1
         for batch in dropped:
             self._remove_queued(batch)
@@ -173,11 +177,32 @@ class ProducerCore:
                     "may have been written; resending it under the new epoch could duplicate it"
                 ),
             )
+        return dropped
 
-    def bump_epoch_locally(self, now: float) -> None:
-        """Client-side bump (the idempotent producer's, as Java does it)."""
-        producer_id, epoch = self.sequencing.next_local_epoch()  # type: ignore[attr-defined]
-        self.set_producer_id(producer_id, epoch, now)
+    def bump_epoch_locally(self, now: float) -> list[ProducerBatch]:
+        """Apply a due epoch bump on the client side, as Java's idempotent producer does
+        (`bumpIdempotentEpochAndResetIdIfNeeded`): the same producer id, the next epoch,
+        sequences from 0 (the broker accepts a higher epoch at sequence 0 and refuses an
+        older one with INVALID_PRODUCER_EPOCH, so every request of the old epoch that may
+        still land is fenced). `expire(now)` calls it; nothing happens unless
+        `epoch_bump_due`. Returns the batches it ended (Ambiguous: an earlier attempt
+        may have been written, and a new epoch cannot deduplicate a resend).
+
+        Never a new producer id while the current one can be bumped: a new id has its own
+        sequence space, so a late request of the old id would be appended after newer
+        records (seeds 709627, 901616, 904005). Only an exhausted epoch (32767) drops the
+        id: `needs_producer_id` then asks the driver for a fresh one (InitProducerId with
+        no id and no epoch), as Java does. Kafka answers an InitProducerId without a
+        transactional id with a new producer id whatever id and epoch it carries, so that
+        request can never serve as the bump.
+        """
+        seq = self.sequencing
+        if not self.epoch_bump_due or seq.producer_id < 0:
+            return []
+        producer_id, epoch = seq.next_local_epoch()
+        if _mutants.ACTIVE and _mutants.active(_mutants.NEW_PRODUCER_ID_ON_BUMP):
+            producer_id, epoch = -1, -1  # planted bug: the bump takes a new producer id
+        return self.set_producer_id(producer_id, epoch, now)
 
     # -- the send loop ---------------------------------------------------------------
 
@@ -211,8 +236,12 @@ class ProducerCore:
         return data
 
     def expire(self, now: float) -> list[ProducerBatch]:
-        """Fail queued batches past `delivery_timeout`; in-flight ones wait for their
-        request to come back (Ambiguous only then, if it cannot be retried)."""
+        """What time and settled requests decide, at the top of each pass (Java's
+        `maybeResolveSequences`, `bumpIdempotentEpochAndResetIdIfNeeded` and expiry):
+        fail queued batches past `delivery_timeout` (in-flight ones wait for their
+        request to come back: Ambiguous only then, if it cannot be retried), settle
+        partitions left unresolved, and apply a due epoch bump. Returns every batch
+        that reached a final state (wake whoever waits for progress)."""
         expired = self.accumulator.expire(now)
         for batch in expired:
             age = now - batch.created
@@ -230,6 +259,12 @@ class ProducerCore:
                 )
                 self.sequencing.on_final(batch, gap=False, error=failed)
                 self._finish_failed(batch, failed)
+        seq = self.sequencing
+        seq.resolve_sequences()
+        if seq.epoch_bump_required:
+            dropped = self.bump_epoch_locally(now)
+            if dropped:
+                expired = [*expired, *dropped]
         return expired
 
     # -- responses -------------------------------------------------------------------

@@ -35,6 +35,7 @@ CAS_REBASE_ON_MISMATCH = "cas-rebase-on-mismatch"
 BULK_WITHOUT_CAS = "bulk-without-cas"
 COMMIT_AFTER_FAILED_SEND = "commit-after-failed-send"
 V1_END_TXN_EPOCH = "v1-end-txn-epoch"
+NEW_PRODUCER_ID_ON_BUMP = "new-producer-id-on-bump"
 
 #: name -> (the bug, the workloads that can expose it).
 MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -94,6 +95,12 @@ MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
         "a transactions-v1 abort takes EndTxn v5's current epoch for a bump, restarting "
         "a failed partition's sequences at 0 under the same epoch",
         ("transactional",),
+    ),
+    NEW_PRODUCER_ID_ON_BUMP: (
+        "the idempotent producer's epoch bump takes a new producer id (InitProducerId) "
+        "instead of the next epoch of its id, so a late request of the old id is not "
+        "fenced and lands after newer records",
+        ("idempotent",),
     ),
 }
 

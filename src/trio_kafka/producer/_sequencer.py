@@ -78,6 +78,7 @@ class SequencingPolicy(Protocol):
         self, batch: ProducerBatch, code: int, log_start_offset: int
     ) -> bool | None: ...
     def resolve_sequences(self) -> None: ...
+    def next_local_epoch(self) -> tuple[int, int]: ...
     def new_producer_id(self, producer_id: int, producer_epoch: int) -> list[ProducerBatch]: ...
 
 
@@ -117,6 +118,9 @@ class NoSequencing:
 
     def resolve_sequences(self) -> None:
         pass
+
+    def next_local_epoch(self) -> tuple[int, int]:
+        return -1, -1
 
     def new_producer_id(self, producer_id: int, producer_epoch: int) -> list[ProducerBatch]:
         return []
