@@ -570,6 +570,37 @@ class RecordAccumulator:
             index = len(queue)
         queue.insert(index, batch)
 
+    def split_and_reenqueue(self, batch: ProducerBatch, now: float) -> list[ProducerBatch]:
+        """The broker refused `batch` (several records) as too large: cut it in pieces
+        and queue them at the front of its partition in record (and sequence) order,
+        sendable at once (Java's `splitAndReenqueue`). A piece takes records up to
+        `batch_size` or half the batch's estimated bytes, whichever is smaller (always
+        at least one record, and always at least two pieces), so each refusal halves
+        what is sent and a record the broker never takes ends up alone."""
+        target = max(min(self.config.batch_size, batch.size // 2), 1)
+        bounds: list[int] = []
+        sizes: list[int] = []
+        size = 0
+        for index in range(batch.record_count):
+            _, _, key, value, headers = batch.record(index)
+            record_size = RECORD_OVERHEAD + len(value or b"") + len(key or b"")
+            if headers:
+                record_size += headers_size(headers)
+            if size and size + record_size > target:
+                bounds.append(index)
+                sizes.append(size)
+                size = 0
+            size += record_size
+        sizes.append(size)
+        if not bounds:  # (estimates disagree with the batch's size): halve by count
+            half = batch.record_count // 2
+            bounds, sizes = [half], [size // 2, size - size // 2]
+        sizes[-1] = max(sizes[-1] + batch.size - sum(sizes), 0)  # the bytes reserved
+        pieces = batch.split(bounds, sizes)
+        for piece in reversed(pieces):
+            self.reenqueue(piece, now, 0.0)
+        return pieces
+
     def release(self, batch: ProducerBatch) -> None:
         """Give back a finished batch's buffer bytes."""
         self.buffer_used -= batch.size

@@ -15,6 +15,15 @@ when asked.
 `maybe_written` is the batch's memory of whether any attempt may have reached a log
 (a request that left without a definite answer, or NOT_ENOUGH_REPLICAS_AFTER_APPEND).
 Once set, a batch can no longer end as `Failed`: a final error makes it `Ambiguous`.
+
+Splitting (MESSAGE_TOO_LARGE, as Java's `ProducerBatch.split`): `split` cuts a batch
+the broker refused as too large into *pieces*, new batches over consecutive ranges of
+its records that keep its producer id, epoch and creation time and take consecutive
+sequences from its base sequence (the refused batch appended nothing, so the range is
+free). The handles already given out still point at the split batch: it stays
+unfinished until every piece is, then finishes with what they say (`_pieces_done`), and
+`outcome(index)` asks the piece that holds the record. So one record too large for the
+broker fails alone (its piece of one), and its neighbours are acknowledged.
 """
 
 from __future__ import annotations
@@ -122,6 +131,7 @@ class ProducerBatch:
         "log_append_time",
         "maybe_written",
         "partition",
+        "pieces",
         "producer_epoch",
         "producer_id",
         "record_errors",
@@ -183,6 +193,8 @@ class ProducerBatch:
         self.record_errors: dict[int, KafkaError] | None = None
         # Called once with the batch when it completes (callbacks, the driver's wakeups).
         self.hooks: list[Callable[[ProducerBatch], None]] | None = None
+        # Set by `split`: (index of its first record here, piece), in record order.
+        self.pieces: list[tuple[int, ProducerBatch]] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -332,7 +344,92 @@ class ProducerBatch:
         else:
             self.hooks.append(hook)
 
+    # -- splitting (MESSAGE_TOO_LARGE) ------------------------------------------------
+
+    def split(self, bounds: Sequence[int], sizes: Sequence[int]) -> list[ProducerBatch]:
+        """Cut this batch into pieces at `bounds` (the first record index of each piece
+        after the first; `sizes`: each piece's estimated bytes, which it now holds of
+        this batch's buffer reservation). Returns the pieces, in record order; this batch
+        finishes when they all have (see the module doc)."""
+        starts = [0, *bounds]
+        stops = [*bounds, len(self.values)]
+        pieces: list[tuple[int, ProducerBatch]] = []
+        extras = self.extras
+        for start, stop, size in zip(starts, stops, sizes, strict=True):
+            piece = ProducerBatch(self.topic, self.partition, size, self.created, self.wall_offset)
+            piece.values = self.values[start:stop]
+            piece.times = self.times[start:stop]
+            if extras:
+                for index in range(start, stop):
+                    extra = extras.get(index)
+                    if extra is not None:
+                        piece.set_extras(index - start, *extra)
+            piece.room = -1  # sealed: nothing more is appended to a piece
+            piece.reserved = size
+            piece.attempts = self.attempts
+            piece.producer_id = self.producer_id
+            piece.producer_epoch = self.producer_epoch
+            piece.is_transactional = self.is_transactional
+            piece.sequence_reset = self.sequence_reset
+            if self.base_sequence >= 0:
+                piece.base_sequence = self.base_sequence + start
+            pieces.append((start, piece))
+        self.pieces = pieces
+        self.reserved = 0  # the pieces hold the buffer bytes now
+        self.builder = None
+        remaining = len(pieces)
+
+        def piece_done(_piece: ProducerBatch) -> None:
+            nonlocal remaining
+            remaining -= 1
+            if remaining == 0:
+                self._pieces_done()
+
+        for _, piece in pieces:
+            piece.add_done_hook(piece_done)
+        return [piece for _, piece in pieces]
+
+    def _pieces_done(self) -> None:
+        """Every piece is final: so is this batch. Acknowledged when every piece is
+        (then `record_errors` names the records of the pieces that were not: their
+        `outcome` says how), else the first piece's error that was not a success."""
+        assert self.pieces is not None
+        errors: dict[int, KafkaError] = {}
+        for start, piece in self.pieces:
+            if piece.result is Result.ACKNOWLEDGED and not piece.record_errors:
+                continue
+            # (a piece split again may be acknowledged with some records not)
+            for index in range(piece.record_count):
+                outcome = piece.outcome(index)
+                if isinstance(outcome, Failed | Ambiguous):
+                    errors[start + index] = outcome.error
+        if not errors:
+            self.result = Result.ACKNOWLEDGED
+        elif len(errors) == len(self.values):
+            first = self.pieces[0][1].outcome(0)
+            assert isinstance(first, Failed | Ambiguous)
+            self.result = Result.FAILED if isinstance(first, Failed) else Result.AMBIGUOUS
+            self.error = first.error
+            self.record_errors = errors
+        else:
+            # Some records landed, some did not: ACKNOWLEDGED with the others named in
+            # `record_errors` (what `succeeded()` and `first_error()` read).
+            self.result = Result.ACKNOWLEDGED
+            self.error = next(iter(errors.values()))
+            self.record_errors = errors
+        self._finish()
+
+    def _piece_of(self, index: int) -> tuple[ProducerBatch, int]:
+        assert self.pieces is not None
+        for start, piece in reversed(self.pieces):
+            if index >= start:
+                return piece, index - start
+        raise IndexError(index)
+
     def outcome(self, index: int) -> Outcome | None:
+        if self.pieces is not None and self.result is not None:
+            piece, at = self._piece_of(index)
+            return piece.outcome(at)
         match self.result:
             case None:
                 return None

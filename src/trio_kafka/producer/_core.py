@@ -22,6 +22,7 @@ from trio_kafka.errors import (
     ErrorCode,
     ExpectedOffsetMismatchError,
     KafkaError,
+    RecordTooLargeError,
     RequestTimeoutError,
     error_for_code,
     error_info,
@@ -431,6 +432,8 @@ class ProducerCore:
             return "final"
         info = error_info(code)
         message = response.error_message
+        if code == ErrorCode.MESSAGE_TOO_LARGE:
+            return self._too_large(batch, message, now)
         if code == ErrorCode.EXPECTED_OFFSET_MISMATCH:
             mismatch = ExpectedOffsetMismatchError(
                 message,
@@ -468,6 +471,38 @@ class ProducerCore:
         self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
         self._finish_failed(batch, error, record_errors)
         return "refresh" if info.invalid_metadata else "final"
+
+    def _too_large(self, batch: ProducerBatch, message: str | None, now: float) -> str:
+        """MESSAGE_TOO_LARGE (Java's `Sender.completeBatch`): a batch of several records
+        is split and its pieces sent again (not counted as a retry); a single record the
+        broker will not take fails alone with `RecordTooLargeError`. Never split: a CAS
+        batch (its records must land together at the expected offset or not at all) and
+        a batch an earlier attempt of which may have been written (pieces would reuse
+        its sequences with other boundaries, which the broker cannot deduplicate)."""
+        if (
+            batch.record_count > 1
+            and not batch.maybe_written
+            and batch.expected_offset < 0
+            and self.fatal_error is None
+        ):
+            pieces = self.accumulator.split_and_reenqueue(batch, now)
+            self.sequencing.on_split(batch, pieces)
+            self.metrics.batch_splits += 1
+            return "retry"
+        what = (
+            "a record of"
+            if batch.record_count == 1
+            else f"a batch of {batch.record_count} records,"
+        )
+        error = RecordTooLargeError(
+            f"{what} {batch.size} bytes (estimated) for {batch.topic}-{batch.partition} is "
+            f"larger than the broker accepts (MESSAGE_TOO_LARGE: the topic's "
+            f"max.message.bytes or the broker's message.max.bytes)"
+            + (f": {message}" if message else "")
+        )
+        self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
+        self._finish_failed(batch, error)
+        return "final"
 
     # -- final states ----------------------------------------------------------------
 

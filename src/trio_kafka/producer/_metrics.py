@@ -23,6 +23,8 @@ class MetricsSnapshot:
     request_latency_max: float
     buffer_in_use: int
     epoch_bumps: int
+    #: Batches the broker refused as too large and the producer split (MESSAGE_TOO_LARGE).
+    batch_splits: int = 0
 
 
 class ProducerMetrics:
@@ -38,6 +40,7 @@ class ProducerMetrics:
         self.bytes_sent = 0
         self.requests_sent = 0
         self.epoch_bumps = 0
+        self.batch_splits = 0
         # The last _RESERVOIR request latencies (a ring), seconds.
         self._latencies: list[float] = []
         self._next = 0
@@ -72,4 +75,5 @@ class ProducerMetrics:
             request_latency_max=ordered[-1] if ordered else 0.0,
             buffer_in_use=buffer_in_use,
             epoch_bumps=self.epoch_bumps,
+            batch_splits=self.batch_splits,
         )

@@ -69,6 +69,7 @@ class SequencingPolicy(Protocol):
     def assign(self, batch: ProducerBatch) -> None: ...
     def on_success(self, batch: ProducerBatch) -> None: ...
     def on_retry(self, batch: ProducerBatch) -> None: ...
+    def on_split(self, batch: ProducerBatch, pieces: list[ProducerBatch]) -> None: ...
     def on_final(
         self, batch: ProducerBatch, *, gap: bool, error: KafkaError | None = None
     ) -> None: ...
@@ -102,6 +103,9 @@ class NoSequencing:
         pass
 
     def on_retry(self, batch: ProducerBatch) -> None:
+        pass
+
+    def on_split(self, batch: ProducerBatch, pieces: list[ProducerBatch]) -> None:
         pass
 
     def on_final(self, batch: ProducerBatch, *, gap: bool, error: KafkaError | None = None) -> None:
@@ -248,6 +252,21 @@ class Sequencer:
     def on_retry(self, batch: ProducerBatch) -> None:
         if batch.base_sequence >= 0:
             self.entry((batch.topic, batch.partition)).retrying.add(batch)
+
+    def on_split(self, batch: ProducerBatch, pieces: list[ProducerBatch]) -> None:
+        """`batch` was refused as too large and cut into `pieces` (MESSAGE_TOO_LARGE):
+        they take its place and its sequences (as Java's split keeps the producer id
+        and epoch and numbers the pieces from the batch's base sequence: the refused
+        batch appended nothing, so the range is free), and go out as retries do, one
+        request at a time, lowest sequence first, before any new batch."""
+        if batch.base_sequence < 0:
+            return
+        e = self.entry((batch.topic, batch.partition))
+        if batch in e.inflight:
+            at = e.inflight.index(batch)
+            e.inflight[at : at + 1] = pieces
+        e.retrying.discard(batch)
+        e.retrying.update(pieces)
 
     def on_final(self, batch: ProducerBatch, *, gap: bool, error: KafkaError | None = None) -> None:
         """A batch ended without success; the core calls this before finishing it.
