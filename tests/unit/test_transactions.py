@@ -217,6 +217,7 @@ def test_every_transition_in_the_table_is_reachable_through_the_public_api(
     m.commit()
     m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("timeout"), 0.0)
     answer(m, K.FIND_COORDINATOR, found())
+    answer(m, K.END_TXN, ended())  # resent at the same epoch to settle it
     answer(m, K.INIT_PRODUCER_ID, pid(1))
     # Closing from every state that can be closed.
     for reach in (_uninitialized, _initializing, _ready, _in_txn, _committing, _aborting, _aerr):
@@ -496,7 +497,7 @@ def test_a_request_that_never_left_is_retried_not_ambiguous() -> None:
 # -- ambiguous EndTxn (KAFKA-17754) ------------------------------------------------------
 
 
-def test_end_txn_without_answer_is_ambiguous_and_forces_an_epoch_bump() -> None:
+def test_end_txn_without_answer_is_ambiguous_resent_at_the_same_epoch_then_bumped() -> None:
     m = ready(epoch=5)
     m.begin()
     add(m, ("t", 0))
@@ -513,6 +514,12 @@ def test_end_txn_without_answer_is_ambiguous_and_forces_an_epoch_bump() -> None:
     reinit = m.init()
     assert not reinit.done()
     answer(m, K.FIND_COORDINATOR, found())  # the connection was lost: find it again
+    # Settled first, at the same epoch: Kafka fences a KIP-360 bump that arrives while
+    # the transaction may still be open (prepareFenceProducerEpoch leaves no last epoch).
+    settle = expect(m, K.END_TXN)
+    assert (settle.message.producer_epoch, settle.message.committed) == (5, True)
+    assert not reinit.done()
+    m.handle_response(settle, ended(), 0.05)
     bump = expect(m, K.INIT_PRODUCER_ID, now=0.1)
     assert (bump.message.producer_id, bump.message.producer_epoch) == (PID, 5)
     update = m.handle_response(bump, pid(6), 0.1)
@@ -532,7 +539,8 @@ def test_end_txn_without_answer_is_ambiguous_and_forces_an_epoch_bump() -> None:
     assert second.done() and second.error is None
 
 
-def test_abort_without_answer_completes_through_the_bump() -> None:
+def test_abort_without_answer_is_resent_at_the_same_epoch() -> None:
+    # Not a bump: Kafka fences a KIP-360 InitProducerId that finds the transaction open.
     m = ready(epoch=2)
     m.begin()
     add(m, ("t", 0))
@@ -540,11 +548,26 @@ def test_abort_without_answer_completes_through_the_bump() -> None:
     m.handle_failure(expect(m, K.END_TXN), ConnectionLostError("reset"), 0.0)
     assert not result.done() and m.state is S.ABORTING
     answer(m, K.FIND_COORDINATOR, found())
-    bump = expect(m, K.INIT_PRODUCER_ID)
-    assert (bump.message.producer_id, bump.message.producer_epoch) == (PID, 2)
-    m.handle_response(bump, pid(3), 0.0)
+    again = expect(m, K.END_TXN)
+    assert (again.message.producer_epoch, again.message.committed) == (2, False)
+    m.handle_response(again, ended(), 0.0)
     assert result.done() and result.error is None
-    assert (m.state, m.producer_epoch) == (S.READY, 3)
+    assert (m.state, m.producer_epoch) == (S.READY, 2)
+
+
+def test_resent_end_txn_refused_as_fenced_is_fatal() -> None:
+    m = ready(epoch=5)
+    m.begin()
+    add(m, ("t", 0))
+    m.commit()
+    m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("no answer"), 0.0)
+    reinit = m.init()
+    answer(m, K.FIND_COORDINATOR, found())
+    settle = expect(m, K.END_TXN)
+    m.handle_response(settle, ended(ErrorCode.PRODUCER_FENCED), 0.0)
+    assert m.state is S.FATAL_ERROR
+    assert isinstance(reinit.error, ProducerFencedError)
+    assert m.next_request(0.0) is None
 
 
 def test_re_init_before_kip_360_sends_no_epoch() -> None:
@@ -554,6 +577,7 @@ def test_re_init_before_kip_360_sends_no_epoch() -> None:
     m.commit()
     m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("t"), 0.0)
     answer(m, K.FIND_COORDINATOR, found())
+    answer(m, K.END_TXN, ended())
     bump = expect(m, K.INIT_PRODUCER_ID)
     assert (bump.message.producer_id, bump.message.producer_epoch) == (-1, -1)
 

@@ -190,6 +190,8 @@ class TxnRequestQueue:
 
     def _end_locally(self, work: Work) -> bool:
         """EndTxn needs no request: nothing was added, or the bump replaces it."""
+        if work.settle:
+            return False  # the transaction is cleared, but the coordinator may hold it
         if self.skip_end_txn or (self.bump_required and not self.transaction_started):
             self._queue.remove(work)
             self._enqueue(self._bump_work())
