@@ -11,7 +11,8 @@ The sender task loops over one pass of the core (`ProducerCore`):
 3. `expire(now)`, `ready(now)`: topics without a leader start a metadata refresh; ready
    nodes without an open connection start connecting (the loop is woken when done) or,
    after a failed attempt, wait for the selector's backoff (`retry_at`) to end: a node
-   that is not connected never counts as sendable now;
+   that is not connected never counts as sendable now, nor one whose last answer asked
+   us to wait (`throttle_time_ms`, KIP-219: the broker mutes the channel meanwhile);
 4. `drain(now, connected)`: each node's batches go to that node's `NodeSender`;
 5. sleep until the core's next deadline or a node's backoff end, or until woken (a new
    batch opened by `send()`, a response handled, a connection opened, a producer id
@@ -23,7 +24,8 @@ A `NodeSender` owns the requests for one node, in drain order. Its writer task e
 each request and writes it (`BrokerConnection.send`, which returns once the bytes are
 out: pipelining up to `max_in_flight`, order kept by the connection's FIFO lock) and
 hands the pending response to its reader task, which awaits responses in the same
-order and feeds them to the core, so the core always sees a node's answers in the order
+order and feeds them to the core (and a NOT_LEADER_OR_FOLLOWER answer's current leader
+and its endpoint, KIP-951, to the selector's metadata: the retries go there at once), so the core always sees a node's answers in the order
 it sent the requests. A request that never left (no connection) is settled with
 `sent=False` (retried, never ambiguous); one that left and got no answer (connection
 lost, request timeout) with `sent=True` (retried with the same sequence; ambiguous only
@@ -53,6 +55,7 @@ from trio_kafka.errors import (
 )
 from trio_kafka.net import (
     BrokerConnection,
+    BrokerMetadata,
     Clock,
     ClusterMetadata,
     ExponentialBackoff,
@@ -97,6 +100,9 @@ class NodeSender:
         # selector's backoff (else `reconnect_backoff`; never the instant it failed at),
         # so an attempt that fails at once cannot make the sender loop.
         self.retry_at = -math.inf
+        # KIP-219: clock time before which nothing more is sent to this node (the broker
+        # answered with throttle_time_ms and mutes the channel until then; so do we).
+        self.throttled_until = -math.inf
         # Requests drained for this node, not yet settled with the core, oldest first.
         self.unsettled: collections.deque[ProduceAttempt] = collections.deque()
         self._outbox_send, self._outbox = trio.open_memory_channel[ProduceAttempt](math.inf)
@@ -113,6 +119,14 @@ class NodeSender:
     def ready(self) -> bool:
         connection = self.connection
         return connection is not None and connection.is_open
+
+    def throttle(self, until: float) -> None:
+        """The broker asked for a pause (a response's throttle_time_ms, KIP-219)."""
+        if until > self.throttled_until:
+            logger.debug(
+                "node %s throttles us for %.3f s", self.node_id, until - self.sender.clock.now()
+            )
+            self.throttled_until = until
 
     def start(self, nursery: trio.Nursery) -> None:
         nursery.start_soon(self._writer, name=f"kafka-produce-writer-{self.node_id}")
@@ -272,7 +286,9 @@ class Sender:
             connected = []
             for node_id in sorted(ready_nodes):
                 node = self.node(node_id)
-                if node.ready:
+                if node.throttled_until > now:
+                    wake_at = min(wake_at, node.throttled_until)  # KIP-219: wait it out
+                elif node.ready:
                     connected.append(node_id)
                 else:
                     # Not ready is not "ready now": wait for the attempt or its backoff.
@@ -476,9 +492,19 @@ class Sender:
                 for topic in response.responses
                 for p in topic.partition_responses
             }
-        settled = self.core.handle_response(
-            attempt.node, attempt.batches, responses, self.clock.now()
-        )
+        now = self.clock.now()
+        settled = self.core.handle_response(attempt.node, attempt.batches, responses, now)
+        if response is not None:
+            throttle_ms = getattr(response, "throttle_time_ms", 0)
+            if throttle_ms > 0:
+                self.nodes[attempt.node].throttle(now + throttle_ms / 1000)
+            if settled.leaders:
+                endpoints = [
+                    BrokerMetadata(e.node_id, e.host, e.port, e.rack)
+                    for e in getattr(response, "node_endpoints", ())
+                ]
+                if self.selector.apply_leaders(settled.leaders, endpoints):
+                    self.sync_metadata()  # the retries go to the new leaders at once
         self._after(settled)
 
     def settle_failure(self, attempt: ProduceAttempt, error: KafkaError) -> None:

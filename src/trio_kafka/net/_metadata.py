@@ -164,6 +164,48 @@ class ClusterMetadata:
             updated_at=now,
         )
 
+    def with_leaders(
+        self,
+        leaders: Iterable[tuple[str, int, int, int]],
+        endpoints: Iterable[BrokerMetadata] = (),
+    ) -> ClusterMetadata:
+        """KIP-951: the snapshot after a Produce answer named partitions' current
+        leaders ((topic, partition, leader id, leader epoch)) and their endpoints. A hint
+        is taken only when its leader epoch is newer than the cached one (or the cached
+        one is unknown) and the leader's address is known; brokers already known keep
+        their address (a Metadata refresh decides moves). Returns `self` when nothing
+        changes; `updated_at` stays (this is no refresh)."""
+        brokers = dict(self.brokers)
+        for broker in endpoints:
+            brokers.setdefault(broker.node_id, broker)
+        topics = dict(self.topics)
+        changed = len(brokers) != len(self.brokers)
+        for topic, partition, leader, epoch in leaders:
+            info = topics.get(topic)
+            if info is None or not 0 <= partition < len(info.partitions):
+                continue
+            found = info.partitions[partition]
+            if found.partition != partition or leader not in brokers:
+                continue
+            if found.leader_epoch >= 0 and epoch <= found.leader_epoch:
+                continue  # not newer than what we know
+            if found.leader == leader and found.leader_epoch == epoch:
+                continue
+            moved = attrs.evolve(found, leader=leader, leader_epoch=epoch)
+            parts = list(info.partitions)
+            parts[partition] = moved
+            topics[topic] = attrs.evolve(info, partitions=tuple(parts))
+            changed = True
+        if not changed:
+            return self
+        return ClusterMetadata(
+            brokers=brokers,
+            topics=topics,
+            cluster_id=self.cluster_id,
+            controller_id=self.controller_id,
+            updated_at=self.updated_at,
+        )
+
     def __repr__(self) -> str:
         return (
             f"<ClusterMetadata [cluster {self.cluster_id!r}, brokers "

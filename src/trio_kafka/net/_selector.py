@@ -55,7 +55,7 @@ from trio_kafka.net._clock import Clock, TrioClock, default_rng
 from trio_kafka.net._config import SelectorConfig
 from trio_kafka.net._connection import BrokerConnection, PendingResponse
 from trio_kafka.net._groups import only_error
-from trio_kafka.net._metadata import ClusterMetadata, TopicMetadata
+from trio_kafka.net._metadata import BrokerMetadata, ClusterMetadata, TopicMetadata
 from trio_kafka.net._sasl import authenticate
 from trio_kafka.net._transport import TcpTransport, Transport
 from trio_kafka.net._versions import ApiVersionsInfo, negotiate
@@ -487,6 +487,23 @@ class KafkaSelector:
         raise BrokerConnectionError(
             f"no broker answered Metadata; tried {', '.join(tried)}; last error: {last_error}"
         ) from last_error
+
+    def apply_leaders(
+        self,
+        leaders: Iterable[tuple[str, int, int, int]],
+        endpoints: Iterable[BrokerMetadata] = (),
+    ) -> bool:
+        """KIP-951: take the current leaders a Produce answer named (see
+        `ClusterMetadata.with_leaders`) into the metadata without a refresh. Returns
+        whether the snapshot changed."""
+        updated = self.metadata.with_leaders(leaders, endpoints)
+        if updated is self.metadata:
+            return False
+        self.metadata = updated
+        for broker in updated.brokers.values():
+            if broker.node_id not in self._nodes:
+                self._nodes[broker.node_id] = _Node(broker.node_id, broker.host, broker.port)
+        return True
 
     def _apply_metadata(self, response: Any, topics: frozenset[str] | None) -> None:
         self.metadata = self.metadata.with_response(

@@ -8,7 +8,7 @@ topic's sticky batch has room) touches four attributes and a list. Everything el
 takes `_append_slow`.
 
 `ready(now)` reports the leaders with a sendable batch (full, lingered, backed off
-long enough, or everything when the buffer is exhausted, a flush runs or the
+long enough or sent last to another node than its leader now, or everything when the buffer is exhausted, a flush runs or the
 accumulator closes), the delay until the next batch becomes sendable or expires, and
 the topics with a partition without leader; it also builds the adaptive partitioner's
 load stats. `drain(now, nodes)` takes, per node, at most one batch per partition, round
@@ -435,10 +435,10 @@ class RecordAccumulator:
                 continue  # waits for a response, not for time
             if batch.attempts:
                 wait = batch.retry_at - now
-                if wait > 0:
+                if wait > 0 and leader == batch.last_node:
                     delay = min(delay, wait)
                     continue
-                sendable = True
+                sendable = True  # (a new leader since the last attempt: no backoff)
             else:
                 wait = batch.created + linger - now
                 sendable = send_all or wait <= 0 or len(queue) > 1 or batch.room <= 0
@@ -502,7 +502,7 @@ class RecordAccumulator:
                 if not queue:
                     continue
                 first = queue[0]
-                if first.attempts and first.retry_at > now:
+                if first.attempts and first.retry_at > now and first.last_node == node:
                     continue
                 if self.partition_in_flight.get(tp, 0) >= max_in_flight:
                     continue
@@ -521,6 +521,7 @@ class RecordAccumulator:
                 first.state = BatchState.IN_FLIGHT
                 first.attempts += 1
                 first.last_attempt = now
+                first.last_node = node
                 self.partition_in_flight[tp] = self.partition_in_flight.get(tp, 0) + 1
                 size += first.size
                 taken.append(first)

@@ -128,6 +128,7 @@ class ProducerBatch:
         "hooks",
         "is_transactional",
         "last_attempt",
+        "last_node",
         "log_append_time",
         "maybe_written",
         "partition",
@@ -177,6 +178,9 @@ class ProducerBatch:
         self.attempts = 0
         self.last_attempt = now
         self.retry_at = now
+        # The node the last attempt went to (-1: never sent). A retry whose partition
+        # has another leader by now skips its backoff (KIP-951, as Java's shouldBackoff).
+        self.last_node = -1
         # Idempotence header fields, set by the sequencer when first drained.
         self.producer_id = -1
         self.producer_epoch = -1

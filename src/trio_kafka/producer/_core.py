@@ -37,6 +37,8 @@ from trio_kafka.producer._partitioner import RandomSource
 from trio_kafka.producer._sequencer import NoSequencing, Sequencer, SequencingPolicy
 
 _COMPRESSION = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+#: Answers that may name the partition's current leader (KIP-951, Produce v10+).
+_LEADER_MOVED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
 
 class RecordErrorLike(Protocol):
@@ -90,6 +92,11 @@ class Settled:
     #: Batches that reached a final state (room came free: wake blocked senders).
     completed: int = 0
     retried: int = 0
+    #: KIP-951: (topic, partition, leader id, leader epoch) a NOT_LEADER_OR_FOLLOWER or
+    #: FENCED_LEADER_EPOCH answer named as the current leader (Produce v10+). The driver
+    #: puts them in its metadata (with the response's NodeEndpoints) and hands the core
+    #: the new view: the retries then go to the new leader at once, without backoff.
+    leaders: tuple[tuple[str, int, int, int], ...] = ()
 
 
 class ProducerCore:
@@ -285,6 +292,7 @@ class ProducerCore:
         self.accumulator.request_done(node)
         refresh = False
         completed = retried = 0
+        leaders: list[tuple[str, int, int, int]] = []
         for batch in batches:
             if batch.state is not BatchState.IN_FLIGHT:
                 continue
@@ -302,13 +310,19 @@ class ProducerCore:
                 outcome = self._lost(batch, now, KafkaError("no answer for this partition"))
             else:
                 outcome = self._settle(batch, response, now)
+                if response.error_code in _LEADER_MOVED:
+                    leader = getattr(response, "current_leader", None)
+                    if leader is not None and leader.leader_id >= 0 and leader.leader_id != node:
+                        leaders.append(
+                            (batch.topic, batch.partition, leader.leader_id, leader.leader_epoch)
+                        )
             if outcome in {"retry", "retry_refresh"}:
                 retried += 1
                 refresh = refresh or outcome == "retry_refresh"
             else:
                 completed += 1
                 refresh = refresh or outcome == "refresh"
-        return Settled(refresh, completed, retried)
+        return Settled(refresh, completed, retried, tuple(leaders))
 
     def handle_request_failure(
         self,

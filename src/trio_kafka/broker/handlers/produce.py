@@ -1,5 +1,9 @@
 """Produce (API key 0), v0-11; record batch v2 only (v3+ in practice).
 
+KIP-951 (v10+): NOT_LEADER_OR_FOLLOWER names the partition's current leader and epoch
+(`CurrentLeader`), and the response carries those leaders' endpoints (`NodeEndpoints`),
+as Kafka's broker does, so a client can go there without a Metadata round trip.
+
 Each partition is checked and appended on its own (`Partition.produce`): a corrupt batch
 in one partition fails that partition only. acks must be -1, 0 or 1 (INVALID_REQUIRED_ACKS
 otherwise); with no replication every ack level is satisfied at append, and acks=0 gets
@@ -15,6 +19,7 @@ from trio_kafka.broker._partition import ProduceOutcome
 from trio_kafka.errors import ErrorCode
 from trio_kafka.protocol.messages.produce import (
     LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionProduceResponse,
     ProduceRequest,
     ProduceResponse,
@@ -30,6 +35,7 @@ def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse:
     acks_ok = req.acks in (-1, 0, 1)
     responses = []
     appended = False
+    leaders: set[int] = set()  # named in a CurrentLeader: their endpoints go back too
     for topic_data in req.topic_data:
         topic = state.topics.get(topic_data.name)
         partitions = []
@@ -50,6 +56,8 @@ def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse:
                     f"(node {part.leader} does)",
                 )
                 leader = LeaderIdAndEpoch(part.leader, part.leader_epoch)
+                if part.leader >= 0:
+                    leaders.add(part.leader)
             else:
                 key = (part.topic, part.index)
 
@@ -80,4 +88,9 @@ def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse:
         responses.append(TopicProduceResponse(name=topic_data.name, partition_responses=partitions))
     if appended:
         state.changed()
-    return ProduceResponse(responses=responses)
+    endpoints = [
+        NodeEndpoint(node_id=node, host=state.endpoints[node][0], port=state.endpoints[node][1])
+        for node in sorted(leaders)
+        if node in state.endpoints
+    ]
+    return ProduceResponse(responses=responses, node_endpoints=endpoints)
