@@ -14,7 +14,7 @@ import trio
 
 from tests.integration._helpers import create_topic
 from trio_kafka.client import Acknowledged, open_producer
-from trio_kafka.errors import UnknownTopicError
+from trio_kafka.errors import ProducerFencedError, UnknownTopicError
 from trio_kafka.testing import TansuBroker
 
 pytestmark = pytest.mark.tansu
@@ -130,3 +130,28 @@ async def test_a_missing_topic_names_the_topic_and_the_brokers(tansu: TansuBroke
     message = str(info.value)
     assert "no such topic!" in message and tansu.bootstrap in message
     assert "Create it" in message
+
+
+async def test_tansu_refuses_an_idempotent_epoch_bump_and_the_producer_stops_saying_why(
+    tansu: TansuBroker,
+) -> None:
+    """Where Tansu differs from Kafka (docs/compatibility.md): Kafka accepts the next
+    epoch of the same producer id at sequence 0 (the local bump Java's idempotent
+    producer does, and ours since seeds 709627, 901616, 904005); Tansu refuses it with
+    PRODUCER_FENCED, and answers InitProducerId with our id and epoch (KIP-360) with
+    UNKNOWN_SERVER_ERROR. The producer then stops (a new producer id could reorder a late
+    request of the old one) with an error that says so, not "a newer producer with the
+    same transactionalId": nothing is lost, duplicated or reordered."""
+    topic = "producer-local-bump"
+    await create_topic(tansu.bootstrap, topic, 1)
+    async with open_producer(bootstrap=tansu.bootstrap, linger=0.0) as producer:
+        await producer.send_and_wait(topic, b"epoch 0", partition=0)
+        core = producer._core
+        producer_id = core.sequencing.producer_id
+        core.sequencing.request_epoch_bump((topic, 0))  # as after a sequence gap
+        with pytest.raises(ProducerFencedError, match="bumps its epoch itself") as refused:
+            await producer.send_and_wait(topic, b"epoch 1", partition=0)
+        assert f"producer id {producer_id} epoch 1" in str(refused.value)
+        assert core.metrics_snapshot().epoch_bumps == 1
+    got = await trio.to_thread.run_sync(consume_all, tansu.bootstrap, topic, 1)
+    assert [v for _, v in got[0]] == [b"epoch 0"]

@@ -13,12 +13,15 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
+
 from trio_kafka.broker._producer_state import ProducerStateTable, Verdict
-from trio_kafka.errors import ConnectionLostError, ErrorCode
+from trio_kafka.errors import ConnectionLostError, ErrorCode, ProducerFencedError
 from trio_kafka.producer import (
     Ambiguous,
     ClusterView,
     DeliveryHandle,
+    Failed,
     PartitionResponse,
     ProducerBatch,
     ProducerConfig,
@@ -161,3 +164,30 @@ def test_a_transactional_policy_never_bumps_locally() -> None:
     assert core.expire(1.0) == []
     assert (policy.producer_id, policy.producer_epoch) == (PID, 4)  # the manager bumps
     assert policy.epoch_bump_required
+
+
+def test_a_pending_bump_refuses_a_new_producer_id_from_the_driver() -> None:
+    core = make_core()
+    send(core, 2)
+    b0, b1 = drain_one(core, 0.0)[0], drain_one(core, 0.0)[0]
+    answer(core, [b0], 0.01, base_offset=0)
+    answer(core, [b1], 0.02, error_code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    assert core.epoch_bump_due
+    with pytest.raises(ValueError, match="cannot install producer id 1001"):
+        core.set_producer_id(PID + 1, 0, 0.03)  # what InitProducerId gives on Kafka
+    assert (core.sequencing.producer_id, core.sequencing.producer_epoch) == (PID, 0)
+    core.set_producer_id(PID, 1, 0.03)  # the same id at a newer epoch is fine
+    assert ids(drain_one(core, 1.0)) == [(PID, 1, 0)]
+
+
+def test_a_refused_bumped_epoch_stops_an_idempotent_producer_saying_why() -> None:
+    core = make_core()
+    (handle,) = send(core, 1)
+    answer(core, drain_one(core, 0.0), 0.01, error_code=ErrorCode.PRODUCER_FENCED)
+    outcome = handle.outcome
+    assert isinstance(outcome, Failed) and isinstance(outcome.error, ProducerFencedError)
+    assert "bumps its epoch itself" in str(outcome.error)
+    assert "transactionalId" not in str(outcome.error)  # we have none
+    assert core.fatal_error is outcome.error
+    core.expire(0.02)
+    assert core.metrics_snapshot().epoch_bumps == 0  # nothing more after a fatal error

@@ -22,6 +22,7 @@ from trio_kafka.errors import (
     ErrorCode,
     ExpectedOffsetMismatchError,
     KafkaError,
+    ProducerFencedError,
     RecordTooLargeError,
     RequestTimeoutError,
     error_for_code,
@@ -171,7 +172,24 @@ class ProducerCore:
         self, producer_id: int, producer_epoch: int, now: float
     ) -> list[ProducerBatch]:
         """Install the answer of InitProducerId (or a bumped epoch of the same id).
-        Returns the batches that ended Ambiguous (see `Sequencer.new_producer_id`)."""
+        Returns the batches that ended Ambiguous (see `Sequencer.new_producer_id`).
+
+        While an epoch bump is pending and our id can still be bumped, only the next
+        epochs of the same id are taken: a new producer id would not fence the old one's
+        late requests (ValueError: a driver bug)."""
+        seq = self.sequencing
+        if (
+            seq.epoch_bump_required
+            and not seq.owns_producer_id
+            and seq.producer_id >= 0
+            and producer_id >= 0  # (-1: an exhausted epoch drops the id)
+            and (producer_id != seq.producer_id or producer_epoch <= seq.producer_epoch)
+            and seq.next_local_epoch()[0] >= 0
+        ):
+            raise ValueError(
+                f"an epoch bump of producer id {seq.producer_id} epoch {seq.producer_epoch} "
+                f"cannot install producer id {producer_id} epoch {producer_epoch}"
+            )
         bumped = self.sequencing.epoch_bump_required
         dropped = self.sequencing.new_producer_id(producer_id, producer_epoch)
         if bumped and producer_id >= 0:
@@ -205,7 +223,7 @@ class ProducerCore:
         request can never serve as the bump.
         """
         seq = self.sequencing
-        if not self.epoch_bump_due or seq.producer_id < 0:
+        if not self.epoch_bump_due or seq.producer_id < 0 or self.fatal_error is not None:
             return []
         producer_id, epoch = seq.next_local_epoch()
         if _mutants.ACTIVE and _mutants.active(_mutants.NEW_PRODUCER_ID_ON_BUMP):
@@ -469,6 +487,23 @@ class ProducerCore:
             # never be reported as failed.
             batch.maybe_written = True
         error = error_for_code(code, message)
+        if (
+            code == ErrorCode.PRODUCER_FENCED
+            and batch.base_sequence >= 0
+            and not self.sequencing.is_transactional
+        ):
+            # No transactional id, so no newer instance: the broker refused the epoch.
+            error = ProducerFencedError(
+                code,
+                f"the broker refused producer id {batch.producer_id} epoch "
+                f"{batch.producer_epoch} for {batch.topic}-{batch.partition}"
+                + (f" ({message})" if message else "")
+                + ": a non-transactional idempotent producer bumps its epoch itself after "
+                "a sequence gap or a lost request, as Java's does and Kafka accepts; this "
+                "broker does not (Tansu refuses it). The producer stops rather than take "
+                "a new producer id, under which a late request of the old one could land "
+                "after newer records",
+            )
         decision = self.sequencing.retry_decision(batch, code, response.log_start_offset)
         retriable = info.retriable if decision is None else decision
         if info.fatal:
