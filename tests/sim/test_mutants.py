@@ -43,8 +43,10 @@ QUICK = [
     (_mutants.STALE_END_TXN, 6, 3),
     (_mutants.COMMIT_AFTER_FAILED_SEND, 15, 3),
     (_mutants.V1_END_TXN_EPOCH, 3, 3),
-    # The seed that found the bug (simulations/regressions/idempotent-lite-904005.toml).
+    # The seed that found the bug (simulations/regressions/idempotent-lite-904005.toml),
+    # and the first the full search finds through BUGGIFY client.forced_epoch_bump.
     (_mutants.NEW_PRODUCER_ID_ON_BUMP, 904005, 1),
+    (_mutants.NEW_PRODUCER_ID_ON_BUMP, 471, 1),
 ]
 
 

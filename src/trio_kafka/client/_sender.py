@@ -355,6 +355,21 @@ class Sender:
         else:
             self.nodes[node_id].submit(batches)
 
+    def _buggify_epoch_bump(self, attempt: ProduceAttempt) -> None:
+        """BUGGIFY: after a request that may still land (lost with its connection, timed
+        out), bump the epoch of its partitions, as when its retry finds a sequence gap:
+        the simulator then often meets a late request of an older epoch (seeds 709627,
+        901616, 904005 needed that and an injected error together)."""
+        assert self.buggify is not None
+        seq = self.core.sequencing
+        if not seq.enabled or seq.is_transactional:
+            return  # (a transaction's bump aborts it: not a client fault to plant)
+        if not self.buggify("client.forced_epoch_bump"):
+            return
+        for batch in attempt.batches:
+            if batch.base_sequence >= 0 and not batch.done:
+                seq.request_epoch_bump((batch.topic, batch.partition))
+
     # -- metadata --------------------------------------------------------------------
 
     def sync_metadata(self) -> None:
@@ -519,6 +534,8 @@ class Sender:
         settled = self.core.handle_request_failure(
             attempt.node, attempt.batches, error, self.clock.now(), sent=attempt.sent
         )
+        if attempt.sent and self.buggify is not None:
+            self._buggify_epoch_bump(attempt)
         self._after(settled)
 
     def settle_unsendable(self, attempt: ProduceAttempt, error: Exception) -> None:
