@@ -22,9 +22,24 @@ from trio_kafka._sync_ledger import DeliveryFuture, Item, Kind, Ledger, SendArgs
 from trio_kafka._sync_portal import TrioThread
 from trio_kafka.client import Acknowledged, RecordHandle, open_producer
 from trio_kafka.client import Producer as AsyncProducer
-from trio_kafka.errors import AmbiguousError, KafkaError, ProducerClosedError
+from trio_kafka.errors import (
+    AmbiguousError,
+    BrokerConnectionError,
+    BufferFullError,
+    KafkaError,
+    ProducerClosedError,
+    UnknownTopicError,
+)
 
-_Lane = collections.deque[tuple[SendArgs, DeliveryFuture]]
+#: A topic's records waiting for its lane: (send()'s arguments, the future, when the pump
+#: took it, in trio time).
+_Lane = collections.deque[tuple[SendArgs, DeliveryFuture, float]]
+
+#: What producer.send() raises once it has waited `max_block` (for the topic's metadata,
+#: or for buffer memory): every record queued behind it has waited as long, and fails
+#: with it rather than waiting a `max_block` of its own after it (Java's callers each
+#: block `max.block.ms` from their own send).
+_WAITED_OUT = (UnknownTopicError, BrokerConnectionError, BufferFullError)
 
 
 class Runner:
@@ -65,6 +80,7 @@ class Runner:
         lanes = self._lanes
         while True:
             items = await portal.take()
+            now = trio.current_time()
             for position, (kind, payload, future) in enumerate(items):
                 match kind:
                     case Kind.SEND:
@@ -75,7 +91,7 @@ class Runner:
                         if lane is None:
                             lane = lanes[topic] = collections.deque()
                             self._start_lane(producer, topic, lane)
-                        lane.append((payload, future))  # type: ignore[arg-type]
+                        lane.append((payload, future, now))  # type: ignore[arg-type]
                     case Kind.FLUSH:
                         assert self._lane_nursery is not None
                         self._lane_nursery.start_soon(self._flush, producer, payload)
@@ -109,7 +125,8 @@ class Runner:
         try:
             with scope:
                 while lane:
-                    args, future = lane.popleft()
+                    args, future, _ = lane.popleft()
+                    started = trio.current_time()
                     try:
                         handle = await producer.send(
                             args[0],
@@ -119,6 +136,12 @@ class Runner:
                             partition=args[4],
                             timestamp=args[5],
                         )
+                    except _WAITED_OUT as exc:
+                        self._ledger.refused(future, args, exc)
+                        while lane and lane[0][2] <= started:
+                            args, future, _ = lane.popleft()
+                            self._ledger.refused(future, args, exc)
+                            self._ledger.appended()
                     except Exception as exc:  # KafkaError, TypeError, a serializer's error
                         self._ledger.refused(future, args, exc)
                     except BaseException:  # cancelled at close, inside producer.send()
@@ -135,7 +158,7 @@ class Runner:
                 f"for topic {topic!r} to be sendable); it was not written"
             )
             while lane:
-                args, future = lane.popleft()
+                args, future, _ = lane.popleft()
                 self._ledger.refused(future, args, error)
                 self._ledger.appended()
             del self._lanes[topic]

@@ -9,6 +9,7 @@ produced (the thread is gone, every record has a final outcome), plus at most a 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import socket
 import subprocess
@@ -138,6 +139,19 @@ def test_records_of_one_topic_keep_their_order_behind_a_metadata_wait() -> None:
             broker.call(broker.cluster.remove_hook, hook)
             offsets = [f.result(timeout=30).offset for f in futures]
         assert offsets == list(range(100))
+
+
+def test_records_queued_behind_a_metadata_wait_fail_with_it_not_one_max_block_each() -> None:
+    with run_in_thread(topics={"creating": 1}) as broker:
+        install(broker, pending_topic("creating"))
+        with Producer(bootstrap=broker.bootstrap, max_block=0.5, **FAST) as producer:
+            futures = [producer.send("creating", b"%d" % i) for i in range(200)]
+            # Before the fix each record waited its own max_block after the one before
+            # it: 200 x 0.5 s.
+            assert producer.flush(timeout=30) == 0
+        for future in futures:
+            assert isinstance(future.outcome, Failed)
+            assert "creating" in str(future.outcome.error)
 
 
 # -- flush ------------------------------------------------------------------------------
@@ -330,6 +344,25 @@ def test_offsets_commit_with_the_transaction() -> None:
         finally:
             consumer.close()
         assert tp.offset == 42
+
+
+def test_close_bounds_a_commit_that_waits_for_a_record_of_a_topic_being_created() -> None:
+    with run_in_thread(topics={"t": 1, "creating": 1}) as broker:
+        install(broker, pending_topic("creating"))
+        producer = Producer(
+            bootstrap=broker.bootstrap, transactional_id="sync-stuck", max_block=60.0, **FAST
+        )
+        producer.init_transactions()
+        producer.begin_transaction()
+        waiting = producer.send("creating", b"x")
+        committing = concurrent.futures.ThreadPoolExecutor(1)
+        commit = committing.submit(producer.commit_transaction)
+        with pytest.raises(TimeoutError):
+            commit.result(timeout=0.2)  # the commit waits for `waiting` to be appended
+        producer.close(timeout=0.5)
+        committing.shutdown()
+        assert isinstance(commit.exception(timeout=0), ProducerClosedError)
+        assert isinstance(waiting.outcome, Failed)
 
 
 def test_transactions_need_a_transactional_id_and_say_so() -> None:
