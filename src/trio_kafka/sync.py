@@ -270,22 +270,22 @@ class Producer:
         """Find the transaction coordinator and get a producer id and epoch, fencing
         any earlier producer with the same `transactional_id` (Java's initTransactions).
         Needs `transactional_id=`; `ConfigError` otherwise."""
-        self._call(lambda p: p.init_transactions(timeout))
+        self._transactional(lambda p: p.init_transactions(timeout))
 
     def begin_transaction(self) -> None:
         """Start a transaction: `send()` is allowed until commit or abort."""
-        self._call(lambda p: p.begin_transaction())
+        self._transactional(lambda p: p.begin_transaction())
 
     def commit_transaction(self) -> None:
         """Send everything sent so far, then commit. Raises an `AbortableError`
         (abort and go on), a `FatalError` (close the producer) or
         `TransactionOutcomeUnknownError` (may or may not be committed)."""
-        self._call(lambda p: p.commit_transaction())
+        self._transactional(lambda p: p.commit_transaction())
 
     def abort_transaction(self) -> None:
         """Abort: records not yet sent fail with `TransactionAbortedError`; those
         written are never shown to read_committed consumers."""
-        self._call(lambda p: p.abort_transaction())
+        self._transactional(lambda p: p.abort_transaction())
 
     def send_offsets_to_transaction(
         self,
@@ -294,14 +294,16 @@ class Producer:
     ) -> None:
         """Commit a consumer group's positions with this transaction (and only with it):
         `offsets` maps (topic, partition) to the next offset to read."""
-        self._call(lambda p: p.send_offsets_to_transaction(offsets, group_metadata))
+        self._transactional(lambda p: p.send_offsets_to_transaction(offsets, group_metadata))
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """Begin a transaction; commit on normal exit; abort on an exception (bounded)
         and re-raise it. The async producer's `transaction()`, entered and exited from
         this thread."""
-        manager: contextlib.AbstractAsyncContextManager[None] = self._call(enter_transaction)
+        manager: contextlib.AbstractAsyncContextManager[None] = self._transactional(
+            enter_transaction
+        )
         try:
             yield
         except BaseException as exc:
@@ -310,6 +312,14 @@ class Producer:
         self._call(functools.partial(exit_transaction, manager, None))
 
     # -- the calling threads' helpers ---------------------------------------------------
+
+    def _transactional(self, fn: Callable[[AsyncProducer], Any]) -> Any:
+        if self.config.transactional_id is None:
+            raise ConfigError(
+                "this producer has no transactional_id: create it with "
+                "Producer(..., transactional_id='...') to use transactions"
+            )
+        return self._call(fn)
 
     def _call(
         self,
