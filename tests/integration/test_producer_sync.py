@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import re
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -390,3 +392,19 @@ def test_the_blocking_producer_from_asyncio() -> None:
             return [a.offset for a in acks]
 
         assert asyncio.run(main()) == list(range(10))
+
+
+# -- docs/sync.md -----------------------------------------------------------------------
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "sync.md"
+DOC_BLOCKS = re.findall(r"^```python\n(.*?)^```", DOC.read_text(), flags=re.M | re.S)
+
+
+def test_the_page_has_its_examples() -> None:
+    assert len(DOC_BLOCKS) >= 4
+
+
+@pytest.mark.parametrize("index", range(len(DOC_BLOCKS)))
+def test_an_example_of_the_page_runs(index: int) -> None:
+    code = compile(DOC_BLOCKS[index], f"docs/sync.md, python block {index + 1}", "exec")
+    exec(code, {"__name__": "__main__"})
