@@ -13,7 +13,14 @@ import enum
 import threading
 from typing import Any
 
-from trio_kafka.client import Acknowledged, Ambiguous, Failed, Outcome, ProducerRecord
+from trio_kafka.client import (
+    Acknowledged,
+    Ambiguous,
+    Failed,
+    MetricsSnapshot,
+    Outcome,
+    ProducerRecord,
+)
 from trio_kafka.errors import AmbiguousError, KafkaError, ProducerClosedError
 
 #: Records handed to the trio thread and not yet in the producer's buffer (appended or
@@ -78,6 +85,8 @@ class Ledger:
         # Records handed over and not yet appended to (or refused by) the producer:
         # +1 in send(), -1 in appended() (the trio side, or abandon()).
         self.unappended = 0
+        # The producer's metrics as it closed (the trio side, at the end of its run).
+        self.final_metrics: MetricsSnapshot | None = None
 
     def settle(
         self, future: DeliveryFuture, outcome: Outcome | None, error: BaseException | None

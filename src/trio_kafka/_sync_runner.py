@@ -74,6 +74,7 @@ class Runner:
             portal.started()
             deadline = await self._pump(portal, producer)
             await self._close(producer, deadline)
+        self._ledger.final_metrics = producer.metrics()
 
     async def _pump(self, portal: TrioThread[Item], producer: AsyncProducer) -> float:
         """Take items in order until CLOSE; returns its deadline (time.monotonic())."""

@@ -258,7 +258,12 @@ class Producer:
             self.close()
 
     def metrics(self, timeout: float | None = 10.0) -> MetricsSnapshot:
-        """The producer's counters (records sent, acknowledged, failed, ...)."""
+        """The producer's counters (records sent, acknowledged, failed, ...); after
+        `close()`, as they were when it closed."""
+        if self._ledger.closed and not self._portal.thread.is_alive():
+            final = self._ledger.final_metrics
+            if final is not None:
+                return final
         snapshot: MetricsSnapshot = self._call(
             lambda p: p.metrics(), ordered=False, timeout=timeout
         )

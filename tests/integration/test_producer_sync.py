@@ -218,6 +218,7 @@ def test_the_context_manager_closes_and_a_second_close_does_nothing() -> None:
         assert isinstance(future.outcome, Acknowledged)
         producer.close()
         producer.close(timeout=0)
+        assert producer.metrics().records_acknowledged == 1  # as it closed
     assert producer_threads() == before
     with pytest.raises(ProducerClosedError, match="closed"):
         producer.send("t", b"y")
