@@ -117,11 +117,29 @@ class Ledger:
             outcome = Failed(topic, partition, error)
         self.settle(future, outcome, error)
 
-    def appended(self) -> None:
-        """One record handed over has been appended or refused."""
+    def settle_batch(self, batch: Any, entries: list[tuple[int, DeliveryFuture]]) -> None:
+        """The trio thread: `batch` (the async producer's) is done; settle the futures
+        of its records (`entries`: index in the batch, future)."""
+        for index, future in entries:
+            outcome = batch.outcome(index)
+            future._outcome = outcome
+            if outcome.__class__ is Acknowledged:
+                future.set_result(outcome)
+            else:
+                future.set_exception(outcome.error)
         with self.lock:
-            self.unappended -= 1
-            if self.unappended == MAX_UNAPPENDED - 1:
+            self.pending -= len(entries)
+            if not self.pending:
+                self.changed.notify_all()
+
+    def appended(self, count: int = 1) -> None:
+        """`count` records handed over have been appended or refused."""
+        if not count:
+            return
+        with self.lock:
+            before = self.unappended
+            self.unappended = before - count
+            if before >= MAX_UNAPPENDED > self.unappended:
                 self.changed.notify_all()
 
     def abandon(self, item: Item) -> None:

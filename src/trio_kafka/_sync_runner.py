@@ -20,8 +20,8 @@ import trio
 
 from trio_kafka._sync_ledger import DeliveryFuture, Item, Kind, Ledger, SendArgs
 from trio_kafka._sync_portal import TrioThread
-from trio_kafka.client import Acknowledged, RecordHandle, open_producer
 from trio_kafka.client import Producer as AsyncProducer
+from trio_kafka.client import open_producer
 from trio_kafka.errors import (
     AmbiguousError,
     BrokerConnectionError,
@@ -42,6 +42,28 @@ _Lane = collections.deque[tuple[SendArgs, DeliveryFuture, float]]
 _WAITED_OUT = (UnknownTopicError, BrokerConnectionError, BufferFullError)
 
 
+#: How many appended records a lane counts before telling the ledger (one lock per that
+#: many records, not one per record).
+_TELL_EVERY = 256
+
+
+class _BatchFutures:
+    """The futures of one batch's records, settled by one done-hook on the batch (not
+    one closure per record). Lives in `Runner._batches` until the batch is done."""
+
+    __slots__ = ("batches", "entries", "ledger")
+
+    def __init__(self, ledger: Ledger, batches: dict[Any, _BatchFutures]) -> None:
+        self.ledger = ledger
+        self.batches = batches
+        # (the record's index in the batch, its future), in append order.
+        self.entries: list[tuple[int, DeliveryFuture]] = []
+
+    def __call__(self, batch: Any) -> None:
+        del self.batches[batch]
+        self.ledger.settle_batch(batch, self.entries)
+
+
 class Runner:
     """The trio side of one blocking producer (all of its state is the trio thread's)."""
 
@@ -53,6 +75,8 @@ class Runner:
         self._options = options
         # topic -> the records waiting for their lane task to send them, in order.
         self._lanes: dict[str, _Lane] = {}
+        # A batch (of the async producer) -> the futures of its records, until it is done.
+        self._batches: dict[Any, _BatchFutures] = {}
         # topic -> the cancel scope of its lane task (close cancels what still waits).
         self._lane_scopes: dict[str, trio.CancelScope] = {}
         # Replaced and set each time a lane ends (what "wait until the lanes are idle"
@@ -123,13 +147,20 @@ class Runner:
         scope: trio.CancelScope,
     ) -> None:
         """Send one topic's records in order until none is left."""
+        ledger = self._ledger
+        batches = self._batches
+        send = producer.send
+        handed = 0  # records appended or refused, not yet told to the ledger
         try:
             with scope:
                 while lane:
                     args, future, _ = lane.popleft()
-                    started = trio.current_time()
+                    handed += 1
+                    if handed == _TELL_EVERY:
+                        ledger.appended(handed)
+                        handed = 0
                     try:
-                        handle = await producer.send(
+                        handle = await send(
                             args[0],
                             args[1],
                             key=args[2],
@@ -138,20 +169,27 @@ class Runner:
                             timestamp=args[5],
                         )
                     except _WAITED_OUT as exc:
-                        self._ledger.refused(future, args, exc)
-                        while lane and lane[0][2] <= started:
+                        ledger.refused(future, args, exc)
+                        # Those queued behind it that have waited max_block too.
+                        cutoff = trio.current_time() - producer.config.max_block
+                        while lane and lane[0][2] <= cutoff:
                             args, future, _ = lane.popleft()
-                            self._ledger.refused(future, args, exc)
-                            self._ledger.appended()
+                            ledger.refused(future, args, exc)
+                            handed += 1
                     except Exception as exc:  # KafkaError, TypeError, a serializer's error
-                        self._ledger.refused(future, args, exc)
+                        ledger.refused(future, args, exc)
                     except BaseException:  # cancelled at close, inside producer.send()
-                        self._ledger.refused(future, args, self._cancelled_error(producer, topic))
+                        ledger.refused(future, args, self._cancelled_error(producer, topic))
                         raise
                     else:
-                        handle.add_done_callback(self._resolver(future))
-                    finally:
-                        self._ledger.appended()
+                        batch = handle.batch
+                        waiting = batches.get(batch)
+                        if waiting is None:
+                            waiting = batches[batch] = _BatchFutures(ledger, batches)
+                            waiting.entries.append((handle.index, future))
+                            batch.add_done_hook(waiting)  # at once if it is done already
+                        else:
+                            waiting.entries.append((handle.index, future))
         finally:
             # Cancelled at close: the records still queued were never handed over.
             error = ProducerClosedError(
@@ -160,8 +198,9 @@ class Runner:
             )
             while lane:
                 args, future, _ = lane.popleft()
-                self._ledger.refused(future, args, error)
-                self._ledger.appended()
+                ledger.refused(future, args, error)
+                handed += 1
+            ledger.appended(handed)
             del self._lanes[topic]
             del self._lane_scopes[topic]
             ended, self._lane_ended = self._lane_ended, trio.Event()
@@ -181,16 +220,6 @@ class Runner:
         return AmbiguousError(
             "the producer closed while this record was being appended; it may have been written"
         )
-
-    def _resolver(self, future: DeliveryFuture) -> Callable[[Any], None]:
-        def resolve(handle: RecordHandle) -> None:
-            outcome = handle.outcome
-            if isinstance(outcome, Acknowledged):
-                self._ledger.settle(future, outcome, None)
-            elif outcome is not None:
-                self._ledger.settle(future, outcome, outcome.error)
-
-        return resolve
 
     async def _lanes_idle(self) -> None:
         while self._lanes:

@@ -70,6 +70,8 @@ _CLOSE_GRACE = 5.0
 _THREAD_NAME = "trio-kafka-producer"
 
 _BYTES_LIKE = (bytes, bytearray, memoryview, type(None))
+#: send() yields the GIL once per this many calls (a power of two: the test is a mask).
+_YIELD_EVERY = 128
 
 
 class Producer:
@@ -93,6 +95,8 @@ class Producer:
 
         # Shared with the trio thread (the lock and the counts under it).
         self._ledger = ledger = Ledger()
+        # send() calls so far (under the lock): every _YIELD_EVERY-th yields the GIL.
+        self._sends = 0
         self._runner = runner = Runner(ledger, bootstrap, options)
         self._portal: TrioThread[Item] = TrioThread(
             runner.main,
@@ -173,6 +177,13 @@ class Producer:
                 self._ledger.unappended -= 1
                 self._ledger.pending -= 1
                 raise ProducerClosedError("the producer's thread has stopped")
+            self._sends += 1
+            yield_now = not self._sends & (_YIELD_EVERY - 1)
+        if yield_now:
+            # Let the producer's thread have the GIL now: a loop of sends holds it, and
+            # each time that thread returns from a syscall (a socket send, epoll) it
+            # would wait up to the 5 ms switch interval for it (the GIL convoy).
+            time.sleep(0)
         return future
 
     def _wait_for_room(self) -> None:
