@@ -82,7 +82,13 @@ class Producer:
     def __init__(self, bootstrap: str | Iterable[str] | None = None, **options: Any) -> None:
         # Validate here, in the caller's thread, so a typo raises from the constructor.
         config = ProducerConfig.from_kwargs(**_config_options(options))
-        if bootstrap is None and options.get("selector") is None:
+        if "selector" in options:
+            raise ConfigError(
+                "selector= cannot be shared with the blocking Producer: a KafkaSelector "
+                "belongs to one trio run, and this producer runs its own in its thread; "
+                "pass bootstrap='host:port'"
+            )
+        if bootstrap is None:
             raise ConfigError(
                 "Producer needs bootstrap='host:port' (one broker's address, or several "
                 "separated by commas)"

@@ -301,6 +301,26 @@ def test_a_typo_in_an_option_fails_in_the_constructor() -> None:
 def test_a_missing_bootstrap_fails_in_the_constructor() -> None:
     with pytest.raises(ConfigError, match="bootstrap"):
         Producer()
+    with pytest.raises(ConfigError, match="selector"):
+        Producer("127.0.0.1:1", selector=object())
+
+
+def test_a_callback_may_send_but_not_wait_for_the_producer() -> None:
+    with run_in_thread(topics={"t": 1}) as broker, Producer(broker.bootstrap) as producer:
+        seen: list[Any] = []
+        chained = threading.Event()
+
+        def on_done(future: DeliveryFuture) -> None:
+            with pytest.raises(RuntimeError, match="own thread"):
+                producer.flush()
+            with pytest.raises(RuntimeError, match="own thread"):
+                producer.close()
+            follow_up = producer.send("t", b"follow-up")
+            follow_up.add_done_callback(lambda f: (seen.append(f.outcome), chained.set()))
+
+        producer.send("t", b"first").add_done_callback(on_done)
+        assert chained.wait(30)
+        assert isinstance(seen[0], Acknowledged) and seen[0].offset == 1
 
 
 # -- transactions -----------------------------------------------------------------------
