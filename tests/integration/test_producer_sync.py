@@ -18,14 +18,16 @@ import sys
 import textwrap
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
+import trio
 
-from tests.integration._helpers import consume_all
+from tests.integration._helpers import consume_all, create_topic
 from trio_kafka.broker import Hook, HookCall, ThreadedCluster, run_in_thread
 from trio_kafka.client import Acknowledged, Ambiguous, Failed
 from trio_kafka.errors import (
@@ -36,6 +38,7 @@ from trio_kafka.errors import (
 )
 from trio_kafka.protocol.messages.metadata import MetadataRequest
 from trio_kafka.sync import DeliveryFuture, Producer
+from trio_kafka.testing import TansuBroker
 
 FAST: dict[str, Any] = {"retry_backoff": 0.01, "retry_backoff_max": 0.05, "reconnect_backoff": 0.01}
 
@@ -395,6 +398,24 @@ def test_transactions_need_a_transactional_id_and_say_so() -> None:
         with pytest.raises(ConfigError, match="transactional_id"), producer.transaction():
             pass
         assert isinstance(producer.send("t", b"x").result(timeout=30), Acknowledged)
+
+
+@pytest.mark.tansu
+def test_sends_and_a_transaction_against_tansu(tansu: TansuBroker) -> None:
+    topic = f"sync-{uuid.uuid4().hex[:8]}"
+    trio.run(create_topic, tansu.bootstrap, topic, 3)
+    with Producer(tansu.bootstrap, transactional_id=f"tx-{topic}", retry_backoff=0.02) as p:
+        p.init_transactions(timeout=30)
+        with p.transaction():
+            futures = [p.send(topic, b"%d" % i, partition=i % 3) for i in range(1000)]
+        assert all(isinstance(f.outcome, Acknowledged) for f in futures)
+        p.begin_transaction()
+        aborted = p.send(topic, b"aborted", partition=0)
+        assert p.flush(timeout=30) == 0
+        p.abort_transaction()
+        assert isinstance(aborted.outcome, Acknowledged)
+    values = consume_all(tansu.bootstrap, topic, 3, "read_uncommitted", require_end=False)
+    assert set(values) >= {b"%d" % i for i in range(1000)}
 
 
 # -- from asyncio -----------------------------------------------------------------------
