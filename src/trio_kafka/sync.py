@@ -137,37 +137,25 @@ class Producer:
         waiting to be appended, for up to `max_block` (then `BufferFullError`).
         Raises `ProducerClosedError` after `close()`.
         """
-        if topic.__class__ is not str:
-            if not isinstance(topic, ProducerRecord):
-                raise TypeError(
-                    f"topic must be a str (or a ProducerRecord), not {type(topic).__name__}: "
-                    f"{topic!r}"
-                )
+        if topic.__class__ is str:
+            _check_record(
+                self._check_value, self._check_key, topic, value, key, partition, timestamp
+            )
+        elif isinstance(topic, ProducerRecord):
             if value is not None or key is not None or headers is not None:
                 raise TypeError("pass either a ProducerRecord or topic, value, key=..., not both")
-        else:
-            if self._check_value and not isinstance(value, _BYTES_LIKE):
-                raise TypeError(
-                    f"value must be bytes or None, not {type(value).__name__}: pass bytes "
-                    "(e.g. text.encode()), or set value_serializer"
-                )
-            if self._check_key and not isinstance(key, _BYTES_LIKE):
-                raise TypeError(
-                    f"key must be bytes or None, not {type(key).__name__}: pass bytes, or "
-                    "set key_serializer"
-                )
-        if partition is not None and (
-            not isinstance(partition, int) or isinstance(partition, bool)
-        ):
-            raise TypeError(
-                f"partition must be an int or None, not {type(partition).__name__}: {partition!r}"
+            _check_record(
+                self._check_value,
+                self._check_key,
+                topic.topic,
+                topic.value,
+                topic.key,
+                topic.partition if partition is None else partition,
+                topic.timestamp if timestamp is None else timestamp,
             )
-        if timestamp is not None and (
-            not isinstance(timestamp, int) or isinstance(timestamp, bool)
-        ):
+        else:
             raise TypeError(
-                f"timestamp must be an int (ms since the epoch) or None, not "
-                f"{type(timestamp).__name__}: {timestamp!r}"
+                f"topic must be a str (or a ProducerRecord), not {type(topic).__name__}: {topic!r}"
             )
         future = DeliveryFuture()
         with self._ledger.lock:
@@ -193,7 +181,8 @@ class Producer:
         return future
 
     def _wait_for_room(self) -> None:
-        """Called with _lock held while MAX_UNAPPENDED records wait to be appended."""
+        """Called with the ledger's lock held while MAX_UNAPPENDED records wait to be
+        appended."""
         if self._portal.in_trio_thread():
             raise BufferFullError(
                 f"{self._ledger.unappended} records are waiting to be appended and send() was "
@@ -367,6 +356,39 @@ class Producer:
                 f"{what} from a delivery callback (the producer's own thread) would wait "
                 "for itself: call it from another thread"
             )
+
+
+def _check_record(
+    check_value: bool,
+    check_key: bool,
+    topic: Any,
+    value: Any,
+    key: Any,
+    partition: Any,
+    timestamp: Any,
+) -> None:
+    """send()'s type checks, in the caller's thread (TypeError naming the argument)."""
+    if topic.__class__ is not str:
+        raise TypeError(f"topic must be a str, not {type(topic).__name__}: {topic!r}")
+    if check_value and not isinstance(value, _BYTES_LIKE):
+        raise TypeError(
+            f"value must be bytes or None, not {type(value).__name__}: pass bytes "
+            "(e.g. text.encode()), or set value_serializer"
+        )
+    if check_key and not isinstance(key, _BYTES_LIKE):
+        raise TypeError(
+            f"key must be bytes or None, not {type(key).__name__}: pass bytes, or set "
+            "key_serializer"
+        )
+    if partition is not None and (not isinstance(partition, int) or isinstance(partition, bool)):
+        raise TypeError(
+            f"partition must be an int or None, not {type(partition).__name__}: {partition!r}"
+        )
+    if timestamp is not None and (not isinstance(timestamp, int) or isinstance(timestamp, bool)):
+        raise TypeError(
+            f"timestamp must be an int (ms since the epoch) or None, not "
+            f"{type(timestamp).__name__}: {timestamp!r}"
+        )
 
 
 def _checked_timeout(what: str, timeout: float | None) -> float | None:

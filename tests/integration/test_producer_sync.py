@@ -36,6 +36,7 @@ from trio_kafka.errors import (
     ErrorCode,
     ProducerClosedError,
 )
+from trio_kafka.producer import ProducerRecord
 from trio_kafka.protocol.messages.metadata import MetadataRequest
 from trio_kafka.sync import DeliveryFuture, Producer
 from trio_kafka.testing import TansuBroker
@@ -287,6 +288,10 @@ def test_wrong_input_is_refused_at_send_naming_it_and_hurts_no_other_record() ->
                 producer.send("t", b"x", key=7)
             with pytest.raises(TypeError, match=r"partition.*str"):
                 producer.send("t", b"x", partition="0")  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match=r"value.*str"):
+                producer.send(ProducerRecord("t", "text"))  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match="either a ProducerRecord"):
+                producer.send(ProducerRecord("t", b"x"), b"y")
             with pytest.raises(ValueError, match=r"timeout.*-1"):
                 producer.flush(timeout=-1)
             good = producer.send("t", b"ok")
