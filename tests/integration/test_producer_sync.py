@@ -214,6 +214,44 @@ def test_close_reports_records_in_flight_as_ambiguous() -> None:
         assert isinstance(in_flight.exception(timeout=0), AmbiguousError)
 
 
+def test_close_racing_sends_from_many_threads_leaves_no_future_pending() -> None:
+    with run_in_thread(topics={"a": 2, "b": 1, "creating": 1}) as broker:
+        install(broker, pending_topic("creating"))
+        producer = Producer(broker.bootstrap, max_block=60.0, **FAST)
+        futures: list[DeliveryFuture] = []
+        refused: list[BaseException] = []
+        lock = threading.Lock()
+        started = threading.Barrier(5)
+        first_acknowledged = threading.Event()
+
+        def work(n: int) -> None:
+            mine: list[DeliveryFuture] = []
+            started.wait()
+            try:
+                mine.append(producer.send("a", b"first"))
+                mine[0].add_done_callback(lambda f: first_acknowledged.set())
+                for i in range(100_000):
+                    mine.append(producer.send(("a", "b", "creating")[i % 3], b"%d-%d" % (n, i)))
+            except ProducerClosedError as exc:
+                refused.append(exc)
+            with lock:
+                futures.extend(mine)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        started.wait()
+        assert first_acknowledged.wait(30)
+        producer.close(timeout=0.5)
+        for thread in threads:
+            thread.join()
+        assert len(refused) == 4, "every sender thread was stopped by the close"
+        assert futures and all(f.done() for f in futures)
+        outcomes = {type(f.outcome) for f in futures}
+        assert outcomes <= {Acknowledged, Failed, Ambiguous}
+        assert Acknowledged in outcomes and Failed in outcomes
+
+
 def test_the_context_manager_closes_and_a_second_close_does_nothing() -> None:
     before = producer_threads()
     with run_in_thread(topics={"t": 1}) as broker:
