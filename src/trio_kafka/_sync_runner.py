@@ -82,6 +82,7 @@ class Runner:
         # Replaced and set each time a lane ends (what "wait until the lanes are idle"
         # waits on).
         self._lane_ended: trio.Event | None = None
+        # Where lanes and flush tasks run (set once the producer is open; close cancels it).
         self._lane_nursery: trio.Nursery | None = None
         # The running CALL's scope, and the close deadline (trio time) once close began:
         # close bounds a call by its own deadline.
