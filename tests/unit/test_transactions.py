@@ -539,8 +539,10 @@ def test_end_txn_without_answer_is_ambiguous_resent_at_the_same_epoch_then_bumpe
     assert second.done() and second.error is None
 
 
-def test_abort_without_answer_is_resent_at_the_same_epoch() -> None:
-    # Not a bump: Kafka fences a KIP-360 InitProducerId that finds the transaction open.
+def test_abort_without_answer_is_resent_at_the_same_epoch_then_bumped() -> None:
+    # Not a bump at once: Kafka fences a KIP-360 InitProducerId that finds the
+    # transaction open. Then a bump: the unanswered abort may still arrive, and must not
+    # abort the next transaction (sim transactional 3011302: a torn transaction).
     m = ready(epoch=2)
     m.begin()
     add(m, ("t", 0))
@@ -551,8 +553,27 @@ def test_abort_without_answer_is_resent_at_the_same_epoch() -> None:
     again = expect(m, K.END_TXN)
     assert (again.message.producer_epoch, again.message.committed) == (2, False)
     m.handle_response(again, ended(), 0.0)
+    assert not result.done()
+    bump = expect(m, K.INIT_PRODUCER_ID)
+    assert (bump.message.producer_id, bump.message.producer_epoch) == (PID, 2)
+    m.handle_response(bump, pid(3), 0.0)
     assert result.done() and result.error is None
-    assert (m.state, m.producer_epoch) == (S.READY, 2)
+    assert (m.state, m.producer_epoch) == (S.READY, 3)
+
+
+def test_resent_end_txn_without_answer_is_sent_again() -> None:
+    m = ready(epoch=5)
+    m.begin()
+    add(m, ("t", 0))
+    m.commit()
+    m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("no answer"), 0.0)
+    reinit = m.init()
+    answer(m, K.FIND_COORDINATOR, found())
+    m.handle_failure(expect(m, K.END_TXN), ConnectionLostError("reset"), 0.0)
+    answer(m, K.FIND_COORDINATOR, found())
+    answer(m, K.END_TXN, ended())
+    answer(m, K.INIT_PRODUCER_ID, pid(6))
+    assert reinit.done() and reinit.error is None and m.state is S.READY
 
 
 def test_resent_end_txn_refused_as_fenced_is_fatal() -> None:

@@ -337,10 +337,16 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
 def end_txn_unknown(m: TransactionManager, work: Work, error: KafkaError) -> None:
     """EndTxn left and no answer came back (`handle_failure` with `sent=True`)."""
     m._lookup(CoordinatorType.TRANSACTION, m.transactional_id)
+    if work.settle:
+        m._enqueue(work)  # the resent EndTxn went unanswered too: send it again
+        return
     if not work.committed:
         # Resend the abort at the same epoch (Kafka answers a repeated abort; a v2
-        # coordinator recognises the retry). A bump instead would be fenced by Kafka
-        # while the transaction is still open (sim transactional 3001759).
+        # coordinator recognises the retry), then bump: the unanswered copy may still
+        # arrive and must not abort the next transaction (sim transactional 3011302).
+        # Not a bump at once: Kafka fences a bump that finds the transaction open
+        # (sim transactional 3001759).
+        m.bump_required = True
         m._enqueue(work)
         return
     pending = m._pending
