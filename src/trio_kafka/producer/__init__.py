@@ -41,6 +41,10 @@ the sender loop (Java's runOnce, one pass):
         (sent=False when the request never left: nothing can have been written)
         settled.refresh_metadata -> request a metadata update
         settled.completed > 0     -> wake senders blocked on buffer room
+        settled.leaders           -> KIP-951: put these current leaders (with the
+                                     response's NodeEndpoints) in the metadata and
+                                     hand the core the new view (retries go at once)
+        response.throttle_time_ms -> KIP-219: send nothing more to that node until then
     sleep until min(delay, next response, metadata) or a send wakes it.
 
 flush: core.begin_flush(); wait until not core.has_unfinished; core.end_flush().
