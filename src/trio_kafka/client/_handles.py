@@ -44,6 +44,7 @@ from trio_kafka.producer import (
 # the test is a mask), as send() does; see the module doc.
 AWAIT_CHECKPOINT_EVERY = 64
 _AWAIT_MASK = AWAIT_CHECKPOINT_EVERY - 1
+_checkpoint = trio.lowlevel.checkpoint
 # Awaits of done handles so far (the counter behind the mask); any task may bump it.
 _done_awaits = 0
 
@@ -93,13 +94,17 @@ class RecordHandle(DeliveryHandle):
 
     def __await__(self) -> Generator[Any, None, Acknowledged]:
         global _done_awaits
-        if self.batch.result is None:
-            yield from wait_batch(self.batch).__await__()
+        batch = self.batch
+        if batch.result is None:
+            yield from wait_batch(batch).__await__()
         else:
             _done_awaits += 1
             if not _done_awaits & _AWAIT_MASK:
-                yield from trio.lowlevel.checkpoint().__await__()
-        return self.result()
+                yield from _checkpoint().__await__()
+        outcome = batch.outcome(self.index)
+        if outcome.__class__ is Acknowledged:
+            return outcome
+        return self.result()  # raises the error
 
     async def wait(self) -> Acknowledged:
         """The same as `await handle`."""
