@@ -32,8 +32,9 @@ Two workloads (100-byte and 128 KiB unkeyed records, 6 partitions), and transact
 our mock broker, each at its defaults plus a transactional id).
 
 The variants run round robin, `--rounds` times (A B A B ...: a busy spell on a shared
-machine hits every client alike); the tables show medians, and ratios trio-kafka /
-peer.
+machine hits every client alike); the tables show medians, every run, the client
+process's CPU seconds (all its threads; steadier than the wall clock on a shared
+machine), and ratios trio-kafka / peer.
 
     .venv/bin/python benchmarks/produce.py [--small N] [--large N] [--rounds N]
         [--clients a,b] [--settings defaults,equal] [--transactions/--no-transactions]
@@ -261,10 +262,12 @@ def child(spec: dict[str, Any]) -> None:
         topic = "bench"
         _create_topic(broker.bootstrap, topic)
         load = os.getloadavg()[0]
+        cpu = time.process_time()
         start = time.perf_counter()
         acked = CLIENTS[client](broker.bootstrap, topic, spec["count"], spec["size"], spec["equal"])
         elapsed = time.perf_counter() - start
-    print(json.dumps({**spec, "acked": acked, "seconds": elapsed, "load": load}))
+        cpu = time.process_time() - cpu
+    print(json.dumps({**spec, "acked": acked, "seconds": elapsed, "cpu": cpu, "load": load}))
 
 
 def _run_child(spec: dict[str, Any]) -> dict[str, Any]:
@@ -288,6 +291,13 @@ def _rate(runs: list[dict[str, Any]], total: int) -> float | None:
     if not runs or any("error" in r or r["acked"] != total for r in runs):
         return None
     return statistics.median(total / r["seconds"] for r in runs)
+
+
+def _cpu_median(runs: list[dict[str, Any]]) -> str:
+    """The median CPU seconds of the client's process (all its threads, not the
+    broker's): steadier than the wall clock on a shared machine."""
+    cpus = [r["cpu"] for r in runs if "cpu" in r]
+    return f"{statistics.median(cpus):.2f}" if cpus else ""
 
 
 def _status(runs: list[dict[str, Any]], total: int) -> str:
@@ -467,7 +477,8 @@ def throughput_table(
             f"batches up to {BATCH_BYTES:,} bytes"
         )
         table = Table(title=f"Producer throughput against Tansu: {title}", caption=caption)
-        for column in ("workload", "client", "records/s", "MB/s", "runs (records/s)"):
+        columns = ("workload", "client", "records/s", "MB/s", "runs (records/s)", "CPU s")
+        for column in columns:
             table.add_column(column, justify="left" if column == "client" else "right")
         table.add_column("send(topic, value) / client", justify="right")
         table.add_column("send(ProducerRecord) / client", justify="right")
@@ -488,6 +499,7 @@ def throughput_table(
                     f"{rate:,.0f}",
                     f"{rate * size / 1e6:,.1f}",
                     each,
+                    _cpu_median(chosen),
                     f"{ours / rate:.2f}x" if ours else "",
                     f"{ours_record / rate:.2f}x" if ours_record else "",
                 )
@@ -620,10 +632,12 @@ def txn_child(spec: dict[str, Any]) -> None:
         topic = "bench-txn"
         _create_topic(bootstrap, topic)
         load = os.getloadavg()[0]
+        cpu = time.process_time()
         start = time.perf_counter()
         acked = TXN_CLIENTS[client](bootstrap, topic, TXN_COUNT, TXN_RECORDS, TXN_SIZE)
         elapsed = time.perf_counter() - start
-    print(json.dumps({**spec, "acked": acked, "seconds": elapsed, "load": load}))
+        cpu = time.process_time() - cpu
+    print(json.dumps({**spec, "acked": acked, "seconds": elapsed, "cpu": cpu, "load": load}))
 
 
 def _txn_run_child(spec: dict[str, Any]) -> dict[str, Any]:
@@ -653,7 +667,7 @@ def transactional_table(console: Any, runs: list[dict[str, Any]], caption: str) 
         "init_transactions, the transactions, the close) divided by the transactions",
     )
     columns = ("broker", "client", "records/s", "ms per transaction*", "runs (records/s)")
-    for column in (*columns, "trio-kafka / client"):
+    for column in (*columns, "CPU s", "trio-kafka / client"):
         table.add_column(column, justify="left" if column in ("broker", "client") else "right")
     for broker in TXN_BROKERS:
 
@@ -672,7 +686,8 @@ def transactional_table(console: Any, runs: list[dict[str, Any]], caption: str) 
             each = ", ".join(f"{total / r['seconds']:,.0f}" for r in chosen)
             per_txn_ms = 1000 * total / rate / TXN_COUNT
             ratio = f"{ours / rate:.2f}x" if ours else ""
-            table.add_row(broker, client, f"{rate:,.0f}", f"{per_txn_ms:.1f}", each, ratio)
+            cpu = _cpu_median(chosen)
+            table.add_row(broker, client, f"{rate:,.0f}", f"{per_txn_ms:.1f}", each, cpu, ratio)
     console.print(table)
 
 
