@@ -217,6 +217,7 @@ async def send_conditional(
     expected_offset: int,
 ) -> RecordHandle:
     """`producer.send(..., expected_offset=N)` (see the module doc)."""
+    from trio_kafka.client._checks import check_extras
     from trio_kafka.client._handles import as_record_handle
     from trio_kafka.client._producer import _check_types
 
@@ -249,6 +250,7 @@ async def send_conditional(
         )
     else:
         _check_types(value, key)
+    headers = check_extras(headers, partition, timestamp)
     deadline = producer._now() + producer.config.max_block
     await cas_gate(producer.selector).check(
         topic, partition, timeout=max(deadline - producer._now(), 0.0)

@@ -27,9 +27,16 @@ import random
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
+import attrs
 import trio
 
 from trio_kafka.client._cas import send_conditional
+from trio_kafka.client._checks import (
+    check_extras,
+    check_interceptor_result,
+    check_topic_name,
+    checked_partitioner,
+)
 from trio_kafka.client._edge import edge_defaults
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
 from trio_kafka.client._sender import Sender, logger
@@ -82,8 +89,11 @@ class Producer(TransactionalProducerMixin):
         self._nursery = nursery
         # Transactions (client/_transactions.py): None unless transactional_id is set.
         self._txn = transaction_driver(config)
+        core_config = config
+        if callable(config.partitioner):
+            core_config = attrs.evolve(config, partitioner=checked_partitioner(config.partitioner))
         self._core = ProducerCore(
-            config,
+            core_config,
             rng,
             wall_offset=wall_offset,
             sequencing=None if self._txn is None else self._txn.sequencer,
@@ -158,6 +168,8 @@ class Producer(TransactionalProducerMixin):
             or (key is not None and key.__class__ is not bytes)
         ):
             return await self._send_slow(topic, value, key, headers, partition, timestamp)
+        if headers is not None or partition is not None or timestamp is not None:
+            headers = check_extras(headers, partition, timestamp)
         try:
             handle = self._append(topic, value, key, headers, partition, timestamp, self._now())
         except UnknownTopicError:
@@ -185,7 +197,11 @@ class Producer(TransactionalProducerMixin):
         partition: int | None,
         timestamp: int | None,
     ) -> RecordHandle:
-        if not isinstance(topic, str):
+        if topic.__class__ is not str:
+            if not isinstance(topic, ProducerRecord):
+                raise TypeError(
+                    f"topic must be a str or a ProducerRecord, not {type(topic).__name__}"
+                )
             record = topic
             topic, value, key = record.topic, record.value, record.key
             headers = record.headers or None
@@ -200,6 +216,8 @@ class Producer(TransactionalProducerMixin):
             )
         else:
             _check_types(value, key)
+        if headers is not None or partition is not None or timestamp is not None:
+            headers = check_extras(headers, partition, timestamp)
         try:
             handle = await self._append_waiting(topic, value, key, headers, partition, timestamp)
         except KafkaError as exc:
@@ -286,10 +304,12 @@ class Producer(TransactionalProducerMixin):
                 if on_send is None:
                     continue
                 try:
-                    record = on_send(record)
+                    changed = on_send(record)
                 except Exception:
                     # Java's rule: an interceptor's failure is logged, never the send's.
                     logger.exception("interceptor %r failed in on_send", interceptor)
+                    continue
+                record = check_interceptor_result(interceptor, changed)
             topic, value, key = record.topic, record.value, record.key
             headers = record.headers or None
             partition, timestamp = record.partition, record.timestamp
@@ -395,6 +415,7 @@ class Producer(TransactionalProducerMixin):
         return error
 
     async def _wait_for_topic(self, topic: str, deadline: float) -> None:
+        check_topic_name(topic)  # a known topic is valid: checked only when unknown
         timeout = max(deadline - self._now(), 0.0)
         try:
             await self.selector.wait_for_topic(topic, timeout=timeout)

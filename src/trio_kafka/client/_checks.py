@@ -1,0 +1,125 @@
+"""What `send()` checks before a record enters a batch.
+
+A record the wire cannot carry must fail alone, at `send()`, with a `TypeError` or
+`InvalidTopicError` naming what is wrong: once it is in a batch, the batch's encoding
+would fail in the sender, where it would take the batch's other records with it.
+
+The checks are split by cost. `send()`'s fast path already compares the classes of
+topic, value and key; everything here runs only when the record has headers, an
+explicit partition or timestamp (`check_extras`), when the topic is not in the metadata
+yet (`check_topic_name`), or for a custom partitioner's answer.
+
+Headers follow confluent-kafka's rule: a list of (key, value) pairs or a dict; keys
+`str`; values `bytes` (or `bytearray`, `memoryview`), `str` (sent as UTF-8) or None.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from trio_kafka.errors import InvalidTopicError
+from trio_kafka.producer import ProducerRecord
+
+Header = tuple[str, bytes | None]
+
+# Kafka's org.apache.kafka.common.internals.Topic: legal characters and maximum length.
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_TOPIC_LENGTH = 249
+_BINARY = (bytes, bytearray, memoryview)
+
+
+def check_topic_name(topic: str) -> None:
+    """Kafka's rules for a topic name (`Topic.validate`): `InvalidTopicError` if broken."""
+    problem = None
+    if not topic:
+        problem = "it is empty"
+    elif topic in (".", ".."):
+        problem = "'.' and '..' are not allowed"
+    elif len(topic) > MAX_TOPIC_LENGTH:
+        problem = f"it is {len(topic)} characters long (at most {MAX_TOPIC_LENGTH})"
+    elif _LEGAL_TOPIC.fullmatch(topic) is None:
+        bad = sorted({c for c in topic if _LEGAL_TOPIC.fullmatch(c) is None})
+        problem = f"it contains {''.join(bad)!r}; only ASCII letters, digits, '.', '_', '-'"
+    if problem is not None:
+        raise InvalidTopicError(
+            f"topic name {topic!r} is not a valid Kafka topic name: {problem}", topic=topic
+        )
+
+
+def check_extras(headers: Any, partition: Any, timestamp: Any) -> tuple[Header, ...] | None:
+    """Check a record's headers, partition and timestamp; returns the headers as the
+    encoder takes them (None when there are none)."""
+    if partition is not None and partition.__class__ is not int:
+        raise TypeError(
+            f"partition must be an int or None, not {type(partition).__name__} ({partition!r})"
+        )
+    if timestamp is not None and timestamp.__class__ is not int:
+        raise TypeError(
+            f"timestamp must be an int (ms since the epoch) or None, not "
+            f"{type(timestamp).__name__} ({timestamp!r})"
+        )
+    if headers is None:
+        return None
+    return check_headers(headers)
+
+
+def check_headers(headers: Any) -> tuple[Header, ...] | None:
+    if isinstance(headers, Mapping):
+        pairs: Any = list(headers.items())
+    elif isinstance(headers, list | tuple):
+        pairs = headers
+    else:
+        raise TypeError(
+            f"headers must be a list of (key, value) pairs or a dict, not {type(headers).__name__}"
+        )
+    checked: list[Header] = []
+    for index, pair in enumerate(pairs):
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
+            what = type(pair).__name__
+            if isinstance(pair, tuple | list):
+                what += f" of length {len(pair)}"
+            raise TypeError(f"header {index} must be a (key, value) pair, not {what}")
+        name, value = pair
+        if name.__class__ is not str:
+            raise TypeError(
+                f"header {index}'s key must be str, not {type(name).__name__} ({name!r})"
+            )
+        if value is None or value.__class__ is bytes:
+            checked.append((name, value))
+        elif isinstance(value, str):
+            checked.append((name, value.encode("utf-8")))
+        elif isinstance(value, _BINARY):
+            checked.append((name, bytes(value)))
+        else:
+            raise TypeError(
+                f"header {name!r} value must be bytes, str or None, not {type(value).__name__}"
+            )
+    return tuple(checked) or None
+
+
+def check_interceptor_result(interceptor: object, record: object) -> ProducerRecord:
+    if not isinstance(record, ProducerRecord):
+        raise TypeError(
+            f"interceptor {interceptor!r}: on_send must return a ProducerRecord, not "
+            f"{type(record).__name__}"
+        )
+    return record
+
+
+def checked_partitioner(partitioner: Callable[..., Any]) -> Callable[..., int]:
+    """The user's partitioner, with its answer checked: anything but an int would
+    reach the encoder (and fail the whole batch) instead of failing this record."""
+
+    def partition(record: ProducerRecord, cluster: Any) -> int:
+        chosen = partitioner(record, cluster)
+        if chosen.__class__ is not int:
+            raise TypeError(
+                f"the custom partitioner returned {type(chosen).__name__} ({chosen!r}) for "
+                f"a record to {record.topic!r}: it must return an int"
+            )
+        return chosen
+
+    partition.__wrapped__ = partitioner  # type: ignore[attr-defined]
+    return partition
