@@ -12,10 +12,12 @@ append opened a new batch (handle index 0), so waking costs once per batch.
 Waiting (flush, close, a send blocked on `buffer_memory`) is on `_progress`, an Event
 replaced each time batches reach a final state.
 
-Closing (`aclose()`, or leaving `async with open_producer(...)`): stop lingering, wait up
-to `close_timeout` for every batch to settle, then settle the rest without waiting:
-requests still out become Ambiguous (they may have been written), queued batches fail
-with `ProducerClosedError`; then the tasks are cancelled. Leaving the block with an
+Closing (`aclose()`, or leaving `async with open_producer(...)`): abort an open
+transaction, stop lingering, wait up to `close_timeout` for every batch to settle, then
+settle the rest without waiting: requests still out become Ambiguous (they may have been
+written), queued batches fail with `ProducerClosedError`; then the tasks are cancelled.
+The tasks run in a nursery of their own (`_task_nursery`), so `aclose()` inside the
+block closes the producer without cancelling the block. Leaving the block with an
 exception closes with a zero timeout. Nothing waits on the network past the timeout.
 """
 
@@ -434,7 +436,11 @@ class Producer(TransactionalProducerMixin):
         event.set()
 
     async def flush(self) -> None:
-        """Send everything appended so far now and wait until every record has settled."""
+        """Send everything appended so far now and wait until every record has settled.
+
+        Raises `ProducerClosedError` once the producer is closed."""
+        if self._closed:
+            self._refuse()
         core = self._core
         core.begin_flush()
         try:
@@ -446,29 +452,37 @@ class Producer(TransactionalProducerMixin):
             core.end_flush()
 
     async def aclose(self, timeout: float | None = None) -> None:
-        """Flush for up to `timeout` (default `close_timeout`), then settle the rest
-        without waiting (see the module doc) and stop the tasks."""
-        if self._closed:
+        """Close the producer and return: abort an open transaction (as Java's `close`
+        does), flush for up to `timeout` (default `close_timeout`), then settle the rest
+        without waiting (see the module doc) and stop the tasks. Callable anywhere, also
+        inside `async with open_producer(...)` (whose exit is then a no-op); later
+        `send()` and `flush()` raise `ProducerClosedError`."""
+        if self._closed or self._closing:
+            await trio.lowlevel.checkpoint()
             return
-        self._closing = self._detour = True
-        core = self._core
-        core.close()
-        self._sender.wake()
         timeout = self.config.close_timeout if timeout is None else timeout
+        if timeout < 0:
+            raise ValueError(f"aclose(timeout={timeout}) is not allowed: it must be >= 0")
         with trio.move_on_after(timeout):
+            if self._txn is not None:
+                await self._txn.abort_bounded()
+            self._closing = self._detour = True
+            core = self._core
+            core.close()
+            self._sender.wake()
             while core.has_unfinished and self._sender.fatal_error is None:
                 await self._progress.wait()
-        self._settle_everything()
+        self._settle_everything(timeout)
 
-    def _settle_everything(self) -> None:
+    def _settle_everything(self, timeout: float) -> None:
         if self._closed:
             return
         self._closed = True
         self._closing = self._detour = True
         self._core.close()
         error = ProducerClosedError(
-            "the producer closed before this record was acknowledged "
-            f"(close_timeout={self.config.close_timeout} s)"
+            "the producer closed before this record was acknowledged (within its close "
+            f"timeout of {timeout} s)"
         )
         for node in list(self._sender.nodes.values()):
             node.settle_all(error)
@@ -537,6 +551,13 @@ _SELECTOR_OPTIONS = (
 )
 
 
+async def _task_nursery(*, task_status: trio.TaskStatus[trio.Nursery]) -> None:
+    """Hand back a nursery that lives until its scope is cancelled (by `aclose`)."""
+    async with trio.open_nursery() as tasks:
+        task_status.started(tasks)
+        await trio.sleep_forever()
+
+
 @contextlib.asynccontextmanager
 async def open_producer(
     bootstrap: str | Iterable[str] | None = None,
@@ -589,16 +610,20 @@ async def open_producer(
                     "transport= and sasl= belong to the selector: pass one or the other"
                 )
             async with trio.open_nursery() as nursery:
+                # The producer's tasks run in a nursery of their own, so that closing
+                # (which cancels them) never cancels the caller's block.
+                tasks: trio.Nursery = await nursery.start(_task_nursery)
                 producer = Producer(
-                    config, selector, clock, rng, wall_clock() - clock.now(), nursery, buggify
+                    config, selector, clock, rng, wall_clock() - clock.now(), tasks, buggify
                 )
                 producer._start(metrics_interval)
                 try:
                     yield producer
                 except BaseException as exc:
                     body_error = exc
-                    with trio.CancelScope(shield=True):
-                        producer._settle_everything()
+                    # A zero timeout (Java's close(Duration.ZERO)): no flush, and an open
+                    # transaction is left to the coordinator's transaction timeout.
+                    producer._settle_everything(0.0)
                     raise
                 with trio.CancelScope(shield=True):
                     await producer.aclose()

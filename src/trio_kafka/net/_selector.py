@@ -161,10 +161,13 @@ class KafkaSelector:
     async def aclose(self) -> None:
         """Close every connection and stop the background tasks."""
         self._closed = True
-        for node in list(self._nodes.values()):
-            if node.connection is not None:
-                node.deliberate.add(id(node.connection))
-                await node.connection.aclose()
+        # Shielded: under cancellation the first close would raise Cancelled and leave
+        # the other sockets open (each close is forceful: it never waits on the network).
+        with trio.CancelScope(shield=True):
+            for node in list(self._nodes.values()):
+                if node.connection is not None:
+                    node.deliberate.add(id(node.connection))
+                    await node.connection.aclose()
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
 
