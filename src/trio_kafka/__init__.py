@@ -61,6 +61,7 @@ from trio_kafka.errors import (
     UnknownTopicError,
 )
 from trio_kafka.net import SaslConfig, tls_context
+from trio_kafka.producer import TimeUnitWarning
 
 __all__ = [
     "AbortableError",
@@ -103,6 +104,7 @@ __all__ = [
     "RequestTimeoutError",
     "RetriableError",
     "SaslConfig",
+    "TimeUnitWarning",
     "TransactionAbortableError",
     "TransactionAbortedError",
     "TransactionOutcomeUnknownError",
