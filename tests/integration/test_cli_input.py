@@ -23,8 +23,17 @@ def test_tail_separates_fields_with_tabs(tmp_path: Path, cluster: ThreadedCluste
     rows.write_text('{"id": "a", "n": 1}\n{"id": "b", "n": 2}\n')
     loaded = CliRunner().invoke(
         main,
-        ["load", str(rows), "--topic", "t", "--bootstrap", cluster.bootstrap]
-        + ["--key-field", "id", "--quiet"],
+        [
+            "load",
+            str(rows),
+            "--topic",
+            "t",
+            "--bootstrap",
+            cluster.bootstrap,
+            "--key-field",
+            "id",
+            "--quiet",
+        ],
     )
     assert loaded.exit_code == 0, loaded.output
     result = CliRunner().invoke(main, ["tail", "--topic", "t", "--bootstrap", cluster.bootstrap])
@@ -48,8 +57,17 @@ def test_load_refuses_a_key_field_that_does_not_exist_before_writing(
     rows.write_text(content)
     result = CliRunner().invoke(
         main,
-        ["load", str(rows), "--topic", "t", "--bootstrap", cluster.bootstrap]
-        + ["--key-field", "nope", "--quiet"],
+        [
+            "load",
+            str(rows),
+            "--topic",
+            "t",
+            "--bootstrap",
+            cluster.bootstrap,
+            "--key-field",
+            "nope",
+            "--quiet",
+        ],
     )
     assert result.exit_code != 0
     assert "--key-field 'nope'" in result.output and names in result.output
@@ -63,8 +81,17 @@ def test_load_refuses_a_row_without_the_key_field_naming_the_line(
     rows.write_text('{"id": "a"}\n{"other": 1}\n')
     result = CliRunner().invoke(
         main,
-        ["load", str(rows), "--topic", "t", "--bootstrap", cluster.bootstrap]
-        + ["--key-field", "id", "--quiet"],
+        [
+            "load",
+            str(rows),
+            "--topic",
+            "t",
+            "--bootstrap",
+            cluster.bootstrap,
+            "--key-field",
+            "id",
+            "--quiet",
+        ],
     )
     assert result.exit_code != 0
     assert f"{rows}:2" in result.output and "'other'" in result.output
