@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import ssl
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
@@ -41,6 +42,7 @@ from trio_kafka.client._checks import (
 )
 from trio_kafka.client._edge import edge_defaults
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
+from trio_kafka.client._security import Security, pop_security
 from trio_kafka.client._sender import Sender, logger
 from trio_kafka.client._transactions import TransactionalProducerMixin, transaction_driver
 from trio_kafka.errors import (
@@ -567,6 +569,7 @@ async def open_producer(
     clock: Clock | None = None,
     rng: random.Random | None = None,
     wall_clock: Callable[[], float] | None = None,
+    tls: ssl.SSLContext | bool | None = None,
     sasl: SaslConfig | None = None,
     metrics_interval: float = 60.0,
     buggify: Callable[[str], bool] | None = None,
@@ -575,13 +578,17 @@ async def open_producer(
     """An idempotent producer, flushed and closed on exit (within `close_timeout`).
 
     `options` are `ProducerConfig` fields (`acks`, `linger`, `compression`, ...; a typo
-    names the closest option). Pass `selector` to share one `KafkaSelector` between
+    names the closest option). TLS: `tls=` an `ssl.SSLContext` (or True: the system
+    trust store); SASL: `sasl=SaslConfig(mechanism, username, password)`; or Kafka's
+    names, `security_protocol='SASL_SSL'`, `sasl_mechanism`, `sasl_plain_username`,
+    `sasl_plain_password`, `ssl_cafile`, ... (client/_security.py, docs/security.md). Pass `selector` to share one `KafkaSelector` between
     producers (then `bootstrap`, `transport` and `sasl` are the selector's business).
     `clock`, `rng` and `wall_clock` are seams for the simulator; the defaults are trio's
     clock, an unseeded `random.Random` and `time.time`; `buggify(site) -> bool` is the
     simulator's fault hook (None: never). The producer's metrics are logged
     at DEBUG on the `trio_kafka.producer` logger every `metrics_interval` seconds.
     """
+    security = pop_security(options, tls, sasl)  # Kafka's security names leave options
     config = ProducerConfig.from_kwargs(**options)
     clock, rng, wall_clock = edge_defaults(clock, rng, wall_clock)
     # The exception the body raised, if any: the nurseries below wrap it in exception
@@ -598,16 +605,17 @@ async def open_producer(
                 selector = await stack.enter_async_context(
                     open_selector(
                         bootstrap,
-                        transport=transport,
+                        transport=security.transport(transport),
                         clock=clock,
                         rng=rng,
-                        sasl=sasl,
+                        sasl=security.sasl,
                         **selector_options,
                     )
                 )
-            elif transport is not None or sasl is not None:
+            elif transport is not None or security != Security():
                 raise ConfigError(
-                    "transport= and sasl= belong to the selector: pass one or the other"
+                    "transport=, tls=, sasl= and the security options belong to the "
+                    "selector: pass them or selector=, not both"
                 )
             async with trio.open_nursery() as nursery:
                 # The producer's tasks run in a nursery of their own, so that closing
