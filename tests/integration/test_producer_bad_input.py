@@ -195,3 +195,18 @@ async def test_a_batch_that_cannot_be_encoded_fails_alone() -> None:
             await bad
         await _healthy(producer)
         await _healthy(producer, "t")
+
+
+async def test_bytearray_and_memoryview_values_and_keys_are_copied_and_sent() -> None:
+    buffer = bytearray(b"key")
+    async with open_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
+        first = await producer.send("t", bytearray(b"v1"), key=buffer)
+        second = await producer.send("t", memoryview(b"v2"), key=memoryview(b"key"))
+        buffer[:] = b"xxx"  # reusing the buffer after send() changes nothing sent
+        await producer.flush()
+        assert isinstance(await first, Acknowledged) and isinstance(await second, Acknowledged)
+        partition = cluster.state.partition("t", 0)
+        assert partition is not None
+        data = b"".join(stored.data for stored in partition.log.batches)
+        records = [(r.key, r.value) for b in decode_batches(data) for r in b.records]
+    assert records == [(b"key", b"v1"), (b"key", b"v2")]

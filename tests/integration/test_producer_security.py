@@ -131,3 +131,12 @@ async def test_security_contradictions_are_config_errors(
         async with open_producer("127.0.0.1:9", **options):
             pass
     assert message in str(info.value)
+
+
+async def test_tls_true_refuses_a_certificate_the_system_does_not_trust(
+    secure_cluster: Cluster,
+) -> None:
+    with pytest.raises(AuthenticationError, match="failed verification"):
+        await _acknowledged(
+            secure_cluster, tls=True, sasl=SaslConfig("PLAIN", "alice", USERS["alice"])
+        )

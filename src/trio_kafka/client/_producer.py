@@ -220,6 +220,12 @@ class Producer(TransactionalProducerMixin):
             )
         else:
             _check_types(value, key)
+        # bytearray and memoryview: copied, so the caller may reuse the buffer, and a
+        # key must be hashable (the partitioner caches key hashes).
+        if value is not None and value.__class__ is not bytes:
+            value = bytes(value)
+        if key is not None and key.__class__ is not bytes:
+            key = bytes(key)
         if headers is not None or partition is not None or timestamp is not None:
             headers = check_extras(headers, partition, timestamp)
         try:
