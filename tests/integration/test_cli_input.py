@@ -96,3 +96,17 @@ def test_load_refuses_a_row_without_the_key_field_naming_the_line(
     assert result.exit_code != 0
     assert f"{rows}:2" in result.output and "'other'" in result.output
     assert cluster.call(lambda: cluster.cluster.state.topics.get("t")) is None
+
+
+def test_load_and_tail_refuse_an_invalid_topic_name_naming_it(
+    tmp_path: Path, cluster: ThreadedCluster
+) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"id": "a"}\n')
+    for args in (
+        ["load", str(rows), "--topic", "bad%topic", "--quiet"],
+        ["tail", "--topic", "bad%topic"],
+    ):
+        result = CliRunner().invoke(main, [*args, "--bootstrap", cluster.bootstrap])
+        assert result.exit_code == 1, result.output
+        assert "InvalidTopicError: topic name 'bad%topic' is not a valid" in result.output

@@ -46,7 +46,7 @@ from trio_kafka.errors import (
     KafkaError,
     error_for_code,
 )
-from trio_kafka.net import CAS_FEATURE, KafkaSelector
+from trio_kafka.net import CAS_FEATURE, KafkaSelector, check_topic_name
 from trio_kafka.producer import ProducerRecord, UnknownTopicError
 from trio_kafka.protocol.messages.create_topics import (
     CreatableTopic,
@@ -180,7 +180,9 @@ async def create_topic(
     timeout: float = 30.0,
 ) -> bool:
     """Create `topic` (with `expected.offset.check.enable=true` when `cas`); returns
-    False when it already existed (and `exist_ok`)."""
+    False when it already existed (and `exist_ok`). An invalid name raises
+    `InvalidTopicError` before any request."""
+    check_topic_name(topic)
     configs = [CreatableTopicConfig(name=CAS_TOPIC_CONFIG, value="true")] if cas else []
     request = CreateTopicsRequest(
         topics=[

@@ -7,7 +7,8 @@ would fail in the sender, where it would take the batch's other records with it.
 The checks are split by cost. `send()`'s fast path already compares the classes of
 topic, value and key; everything here runs only when the record has headers, an
 explicit partition or timestamp (`check_extras`), when the topic is not in the metadata
-yet (`check_topic_name`), or for a custom partitioner's answer.
+yet (`trio_kafka.net.check_topic_name`, in `KafkaSelector.wait_for_topic`, so every
+client checks it), or for a custom partitioner's answer.
 
 Headers follow confluent-kafka's rule: a list of (key, value) pairs or a dict; keys
 `str`; values `bytes` (or `bytearray`, `memoryview`), `str` (sent as UTF-8) or None.
@@ -15,37 +16,14 @@ Headers follow confluent-kafka's rule: a list of (key, value) pairs or a dict; k
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from trio_kafka.errors import InvalidTopicError
 from trio_kafka.producer import ProducerRecord
 
 Header = tuple[str, bytes | None]
 
-# Kafka's org.apache.kafka.common.internals.Topic: legal characters and maximum length.
-_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-MAX_TOPIC_LENGTH = 249
 _BINARY = (bytes, bytearray, memoryview)
-
-
-def check_topic_name(topic: str) -> None:
-    """Kafka's rules for a topic name (`Topic.validate`): `InvalidTopicError` if broken."""
-    problem = None
-    if not topic:
-        problem = "it is empty"
-    elif topic in (".", ".."):
-        problem = "'.' and '..' are not allowed"
-    elif len(topic) > MAX_TOPIC_LENGTH:
-        problem = f"it is {len(topic)} characters long (at most {MAX_TOPIC_LENGTH})"
-    elif _LEGAL_TOPIC.fullmatch(topic) is None:
-        bad = sorted({c for c in topic if _LEGAL_TOPIC.fullmatch(c) is None})
-        problem = f"it contains {''.join(bad)!r}; only ASCII letters, digits, '.', '_', '-'"
-    if problem is not None:
-        raise InvalidTopicError(
-            f"topic name {topic!r} is not a valid Kafka topic name: {problem}", topic=topic
-        )
 
 
 def check_extras(headers: Any, partition: Any, timestamp: Any) -> tuple[Header, ...] | None:

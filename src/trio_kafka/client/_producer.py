@@ -37,7 +37,6 @@ from trio_kafka.client._cas import send_conditional
 from trio_kafka.client._checks import (
     check_extras,
     check_interceptor_result,
-    check_topic_name,
     checked_partitioner,
 )
 from trio_kafka.client._edge import edge_defaults
@@ -425,7 +424,6 @@ class Producer(TransactionalProducerMixin):
         return error
 
     async def _wait_for_topic(self, topic: str, deadline: float) -> None:
-        check_topic_name(topic)  # a known topic is valid: checked only when unknown
         timeout = max(deadline - self._now(), 0.0)
         try:
             await self.selector.wait_for_topic(topic, timeout=timeout)

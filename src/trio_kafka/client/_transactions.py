@@ -48,7 +48,6 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from trio_kafka.client._checks import check_topic_name
 from trio_kafka.errors import (
     AbortableError,
     BrokerConnectionError,
@@ -366,7 +365,6 @@ class TransactionDriver:
         producer = self._p
         deadline = producer._now() + producer.config.max_block
         for topic in sorted({topic for topic, _ in offsets}):
-            check_topic_name(topic)
             found = await producer.selector.wait_for_topic(
                 topic, timeout=max(deadline - producer._now(), 0.0)
             )

@@ -57,7 +57,7 @@ from trio_kafka.net._clock import Clock, TrioClock, default_rng
 from trio_kafka.net._config import SelectorConfig
 from trio_kafka.net._connection import BrokerConnection, PendingResponse
 from trio_kafka.net._groups import only_error
-from trio_kafka.net._metadata import ClusterMetadata, TopicMetadata
+from trio_kafka.net._metadata import ClusterMetadata, TopicMetadata, check_topic_name
 from trio_kafka.net._sasl import authenticate
 from trio_kafka.net._transport import TcpTransport, Transport
 from trio_kafka.net._versions import ApiVersionsInfo, negotiate
@@ -402,6 +402,9 @@ class KafkaSelector:
         after `timeout` (default `max_block`), `UnknownTopicError`, or
         `BrokerConnectionError` (naming the addresses) when no broker has ever
         answered: then the address, not the topic, is what is wrong."""
+        found = self.metadata.topic(topic)
+        if found is None:
+            check_topic_name(topic)  # a known topic is valid: checked only when unknown
         timeout = self.config.max_block if timeout is None else timeout
         deadline = self.clock.now() + timeout
         retry = ExponentialBackoff(self.config.retry_backoff, self.config.retry_backoff_max)
@@ -409,7 +412,6 @@ class KafkaSelector:
         unknown_answers = 0
         unknown_since: float | None = None
         last_error: BaseException | None = None
-        found = self.metadata.topic(topic)
         while found is None or not found.is_usable:
             with trio.move_on_at(deadline):
                 try:
