@@ -26,7 +26,7 @@ Header = tuple[str, bytes | None]
 _BINARY = (bytes, bytearray, memoryview)
 
 
-def check_extras(headers: Any, partition: Any, timestamp: Any) -> tuple[Header, ...] | None:
+def check_extras(headers: Any, partition: Any, timestamp: Any) -> Any:
     """Check a record's headers, partition and timestamp; returns the headers as the
     encoder takes them (None when there are none)."""
     if partition is not None and partition.__class__ is not int:
@@ -43,7 +43,25 @@ def check_extras(headers: Any, partition: Any, timestamp: Any) -> tuple[Header, 
     return check_headers(headers)
 
 
-def check_headers(headers: Any) -> tuple[Header, ...] | None:
+def check_headers(headers: Any) -> Any:
+    """`headers` as the encoder takes them: as given when already a list or tuple of
+    (str, bytes | None) tuples (no copy: the common case), converted otherwise, or a
+    `TypeError` naming the header that cannot be sent."""
+    if headers.__class__ is list or headers.__class__ is tuple:
+        for pair in headers:
+            if (
+                pair.__class__ is not tuple
+                or len(pair) != 2
+                or pair[0].__class__ is not str
+                or (pair[1] is not None and pair[1].__class__ is not bytes)
+            ):
+                break
+        else:
+            return headers or None
+    return _converted_headers(headers)
+
+
+def _converted_headers(headers: Any) -> tuple[Header, ...] | None:
     if isinstance(headers, Mapping):
         pairs: Any = list(headers.items())
     elif isinstance(headers, list | tuple):
