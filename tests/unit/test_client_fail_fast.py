@@ -20,10 +20,12 @@ from trio_kafka import (
     BrokerConnectionError,
     InvalidPartitionError,
     InvalidTopicError,
+    KafkaError,
+    ProducerClosedError,
     UnknownTopicError,
     open_producer,
 )
-from trio_kafka.broker import ClusterOptions, HookCall
+from trio_kafka.broker import BLACKHOLE, ClusterOptions, HookCall
 from trio_kafka.errors import ErrorCode
 from trio_kafka.protocol.messages.metadata import MetadataRequest
 
@@ -176,3 +178,27 @@ async def test_send_offsets_to_a_missing_topic_or_partition_fails_at_once_naming
         # The refused call left the transaction as it was: it still commits.
         await producer.send_offsets_to_transaction({("in", 1): 3}, "group")
         await producer.commit_transaction()
+
+
+async def test_a_send_waiting_for_metadata_is_released_by_aclose(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    cluster = make_cluster(topics={"t": 1})
+    async with producer_for(MemoryTransport(cluster, nursery)) as producer:
+        await producer.send_and_wait("t", b"warm up")
+        cluster.add_hook(MetadataRequest, lambda call: BLACKHOLE)  # no answer, ever
+        outcome: list[BaseException] = []
+
+        async def waiting_send() -> None:
+            try:
+                await producer.send("unanswered", b"v")
+            except KafkaError as exc:
+                outcome.append(exc)
+
+        async with trio.open_nursery() as inner:
+            inner.start_soon(waiting_send)
+            await trio.sleep(1.0)
+            start = trio.current_time()
+            await producer.aclose()
+        assert trio.current_time() - start < 1.0  # released by the close, not max_block
+        assert len(outcome) == 1 and isinstance(outcome[0], ProducerClosedError), outcome

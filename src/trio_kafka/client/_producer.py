@@ -108,6 +108,8 @@ class Producer(TransactionalProducerMixin):
         )
         self._progress = trio.Event()
         self._calls = 0
+        # Cancel scopes of sends waiting for a topic's metadata: closing cancels them.
+        self._metadata_waits: set[trio.CancelScope] = set()
         # Set once close begins: send() refuses from then on.
         self._closing = False
         self._closed = False
@@ -426,7 +428,15 @@ class Producer(TransactionalProducerMixin):
     async def _wait_for_topic(self, topic: str, deadline: float) -> None:
         timeout = max(deadline - self._now(), 0.0)
         try:
-            await self.selector.wait_for_topic(topic, timeout=timeout)
+            # Closing cancels this wait (as Java's close wakes a send in waitOnMetadata).
+            with trio.CancelScope() as scope:
+                self._metadata_waits.add(scope)
+                try:
+                    await self.selector.wait_for_topic(topic, timeout=timeout)
+                finally:
+                    self._metadata_waits.discard(scope)
+            if scope.cancelled_caught:
+                self._refuse()
         except TopicNotFoundError as exc:
             # A bootstrap address is often also a metadata broker's: name each once.
             tried = ", ".join(
@@ -494,6 +504,8 @@ class Producer(TransactionalProducerMixin):
             node.settle_all(error)
         self._core.fail_all(error)
         self._notify_progress()
+        for scope in self._metadata_waits:
+            scope.cancel()
         self._nursery.cancel_scope.cancel()
 
     # -- metrics ---------------------------------------------------------------------
