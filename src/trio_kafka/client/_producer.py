@@ -150,10 +150,15 @@ class Producer(TransactionalProducerMixin):
     ) -> RecordHandle:
         """Append one record; returns its handle once buffer space was found.
 
-        `timestamp` is the create time in ms since the epoch (None: now). Raises
-        `BufferFullError`, `UnknownTopicError` (after `max_block`; `BrokerConnectionError`
-        when no broker ever answered), `RecordTooLargeError`, `InvalidPartitionError`,
-        `ProducerClosedError` or the producer's fatal error.
+        `timestamp` is the create time in ms since the epoch (None: now); `headers` a
+        list of (str, bytes | str | None) pairs or a dict (a str value is sent as UTF-8,
+        as confluent-kafka does). A record that cannot be sent fails here, alone:
+        `TypeError` naming the field (value, key, a header, partition, timestamp),
+        `InvalidTopicError` for a name Kafka forbids, or whatever a serializer or a
+        custom partitioner raised. Also raises `BufferFullError`, `UnknownTopicError`
+        (once the brokers say it does not exist, or after `max_block`;
+        `BrokerConnectionError` when no broker ever answered), `RecordTooLargeError`,
+        `InvalidPartitionError`, `ProducerClosedError` or the producer's fatal error.
 
         `expected_offset=N` (with `partition=`): a CAS write, see client/_cas.py.
         """
