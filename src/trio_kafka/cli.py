@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from trio_kafka import __version__
+from trio_kafka._version import __version__
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -424,7 +424,17 @@ class DeliveryHandle:
         self.index = index
 
     def __repr__(self) -> str:
-        return f"<DeliveryHandle {self.batch.topic}-{self.batch.partition}#{self.index} {self.outcome!r}>"
+        batch = self.batch
+        where = f"{batch.topic}-{batch.partition}#{self.index}"
+        outcome = self.outcome
+        if outcome is None:
+            state = "pending"
+        elif isinstance(outcome, Acknowledged):
+            state = f"acknowledged offset={outcome.offset}"
+        else:
+            kind = "failed" if isinstance(outcome, Failed) else "ambiguous"
+            state = f"{kind} {type(outcome.error).__name__}: {outcome.error}"
+        return f"<{type(self).__name__} {where} {state}>"
 
     def done(self) -> bool:
         return self.batch.result is not None
