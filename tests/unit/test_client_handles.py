@@ -93,13 +93,13 @@ async def test_awaiting_a_pending_handle_waits_for_its_batch(
     cluster_and_transport: tuple[Cluster, MemoryTransport],
 ) -> None:
     _, transport = cluster_and_transport
-    async with producer_for(transport, linger=2.0) as producer:
+    async with producer_for(transport, linger=0.8) as producer:
         await producer.send_and_wait("t", b"warm up", partition=0)
         start = trio.current_time()
         handle = await producer.send("t", b"x", partition=0)
         assert not handle.done()
         ack = await handle
-        assert trio.current_time() - start == pytest.approx(2.0)  # the linger, then acked
+        assert trio.current_time() - start == pytest.approx(0.8)  # the linger, then acked
     assert ack.offset == 1
 
 
@@ -108,9 +108,9 @@ async def test_awaiting_a_pending_handle_can_be_cancelled_and_the_record_lives_o
     cluster_and_transport: tuple[Cluster, MemoryTransport],
 ) -> None:
     _, transport = cluster_and_transport
-    async with producer_for(transport, linger=5.0) as producer:
+    async with producer_for(transport, linger=0.8) as producer:
         handle = await producer.send("t", b"x", partition=0)
-        with trio.move_on_after(1.0) as scope:
+        with trio.move_on_after(0.3) as scope:
             await handle
         assert scope.cancelled_caught
         assert not handle.done()  # cancelling the wait cancels the wait, not the record
@@ -123,7 +123,7 @@ async def test_send_of_a_producer_record_yields_only_every_64_calls(
     cluster_and_transport: tuple[Cluster, MemoryTransport],
 ) -> None:
     _, transport = cluster_and_transport
-    async with producer_for(transport, linger=1.0) as producer:
+    async with producer_for(transport, linger=0.9) as producer:
         await producer.send_and_wait("t", b"warm up")  # metadata and producer id
         record = ProducerRecord("t", b"x")
         steps = await _steps()
