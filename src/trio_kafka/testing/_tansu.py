@@ -8,7 +8,7 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -29,7 +29,8 @@ def tansu_binary() -> Path:
     return binary
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A port free on 127.0.0.1 right now (the OS may hand it out again later)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -59,9 +60,22 @@ def _wait_until_listening(port: int, process: subprocess.Popen[bytes], timeout: 
 
 
 @contextlib.contextmanager
-def tansu_broker(*, startup_timeout: float = 10.0) -> Iterator[TansuBroker]:
-    """Run Tansu with in-memory storage on a free port for the duration of the block."""
-    port = _free_port()
+def tansu_broker(
+    *,
+    startup_timeout: float = 10.0,
+    port: int | None = None,
+    advertised: str | None = None,
+    storage_engine: str = "memory://tansu/",
+    env: Mapping[str, str] | None = None,
+) -> Iterator[TansuBroker]:
+    """Run Tansu on a free port (or `port`) for the duration of the block.
+
+    `advertised` ("host:port") is the address Metadata gives clients instead of its own,
+    e.g. a `FaultProxy` in front of it; `storage_engine` is Tansu's (in memory by
+    default; `s3://bucket/` with `env` naming the S3 endpoint and keys); `env` is added
+    to the process environment.
+    """
+    port = free_port() if port is None else port
     url = f"tcp://127.0.0.1:{port}"
     process = subprocess.Popen(
         [
@@ -70,12 +84,13 @@ def tansu_broker(*, startup_timeout: float = 10.0) -> Iterator[TansuBroker]:
             "--listener-url",
             url,
             "--advertised-listener-url",
-            url,
+            f"tcp://{advertised}" if advertised else url,
             "--storage-engine",
-            "memory://tansu/",
+            storage_engine,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env={**os.environ, **env} if env else None,
     )
     try:
         _wait_until_listening(port, process, startup_timeout)
