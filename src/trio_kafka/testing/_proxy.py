@@ -100,6 +100,8 @@ class FaultEvent:
 class _Chunk:
     deliver_at: float
     data: bytes
+    #: Held by the late-delivery fault (counted in `FaultProxy._held_undelivered`).
+    held: bool = False
 
 
 @attrs.frozen(slots=True)
@@ -210,6 +212,8 @@ class FaultProxy:
     _links: dict[int, _Link] = attrs.field(factory=dict)
     _next_link: int = 0
     _port: int | None = None
+    # Held chunks not yet delivered or dropped (what `settle` waits for).
+    _held_undelivered: int = 0
     events: list[FaultEvent] = attrs.field(factory=list)
     #: How often each thing happened (connections, refused, cuts, bytes dropped...).
     counts: dict[str, int] = attrs.field(factory=dict)
@@ -321,6 +325,16 @@ class FaultProxy:
                 pipe.armed_cut = None
         self._event("heal")
 
+    async def settle(self, poll: float = 0.05) -> None:
+        """Wait until every held request is delivered (or its broker side is gone),
+        plus `zombie_linger` when some were: after `heal()`, before reading back."""
+        waited = False
+        while self._held_undelivered > 0:
+            waited = True
+            await trio.sleep(poll)
+        if waited or self.counts.get("held"):
+            await trio.sleep(self.zombie_linger)
+
     def note(self, kind: str, detail: str = "") -> None:
         """Append an event of your own (a schedule's seed, a test's phase) and count it."""
         self._event(kind, detail)
@@ -402,15 +416,16 @@ class FaultProxy:
                 if pipe.direction in self._blackholed:
                     self._count(f"blackholed.{pipe.direction.value}", len(data))
                     continue
-                extra = 0.0
+                extra, held = 0.0, False
                 if pipe.direction is Direction.TO_BROKER and self._hold is not None:
                     seconds, left = self._hold
                     self._hold = (seconds, left - 1) if left > 1 else None
-                    extra = seconds
+                    extra, held = seconds, True
                     pipe.held = True
+                    self._held_undelivered += 1
                     self._count("held")
                     self._event("held", f"link {link.id} {len(data)}B for {seconds:.3f}s")
-                await pipe.send.send(_Chunk(self._deliver_at(pipe, extra), data))
+                await pipe.send.send(_Chunk(self._deliver_at(pipe, extra), data, held))
 
     def _deliver_at(self, pipe: _Pipe, extra: float) -> float:
         seconds, jitter = self._delay.get(pipe.direction, (0.0, 0.0))
@@ -424,10 +439,12 @@ class FaultProxy:
         async with pipe.receive:
             async for item in pipe.receive:
                 match item:
-                    case _Chunk(deliver_at=at, data=data):
+                    case _Chunk(deliver_at=at, data=data, held=held):
                         await trio.sleep_until(at)
                         if not pipe.destination_gone:
                             await self._send(pipe, data)
+                        if held:
+                            self._held_undelivered -= 1
                     case _End(how=how):
                         if pipe.held and not pipe.destination_gone:
                             # A zombie request was just delivered: give the broker time

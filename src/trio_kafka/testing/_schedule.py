@@ -3,6 +3,8 @@
 `run_schedule(proxy, seed, duration=)` alternates quiet spells and faults: it draws a
 quiet time, a fault kind and its parameters, applies the fault, waits the fault's
 duration, heals, and so on until `duration` seconds have passed; it always ends healed.
+Kinds are dealt from a shuffled deck (every kind once per round, in a seeded order), so
+a run of a few rounds sees every kind.
 Every draw comes from `random.Random(seed)`, so the same seed gives the same sequence of
 faults (the moments they hit the traffic depend on the real clock, as with any real
 network). `FaultKind` names what may be drawn; `ScheduleConfig` tunes the spells.
@@ -92,11 +94,15 @@ async def run_schedule(
         raise ValueError("a schedule needs at least one fault kind")
     rng = random.Random(seed)
     proxy.note("schedule", f"seed={seed}")
+    deck: list[FaultKind] = []
     with trio.move_on_after(duration):
         try:
             while True:
                 await trio.sleep(rng.uniform(*config.quiet))
-                kind = rng.choice(choices)
+                if not deck:
+                    deck = list(choices)
+                    rng.shuffle(deck)
+                kind = deck.pop()
                 _apply(proxy, kind, rng, config)
                 await trio.sleep(rng.uniform(*config.fault))
                 proxy.heal()

@@ -1,0 +1,376 @@
+"""The chaos harness: a real broker behind a `FaultProxy`, a workload, a history, the
+simulator's checker.
+
+Theory of operation
+-------------------
+A run (`chaos_run`) is one seed against one target:
+
+1. the target is a broker that advertises the proxy's address, so every connection the
+   client opens (bootstrap, leaders, coordinators) goes through the proxy: our mock
+   broker in this trio run (`mock_target`), or Tansu as a subprocess (`tansu_target`);
+2. the workload runs through `ChaosContext`, the simulator's `SimContext` over real
+   sockets and real time: the simulator's own workloads (transactional, cas) run
+   unchanged, and `idempotent_keyed` is written here for 6 partitions and keys;
+3. meanwhile `run_schedule(proxy, seed)` draws the faults; when the workload has settled
+   every operation the proxy heals and `settle()` lets held (zombie) requests land;
+4. the log is read back: the mock broker's ground truth (`snapshot_cluster`), or, for
+   Tansu, every batch fetched raw (`fetch_snapshot`: producer ids, epochs, sequences and
+   control flags as stored), and the history goes to `trio_kafka.sim.checker.check`.
+
+Tansu writes no transaction markers and shows aborted records (docs/compatibility.md),
+so against it the transaction invariants that need markers cannot hold: its undecided
+transactional batches are expected (`TANSU_EXPECTED`), and `committed_complete` checks
+what can be: every record of a transaction reported committed is in the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import attrs
+import trio
+
+from trio_kafka.broker import Cluster, open_cluster
+from trio_kafka.client import Producer, create_topic, open_producer
+from trio_kafka.net import KafkaSelector, open_selector
+from trio_kafka.producer import DeliveryHandle
+from trio_kafka.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from trio_kafka.records import decode_batches
+from trio_kafka.sim.checker import (
+    CheckResult,
+    LogBatch,
+    LogSnapshot,
+    PartitionSnapshot,
+    check,
+    snapshot_cluster,
+)
+from trio_kafka.sim.checker import ViolationKind as VK
+from trio_kafka.sim.faults import PROFILES, Profile
+from trio_kafka.sim.history import History, Ok, Produce, TxnCommit
+from trio_kafka.sim.rand import Draws
+from trio_kafka.sim.workloads import record_send
+from trio_kafka.testing import (
+    FaultKind,
+    FaultProxy,
+    ScheduleConfig,
+    free_port,
+    open_fault_proxy,
+    run_schedule,
+    tansu_broker,
+)
+
+#: Kinds a Tansu run may report that only say "Tansu writes no markers".
+TANSU_EXPECTED = frozenset({VK.HANGING_TRANSACTION})
+
+#: Client timeouts: a held request (1-4 s) outlives a request timeout of 2 s, so the
+#: client gives up and reconnects while the broker still gets the old request.
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "request_timeout": 2.0,
+    "delivery_timeout": 20.0,
+    "max_block": 20.0,
+    "close_timeout": 20.0,
+    "metadata_max_age": 5.0,
+}
+
+
+#: Faults close together: a quick run of 8 s sees about eight of them.
+#: Held requests outlive the client's 2 s request timeout: zombies.
+CHAOS_SCHEDULE = ScheduleConfig(quiet=(0.1, 0.6), fault=(0.2, 1.2), hold=(2.5, 5.0))
+
+
+@attrs.define(eq=False)
+class Target:
+    """A broker behind a proxy. `bootstrap` is the proxy's address."""
+
+    name: str
+    proxy: FaultProxy
+    cluster: Cluster | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return self.proxy.address
+
+
+@contextlib.asynccontextmanager
+async def mock_target(
+    seed: int, topics: Mapping[str, int], configs: Mapping[str, Mapping[str, str]] | None = None
+) -> AsyncIterator[Target]:
+    """Our mock broker (one node) advertising a proxy in front of it."""
+    async with (
+        open_cluster(1) as cluster,
+        open_fault_proxy(cluster.listening[0], seed=seed) as proxy,
+    ):
+        cluster.advertise(0, proxy.host, proxy.port)
+        for name, partitions in topics.items():
+            cluster.create_topic(name, partitions, dict((configs or {}).get(name, {})))
+        yield Target("mock", proxy, cluster)
+
+
+@contextlib.asynccontextmanager
+async def tansu_target(seed: int, topics: Mapping[str, int]) -> AsyncIterator[Target]:
+    """Tansu (memory storage) listening on a free port and advertising the proxy."""
+    port = free_port()
+    async with open_fault_proxy(("127.0.0.1", port), seed=seed) as proxy:
+        with tansu_broker(port=port, advertised=proxy.address):
+            async with open_selector(proxy.address) as selector:
+                for name, partitions in topics.items():
+                    await create_topic(selector, name, partitions, cas=False)
+            yield Target("tansu", proxy)
+
+
+@attrs.define(eq=False)
+class ChaosContext:
+    """The simulator's `SimContext` over real sockets and real time (workloads/_api.py)."""
+
+    seed: int
+    draws: Draws
+    history: History
+    profile: Profile
+    #: Seconds (real) the workload keeps sending for: the schedule's duration.
+    fault_phase_end: float
+    competing_instances: bool
+    bootstrap: str
+    producer_defaults: Mapping[str, Any] = attrs.field(factory=lambda: dict(PRODUCER_DEFAULTS))
+
+    def open_producer(
+        self, name: str = "p0", **options: Any
+    ) -> contextlib.AbstractAsyncContextManager[Producer]:
+        merged = {**self.producer_defaults, **options}
+        return open_producer(
+            self.bootstrap,
+            rng=self.draws.rng("client.rng", name),
+            metrics_interval=0,
+            **merged,
+        )
+
+    def open_selector(
+        self, name: str, **options: Any
+    ) -> contextlib.AbstractAsyncContextManager[KafkaSelector]:
+        options.setdefault("request_timeout", self.producer_defaults["request_timeout"])
+        return open_selector(self.bootstrap, rng=self.draws.rng("selector.rng", name), **options)
+
+    def wall_clock(self) -> float:
+        import time
+
+        return time.time()
+
+    def rng(self, name: str) -> Any:
+        return self.draws.rng("workload.rng", name)
+
+    def fires_competitor(self, site: str, *key: str | int) -> bool:
+        return self.competing_instances
+
+    def buggify(self, site: str) -> bool:
+        return False
+
+    def value(self, writer: str, n: int) -> bytes:
+        return f"{writer}-{n}".encode()
+
+    async def track_send(
+        self,
+        producer: Producer,
+        writer: str,
+        topic: str,
+        value: bytes,
+        *,
+        partition: int | None = None,
+        key: bytes | None = None,
+        txn: str | None = None,
+    ) -> DeliveryHandle | None:
+        return await record_send(
+            self.history, producer, Produce(writer, topic, partition, value, key, txn)
+        )
+
+
+Workload = Callable[[ChaosContext], Awaitable[None]]
+
+
+@attrs.frozen
+class ChaosReport:
+    workload: str
+    broker: str
+    seed: int
+    result: CheckResult
+    #: Violations the broker explains (Tansu: no markers), not counted as failures.
+    expected: tuple[str, ...]
+    faults: Mapping[str, int]
+    proxy_counts: Mapping[str, int]
+
+    @property
+    def violations(self) -> list[str]:
+        return [v.render() for v in self.result.violations if v.render() not in self.expected]
+
+    def render(self) -> str:
+        c = self.result.counters
+        outcomes = " ".join(
+            f"{k.removeprefix('op.')}={v}" for k, v in sorted(c.items()) if k.startswith("op.")
+        )
+        faults = " ".join(f"{k}={v}" for k, v in sorted(self.faults.items()))
+        lines = [
+            f"chaos {self.workload} on {self.broker} seed={self.seed}: "
+            f"{len(self.violations)} violation(s)",
+            f"  faults: {faults}",
+            f"  records in log: {c.get('records', 0)}; outcomes: {outcomes}",
+            f"  proxy: connections={self.proxy_counts.get('connections', 0)} "
+            f"refused={self.proxy_counts.get('refused', 0)} "
+            f"held={self.proxy_counts.get('held', 0)} "
+            f"mid-frame cuts={self.proxy_counts.get('cut.mid_frame', 0)}",
+        ]
+        if self.expected:
+            lines.append(f"  expected on {self.broker} (no markers): {len(self.expected)}")
+        lines += [f"  {v}" for v in self.violations]
+        lines.append(
+            f"  replay: pytest tests/chaos -k '{self.workload} and {self.broker}' "
+            f"--chaos-seed {self.seed}"
+        )
+        return "\n".join(lines)
+
+
+async def fetch_snapshot(bootstrap: str, topics: Mapping[str, int]) -> LogSnapshot:
+    """Every stored batch of `topics`, fetched raw (read_uncommitted, control batches
+    kept), as the checker's `LogSnapshot` (last stable offset unknown)."""
+    parts = []
+    async with open_selector(bootstrap, request_timeout=10.0) as selector:
+        for topic, partitions in sorted(topics.items()):
+            await selector.wait_for_topic(topic, timeout=20.0)
+            for p in range(partitions):
+                batches, end = await _fetch_partition(selector, topic, p)
+                parts.append(
+                    PartitionSnapshot(
+                        topic, p, tuple(LogBatch.from_record_batch(b) for b in batches), end
+                    )
+                )
+    return LogSnapshot(tuple(parts))
+
+
+async def _fetch_partition(
+    selector: KafkaSelector, topic: str, partition: int
+) -> tuple[list[Any], int]:
+    meta = selector.metadata.partition(topic, partition)
+    assert meta is not None, f"no metadata for {topic}-{partition}"
+    connection = await selector.connection(meta.leader)
+    version = min(connection.api_versions[FetchRequest.API_KEY], 12)
+    out: list[Any] = []
+    offset = 0
+    high_watermark = 0
+    for _ in range(10_000):
+        request = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=1,
+            min_bytes=1,
+            max_bytes=4 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                FetchTopic(
+                    topic=topic,
+                    topic_id=uuid.UUID(int=0),
+                    partitions=[
+                        FetchPartition(
+                            partition=partition,
+                            current_leader_epoch=-1,
+                            fetch_offset=offset,
+                            partition_max_bytes=4 << 20,
+                        )
+                    ],
+                )
+            ],
+        )
+        response = await selector.request(meta.leader, request, version=version, timeout=10.0)
+        data = [
+            pd for t in response.responses for pd in t.partitions if pd.partition_index == partition
+        ]
+        if not data:
+            if offset >= high_watermark:
+                break
+            continue
+        assert data[0].error_code == 0, f"Fetch {topic}-{partition}@{offset}: {data[0].error_code}"
+        high_watermark = data[0].high_watermark
+        decoded = list(decode_batches(data[0].records or b"", allow_partial=True))
+        fresh = [b for b in decoded if b.base_offset + b.last_offset_delta >= offset]
+        if not fresh:
+            break
+        out += fresh
+        offset = fresh[-1].base_offset + fresh[-1].last_offset_delta + 1
+        if offset >= high_watermark:
+            break
+    return out, high_watermark
+
+
+def committed_complete(history: History, logs: LogSnapshot) -> list[str]:
+    """Every record of a transaction the client reported committed is in the log (what
+    can be checked of a transaction on a broker without markers)."""
+    in_log = {r.value for p in logs.partitions for b in p.batches for r in b.records}
+    committed = {
+        o.op.txn for o in history if isinstance(o.op, TxnCommit) and isinstance(o.outcome, Ok)
+    }
+    return [
+        f"[T1 committed-missing] {o.op.value!r} of committed transaction {o.op.txn} "
+        "is not in the log"
+        for o in history
+        if isinstance(o.op, Produce) and o.op.txn in committed and o.op.value not in in_log
+    ]
+
+
+async def chaos_run(
+    target: Target,
+    workload: Workload,
+    *,
+    name: str,
+    seed: int,
+    duration: float,
+    topics: Mapping[str, int],
+    profile: str = "lite",
+    kinds: tuple[FaultKind, ...] | None = None,
+    config: ScheduleConfig | None = CHAOS_SCHEDULE,
+    competing_instances: bool = True,
+    budget: float = 120.0,
+) -> ChaosReport:
+    """One seed: faults for `duration` s while `workload` runs, heal, read back, check."""
+    history = History()
+    ctx = ChaosContext(
+        seed=seed,
+        draws=Draws(seed),
+        history=history,
+        profile=PROFILES[profile],
+        fault_phase_end=duration,
+        competing_instances=competing_instances,
+        bootstrap=target.bootstrap,
+    )
+    with trio.fail_after(budget):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                lambda: run_schedule(
+                    target.proxy, seed, duration=duration, config=config, kinds=kinds
+                )
+            )
+            await workload(ctx)
+            nursery.cancel_scope.cancel()
+    target.proxy.heal()
+    await target.proxy.settle()
+    if target.cluster is not None:
+        logs = snapshot_cluster(target.cluster, topics=list(topics))
+    else:
+        logs = await fetch_snapshot(target.bootstrap, topics)
+    result = check(history, logs)
+    expected: tuple[str, ...] = ()
+    if target.name == "tansu":
+        expected = tuple(v.render() for v in result.violations if v.kind in TANSU_EXPECTED)
+        missing = committed_complete(history, logs)
+        if missing:
+            from trio_kafka.sim.checker import Violation
+
+            result = CheckResult(
+                result.violations + tuple(Violation(VK.TORN_TRANSACTION, m) for m in missing),
+                result.counters,
+            )
+    faults = {
+        k.removeprefix("fault."): v
+        for k, v in target.proxy.counts.items()
+        if k.startswith("fault.") and k not in ("fault.schedule", "fault.heal")
+    }
+    return ChaosReport(name, target.name, seed, result, expected, faults, dict(target.proxy.counts))
