@@ -55,6 +55,7 @@ from trio_kafka.testing import (
     FaultKind,
     FaultProxy,
     ScheduleConfig,
+    TansuBroker,
     free_port,
     open_fault_proxy,
     run_schedule,
@@ -84,6 +85,7 @@ class Target:
     name: str
     proxy: FaultProxy
     cluster: Cluster | None = None
+    tansu: TansuBroker | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -106,15 +108,23 @@ async def mock_target(
 
 
 @contextlib.asynccontextmanager
-async def tansu_target(seed: int, topics: Mapping[str, int]) -> AsyncIterator[Target]:
-    """Tansu (memory storage) listening on a free port and advertising the proxy."""
+async def tansu_target(
+    seed: int,
+    topics: Mapping[str, int],
+    *,
+    storage_engine: str = "memory://tansu/",
+    env: Mapping[str, str] | None = None,
+) -> AsyncIterator[Target]:
+    """Tansu (memory storage unless told) on a free port, advertising the proxy."""
     port = free_port()
     async with open_fault_proxy(("127.0.0.1", port), seed=seed) as proxy:
-        with tansu_broker(port=port, advertised=proxy.address):
+        with tansu_broker(
+            port=port, advertised=proxy.address, storage_engine=storage_engine, env=env
+        ) as broker:
             async with open_selector(proxy.address) as selector:
                 for name, partitions in topics.items():
                     await create_topic(selector, name, partitions, cas=False)
-            yield Target("tansu", proxy)
+            yield Target("tansu", proxy, tansu=broker)
 
 
 @attrs.define(eq=False)
@@ -262,10 +272,13 @@ async def _fetch_partition(
     out: list[Any] = []
     offset = 0
     high_watermark = 0
+    empty = 0
+    answered = False
     for _ in range(10_000):
         request = FetchRequest(
             replica_id=-1,
-            max_wait_ms=1,
+            # Tansu on S3 answers a short wait with nothing: let it take its time.
+            max_wait_ms=500,
             min_bytes=1,
             max_bytes=4 << 20,
             isolation_level=0,
@@ -290,19 +303,23 @@ async def _fetch_partition(
         data = [
             pd for t in response.responses for pd in t.partitions if pd.partition_index == partition
         ]
-        if not data:
-            if offset >= high_watermark:
-                break
-            continue
-        assert data[0].error_code == 0, f"Fetch {topic}-{partition}@{offset}: {data[0].error_code}"
-        high_watermark = data[0].high_watermark
-        decoded = list(decode_batches(data[0].records or b"", allow_partial=True))
-        fresh = [b for b in decoded if b.base_offset + b.last_offset_delta >= offset]
-        if not fresh:
-            break
-        out += fresh
-        offset = fresh[-1].base_offset + fresh[-1].last_offset_delta + 1
-        if offset >= high_watermark:
+        if data:
+            assert data[0].error_code == 0, (
+                f"Fetch {topic}-{partition}@{offset}: error {data[0].error_code}"
+            )
+            high_watermark = data[0].high_watermark
+            answered = True
+            decoded = list(decode_batches(data[0].records or b"", allow_partial=True))
+            fresh = [b for b in decoded if b.base_offset + b.last_offset_delta >= offset]
+        else:
+            fresh = []
+        if fresh:
+            out += fresh
+            offset = fresh[-1].base_offset + fresh[-1].last_offset_delta + 1
+            empty = 0
+        else:
+            empty += 1
+        if (answered and offset >= high_watermark) or empty >= 20:
             break
     return out, high_watermark
 

@@ -38,14 +38,44 @@ def free_port() -> int:
 
 @attrs.define(eq=False)
 class TansuBroker:
-    """A running Tansu process; `bootstrap` is its "127.0.0.1:port"."""
+    """A running Tansu process; `bootstrap` is its "127.0.0.1:port".
+
+    `kill()` and `start()` stop it at once (SIGKILL: no flush, no goodbye) and start it
+    again with the same arguments on the same port: a crash and a restart. Only a
+    durable storage engine (`s3://`) keeps the log across them.
+    """
 
     port: int
     process: subprocess.Popen[bytes]
+    #: The command line and environment it was started with (what `start` reuses).
+    argv: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    startup_timeout: float = 10.0
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        """SIGKILL the process and reap it."""
+        self.process.kill()
+        self.process.wait()
+
+    def start(self) -> None:
+        """Start it again (after `kill`) and wait until it listens."""
+        if self.process.poll() is None:
+            raise RuntimeError("Tansu is still running: kill() it first")
+        self.process = _spawn(self.argv, self.env)
+        _wait_until_listening(self.port, self.process, self.startup_timeout)
+
+
+def _spawn(argv: tuple[str, ...], env: Mapping[str, str] | None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        argv,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **env} if env else None,
+    )
 
 
 def _wait_until_listening(port: int, process: subprocess.Popen[bytes], timeout: float) -> None:
@@ -77,25 +107,22 @@ def tansu_broker(
     """
     port = free_port() if port is None else port
     url = f"tcp://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [
-            str(tansu_binary()),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            f"tcp://{advertised}" if advertised else url,
-            "--storage-engine",
-            storage_engine,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, **env} if env else None,
+    argv = (
+        str(tansu_binary()),
+        "broker",
+        "--listener-url",
+        url,
+        "--advertised-listener-url",
+        f"tcp://{advertised}" if advertised else url,
+        "--storage-engine",
+        storage_engine,
     )
+    broker = TansuBroker(port, _spawn(argv, env), argv, env, startup_timeout)
     try:
-        _wait_until_listening(port, process, startup_timeout)
-        yield TansuBroker(port=port, process=process)
+        _wait_until_listening(port, broker.process, startup_timeout)
+        yield broker
     finally:
+        process = broker.process  # the last one started
         process.terminate()
         try:
             process.wait(timeout=5)
