@@ -323,11 +323,12 @@ def simulate(
     workload = workload or defaults.get("workload", "idempotent")
     profile = profile or defaults.get("profile", "lite")
     jobs = jobs or int(defaults.get("jobs", default_jobs()))
-    imports = (*imports, *([workload.partition(":")[0]] if ":" in workload else []))
     try:
         import_workloads(imports)
     except ImportError as exc:
         raise click.BadParameter(f"cannot import: {exc}", param_hint="--import") from None
+    if ":" in workload:  # workers import the module too
+        imports = (*imports, workload.partition(":")[0])
     workload = resolve_workload(workload, imports)
     seconds = None
     if budget is not None:
