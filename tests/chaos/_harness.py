@@ -47,12 +47,13 @@ from trio_kafka.sim.checker import (
     LogBatch,
     LogSnapshot,
     PartitionSnapshot,
+    Violation,
     ViolationKind,
     check,
     snapshot_cluster,
 )
 from trio_kafka.sim.faults import PROFILES, Profile
-from trio_kafka.sim.history import History, Produce
+from trio_kafka.sim.history import Fail, History, Info, Produce, TxnBegin
 from trio_kafka.sim.rand import Draws
 from trio_kafka.sim.workloads import record_send
 from trio_kafka.testing import (
@@ -211,6 +212,7 @@ class ChaosReport:
     tolerated: tuple[str, ...]
     faults: Mapping[str, int]
     proxy_counts: Mapping[str, int]
+    history: History
 
     @property
     def violations(self) -> list[str]:
@@ -222,11 +224,17 @@ class ChaosReport:
             f"{k.removeprefix('op.')}={v}" for k, v in sorted(c.items()) if k.startswith("op.")
         )
         faults = " ".join(f"{k}={v}" for k, v in sorted(self.faults.items()))
+        errors: dict[str, int] = {}
+        for o in self.history:
+            if isinstance(o.outcome, Fail | Info):
+                key = f"{o.status.value}:{o.outcome.error}"
+                errors[key] = errors.get(key, 0) + 1
         lines = [
             f"chaos {self.workload} on {self.broker} seed={self.seed}: "
             f"{len(self.violations)} violation(s)",
             f"  faults: {faults}",
             f"  records in log: {c.get('records', 0)}; outcomes: {outcomes}",
+            f"  errors: {' '.join(f'{k}={v}' for k, v in sorted(errors.items())) or 'none'}",
             f"  proxy: connections={self.proxy_counts.get('connections', 0)} "
             f"refused={self.proxy_counts.get('refused', 0)} "
             f"held={self.proxy_counts.get('held', 0)} "
@@ -334,6 +342,32 @@ async def _fetch_partition(
     return out, high_watermark
 
 
+def fenced_without_transactions(history: History) -> tuple[Violation, ...]:
+    """A producer without a transactional id has nobody to be fenced by: records failing
+    with ProducerFencedError mean it fenced itself (its own epoch bump went wrong) and
+    died, which no checker invariant of the log sees (its failed records are absent)."""
+    transactional = {o.op.writer for o in history if isinstance(o.op, TxnBegin)}
+    fenced = [
+        o
+        for o in history
+        if isinstance(o.op, Produce)
+        and o.op.writer not in transactional
+        and isinstance(o.outcome, Fail)
+        and o.outcome.error == "ProducerFencedError"
+    ]
+    if not fenced:
+        return ()
+    writers = sorted({o.op.writer for o in fenced if isinstance(o.op, Produce)})
+    return (
+        Violation(
+            ViolationKind.PENDING,
+            f"{len(fenced)} record(s) of idempotent writers {writers} failed with "
+            "ProducerFencedError: a producer without a transactional id died fenced",
+            {"ops": [o.id for o in fenced[:10]], "writers": writers},
+        ),
+    )
+
+
 async def chaos_run(
     target: Target,
     workload: Workload,
@@ -385,6 +419,9 @@ async def chaos_run(
     else:
         logs = await fetch_snapshot(target.bootstrap, topics)
     result = check(history, logs, committed_reads=reads)
+    extra = fenced_without_transactions(history)
+    if extra:
+        result = CheckResult(result.violations + extra, result.counters)
     tolerated: tuple[str, ...] = ()
     if target.name == "tansu":
         tolerated = tuple(v.render() for v in result.violations if v.kind in TANSU_TOLERATED)
@@ -394,5 +431,5 @@ async def chaos_run(
         if k.startswith("fault.") and k not in ("fault.schedule", "fault.heal")
     }
     return ChaosReport(
-        name, target.name, seed, result, tolerated, faults, dict(target.proxy.counts)
+        name, target.name, seed, result, tolerated, faults, dict(target.proxy.counts), history
     )

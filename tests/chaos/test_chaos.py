@@ -1,7 +1,7 @@
 """Jepsen-style runs: our producer against a real broker through the fault proxy, each
 run's history checked by the simulator's checker (see _harness.py).
 
-Quick tier (always): one seed per workload and broker, ~8 s of faults each. Long tier
+Quick tier (always): one seed per workload and broker, 6 s of faults each. Long tier
 (`--chaos-long`): more seeds, longer fault phases, the standard sizes. Every run prints
 its report (faults injected, records, outcomes per kind, violations); a failing run's
 assertion message holds the report and the command that replays its seed.
@@ -17,7 +17,7 @@ from trio_kafka.broker import CAS_CONFIG
 from trio_kafka.sim.workloads import cas as sim_cas
 from trio_kafka.sim.workloads import transactional as sim_txn
 
-QUICK = 8.0
+QUICK = 6.0
 LONG = 30.0
 LONG_SEEDS = list(range(101, 111))
 
