@@ -70,14 +70,16 @@ async def _run(broker: str) -> ChaosReport:
     return report
 
 
+# Synchronous tests running their own trio.run: an AssertionError reaches the xfail mark
+# as itself, not wrapped in pytest-trio's exception group.
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=BUG)
-async def test_zombie_requests_after_ambiguity_mock() -> None:
-    report = await _run("mock")
+def test_zombie_requests_after_ambiguity_mock() -> None:
+    report = trio.run(_run, "mock")
     assert not report.violations, report.render()
 
 
 @pytest.mark.tansu
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=BUG)
-async def test_zombie_requests_after_ambiguity_tansu() -> None:
-    report = await _run("tansu")
+def test_zombie_requests_after_ambiguity_tansu() -> None:
+    report = trio.run(_run, "tansu")
     assert not report.violations, report.render()
