@@ -31,13 +31,13 @@ async def _lose_answers(proxy: FaultProxy) -> None:
     proxy.heal()
 
 
-async def _run(broker: str):  # type: ignore[no-untyped-def]
+async def _run(broker: str, name: str):  # type: ignore[no-untyped-def]
     target = mock_target(SEED, TOPICS) if broker == "mock" else tansu_target(SEED, TOPICS)
     async with target as t:
         return await chaos_run(
             t,
             idempotent_keyed(40),
-            name="idempotent",
+            name=name,
             seed=SEED,
             duration=5.0,
             topics=TOPICS,
@@ -51,7 +51,7 @@ BROKERS = ["mock", pytest.param("tansu", marks=pytest.mark.tansu)]
 
 @pytest.mark.parametrize("broker", BROKERS)
 async def test_lost_answers_are_deduplicated_by_the_real_producer(broker: str) -> None:
-    report = await _run(broker)
+    report = await _run(broker, "lost-answers")
     print("\n" + report.render())
     assert report.result.counters.get("op.produce.ok", 0) > 0
     assert report.proxy_counts.get("blackholed.to-client", 0) > 0, "the nemesis hit nothing"
@@ -61,6 +61,6 @@ async def test_lost_answers_are_deduplicated_by_the_real_producer(broker: str) -
 @pytest.mark.parametrize("broker", BROKERS)
 async def test_chaos_suite_catches_the_timeout_not_written_mutant(broker: str) -> None:
     with _mutants.enabled(_mutants.TIMEOUT_NOT_WRITTEN):
-        report = await _run(broker)
+        report = await _run(broker, "lost-answers+mutant")
     print("\n" + report.render())
     assert ViolationKind.DUPLICATE in report.result.kinds, report.render()
