@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
+import pytest
 import trio
 
 from trio_kafka.broker import Cluster, open_cluster
@@ -433,3 +434,24 @@ async def chaos_run(
     return ChaosReport(
         name, target.name, seed, result, tolerated, faults, dict(target.proxy.counts), history
     )
+
+
+#: The known bug of issue 13 (branch `core`): an idempotent producer that met an
+#: ambiguous request bumps its epoch through InitProducerId on Tansu and dies with
+#: ProducerFencedError. Random faults hit it in some runs only, so a run whose only
+#: violation is that one is marked xfail at run time (tests/chaos/test_zombie.py
+#: reproduces it every time, xfail strict). Remove this when `core` is merged.
+KNOWN_FENCED_BUG = (
+    "known bug (issue 13, branch core): the idempotent producer died with "
+    "ProducerFencedError after an ambiguous request"
+)
+
+
+def assert_clean(report: ChaosReport) -> None:
+    """Called outside trio.run, so an assertion or xfail reaches pytest as itself."""
+    print("\n" + report.render())
+    assert report.result.counters.get("ops", 0) > 0, "the workload recorded no operation"
+    fenced = [v for v in report.violations if "died fenced" in v]
+    if fenced and len(fenced) == len(report.violations):
+        pytest.xfail(f"{KNOWN_FENCED_BUG}: {fenced[0]}")
+    assert not report.violations, report.render()

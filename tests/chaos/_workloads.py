@@ -20,10 +20,13 @@ _KEYS = 8
 _TIGHT = {"request_timeout": 0.5, "delivery_timeout": 1.5}
 
 
-def idempotent_keyed(records: int, writers: int = 4):  # type: ignore[no-untyped-def]
+def idempotent_keyed(records: int, writers: int = 4, *, tight: bool = True):  # type: ignore[no-untyped-def]
+    """The workload; `tight=False` leaves out the producer with tight timeouts."""
+
     async def run(ctx: ChaosContext) -> None:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_own_producer, ctx, "t0", records // 2, _TIGHT)
+            if tight:
+                nursery.start_soon(_own_producer, ctx, "t0", records // 2, _TIGHT)
             if ctx.competing_instances:
                 nursery.start_soon(_own_producer, ctx, "c0", records // 2, {})
             async with ctx.open_producer("p0") as producer:

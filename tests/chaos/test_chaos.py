@@ -10,8 +10,9 @@ assertion message holds the report and the command that replays its seed.
 from __future__ import annotations
 
 import pytest
+import trio
 
-from tests.chaos._harness import ChaosReport, chaos_run, mock_target, tansu_target
+from tests.chaos._harness import ChaosReport, assert_clean, chaos_run, mock_target, tansu_target
 from tests.chaos._workloads import IDEMPOTENT_PARTITIONS, IDEMPOTENT_TOPIC, idempotent_keyed
 from trio_kafka.broker import CAS_CONFIG
 from trio_kafka.sim.workloads import cas as sim_cas
@@ -24,12 +25,6 @@ LONG_SEEDS = list(range(101, 111))
 IDEM_TOPICS = {IDEMPOTENT_TOPIC: IDEMPOTENT_PARTITIONS}
 TXN_TOPICS = {sim_txn.TOPIC: sim_txn.PARTITIONS}
 CAS_TOPICS = {sim_cas.TOPIC: 1}
-
-
-def _assert_clean(report: ChaosReport) -> None:
-    print("\n" + report.render())
-    assert report.result.counters.get("ops", 0) > 0, "the workload recorded no operation"
-    assert not report.violations, report.render()
 
 
 async def _idempotent(broker: str, seed: int, duration: float, records: int) -> ChaosReport:
@@ -76,30 +71,30 @@ async def _cas(seed: int, duration: float, profile: str) -> ChaosReport:
 
 
 @pytest.mark.parametrize("chaos_seed", [1], indirect=True)
-async def test_idempotent_mock(chaos_seed: int) -> None:
-    _assert_clean(await _idempotent("mock", chaos_seed, QUICK, 60))
+def test_idempotent_mock(chaos_seed: int) -> None:
+    assert_clean(trio.run(_idempotent, "mock", chaos_seed, QUICK, 60))
 
 
 @pytest.mark.tansu
 @pytest.mark.parametrize("chaos_seed", [1], indirect=True)
-async def test_idempotent_tansu(chaos_seed: int) -> None:
-    _assert_clean(await _idempotent("tansu", chaos_seed, QUICK, 60))
+def test_idempotent_tansu(chaos_seed: int) -> None:
+    assert_clean(trio.run(_idempotent, "tansu", chaos_seed, QUICK, 60))
 
 
 @pytest.mark.parametrize("chaos_seed", [1], indirect=True)
-async def test_transactional_mock(chaos_seed: int) -> None:
-    _assert_clean(await _transactional("mock", chaos_seed, QUICK, "lite"))
+def test_transactional_mock(chaos_seed: int) -> None:
+    assert_clean(trio.run(_transactional, "mock", chaos_seed, QUICK, "lite"))
 
 
 @pytest.mark.tansu
 @pytest.mark.parametrize("chaos_seed", [1], indirect=True)
-async def test_transactional_tansu(chaos_seed: int) -> None:
-    _assert_clean(await _transactional("tansu", chaos_seed, QUICK, "lite"))
+def test_transactional_tansu(chaos_seed: int) -> None:
+    assert_clean(trio.run(_transactional, "tansu", chaos_seed, QUICK, "lite"))
 
 
 @pytest.mark.parametrize("chaos_seed", [1], indirect=True)
-async def test_cas_mock(chaos_seed: int) -> None:
-    _assert_clean(await _cas(chaos_seed, QUICK, "lite"))
+def test_cas_mock(chaos_seed: int) -> None:
+    assert_clean(trio.run(_cas, chaos_seed, QUICK, "lite"))
 
 
 # -- long tier ---------------------------------------------------------------------------
@@ -108,18 +103,18 @@ async def test_cas_mock(chaos_seed: int) -> None:
 @pytest.mark.chaos_long
 @pytest.mark.parametrize("broker", ["mock", pytest.param("tansu", marks=pytest.mark.tansu)])
 @pytest.mark.parametrize("chaos_seed", LONG_SEEDS, indirect=True)
-async def test_idempotent_long(broker: str, chaos_seed: int) -> None:
-    _assert_clean(await _idempotent(broker, chaos_seed, LONG, 300))
+def test_idempotent_long(broker: str, chaos_seed: int) -> None:
+    assert_clean(trio.run(_idempotent, broker, chaos_seed, LONG, 300))
 
 
 @pytest.mark.chaos_long
 @pytest.mark.parametrize("broker", ["mock", pytest.param("tansu", marks=pytest.mark.tansu)])
 @pytest.mark.parametrize("chaos_seed", LONG_SEEDS, indirect=True)
-async def test_transactional_long(broker: str, chaos_seed: int) -> None:
-    _assert_clean(await _transactional(broker, chaos_seed, LONG, "standard"))
+def test_transactional_long(broker: str, chaos_seed: int) -> None:
+    assert_clean(trio.run(_transactional, broker, chaos_seed, LONG, "standard"))
 
 
 @pytest.mark.chaos_long
 @pytest.mark.parametrize("chaos_seed", LONG_SEEDS, indirect=True)
-async def test_cas_long(chaos_seed: int) -> None:
-    _assert_clean(await _cas(chaos_seed, LONG, "standard"))
+def test_cas_long(chaos_seed: int) -> None:
+    assert_clean(trio.run(_cas, chaos_seed, LONG, "standard"))

@@ -7,6 +7,8 @@ broker's answers for 3 s (a blackhole towards the client: the requests are appli
 responses lost), so every request of that spell times out after being applied. The real
 producer keeps the sequence and the broker deduplicates the retry (the control run is
 clean); the mutant writes each such record twice and the checker reports duplicates.
+(The workload's producer with tight timeouts is left out: its records would expire
+Ambiguous and meet the known epoch-bump bug of tests/chaos/test_zombie.py on Tansu.)
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ async def _run(broker: str, name: str):  # type: ignore[no-untyped-def]
     async with target as t:
         return await chaos_run(
             t,
-            idempotent_keyed(40),
+            idempotent_keyed(40, tight=False),
             name=name,
             seed=SEED,
             duration=5.0,
@@ -50,8 +52,8 @@ BROKERS = ["mock", pytest.param("tansu", marks=pytest.mark.tansu)]
 
 
 @pytest.mark.parametrize("broker", BROKERS)
-async def test_lost_answers_are_deduplicated_by_the_real_producer(broker: str) -> None:
-    report = await _run(broker, "lost-answers")
+def test_lost_answers_are_deduplicated_by_the_real_producer(broker: str) -> None:
+    report = trio.run(_run, broker, "lost-answers")
     print("\n" + report.render())
     assert report.result.counters.get("op.produce.ok", 0) > 0
     assert report.proxy_counts.get("blackholed.to-client", 0) > 0, "the nemesis hit nothing"
@@ -59,8 +61,8 @@ async def test_lost_answers_are_deduplicated_by_the_real_producer(broker: str) -
 
 
 @pytest.mark.parametrize("broker", BROKERS)
-async def test_chaos_suite_catches_the_timeout_not_written_mutant(broker: str) -> None:
+def test_chaos_suite_catches_the_timeout_not_written_mutant(broker: str) -> None:
     with _mutants.enabled(_mutants.TIMEOUT_NOT_WRITTEN):
-        report = await _run(broker, "lost-answers+mutant")
+        report = trio.run(_run, broker, "lost-answers+mutant")
     print("\n" + report.render())
     assert ViolationKind.DUPLICATE in report.result.kinds, report.render()

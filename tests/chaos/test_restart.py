@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from tests.chaos._harness import chaos_run, tansu_target
+from tests.chaos._harness import ChaosReport, assert_clean, chaos_run, tansu_target
 from tests.chaos._s3 import moto_command, moto_s3
 from tests.chaos._workloads import IDEMPOTENT_PARTITIONS, IDEMPOTENT_TOPIC, idempotent_keyed
 from trio_kafka.testing import FaultProxy, TansuBroker, run_schedule
@@ -45,13 +45,14 @@ def _kill_and_restart(broker: TansuBroker, seed: int):  # type: ignore[no-untype
 
 
 @pytest.mark.parametrize("chaos_seed", [1], indirect=True)
-async def test_idempotent_across_tansu_kill_9_and_restart(chaos_seed: int) -> None:
+def test_idempotent_across_tansu_kill_9_and_restart(chaos_seed: int) -> None:
     command = moto_command()
     assert command is not None
-    with moto_s3(command) as env:
+
+    async def run(env: dict[str, str]) -> ChaosReport:
         async with tansu_target(chaos_seed, TOPICS, storage_engine="s3://tansu/", env=env) as t:
             assert t.tansu is not None
-            report = await chaos_run(
+            return await chaos_run(
                 t,
                 idempotent_keyed(80),
                 name="idempotent-restart",
@@ -60,7 +61,9 @@ async def test_idempotent_across_tansu_kill_9_and_restart(chaos_seed: int) -> No
                 topics=TOPICS,
                 nemesis=_kill_and_restart(t.tansu, chaos_seed),
             )
-    print("\n" + report.render())
+
+    with moto_s3(command) as env:
+        report = trio.run(run, env)
     assert report.faults.get("kill-9") == 2
     assert report.result.counters.get("op.produce.ok", 0) > 0
-    assert not report.violations, report.render()
+    assert_clean(report)

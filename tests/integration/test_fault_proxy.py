@@ -44,10 +44,14 @@ class Upstream:
     port: int = 0
     echo: bool = True
     conns: list[_Conn] = attrs.field(factory=list)
+    #: When set, connections read nothing until it fires (the socket buffers fill up).
+    gate: trio.Event | None = None
 
     async def handle(self, stream: trio.SocketStream) -> None:
         conn = _Conn(stream=stream)
         self.conns.append(conn)
+        if self.gate is not None:
+            await self.gate.wait()
         while True:
             try:
                 data = await stream.receive_some(65536)
@@ -373,3 +377,23 @@ def test_broker_command_refuses_advertised_listeners_that_do_not_match() -> None
     )
     assert result.exit_code == 2
     assert "1 address(es) for 2 broker(s)" in result.output
+
+
+async def test_heal_in_the_middle_of_a_fragmented_write_delivers_the_rest(
+    connect: Connect, proxy: FaultProxy, upstream: Upstream
+) -> None:
+    """Found by the long chaos tier: a heal while a chunk was being written in pieces
+    crashed the link (the piece size was read again after the heal)."""
+    upstream.echo = False
+    upstream.gate = trio.Event()  # the broker reads nothing: the proxy's writes block
+    proxy.fragment(1000)
+    client = await connect(proxy)
+    payload = bytes(range(256)) * 40_000  # 10 MB: more than the socket buffers hold
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(client.send_all, payload)
+        await until(lambda: proxy.counts.get("fragments", 0) > 0, "fragmenting")
+        await trio.testing.wait_all_tasks_blocked()  # the writer is blocked mid-chunk
+        proxy.heal()
+        upstream.gate.set()
+        await until(lambda: len(upstream.conns[0].received) == len(payload), "delivered")
+    assert upstream.conns[0].received == payload

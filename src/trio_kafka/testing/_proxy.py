@@ -461,13 +461,15 @@ class FaultProxy:
                         pipe.destination_gone = True
 
     async def _send(self, pipe: _Pipe, data: bytes) -> None:
+        # Read once: a heal() while the pieces are written must not change them midway.
+        limit = self._fragment
         try:
-            if self._fragment is None or len(data) <= 1:
+            if limit is None or len(data) <= 1:
                 await pipe.destination.send_all(data)
                 return
             view = memoryview(data)
             while view:
-                size = self._rng.randint(1, self._fragment)
+                size = self._rng.randint(1, limit)
                 await pipe.destination.send_all(view[:size])
                 view = view[size:]
                 self._count("fragments")
