@@ -15,7 +15,7 @@ import pytest
 import trio
 from click.testing import CliRunner
 
-from trio_kafka._cli.simulate import default_jobs, parse_duration
+from trio_kafka._cli.simulate_options import default_jobs, parse_duration
 from trio_kafka.cli import main
 from trio_kafka.sim.runner import NO_OPERATIONS, UNEXPLAINED_RECORDS, run_seed
 from trio_kafka.sim.workloads import SimContext, Workload
