@@ -9,6 +9,7 @@ hold" are decided by `clock.jump`, never by the wall clock.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import attrs
 import pytest
@@ -397,3 +398,52 @@ async def test_heal_in_the_middle_of_a_fragmented_write_delivers_the_rest(
         upstream.gate.set()
         await until(lambda: len(upstream.conns[0].received) == len(payload), "delivered")
     assert upstream.conns[0].received == payload
+
+
+def test_proxy_command_runs_a_schedule_and_stops_on_sigint() -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from trio_kafka.testing import free_port
+
+    port = free_port()
+    cli = Path(sys.executable).parent / "trio-kafka"
+    process = subprocess.Popen(
+        [
+            str(cli),
+            "proxy",
+            "--upstream",
+            "127.0.0.1:1",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--seed",
+            "3",
+            "--faults",
+            "cut-rst,delay",
+            "--quiet",
+            "0.05:0.1",
+            "--fault-time",
+            "0.05:0.1",
+            "--duration",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        err = ""
+        assert process.stderr is not None
+        while "schedule done" not in err and time.monotonic() < deadline:
+            err += process.stderr.readline()
+        assert f"trio-kafka proxy: 127.0.0.1:{port} -> 127.0.0.1:1 (seed 3)" in err
+        assert "schedule done" in err
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, rest = process.communicate(timeout=30)
+    assert process.returncode == 0, rest
+    kinds = {line.split()[1] for line in out.splitlines() if line.strip()}
+    assert {"schedule", "heal"} <= kinds and kinds & {"cut", "delay"}

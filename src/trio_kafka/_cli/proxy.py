@@ -131,10 +131,11 @@ def proxy(
             p.fragment(fragment)
 
     async def echo_events(p: FaultProxy) -> None:
-        shown = 0
+        shown, start = 0, trio.current_time()
         while True:
             for event in p.events[shown:]:
-                click.echo(event.render())
+                # Seconds since the proxy started (trio's clock has an arbitrary origin).
+                click.echo(f"{event.time - start:8.3f} {event.kind} {event.detail}".rstrip())
             shown = len(p.events)
             await trio.sleep(0.1)
 
