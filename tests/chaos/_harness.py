@@ -54,7 +54,7 @@ from trio_kafka.sim.checker import (
     snapshot_cluster,
 )
 from trio_kafka.sim.faults import PROFILES, Profile
-from trio_kafka.sim.history import Fail, History, Info, Produce, TxnBegin
+from trio_kafka.sim.history import Fail, History, Info, Ok, Produce, TxnBegin
 from trio_kafka.sim.rand import Draws
 from trio_kafka.sim.workloads import record_send
 from trio_kafka.testing import (
@@ -343,6 +343,26 @@ async def _fetch_partition(
     return out, high_watermark
 
 
+def offsets_known(history: History) -> tuple[Violation, ...]:
+    """Our mock broker answers every write with its offset (a duplicate too, as Kafka
+    does): an acknowledgement without one is wrong there (Tansu may send -1 for a
+    duplicate, docs/compatibility.md)."""
+    unknown = [
+        o.id
+        for o in history
+        if isinstance(o.op, Produce) and isinstance(o.outcome, Ok) and o.outcome.offset is None
+    ]
+    if not unknown:
+        return ()
+    return (
+        Violation(
+            ViolationKind.WRONG_OFFSET,
+            f"{len(unknown)} record(s) acknowledged without an offset by the mock broker",
+            {"ops": unknown[:10]},
+        ),
+    )
+
+
 def fenced_without_transactions(history: History) -> tuple[Violation, ...]:
     """A producer without a transactional id has nobody to be fenced by: records failing
     with ProducerFencedError mean it fenced itself (its own epoch bump went wrong) and
@@ -421,6 +441,8 @@ async def chaos_run(
         logs = await fetch_snapshot(target.bootstrap, topics)
     result = check(history, logs, committed_reads=reads)
     extra = fenced_without_transactions(history)
+    if target.cluster is not None:
+        extra += offsets_known(history)
     if extra:
         result = CheckResult(result.violations + extra, result.counters)
     tolerated: tuple[str, ...] = ()
