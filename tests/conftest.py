@@ -17,3 +17,18 @@ def kafka_protocol_dir() -> Path:
     if not KAFKA_PROTOCOL.is_dir():
         pytest.fail(f"the shared Kafka protocol reference is missing: {KAFKA_PROTOCOL}")
     return KAFKA_PROTOCOL
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("chaos", "the chaos suite (tests/chaos)")
+    group.addoption(
+        "--chaos-long",
+        action="store_true",
+        help="also run the long chaos tier (or set TRIO_KAFKA_CHAOS_LONG=1)",
+    )
+    group.addoption(
+        "--chaos-seed",
+        type=int,
+        default=None,
+        help="run every chaos test with this one seed (replays a failure)",
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from trio_kafka import __version__
+from trio_kafka._version import __version__
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -71,6 +71,12 @@ def _read_users(values: tuple[str, ...]) -> dict[str, str]:
 @click.option(
     "--tls-key", type=click.Path(exists=True, dir_okay=False), help="TLS private key (PEM)."
 )
+@click.option(
+    "--advertised-listener",
+    multiple=True,
+    metavar="HOST:PORT",
+    help="Address clients are told for each broker, in node order (e.g. a fault proxy's).",
+)
 def broker(
     host: str,
     port: int,
@@ -82,6 +88,7 @@ def broker(
     sasl_mechanism: tuple[str, ...],
     tls_cert: str | None,
     tls_key: str | None,
+    advertised_listener: tuple[str, ...],
 ) -> None:
     """Run the in-memory mock Kafka broker until interrupted."""
     import logging
@@ -90,6 +97,7 @@ def broker(
 
     import trio
 
+    from trio_kafka._cli.proxy import host_port
     from trio_kafka.broker import MECHANISMS, ClusterOptions, SaslConfig, open_cluster
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -104,6 +112,19 @@ def broker(
     if tls_cert and tls_key:
         ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ssl_context.load_cert_chain(tls_cert, tls_key)
+    advertised = None
+    if advertised_listener:
+        if len(advertised_listener) != brokers:
+            raise click.BadParameter(
+                f"{len(advertised_listener)} address(es) for {brokers} broker(s): "
+                "give one per broker",
+                param_hint="--advertised-listener",
+            )
+        advertised = [host_port(a, "--advertised-listener") for a in advertised_listener]
+        if any(p == 0 for _, p in advertised):
+            raise click.BadParameter(
+                "port 0 cannot be advertised", param_hint="--advertised-listener"
+            )
     options = ClusterOptions(
         auto_create_topics=not no_auto_create,
         default_partitions=partitions,
@@ -112,7 +133,13 @@ def broker(
 
     async def run() -> None:
         async with open_cluster(
-            brokers, host=host, port=port, options=options, sasl=sasl, ssl_context=ssl_context
+            brokers,
+            host=host,
+            port=port,
+            options=options,
+            sasl=sasl,
+            ssl_context=ssl_context,
+            advertised=advertised,
         ) as cluster:
             security = (
                 ("SASL_SSL" if ssl_context else "SASL_PLAINTEXT")
@@ -120,7 +147,11 @@ def broker(
                 else ("SSL" if ssl_context else "PLAINTEXT")
             )
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                click.echo(f"trio-kafka mock broker: {cluster.bootstrap} ({security})", err=True)
+                listening = ",".join(f"{h}:{p}" for _, (h, p) in sorted(cluster.listening.items()))
+                shown = cluster.bootstrap
+                if shown != listening:
+                    shown = f"{listening}, advertised as {shown}"
+                click.echo(f"trio-kafka mock broker: {shown} ({security})", err=True)
                 async for signum in signals:
                     click.echo(f"stopped by signal {signum}", err=True)
                     return
@@ -141,3 +172,7 @@ main.add_command(tail)
 from trio_kafka._cli.demo import demo  # noqa: E402
 
 main.add_command(demo)
+
+from trio_kafka._cli.proxy import proxy  # noqa: E402
+
+main.add_command(proxy)

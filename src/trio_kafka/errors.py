@@ -1057,6 +1057,16 @@ class UnknownTopicError(RetriableError):
         self.topic = topic
 
 
+class InvalidTopicError(KafkaError, ValueError):
+    """A topic name Kafka cannot hold (empty, ".", "..", longer than 249 characters, or
+    characters outside [a-zA-Z0-9._-]), or a topic the broker says is invalid
+    (INVALID_TOPIC_EXCEPTION). Nothing was written; `topic` names it."""
+
+    def __init__(self, message: str, *, topic: str) -> None:
+        super().__init__(message)
+        self.topic = topic
+
+
 class RecordTooLargeError(KafkaError):
     """A record bigger than `max_request_size` or `buffer_memory`: never sendable."""
 

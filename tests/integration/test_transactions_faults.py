@@ -151,7 +151,7 @@ async def test_transaction_timed_out_on_the_broker_fences_the_producer_as_kafka_
 async def test_cancellation_inside_transaction_aborts() -> None:
     async with open_cluster(topics={"t": 1}) as cluster:
         async with open_producer(
-            bootstrap=cluster.bootstrap, transactional_id="tx-cancel", linger=5.0, **FAST
+            bootstrap=cluster.bootstrap, transactional_id="tx-cancel", linger=0.9, **FAST
         ) as producer:
             await producer.init_transactions()
             with trio.move_on_after(0.2) as scope:

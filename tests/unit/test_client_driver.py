@@ -103,7 +103,7 @@ async def test_send_yields_to_trio_only_every_64_calls(
     cluster_and_transport: tuple[Cluster, MemoryTransport],
 ) -> None:
     _, transport = cluster_and_transport
-    async with producer_for(transport, linger=1.0) as producer:
+    async with producer_for(transport, linger=0.9) as producer:
         await producer.send_and_wait("t", b"warm up")  # metadata and producer id
         me = trio.lowlevel.current_task()
 
@@ -223,7 +223,7 @@ async def test_leaving_the_block_with_an_error_fails_unsent_records_at_once(
 ) -> None:
     _, transport = cluster_and_transport
     with pytest.raises(RuntimeError):
-        async with producer_for(transport, linger=10.0) as producer:
+        async with producer_for(transport, linger=0.9) as producer:
             handle = await producer.send("t", b"never sent")
             raise RuntimeError("user code failed")
     outcome = handle.outcome

@@ -63,7 +63,7 @@ def test_a_batch_ready_says_expires_now_is_expired_at_that_instant() -> None:
 def test_after_expire_the_next_check_is_strictly_later(
     created: float, timeout: float, linger: float, step: int
 ) -> None:
-    config = ProducerConfig.from_kwargs(
+    config = ProducerConfig(  # virtual seconds: no unit warnings
         enable_idempotence=False, delivery_timeout=timeout, request_timeout=1.0, linger=linger
     )
     core = ProducerCore(config, random.Random(7), cluster=ClusterView.from_leaders({"t": [0]}))

@@ -352,12 +352,13 @@ async def test_a_missing_topic_raises_unknown_topic_after_max_block(
     nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:
     cluster = FakeCluster(nursery)
-    async with open_selector("b1:9092", transport=cluster, max_block=3.0) as selector:
+    # max_block shorter than the propagation window: the whole max_block is waited.
+    async with open_selector("b1:9092", transport=cluster, max_block=1.5) as selector:
         with pytest.raises(UnknownTopicError, match="Create it") as info:
             await selector.wait_for_topic("nope")
         assert info.value.topic == "nope"
         assert "UNKNOWN_TOPIC_OR_PARTITION" in str(info.value)
-        assert trio.current_time() == pytest.approx(3.0)
+        assert trio.current_time() == pytest.approx(1.5)
         assert cluster.count("MetadataRequest") > 2  # retried with backoff meanwhile
 
 

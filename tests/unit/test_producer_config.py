@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from trio_kafka.errors import ConfigError
-from trio_kafka.producer import BufferFullStrategy, ProducerConfig
+from trio_kafka.producer import BufferFullStrategy, ProducerConfig, TimeUnitWarning
 
 
-def test_defaults_match_the_java_client() -> None:
+def test_defaults_match_the_java_client_but_batch_size() -> None:
     config = ProducerConfig()
     assert config.acks == -1
     assert config.enable_idempotence is True
@@ -18,7 +18,7 @@ def test_defaults_match_the_java_client() -> None:
     assert config.request_timeout == 30.0
     assert config.delivery_timeout == 120.0
     assert config.linger == 0.005
-    assert config.batch_size == 16384
+    assert config.batch_size == 1_000_000  # librdkafka's, not Java's 16 KiB
     assert config.buffer_memory == 32 * 1024 * 1024
     assert config.max_block == 60.0
     assert config.max_request_size == 1024 * 1024
@@ -100,3 +100,61 @@ def test_evolve_validates_again() -> None:
 
 def test_a_callable_partitioner_is_accepted() -> None:
     assert callable(ProducerConfig(partitioner=lambda record, cluster: 0).partitioner)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        (
+            "linger",
+            5,
+            "linger=5 is in seconds (5 s); did you mean 0.005? (the Java client's linger.ms is in ms)",
+        ),
+        ("linger", 1.0, "linger=1.0 is in seconds (1 s); did you mean 0.001?"),
+        (
+            "request_timeout",
+            30000,
+            "request_timeout=30000 is in seconds (8.33333 hours); did you mean 30?",
+        ),
+        ("max_block", 60000, "max_block=60000 is in seconds (16.6667 hours); did you mean 60?"),
+        (
+            "retry_backoff",
+            100,
+            "retry_backoff=100 is in seconds (1.66667 minutes); did you mean 0.1?",
+        ),
+        ("transaction_timeout", 60000, "did you mean 60?"),
+    ],
+)
+def test_a_time_that_looks_like_milliseconds_warns_naming_the_unit(
+    option: str, value: float, message: str
+) -> None:
+    options: dict[str, object] = {option: value}
+    if option in ("linger", "request_timeout"):
+        options["delivery_timeout"] = 10**9  # >= linger + request_timeout
+    if option == "retry_backoff":
+        options["retry_backoff_max"] = 500
+    with pytest.warns(TimeUnitWarning) as caught:
+        config = ProducerConfig.from_kwargs(**options)
+    assert getattr(config, option) == value  # a warning, not a refusal
+    assert message in str(caught[0].message)
+
+
+def test_times_in_seconds_do_not_warn() -> None:
+    # pyproject's filterwarnings=error turns any warning here into a failure.
+    ProducerConfig.from_kwargs(
+        linger=0.5, request_timeout=30.0, delivery_timeout=120.0, max_block=600.0
+    )
+    ProducerConfig().evolve(linger=0.05)
+
+
+def test_evolve_warns_only_for_the_options_it_changes() -> None:
+    with pytest.warns(TimeUnitWarning, match="linger=2"):
+        config = ProducerConfig.from_kwargs(linger=2)
+    with pytest.warns(TimeUnitWarning) as caught:
+        config.evolve(max_block=7200)
+    assert [str(w.message).split("=")[0] for w in caught] == ["max_block"]
+
+
+def test_the_java_name_still_gets_its_did_you_mean() -> None:
+    with pytest.raises(ConfigError, match="did you mean 'linger'"):
+        ProducerConfig.from_kwargs(**{"linger.ms": 5})

@@ -60,6 +60,49 @@ def read_rows(path: Path, fmt: str, key_field: str | None) -> Iterator[Any]:
                 yield value if key_field is None else (_key_of(row.get(key_field)), value)
 
 
+def check_key_field(path: Path, fmt: str, key_field: str) -> None:
+    """Refuse a `--key-field` the rows do not have (naming it and the fields they do
+    have), before anything is written: a typo must not load every row without a key."""
+    if fmt == "csv":
+        with path.open(newline="", encoding="utf-8") as handle:
+            columns = csv.DictReader(handle).fieldnames or []
+        if key_field not in columns:
+            raise click.ClickException(
+                f"--key-field {key_field!r} is not a column of {path}; its columns are "
+                f"{_names(columns)}"
+            )
+        return
+    seen: dict[str, None] = {}
+    with path.open("rb") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise click.ClickException(f"{path}:{number}: not JSON: {exc}") from None
+            if not isinstance(obj, dict):
+                raise click.ClickException(
+                    f"--key-field {key_field!r}: {path}:{number} is a JSON "
+                    f"{type(obj).__name__}, not an object with fields"
+                )
+            if key_field not in obj:
+                if not seen:
+                    raise click.ClickException(
+                        f"--key-field {key_field!r} is not a field of the rows of {path}; "
+                        f"their fields are {_names(obj)}"
+                    )
+                raise click.ClickException(
+                    f"--key-field {key_field!r}: {path}:{number} has no such field (its "
+                    f"fields are {_names(obj)}); earlier rows have it"
+                )
+            seen.update(dict.fromkeys(obj))
+
+
+def _names(names: Any) -> str:
+    return ", ".join(repr(name) for name in names) or "(none)"
+
+
 def count_rows(path: Path, fmt: str) -> int:
     if fmt == "jsonl":
         with path.open("rb") as lines:
@@ -102,6 +145,8 @@ def load(
     import trio
 
     fmt = fmt or ("csv" if file.suffix.lower() == ".csv" else "jsonl")
+    if key_field is not None:
+        check_key_field(file, fmt, key_field)
     load_id = load_id or default_load_id(file)
     try:
         trio.run(

@@ -19,6 +19,12 @@ from typing import Any
 
 import click
 
+from trio_kafka._cli.simulate_options import (
+    default_jobs,
+    import_workloads,
+    parse_duration,
+    resolve_workload,
+)
 from trio_kafka.sim.faults import BUGGIFY_SITES, FaultKind
 from trio_kafka.sim.minimize import fault_id, parse_fault_ids, replay_command, resolve_fault_ids
 from trio_kafka.sim.runner import SeedResult, run_seed, still_fails
@@ -47,6 +53,11 @@ def quiet_client_logs() -> Callable[[], None]:
     return restore
 
 
+def _init_worker(imports: Sequence[str]) -> None:
+    quiet_client_logs()
+    import_workloads(imports)
+
+
 def _run_one(args: tuple[str, int, str]) -> SeedResult:
     workload, seed, profile = args
     return run_seed(workload, seed, profile=profile).result
@@ -57,6 +68,7 @@ def run_many(
     seeds: Sequence[int],
     profile: str,
     jobs: int,
+    imports: Sequence[str] = (),
 ) -> Iterator[SeedResult]:
     """Results in seed order (workers may finish out of order; `map` keeps the order)."""
     tasks = [(workload, s, profile) for s in seeds]
@@ -65,9 +77,49 @@ def run_many(
             yield _run_one(task)
         return
     with concurrent.futures.ProcessPoolExecutor(
-        max_workers=jobs, initializer=quiet_client_logs
+        max_workers=jobs, initializer=_init_worker, initargs=(tuple(imports),)
     ) as pool:
         yield from pool.map(_run_one, tasks, chunksize=max(1, min(16, len(tasks) // (4 * jobs))))
+
+
+def run_for(
+    workload: str,
+    first_seed: int,
+    profile: str,
+    jobs: int,
+    seconds: float,
+    *,
+    max_seeds: int | None = None,
+    imports: Sequence[str] = (),
+) -> Iterator[SeedResult]:
+    """Seeds first_seed, first_seed + 1... until `seconds` of wall time are spent (the
+    seeds started by then finish), in seed order; at most `max_seeds`."""
+    deadline = time.monotonic() + seconds
+    chunk = 8 * max(1, jobs)
+    next_seed = first_seed
+    limit = None if max_seeds is None else first_seed + max_seeds
+    pool = (
+        concurrent.futures.ProcessPoolExecutor(
+            max_workers=jobs, initializer=_init_worker, initargs=(tuple(imports),)
+        )
+        if jobs > 1
+        else None
+    )
+    try:
+        while time.monotonic() < deadline and (limit is None or next_seed < limit):
+            stop = next_seed + chunk if limit is None else min(next_seed + chunk, limit)
+            tasks = [(workload, s, profile) for s in range(next_seed, stop)]
+            next_seed = stop
+            if pool is None:
+                for task in tasks:
+                    yield _run_one(task)
+                    if time.monotonic() >= deadline:
+                        return
+            else:
+                yield from pool.map(_run_one, tasks)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
 
 
 def minimize(result: SeedResult, *, max_replays: int = 200) -> dict[str, Any]:
@@ -105,7 +157,28 @@ def minimize(result: SeedResult, *, max_replays: int = 200) -> dict[str, Any]:
     default=None,
     help="Fault rates, phase lengths and workload size (default lite).",
 )
-@click.option("--jobs", "-j", type=int, default=None, help="Worker processes (default 1).")
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes (default: the machine's cores).",
+)
+@click.option(
+    "--budget",
+    default=None,
+    metavar="DURATION",
+    help="Run seeds (from --seed, default 0) until this much wall time is spent: "
+    "90s, 15m, 1h30m (--seeds then caps the count).",
+)
+@click.option(
+    "--import",
+    "imports",
+    multiple=True,
+    metavar="MODULE",
+    help="Import MODULE first: its @register'ed workloads become --workload names "
+    "(repeat the option). --workload MODULE:FUNCTION imports it too.",
+)
 @click.option(
     "--scenario",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -168,6 +241,8 @@ def simulate(
     seed: int | None,
     profile: str | None,
     jobs: int | None,
+    budget: str | None,
+    imports: tuple[str, ...],
     scenario: Path | None,
     replay_file: Path | None,
     faults: str | None,
@@ -192,7 +267,20 @@ def simulate(
         defaults = tomllib.loads(scenario.read_text())
     workload = workload or defaults.get("workload", "idempotent")
     profile = profile or defaults.get("profile", "lite")
-    jobs = jobs or int(defaults.get("jobs", 1))
+    jobs = jobs or int(defaults.get("jobs", default_jobs()))
+    try:
+        import_workloads(imports)
+    except ImportError as exc:
+        raise click.BadParameter(f"cannot import: {exc}", param_hint="--import") from None
+    if ":" in workload:  # workers import the module too
+        imports = (*imports, workload.partition(":")[0])
+    workload = resolve_workload(workload, imports)
+    seconds = None
+    if budget is not None:
+        try:
+            seconds = parse_duration(budget)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--budget") from None
     if seeds is None and "seeds" in defaults:
         seeds = int(defaults["seeds"])
     if seed is None and "first_seed" in defaults:
@@ -246,10 +334,16 @@ def simulate(
     seed_list = list(range(start, start + count))
     if master is not None and not on_spark:
         raise click.UsageError("--master names a Spark master: use it with --spark")
-    if on_spark:
+    if seconds is not None:
+        if on_spark:
+            raise click.UsageError("--budget runs local processes: not with --spark")
+        results = _run_for_budget(
+            console, workload, start, profile, jobs, seconds, seeds, tuple(imports)
+        )
+    elif on_spark:
         results = _run_on_spark(console, workload, seed_list, profile, master)
     else:
-        results = _run_with_progress(console, workload, seed_list, profile, jobs)
+        results = _run_with_progress(console, workload, seed_list, profile, jobs, imports)
     report = _report(console, workload, profile, results, minimize_failures=not no_minimize)
     if json_file is not None:
         json_file.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
@@ -258,8 +352,47 @@ def simulate(
         raise SystemExit(1)
 
 
+def _run_for_budget(
+    console: Any,
+    workload: str,
+    first_seed: int,
+    profile: str,
+    jobs: int,
+    seconds: float,
+    max_seeds: int | None,
+    imports: tuple[str, ...],
+) -> tuple[list[SeedResult], float]:
+    from rich.progress import Progress, TextColumn, TimeElapsedColumn
+
+    results: list[SeedResult] = []
+    failed = 0
+    started = time.perf_counter()
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.completed} seeds, {task.fields[failed]} failed"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        task = progress.add_task(
+            f"{workload}/{profile} for {seconds:g} s ({jobs} jobs)", total=None, failed=0
+        )
+        for result in run_for(
+            workload, first_seed, profile, jobs, seconds, max_seeds=max_seeds, imports=imports
+        ):
+            results.append(result)
+            failed += not result.ok
+            progress.update(task, advance=1, failed=failed)
+    return results, time.perf_counter() - started
+
+
 def _run_with_progress(
-    console: Any, workload: str, seeds: list[int], profile: str, jobs: int
+    console: Any,
+    workload: str,
+    seeds: list[int],
+    profile: str,
+    jobs: int,
+    imports: Sequence[str] = (),
 ) -> tuple[list[SeedResult], float]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -276,7 +409,7 @@ def _run_with_progress(
         transient=False,
     ) as progress:
         task = progress.add_task(f"{workload}/{profile}", total=len(seeds), failed=0)
-        for result in run_many(workload, seeds, profile, jobs):
+        for result in run_many(workload, seeds, profile, jobs, imports):
             results.append(result)
             failed += not result.ok
             progress.update(task, advance=1, failed=failed)

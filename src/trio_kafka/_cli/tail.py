@@ -44,9 +44,9 @@ def tail(
                 if not from_beginning:
                     start = max(start, end - lines)
                 async for record in reader.read(topic, p, start=start, end=end):
-                    line = f"{p}:{record.offset}\\t{_text(record.key)}\\t{_text(record.value)}"
+                    line = f"{p}:{record.offset}\t{_text(record.key)}\t{_text(record.value)}"
                     if show_headers and record.headers:
-                        line += "\\t" + " ".join(f"{k}={_text(v)}" for k, v in record.headers)
+                        line += "\t" + " ".join(f"{k}={_text(v)}" for k, v in record.headers)
                     click.echo(line)
 
     try:

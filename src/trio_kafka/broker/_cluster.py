@@ -24,7 +24,7 @@ import queue
 import ssl
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -62,6 +62,9 @@ class Cluster:
     _changed: trio.Event = attrs.field(factory=trio.Event)
     # node id -> cancel scopes of the connections it serves (so a crash can cut them).
     _connections: dict[int, set[trio.CancelScope]] = attrs.field(factory=dict)
+    #: node id -> (host, port) it listens on. What Metadata and FindCoordinator tell
+    #: clients is `state.endpoints`: the same unless `advertise` changed it.
+    listening: dict[int, tuple[str, int]] = attrs.field(factory=dict)
 
     @classmethod
     def create(
@@ -129,6 +132,13 @@ class Cluster:
 
     # -- what tests use ----------------------------------------------------------------
 
+    def advertise(self, node_id: int, host: str, port: int) -> None:
+        """Tell clients (Metadata, FindCoordinator) that `node_id` is at `host:port`,
+        e.g. a `FaultProxy` in front of it; it keeps listening where it was."""
+        if node_id not in self.state.endpoints:
+            raise KeyError(f"no node {node_id} (nodes: {sorted(self.state.endpoints)})")
+        self.state.endpoints[node_id] = (host, port)
+
     @property
     def bootstrap(self) -> str:
         return ",".join(
@@ -188,8 +198,15 @@ async def open_cluster(
     ssl_context: ssl.SSLContext | None = None,
     clock: Callable[[], int] = wall_clock_ms,
     topics: dict[str, int] | None = None,
+    advertised: Sequence[tuple[str, int]] | None = None,
 ) -> AsyncIterator[Cluster]:
-    """Run `brokers` mock brokers on `host` (free ports unless `port` is given)."""
+    """Run `brokers` mock brokers on `host` (free ports unless `port` is given).
+
+    `advertised`: one (host, port) per broker that clients are told instead of where it
+    listens (a proxy in front of it, as Kafka's `advertised.listeners`).
+    """
+    if advertised is not None and len(advertised) != brokers:
+        raise ValueError(f"advertised names {len(advertised)} address(es) for {brokers} broker(s)")
     cluster = Cluster.create(
         brokers, options=options, clock=clock, sasl=sasl, ssl_context=ssl_context
     )
@@ -197,7 +214,10 @@ async def open_cluster(
         for node_id in cluster.state.node_ids:
             listeners = await trio.open_tcp_listeners(port + node_id if port else 0, host=host)
             sockname = listeners[0].socket.getsockname()
-            cluster.state.endpoints[node_id] = (host, sockname[1])
+            cluster.listening[node_id] = (host, sockname[1])
+            cluster.state.endpoints[node_id] = (
+                advertised[node_id] if advertised is not None else (host, sockname[1])
+            )
 
             async def handler(stream: trio.SocketStream, node_id: int = node_id) -> None:
                 try:

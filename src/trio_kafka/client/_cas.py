@@ -46,7 +46,7 @@ from trio_kafka.errors import (
     KafkaError,
     error_for_code,
 )
-from trio_kafka.net import CAS_FEATURE, KafkaSelector
+from trio_kafka.net import CAS_FEATURE, KafkaSelector, check_topic_name
 from trio_kafka.producer import ProducerRecord, UnknownTopicError
 from trio_kafka.protocol.messages.create_topics import (
     CreatableTopic,
@@ -180,7 +180,9 @@ async def create_topic(
     timeout: float = 30.0,
 ) -> bool:
     """Create `topic` (with `expected.offset.check.enable=true` when `cas`); returns
-    False when it already existed (and `exist_ok`)."""
+    False when it already existed (and `exist_ok`). An invalid name raises
+    `InvalidTopicError` before any request."""
+    check_topic_name(topic)
     configs = [CreatableTopicConfig(name=CAS_TOPIC_CONFIG, value="true")] if cas else []
     request = CreateTopicsRequest(
         topics=[
@@ -217,6 +219,7 @@ async def send_conditional(
     expected_offset: int,
 ) -> RecordHandle:
     """`producer.send(..., expected_offset=N)` (see the module doc)."""
+    from trio_kafka.client._checks import check_extras
     from trio_kafka.client._handles import as_record_handle
     from trio_kafka.client._producer import _check_types
 
@@ -249,6 +252,7 @@ async def send_conditional(
         )
     else:
         _check_types(value, key)
+    headers = check_extras(headers, partition, timestamp)
     deadline = producer._now() + producer.config.max_block
     await cas_gate(producer.selector).check(
         topic, partition, timeout=max(deadline - producer._now(), 0.0)

@@ -12,10 +12,12 @@ append opened a new batch (handle index 0), so waking costs once per batch.
 Waiting (flush, close, a send blocked on `buffer_memory`) is on `_progress`, an Event
 replaced each time batches reach a final state.
 
-Closing (`aclose()`, or leaving `async with open_producer(...)`): stop lingering, wait up
-to `close_timeout` for every batch to settle, then settle the rest without waiting:
-requests still out become Ambiguous (they may have been written), queued batches fail
-with `ProducerClosedError`; then the tasks are cancelled. Leaving the block with an
+Closing (`aclose()`, or leaving `async with open_producer(...)`): abort an open
+transaction, stop lingering, wait up to `close_timeout` for every batch to settle, then
+settle the rest without waiting: requests still out become Ambiguous (they may have been
+written), queued batches fail with `ProducerClosedError`; then the tasks are cancelled.
+The tasks run in a nursery of their own (`_task_nursery`), so `aclose()` inside the
+block closes the producer without cancelling the block. Leaving the block with an
 exception closes with a zero timeout. Nothing waits on the network past the timeout.
 """
 
@@ -24,14 +26,22 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import ssl
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
+import attrs
 import trio
 
 from trio_kafka.client._cas import send_conditional
+from trio_kafka.client._checks import (
+    check_extras,
+    check_interceptor_result,
+    checked_partitioner,
+)
 from trio_kafka.client._edge import edge_defaults
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
+from trio_kafka.client._security import Security, pop_security
 from trio_kafka.client._sender import Sender, logger
 from trio_kafka.client._transactions import TransactionalProducerMixin, transaction_driver
 from trio_kafka.errors import (
@@ -82,8 +92,11 @@ class Producer(TransactionalProducerMixin):
         self._nursery = nursery
         # Transactions (client/_transactions.py): None unless transactional_id is set.
         self._txn = transaction_driver(config)
+        core_config = config
+        if callable(config.partitioner):
+            core_config = attrs.evolve(config, partitioner=checked_partitioner(config.partitioner))
         self._core = ProducerCore(
-            config,
+            core_config,
             rng,
             wall_offset=wall_offset,
             sequencing=None if self._txn is None else self._txn.sequencer,
@@ -95,6 +108,8 @@ class Producer(TransactionalProducerMixin):
         )
         self._progress = trio.Event()
         self._calls = 0
+        # Cancel scopes of sends waiting for a topic's metadata: closing cancels them.
+        self._metadata_waits: set[trio.CancelScope] = set()
         # Set once close begins: send() refuses from then on.
         self._closing = False
         self._closed = False
@@ -135,10 +150,15 @@ class Producer(TransactionalProducerMixin):
     ) -> RecordHandle:
         """Append one record; returns its handle once buffer space was found.
 
-        `timestamp` is the create time in ms since the epoch (None: now). Raises
-        `BufferFullError`, `UnknownTopicError` (after `max_block`; `BrokerConnectionError`
-        when no broker ever answered), `RecordTooLargeError`, `InvalidPartitionError`,
-        `ProducerClosedError` or the producer's fatal error.
+        `timestamp` is the create time in ms since the epoch (None: now); `headers` a
+        list of (str, bytes | str | None) pairs or a dict (a str value is sent as UTF-8,
+        as confluent-kafka does). A record that cannot be sent fails here, alone:
+        `TypeError` naming the field (value, key, a header, partition, timestamp),
+        `InvalidTopicError` for a name Kafka forbids, or whatever a serializer or a
+        custom partitioner raised. Also raises `BufferFullError`, `UnknownTopicError`
+        (once the brokers say it does not exist, or after `max_block`;
+        `BrokerConnectionError` when no broker ever answered), `RecordTooLargeError`,
+        `InvalidPartitionError`, `ProducerClosedError` or the producer's fatal error.
 
         `expected_offset=N` (with `partition=`): a CAS write, see client/_cas.py.
         """
@@ -148,9 +168,14 @@ class Producer(TransactionalProducerMixin):
                 self, topic, value, key, headers, partition, timestamp, expected_offset
             )
         # -- end CAS --
+        if topic.__class__ is ProducerRecord:  # the same fast path as the positional form
+            record: ProducerRecord = topic
+            topic, value, key = record.topic, record.value, record.key
+            headers = record.headers or None
+            partition, timestamp = record.partition, record.timestamp
         # The fast path: every test below is one comparison; anything unusual (a
-        # ProducerRecord, serializers, interceptors, closing, a fatal error, a value that
-        # is not bytes, an unknown topic, a full buffer) takes _send_slow.
+        # subclass of ProducerRecord, serializers, interceptors, closing, a fatal error,
+        # a value that is not bytes, an unknown topic, a full buffer) takes _send_slow.
         if (
             self._detour
             or topic.__class__ is not str
@@ -158,6 +183,8 @@ class Producer(TransactionalProducerMixin):
             or (key is not None and key.__class__ is not bytes)
         ):
             return await self._send_slow(topic, value, key, headers, partition, timestamp)
+        if headers is not None or partition is not None or timestamp is not None:
+            headers = check_extras(headers, partition, timestamp)
         try:
             handle = self._append(topic, value, key, headers, partition, timestamp, self._now())
         except UnknownTopicError:
@@ -185,7 +212,11 @@ class Producer(TransactionalProducerMixin):
         partition: int | None,
         timestamp: int | None,
     ) -> RecordHandle:
-        if not isinstance(topic, str):
+        if topic.__class__ is not str:
+            if not isinstance(topic, ProducerRecord):
+                raise TypeError(
+                    f"topic must be a str or a ProducerRecord, not {type(topic).__name__}"
+                )
             record = topic
             topic, value, key = record.topic, record.value, record.key
             headers = record.headers or None
@@ -200,6 +231,14 @@ class Producer(TransactionalProducerMixin):
             )
         else:
             _check_types(value, key)
+        # bytearray and memoryview: copied, so the caller may reuse the buffer, and a
+        # key must be hashable (the partitioner caches key hashes).
+        if value is not None and value.__class__ is not bytes:
+            value = bytes(value)
+        if key is not None and key.__class__ is not bytes:
+            key = bytes(key)
+        if headers is not None or partition is not None or timestamp is not None:
+            headers = check_extras(headers, partition, timestamp)
         try:
             handle = await self._append_waiting(topic, value, key, headers, partition, timestamp)
         except KafkaError as exc:
@@ -207,7 +246,8 @@ class Producer(TransactionalProducerMixin):
             raise
         handle.__class__ = RecordHandle
         self._calls += 1
-        await trio.lowlevel.checkpoint()
+        if not self._calls & (_CHECKPOINT_EVERY - 1):
+            await trio.lowlevel.checkpoint()
         return handle  # type: ignore[return-value]
 
     async def send_and_wait(
@@ -286,10 +326,12 @@ class Producer(TransactionalProducerMixin):
                 if on_send is None:
                     continue
                 try:
-                    record = on_send(record)
+                    changed = on_send(record)
                 except Exception:
                     # Java's rule: an interceptor's failure is logged, never the send's.
                     logger.exception("interceptor %r failed in on_send", interceptor)
+                    continue
+                record = check_interceptor_result(interceptor, changed)
             topic, value, key = record.topic, record.value, record.key
             headers = record.headers or None
             partition, timestamp = record.partition, record.timestamp
@@ -397,7 +439,15 @@ class Producer(TransactionalProducerMixin):
     async def _wait_for_topic(self, topic: str, deadline: float) -> None:
         timeout = max(deadline - self._now(), 0.0)
         try:
-            await self.selector.wait_for_topic(topic, timeout=timeout)
+            # Closing cancels this wait (as Java's close wakes a send in waitOnMetadata).
+            with trio.CancelScope() as scope:
+                self._metadata_waits.add(scope)
+                try:
+                    await self.selector.wait_for_topic(topic, timeout=timeout)
+                finally:
+                    self._metadata_waits.discard(scope)
+            if scope.cancelled_caught:
+                self._refuse()
         except TopicNotFoundError as exc:
             # A bootstrap address is often also a metadata broker's: name each once.
             tried = ", ".join(
@@ -413,7 +463,11 @@ class Producer(TransactionalProducerMixin):
         event.set()
 
     async def flush(self) -> None:
-        """Send everything appended so far now and wait until every record has settled."""
+        """Send everything appended so far now and wait until every record has settled.
+
+        Raises `ProducerClosedError` once the producer is closed."""
+        if self._closed:
+            self._refuse()
         core = self._core
         core.begin_flush()
         try:
@@ -425,34 +479,44 @@ class Producer(TransactionalProducerMixin):
             core.end_flush()
 
     async def aclose(self, timeout: float | None = None) -> None:
-        """Flush for up to `timeout` (default `close_timeout`), then settle the rest
-        without waiting (see the module doc) and stop the tasks."""
-        if self._closed:
+        """Close the producer and return: abort an open transaction (as Java's `close`
+        does), flush for up to `timeout` (default `close_timeout`), then settle the rest
+        without waiting (see the module doc) and stop the tasks. Callable anywhere, also
+        inside `async with open_producer(...)` (whose exit is then a no-op); later
+        `send()` and `flush()` raise `ProducerClosedError`."""
+        if self._closed or self._closing:
+            await trio.lowlevel.checkpoint()
             return
-        self._closing = self._detour = True
-        core = self._core
-        core.close()
-        self._sender.wake()
         timeout = self.config.close_timeout if timeout is None else timeout
+        if timeout < 0:
+            raise ValueError(f"aclose(timeout={timeout}) is not allowed: it must be >= 0")
         with trio.move_on_after(timeout):
+            if self._txn is not None:
+                await self._txn.abort_bounded()
+            self._closing = self._detour = True
+            core = self._core
+            core.close()
+            self._sender.wake()
             while core.has_unfinished and self._sender.fatal_error is None:
                 await self._progress.wait()
-        self._settle_everything()
+        self._settle_everything(timeout)
 
-    def _settle_everything(self) -> None:
+    def _settle_everything(self, timeout: float) -> None:
         if self._closed:
             return
         self._closed = True
         self._closing = self._detour = True
         self._core.close()
         error = ProducerClosedError(
-            "the producer closed before this record was acknowledged "
-            f"(close_timeout={self.config.close_timeout} s)"
+            "the producer closed before this record was acknowledged (within its close "
+            f"timeout of {timeout} s)"
         )
         for node in list(self._sender.nodes.values()):
             node.settle_all(error)
         self._core.fail_all(error)
         self._notify_progress()
+        for scope in self._metadata_waits:
+            scope.cancel()
         self._nursery.cancel_scope.cancel()
 
     # -- metrics ---------------------------------------------------------------------
@@ -516,6 +580,13 @@ _SELECTOR_OPTIONS = (
 )
 
 
+async def _task_nursery(*, task_status: trio.TaskStatus[trio.Nursery]) -> None:
+    """Hand back a nursery that lives until its scope is cancelled (by `aclose`)."""
+    async with trio.open_nursery() as tasks:
+        task_status.started(tasks)
+        await trio.sleep_forever()
+
+
 @contextlib.asynccontextmanager
 async def open_producer(
     bootstrap: str | Iterable[str] | None = None,
@@ -525,6 +596,7 @@ async def open_producer(
     clock: Clock | None = None,
     rng: random.Random | None = None,
     wall_clock: Callable[[], float] | None = None,
+    tls: ssl.SSLContext | bool | None = None,
     sasl: SaslConfig | None = None,
     metrics_interval: float = 60.0,
     buggify: Callable[[str], bool] | None = None,
@@ -533,13 +605,17 @@ async def open_producer(
     """An idempotent producer, flushed and closed on exit (within `close_timeout`).
 
     `options` are `ProducerConfig` fields (`acks`, `linger`, `compression`, ...; a typo
-    names the closest option). Pass `selector` to share one `KafkaSelector` between
+    names the closest option). TLS: `tls=` an `ssl.SSLContext` (or True: the system
+    trust store); SASL: `sasl=SaslConfig(mechanism, username, password)`; or Kafka's
+    names, `security_protocol='SASL_SSL'`, `sasl_mechanism`, `sasl_plain_username`,
+    `sasl_plain_password`, `ssl_cafile`, ... (client/_security.py, docs/security.md). Pass `selector` to share one `KafkaSelector` between
     producers (then `bootstrap`, `transport` and `sasl` are the selector's business).
     `clock`, `rng` and `wall_clock` are seams for the simulator; the defaults are trio's
     clock, an unseeded `random.Random` and `time.time`; `buggify(site) -> bool` is the
     simulator's fault hook (None: never). The producer's metrics are logged
     at DEBUG on the `trio_kafka.producer` logger every `metrics_interval` seconds.
     """
+    security = pop_security(options, tls, sasl)  # Kafka's security names leave options
     config = ProducerConfig.from_kwargs(**options)
     clock, rng, wall_clock = edge_defaults(clock, rng, wall_clock)
     # The exception the body raised, if any: the nurseries below wrap it in exception
@@ -556,28 +632,33 @@ async def open_producer(
                 selector = await stack.enter_async_context(
                     open_selector(
                         bootstrap,
-                        transport=transport,
+                        transport=security.transport(transport),
                         clock=clock,
                         rng=rng,
-                        sasl=sasl,
+                        sasl=security.sasl,
                         **selector_options,
                     )
                 )
-            elif transport is not None or sasl is not None:
+            elif transport is not None or security != Security():
                 raise ConfigError(
-                    "transport= and sasl= belong to the selector: pass one or the other"
+                    "transport=, tls=, sasl= and the security options belong to the "
+                    "selector: pass them or selector=, not both"
                 )
             async with trio.open_nursery() as nursery:
+                # The producer's tasks run in a nursery of their own, so that closing
+                # (which cancels them) never cancels the caller's block.
+                tasks: trio.Nursery = await nursery.start(_task_nursery)
                 producer = Producer(
-                    config, selector, clock, rng, wall_clock() - clock.now(), nursery, buggify
+                    config, selector, clock, rng, wall_clock() - clock.now(), tasks, buggify
                 )
                 producer._start(metrics_interval)
                 try:
                     yield producer
                 except BaseException as exc:
                     body_error = exc
-                    with trio.CancelScope(shield=True):
-                        producer._settle_everything()
+                    # A zero timeout (Java's close(Duration.ZERO)): no flush, and an open
+                    # transaction is left to the coordinator's transaction timeout.
+                    producer._settle_everything(0.0)
                     raise
                 with trio.CancelScope(shield=True):
                     await producer.aclose()

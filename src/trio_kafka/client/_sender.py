@@ -539,13 +539,26 @@ class Sender:
         self._after(settled)
 
     def settle_unsendable(self, attempt: ProduceAttempt, error: Exception) -> None:
-        """The batches cannot be encoded (a bug or a value of the wrong type): stop."""
-        failure = FatalError(
-            f"a record batch for node {attempt.node} could not be encoded ({error!r}); "
-            "the producer stops"
+        """The request could not be built: the batches that cannot be encoded (a bug, or
+        a value smuggled past send()'s checks) fail alone, each with its own cause; the
+        others go back to their queues. The producer lives."""
+        if not self._take(attempt):
+            return
+        errors: dict[int, KafkaError] = {}
+        for batch in attempt.batches:
+            try:
+                self.core.encode(batch)
+            except Exception as exc:  # whatever it is, it is this batch's
+                errors[id(batch)] = _unencodable(batch, exc)
+        if not errors:  # the request itself, not a batch: none of them can go
+            errors = {id(batch): _unencodable(batch, error) for batch in attempt.batches}
+        for batch in attempt.batches:
+            if id(batch) in errors:
+                logger.error("%s", errors[id(batch)])
+        settled = self.core.handle_unencodable(
+            attempt.node, attempt.batches, errors, self.clock.now()
         )
-        self.settle_failure(attempt, failure)  # not sent: back in the queues
-        self.fatal(failure)  # ...which fail_all empties
+        self._after(settled)
 
     def _after(self, settled: Settled) -> None:
         if settled.refresh_metadata:
@@ -553,3 +566,12 @@ class Sender:
         if settled.completed:
             self.on_progress()
         self.wake()
+
+
+def _unencodable(batch: ProducerBatch, cause: Exception) -> KafkaError:
+    error = KafkaError(
+        f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} could not be "
+        f"encoded ({cause!r}) and were not sent; the producer's other records are unaffected"
+    )
+    error.__cause__ = cause
+    return error

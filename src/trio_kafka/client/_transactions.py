@@ -53,6 +53,7 @@ from trio_kafka.errors import (
     BrokerConnectionError,
     ConfigError,
     IllegalTransactionStateError,
+    InvalidPartitionError,
     KafkaError,
 )
 from trio_kafka.net import TRANSACTION_VERSION_FEATURE, ApiVersionsInfo
@@ -353,7 +354,28 @@ class TransactionDriver:
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
         group_metadata: GroupMetadata | str,
     ) -> None:
+        await self._check_partitions_exist(offsets)
         await self._wait(self.manager.send_offsets(offsets, group_metadata))
+
+    async def _check_partitions_exist(self, offsets: Mapping[TopicPartition, object]) -> None:
+        """Refuse offsets of a topic or partition that does not exist, naming it, before
+        anything is sent: the coordinator would answer UNKNOWN_TOPIC_OR_PARTITION, which
+        is retriable, until the transaction timed out. Fails fast as `send()` does
+        (`KafkaSelector.wait_for_topic`); the transaction is left as it was."""
+        producer = self._p
+        deadline = producer._now() + producer.config.max_block
+        for topic in sorted({topic for topic, _ in offsets}):
+            found = await producer.selector.wait_for_topic(
+                topic, timeout=max(deadline - producer._now(), 0.0)
+            )
+            missing = sorted(
+                p for t, p in offsets if t == topic and not 0 <= p < found.partition_count
+            )
+            if missing:
+                raise InvalidPartitionError(
+                    f"send_offsets_to_transaction: partition {missing[0]} of topic {topic!r} "
+                    f"does not exist: it has {found.partition_count}"
+                )
 
     async def abort_bounded(self) -> None:
         """The abort after an exception or cancellation: shielded, at most

@@ -21,6 +21,7 @@ from trio_kafka.net._metadata import (
     ClusterMetadata,
     PartitionMetadata,
     TopicMetadata,
+    check_topic_name,
     invalidates_metadata,
     parse_bootstrap,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "TopicMetadata",
     "Transport",
     "TrioClock",
+    "check_topic_name",
     "expects_response",
     "invalidates_metadata",
     "open_connection",

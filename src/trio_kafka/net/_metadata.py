@@ -14,6 +14,7 @@ too).
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -26,11 +27,36 @@ from trio_kafka.errors import (
     ConfigError,
     ConnectionLostError,
     ErrorCode,
+    InvalidTopicError,
     RequestTimeoutError,
     error_info,
 )
 
 _NULL_UUID = uuid.UUID(int=0)
+
+
+# Kafka's org.apache.kafka.common.internals.Topic: legal characters and maximum length.
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_TOPIC_LENGTH = 249
+
+
+def check_topic_name(topic: str) -> None:
+    """Kafka's rules for a topic name (`Topic.validate`): `InvalidTopicError` if broken.
+    A name no broker can hold fails here, before any request, instead of after a wait."""
+    problem = None
+    if not topic:
+        problem = "it is empty"
+    elif topic in (".", ".."):
+        problem = "'.' and '..' are not allowed"
+    elif len(topic) > MAX_TOPIC_LENGTH:
+        problem = f"it is {len(topic)} characters long (at most {MAX_TOPIC_LENGTH})"
+    elif _LEGAL_TOPIC.fullmatch(topic) is None:
+        bad = sorted({c for c in topic if _LEGAL_TOPIC.fullmatch(c) is None})
+        problem = f"it contains {''.join(bad)!r}; only ASCII letters, digits, '.', '_', '-'"
+    if problem is not None:
+        raise InvalidTopicError(
+            f"topic name {topic!r} is not a valid Kafka topic name: {problem}", topic=topic
+        )
 
 
 @attrs.frozen(slots=True)

@@ -46,6 +46,8 @@ import trio
 from trio_kafka.errors import (
     AuthenticationError,
     BrokerConnectionError,
+    ErrorCode,
+    InvalidTopicError,
     KafkaError,
     UnknownTopicError,
     error_info,
@@ -55,7 +57,12 @@ from trio_kafka.net._clock import Clock, TrioClock, default_rng
 from trio_kafka.net._config import SelectorConfig
 from trio_kafka.net._connection import BrokerConnection, PendingResponse
 from trio_kafka.net._groups import only_error
-from trio_kafka.net._metadata import BrokerMetadata, ClusterMetadata, TopicMetadata
+from trio_kafka.net._metadata import (
+    BrokerMetadata,
+    ClusterMetadata,
+    TopicMetadata,
+    check_topic_name,
+)
 from trio_kafka.net._sasl import authenticate
 from trio_kafka.net._transport import TcpTransport, Transport
 from trio_kafka.net._versions import ApiVersionsInfo, negotiate
@@ -65,6 +72,13 @@ from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataReque
 #: the next candidate (the attempt goes on). A healthy connect and ApiVersions take
 #: milliseconds; a blackholed address takes `connection_setup_timeout` to fail.
 _HEDGE_DELAY = 1.0
+# wait_for_topic: this many Metadata answers saying UNKNOWN_TOPIC_OR_PARTITION (the
+# broker did not auto-create it), spread over at least TOPIC_PROPAGATION seconds, end the
+# wait before max_block. Topic creation reaches the brokers asynchronously, so one answer
+# is not enough (librdkafka waits topic.metadata.propagation.max.ms, 30 s, for this);
+# the window is short because a user waiting on a typo'd topic waits all of it.
+UNKNOWN_TOPIC_ANSWERS = 3
+TOPIC_PROPAGATION = 2.0
 
 
 @attrs.define(eq=False)
@@ -161,10 +175,13 @@ class KafkaSelector:
     async def aclose(self) -> None:
         """Close every connection and stop the background tasks."""
         self._closed = True
-        for node in list(self._nodes.values()):
-            if node.connection is not None:
-                node.deliberate.add(id(node.connection))
-                await node.connection.aclose()
+        # Shielded: under cancellation the first close would raise Cancelled and leave
+        # the other sockets open (each close is forceful: it never waits on the network).
+        with trio.CancelScope(shield=True):
+            for node in list(self._nodes.values()):
+                if node.connection is not None:
+                    node.deliberate.add(id(node.connection))
+                    await node.connection.aclose()
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
 
@@ -379,22 +396,55 @@ class KafkaSelector:
         return self.metadata
 
     async def wait_for_topic(self, topic: str, *, timeout: float | None = None) -> TopicMetadata:
-        """The topic's metadata, refreshing until it has partitions; after `timeout`
-        (default `max_block`) raises `UnknownTopicError`, or `BrokerConnectionError`
-        (naming the addresses) when no broker has ever answered: then the address, not
-        the topic, is what is wrong."""
+        """The topic's metadata, refreshing until it has partitions.
+
+        Fails fast when waiting cannot help: `InvalidTopicError` at the first answer
+        saying INVALID_TOPIC_EXCEPTION (Java's `maybeThrowExceptionForTopic`), and
+        `UnknownTopicError` after `UNKNOWN_TOPIC_ANSWERS` answers over `TOPIC_PROPAGATION`
+        seconds saying the topic does not exist (the broker did not auto-create it; a
+        few answers, not one, because a topic just created elsewhere takes a moment to
+        reach every broker). Otherwise,
+        after `timeout` (default `max_block`), `UnknownTopicError`, or
+        `BrokerConnectionError` (naming the addresses) when no broker has ever
+        answered: then the address, not the topic, is what is wrong."""
+        found = self.metadata.topic(topic)
+        if found is None:
+            check_topic_name(topic)  # a known topic is valid: checked only when unknown
         timeout = self.config.max_block if timeout is None else timeout
         deadline = self.clock.now() + timeout
         retry = ExponentialBackoff(self.config.retry_backoff, self.config.retry_backoff_max)
         attempts = 0
+        unknown_answers = 0
+        unknown_since: float | None = None
         last_error: BaseException | None = None
-        found = self.metadata.topic(topic)
         while found is None or not found.is_usable:
             with trio.move_on_at(deadline):
                 try:
                     await self.refresh_metadata([topic])
                 except BrokerConnectionError as exc:
                     last_error = exc
+                else:
+                    found = self.metadata.topic(topic)
+                    code = ErrorCode.NONE if found is None else found.error_code
+                    if code == ErrorCode.INVALID_TOPIC_EXCEPTION:
+                        raise InvalidTopicError(
+                            f"topic {topic!r} is invalid: the broker answers "
+                            "INVALID_TOPIC_EXCEPTION for it (a reserved or illegal name)",
+                            topic=topic,
+                        )
+                    if found is None or code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                        if unknown_since is None:
+                            unknown_since = self.clock.now()
+                        unknown_answers += 1
+                        if (
+                            unknown_answers >= UNKNOWN_TOPIC_ANSWERS
+                            and self.clock.now() - unknown_since >= TOPIC_PROPAGATION
+                        ):
+                            elapsed = timeout - max(deadline - self.clock.now(), 0.0)
+                            raise UnknownTopicError(
+                                self._unknown_topic_message(topic, elapsed, found, None),
+                                topic=topic,
+                            )
                 found = self.metadata.topic(topic)
                 if found is not None and found.is_usable:
                     break
@@ -402,7 +452,7 @@ class KafkaSelector:
                 attempts += 1
             if self.clock.now() >= deadline:
                 message = self._unknown_topic_message(topic, timeout, found, last_error)
-                if found is None and last_error is not None and self.metadata.updated_at is None:
+                if self.metadata.updated_at is None:
                     raise BrokerConnectionError(message) from last_error
                 raise UnknownTopicError(message, topic=topic)
         return found
@@ -418,12 +468,17 @@ class KafkaSelector:
             why = f"the brokers answer {error_info(found.error_code).name} for it"
         elif found is not None:
             why = "it has no partitions yet"
-        elif last_error is not None:
+        elif self.metadata.updated_at is None:
             # Nothing answered at all: the topic is not the problem, the address is.
             servers = ",".join(f"{host}:{port}" for host, port in self.config.bootstrap_servers)
+            why = (
+                f" ({last_error})"
+                if last_error is not None
+                else " (connections hang or nothing answers on them)"
+            )
             return (
                 f"no Kafka broker answered within {timeout:.1f} s, so topic {topic!r} could "
-                f"not be looked up ({last_error}). Is a broker running at {servers}? "
+                f"not be looked up{why}. Is a broker running at {servers}? "
                 "Check the host and port (bootstrap=), or start "
                 "trio-kafka's mock broker there: `trio-kafka broker --port 9092`"
             )

@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from trio_kafka import __version__
+from trio_kafka._version import __version__
 from trio_kafka.errors import ErrorCode, error_for_code
 from trio_kafka.net._connection import BrokerConnection
 from trio_kafka.protocol import REQUEST_CLASSES

@@ -87,7 +87,7 @@ from trio_kafka.producer._batch import (
     Result,
 )
 from trio_kafka.producer._cluster import ClusterView
-from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig
+from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig, TimeUnitWarning
 from trio_kafka.producer._core import (
     PartitionResponse,
     PartitionResponseLike,
@@ -138,6 +138,7 @@ __all__ = [
     "SequencingPolicy",
     "Settled",
     "StickyState",
+    "TimeUnitWarning",
     "TransactionAbortableError",
     "TransactionAbortedError",
     "TransactionManager",

@@ -14,7 +14,7 @@ below is the reference (Java name, default, meaning).
 | `request_timeout` | `request.timeout.ms` | `30.0` |
 | `delivery_timeout` | `delivery.timeout.ms` | `120.0` (>= `linger + request_timeout`) |
 | `linger` | `linger.ms` | `0.005` (Java 4.0's 5 ms) |
-| `batch_size` | `batch.size` | `16384` |
+| `batch_size` | `batch.size` | `1_000_000` (librdkafka's; Java's is 16384) |
 | `buffer_memory` | `buffer.memory` | `32 MiB` |
 | `max_block` | `max.block.ms` | `60.0` |
 | `max_request_size` | `max.request.size` | `1 MiB` |
@@ -47,6 +47,7 @@ from __future__ import annotations
 import difflib
 import enum
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -76,6 +77,59 @@ def _hint(name: str, known: list[str]) -> str:
         unit = " (in seconds)" if flat.endswith("_ms") else ""
         return f"; did you mean {close[0]!r}{unit}?"
     return f"; the options are: {', '.join(known)}"
+
+
+class TimeUnitWarning(UserWarning):
+    """A time option whose value looks like milliseconds: times here are float seconds."""
+
+
+# A value at or above this, in seconds, is more likely milliseconds than meant: linger
+# of a second or more, backoffs of minutes, timeouts and ages of an hour or more.
+_LOOKS_LIKE_MS = {
+    "linger": 1.0,
+    "retry_backoff": 60.0,
+    "reconnect_backoff": 60.0,
+    "retry_backoff_max": 600.0,
+    "reconnect_backoff_max": 600.0,
+    "request_timeout": 3600.0,
+    "delivery_timeout": 3600.0,
+    "max_block": 3600.0,
+    "transaction_timeout": 3600.0,
+    "close_timeout": 3600.0,
+    "metadata_max_age": 3600.0,
+    "connections_max_idle": 3600.0,
+    "partitioner_availability_timeout": 3600.0,
+    "leader_switch_interval": 3600.0,
+}
+
+
+def _warn_units(options: dict[str, Any]) -> None:
+    """Warn (`TimeUnitWarning`) for each time option that looks like milliseconds."""
+    for name, value in options.items():
+        limit = _LOOKS_LIKE_MS.get(name)
+        if (
+            limit is None
+            or isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or value < limit
+        ):
+            continue
+        java = {ours: java for java, ours in _JAVA_NAMES.items()}.get(name)
+        java_name = f" (the Java client's {java.replace('_', '.')} is in ms)" if java else ""
+        warnings.warn(
+            f"{name}={value!r} is in seconds ({_duration(value)}); did you mean "
+            f"{value / 1000:g}?{java_name}",
+            TimeUnitWarning,
+            stacklevel=4,
+        )
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:g} hours"
+    if seconds >= 60:
+        return f"{seconds / 60:g} minutes"
+    return f"{seconds:g} s"
 
 
 class BufferFullStrategy(enum.Enum):
@@ -158,7 +212,7 @@ class ProducerConfig:
     request_timeout: float = attrs.field(default=30.0, validator=_positive)
     delivery_timeout: float = attrs.field(default=120.0, validator=_positive)
     linger: float = attrs.field(default=0.005, validator=_non_negative)
-    batch_size: int = attrs.field(default=16384, validator=_positive_int)
+    batch_size: int = attrs.field(default=1_000_000, validator=_positive_int)
     buffer_memory: int = attrs.field(default=32 * 1024 * 1024, validator=_positive_int)
     max_block: float = attrs.field(default=60.0, validator=_non_negative)
     max_request_size: int = attrs.field(default=1024 * 1024, validator=_positive_int)
@@ -231,14 +285,19 @@ class ProducerConfig:
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> ProducerConfig:
         """Build from keywords, rejecting unknown names with the closest known one."""
-        known = [a.name for a in attrs.fields(cls)]
-        for name in kwargs:
-            if name not in known:
-                raise ConfigError(f"unknown producer option {name!r}{_hint(name, known)}")
+        _check_names(cls, kwargs)
+        _warn_units(kwargs)  # first: a ConfigError caused by the unit comes with its hint
         return cls(**kwargs)
 
     def evolve(self, **changes: Any) -> ProducerConfig:
         """A copy with some options changed (validated again)."""
-        current = {a.name: getattr(self, a.name) for a in attrs.fields(type(self))}
-        current.update(changes)
-        return ProducerConfig.from_kwargs(**current)
+        _check_names(type(self), changes)
+        _warn_units(changes)
+        return attrs.evolve(self, **changes)
+
+
+def _check_names(cls: type[ProducerConfig], kwargs: dict[str, Any]) -> None:
+    known = [a.name for a in attrs.fields(cls)]
+    for name in kwargs:
+        if name not in known:
+            raise ConfigError(f"unknown producer option {name!r}{_hint(name, known)}")

@@ -18,6 +18,7 @@ import attrs
 from trio_kafka.errors import (
     AmbiguousDeliveryTimeoutError,
     AmbiguousError,
+    BrokerConnectionError,
     DeliveryTimeoutError,
     ErrorCode,
     ExpectedOffsetMismatchError,
@@ -372,6 +373,39 @@ class ProducerCore:
             else:
                 completed += 1
         return Settled(True, completed, retried)
+
+    def handle_unencodable(
+        self,
+        node: int,
+        batches: Sequence[ProducerBatch],
+        errors: Mapping[int, KafkaError],
+        now: float,
+    ) -> Settled:
+        """The request for `batches` could not be built: the batches whose `id()` is in
+        `errors` cannot be encoded and fail alone (a record `send()` should have
+        refused); the others never left and go back to their queues. One bad batch must
+        never take the producer (and every other record) down with it."""
+        self.accumulator.request_done(node)
+        completed = retried = 0
+        for batch in batches:
+            if batch.state is not BatchState.IN_FLIGHT:
+                continue
+            self.accumulator.settle_in_flight(batch)
+            error = errors.get(id(batch))
+            if error is None:
+                not_sent = BrokerConnectionError(
+                    "not sent: another batch of the same request could not be encoded"
+                )
+                outcome = self._retry_or_fail(batch, now, not_sent, refresh=False)
+            else:
+                self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
+                self._finish_failed(batch, error)
+                outcome = "final"
+            if outcome.startswith("retry"):
+                retried += 1
+            else:
+                completed += 1
+        return Settled(False, completed, retried)
 
     def _can_retry(self, batch: ProducerBatch, now: float) -> bool:
         return (

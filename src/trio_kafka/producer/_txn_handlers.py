@@ -88,6 +88,11 @@ def _settle_orphan(m: TransactionManager, work: Work) -> None:
         result.set_error(m.last_error or TransactionAbortedError("the transaction was aborted"))
 
 
+#: Seconds before retrying a transaction's first AddPartitionsToTxn refused with
+#: CONCURRENT_TRANSACTIONS (Java's ADD_PARTITIONS_RETRY_BACKOFF_MS).
+ADD_PARTITIONS_RETRY_BACKOFF = 0.02
+
+
 def _retriable(code: int) -> bool:
     return error_info(code).retriable or code == E.CONCURRENT_TRANSACTIONS
 
@@ -167,6 +172,12 @@ def _add_partitions(m: TransactionManager, request: TxnRequest, response: Any, n
             continue
         if code in _COORDINATOR_GONE:
             return _rediscover(m, work, now)
+        if code == E.CONCURRENT_TRANSACTIONS and not m.partitions:
+            # The transaction's first add, while the previous one's markers are being
+            # written: retry soon, as Java does (ADD_PARTITIONS_RETRY_BACKOFF_MS,
+            # KAFKA-5477), not after retry_backoff (100 ms and growing): on Kafka
+            # that would be every short transaction's cost.
+            return m._retry(work, now, backoff=ADD_PARTITIONS_RETRY_BACKOFF)
         if _retriable(code):
             return m._retry(work, now)
         if code in _EPOCH:

@@ -251,7 +251,8 @@ class TxnRequestQueue:
             self.retry_backoff * (1 << min(max(attempts - 1, 0), 30)), self.retry_backoff_max
         )
 
-    def _retry(self, work: Work, now: float) -> None:
+    def _retry(self, work: Work, now: float, backoff: float | None = None) -> None:
+        """Queue `work` again after `backoff` (None: retry_backoff, growing)."""
         if self.state in (TxnState.ABORTING, TxnState.ABORTABLE_ERROR) and work.kind in (
             K.ADD_PARTITIONS,
             K.ADD_OFFSETS,
@@ -262,7 +263,7 @@ class TxnRequestQueue:
                 work.result.set_error(TransactionAbortedError("the transaction is being aborted"))
             return
         work.attempts += 1
-        work.not_before = now + self._backoff(work.attempts)
+        work.not_before = now + (self._backoff(work.attempts) if backoff is None else backoff)
         self._enqueue(work)
 
     def _drop_queued(self, error: KafkaError) -> None:

