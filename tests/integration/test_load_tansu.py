@@ -27,9 +27,7 @@ async def test_a_load_on_tansu_completes_in_transactions_and_resumes(tansu: Tans
     async with open_selector(tansu.bootstrap) as selector:
         await create_topic(selector, "load-tansu", 2, cas=False, replication_factor=1)
         first = await BulkLoader(selector, "load-tansu", "L", batch_bytes=4096).run(rows(8000))
-        again = await BulkLoader(selector, "load-tansu", "L", batch_bytes=4096).run(
-            rows(20_000)
-        )
+        again = await BulkLoader(selector, "load-tansu", "L", batch_bytes=4096).run(rows(20_000))
         assert (first.guarantee, first.loaded) == ("transactional", 8000)
         assert (again.loaded, again.skipped) == (12_000, 8000)
         reader = PartitionReader(selector)
@@ -46,6 +44,6 @@ async def test_a_forced_cas_load_on_tansu_is_refused(tansu: TansuBroker) -> None
     async with open_selector(tansu.bootstrap) as selector:
         await create_topic(selector, "load-cas", 1, cas=False, replication_factor=1)
         loader = BulkLoader(selector, "load-cas", "L", guarantee="exactly_once_cas")
-        with pytest.raises(CasNotSupportedError, match="expected.offset.cas"):
+        with pytest.raises(CasNotSupportedError, match=r"expected\.offset\.cas"):
             await loader.run(rows(10))
         assert await PartitionReader(selector).read_all("load-cas", 0) == []
