@@ -165,8 +165,8 @@ class PartitionLoad:
     """What one run did in one partition."""
 
     partition: int
-    #: Log end offset when the run started, and when it finished (CAS: exact; with
-    #: transactions the end is the start plus the rows loaded, other writers aside).
+    #: Log end offset when the run started, and when it finished (with transactions:
+    #: the last stable offset, read once the run is done).
     start_offset: int
     end_offset: int
     #: The last input row of this load found in the partition at the start (-1: none).
@@ -332,6 +332,8 @@ class BulkLoader:
                     producer = await stack.enter_async_context(
                         open_producer(
                             selector=selector,
+                            clock=selector.clock,
+                            rng=selector.rng,
                             wall_clock=self._wall_clock,
                             transactional_id=transactional_id_for(self.load_id, topic, partition),
                             transaction_timeout=self.transaction_timeout,
@@ -362,11 +364,15 @@ class BulkLoader:
                     raise leaves[0] from None
                 raise
         pipes = [part.pipe for part in parts]
+        if backend is Backend.CAS:
+            ends = [p.next_offset for p in pipes]  # exact: the batches are contiguous
+        else:  # commit markers (and other writers) take offsets too: ask the broker
+            ends = [await self.reader.log_end_offset(topic, p.partition) for p in pipes]
         return LoadResult(
             self.load_id,
             sum(p.loaded for p in pipes),
             sum(p.skipped for p in pipes),
-            tuple(_summary(p) for p in pipes),
+            tuple(_summary(p, end) for p, end in zip(pipes, ends, strict=True)),
             backend.value,
         )
 
@@ -396,8 +402,7 @@ class BulkLoader:
             self.on_progress(records, size)
 
 
-def _summary(pipe: LoadPipeline) -> PartitionLoad:
-    end = pipe.next_offset if pipe.backend is Backend.CAS else pipe.start_offset + pipe.loaded
+def _summary(pipe: LoadPipeline, end: int) -> PartitionLoad:
     return PartitionLoad(
         pipe.partition, pipe.start_offset, end, pipe.resumed_after_row, pipe.loaded, pipe.skipped
     )

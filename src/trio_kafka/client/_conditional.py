@@ -330,6 +330,9 @@ async def open_conditional_writer(
         txn_producer = await stack.enter_async_context(
             open_producer(
                 selector=selector,
+                clock=selector.clock,
+                rng=selector.rng,
+                buggify=producer._sender.buggify,  # the simulator's hook, as the producer's
                 linger=0.0,
                 transactional_id=log_transactional_id(topic, partition),
             )
