@@ -131,6 +131,19 @@ def test_kip360_init_with_a_stale_epoch_is_fenced() -> None:
     assert other.error is E.PRODUCER_FENCED
 
 
+def test_a_fenced_instances_kip360_bump_is_refused_not_taken_for_a_retry() -> None:
+    """A new instance's InitProducerId fences the old one; the old one's KIP-360 bump with
+    its (producer id, epoch) must be PRODUCER_FENCED, not answered as a retry of the new
+    instance's bump (Kafka keeps lastProducerEpoch = -1 after a fresh InitProducerId):
+    two producers with one identity would have their batches deduplicated against each
+    other (found by tests/integration/test_conditional_transactional.py)."""
+    tc = coordinator()
+    pid, epoch = started(tc)
+    assert started(tc) == (pid, epoch + 1)  # the new instance
+    r = tc.init_producer_id("tx", 60_000, NOW, producer_id=pid, producer_epoch=epoch)
+    assert r.error is E.PRODUCER_FENCED
+
+
 def test_epoch_exhaustion_allocates_a_new_producer_id() -> None:
     tc = coordinator()
     pid, _ = started(tc)

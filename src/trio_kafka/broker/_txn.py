@@ -185,15 +185,23 @@ class TransactionCoordinator:
                     return TxnResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
             elif producer_id != meta.producer_id or producer_epoch != meta.producer_epoch:
                 return TxnResult(ErrorCode.PRODUCER_FENCED)
+        # A fresh InitProducerId (a new instance) leaves no "last epoch" to retry from, as
+        # Kafka sets lastProducerEpoch = -1: else the fenced instance's KIP-360 bump with
+        # its old epoch would pass for a retry and get the new instance's identity.
+        fresh = producer_id == -1
         match meta.state:
             case S.PREPARE_COMMIT | S.PREPARE_ABORT:
                 return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
             case S.ONGOING:
                 # Fence the previous instance: abort its transaction under a bumped epoch.
                 job = self._abort_with_bump(meta, now_ms)
+                if fresh:
+                    meta.last_producer_epoch = -1
                 return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS, markers=job)
             case S.EMPTY | S.COMPLETE_COMMIT | S.COMPLETE_ABORT:
-                self._bump(meta)
+                rotated = self._bump(meta)
+                if fresh and rotated is None:
+                    meta.last_producer_epoch = -1
                 meta.timeout_ms = timeout_ms
                 meta.partitions.clear()
                 meta.groups.clear()
