@@ -32,8 +32,10 @@ Transactions (`_TxnPartition`): one task per partition takes each sealed chunk a
 writes it in one transaction of its transactional `Producer` (the producer core's own
 sequencing, retries and transaction machinery); the chunk's last row is its checkpoint,
 so rows and checkpoint commit together. An abortable failure aborts and retries the
-chunk (aborted rows are invisible to read_committed readers); anything else stops the
-load, and a rerun resumes from the committed checkpoint.
+chunk (aborted rows are invisible to read_committed readers); a commit whose answer
+was lost is settled by re-initialising and reading the committed checkpoint back (in:
+go on; not in: write the chunk again); anything else (a fence: another instance of the
+load took over) stops the load, and a rerun resumes from the committed checkpoint.
 
 The feeder routes rows to their pipelines; a sealed batch is handed on through a
 zero-capacity channel, so a partition has at most its window plus one batch in memory.
@@ -565,6 +567,23 @@ class _TxnPartition(_Partition):
                             topic, value, key=key, headers=headers or None, partition=partition
                         )
                 return
+            except AmbiguousError as exc:
+                # The commit's answer was lost (TransactionOutcomeUnknownError): the
+                # producer re-initialises, which settles the transaction (a fenced
+                # producer raises here: another instance took over, the load stops);
+                # then the committed checkpoint says whether the chunk is in.
+                await producer.init_transactions()
+                _, row, _ = await loader.resume_point(partition, loader.committed_reader)
+                if row >= chunk.last_row:
+                    return
+                if selector.clock.now() >= deadline:
+                    raise
+                logger.info(
+                    "%s-%d: commit outcome unknown (%s), not committed: retrying",
+                    topic,
+                    partition,
+                    exc,
+                )
             except AbortableError as exc:
                 # Aborted: nothing of the chunk is visible to read_committed readers.
                 if selector.clock.now() >= deadline:
