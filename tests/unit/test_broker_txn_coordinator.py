@@ -131,17 +131,42 @@ def test_kip360_init_with_a_stale_epoch_is_fenced() -> None:
     assert other.error is E.PRODUCER_FENCED
 
 
-def test_a_fenced_instances_kip360_bump_is_refused_not_taken_for_a_retry() -> None:
-    """A new instance's InitProducerId fences the old one; the old one's KIP-360 bump with
-    its (producer id, epoch) must be PRODUCER_FENCED, not answered as a retry of the new
-    instance's bump (Kafka keeps lastProducerEpoch = -1 after a fresh InitProducerId):
-    two producers with one identity would have their batches deduplicated against each
-    other (found by tests/integration/test_conditional_transactional.py)."""
+def test_kip360_init_with_the_epoch_a_new_instance_replaced_is_fenced() -> None:
+    # Kafka's prepareIncrementProducerEpoch: an InitProducerId without producer id (a new
+    # instance) sets the last epoch to -1, so the old instance's KIP-360 bump that names
+    # the replaced epoch is fenced, not taken for a retry (sim transactional seed
+    # 3001759: the old instance was handed the new one's epoch and its records were
+    # deduplicated against the new instance's batches: acknowledged, never written).
     tc = coordinator()
     pid, epoch = started(tc)
-    assert started(tc) == (pid, epoch + 1)  # the new instance
+    assert started(tc) == (pid, epoch + 1)
     r = tc.init_producer_id("tx", 60_000, NOW, producer_id=pid, producer_epoch=epoch)
     assert r.error is E.PRODUCER_FENCED
+
+
+def test_kip360_init_with_the_epoch_a_fence_replaced_is_fenced() -> None:
+    # prepareFenceProducerEpoch (a new instance arriving during a transaction) also
+    # leaves no last epoch to retry with.
+    tc = coordinator()
+    pid, epoch = ongoing(tc)
+    assert tc.init_producer_id("tx", 60_000, NOW).error is E.CONCURRENT_TRANSACTIONS
+    tc.complete("tx", NOW)
+    r = tc.init_producer_id("tx", 60_000, NOW, producer_id=pid, producer_epoch=epoch)
+    assert r.error is E.PRODUCER_FENCED
+
+
+def test_kip360_init_with_a_stale_epoch_during_a_transaction_fences_it_as_kafka_does() -> None:
+    # Kafka checks only the producer id before the state: in Ongoing it fences the open
+    # transaction (abort under a bumped epoch); the stale instance's retry is then fenced.
+    tc = coordinator()
+    pid, epoch = started(tc)
+    tc.init_producer_id("tx", 60_000, NOW, producer_id=pid, producer_epoch=epoch)
+    assert tc.add_partitions("tx", pid, epoch + 1, [TP], NOW) is E.NONE
+    r = tc.init_producer_id("tx", 60_000, NOW, producer_id=pid, producer_epoch=epoch)
+    assert r.error is E.CONCURRENT_TRANSACTIONS
+    tc.complete("tx", NOW)
+    again = tc.init_producer_id("tx", 60_000, NOW, producer_id=pid, producer_epoch=epoch)
+    assert again.error is E.PRODUCER_FENCED
 
 
 def test_epoch_exhaustion_allocates_a_new_producer_id() -> None:

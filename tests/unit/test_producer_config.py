@@ -8,7 +8,7 @@ from trio_kafka.errors import ConfigError
 from trio_kafka.producer import BufferFullStrategy, ProducerConfig
 
 
-def test_defaults_match_the_java_client() -> None:
+def test_defaults_match_the_java_client_but_batch_size() -> None:
     config = ProducerConfig()
     assert config.acks == -1
     assert config.enable_idempotence is True
@@ -18,7 +18,7 @@ def test_defaults_match_the_java_client() -> None:
     assert config.request_timeout == 30.0
     assert config.delivery_timeout == 120.0
     assert config.linger == 0.005
-    assert config.batch_size == 16384
+    assert config.batch_size == 1_000_000  # librdkafka's, not Java's 16 KiB
     assert config.buffer_memory == 32 * 1024 * 1024
     assert config.max_block == 60.0
     assert config.max_request_size == 1024 * 1024

@@ -217,6 +217,7 @@ def test_every_transition_in_the_table_is_reachable_through_the_public_api(
     m.commit()
     m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("timeout"), 0.0)
     answer(m, K.FIND_COORDINATOR, found())
+    answer(m, K.END_TXN, ended())  # resent at the same epoch to settle it
     answer(m, K.INIT_PRODUCER_ID, pid(1))
     # Closing from every state that can be closed.
     for reach in (_uninitialized, _initializing, _ready, _in_txn, _committing, _aborting, _aerr):
@@ -454,10 +455,32 @@ def test_poll_delay_tells_a_due_retry_from_an_end_txn_blocked_on_batches() -> No
     assert m.poll_delay(0.0) == 0.0
 
 
-def test_concurrent_transactions_is_retried_with_growing_backoff() -> None:
+def test_concurrent_transactions_on_the_first_add_partitions_is_retried_after_20_ms() -> None:
+    # The previous transaction's markers are still being written (Kafka answers
+    # CONCURRENT_TRANSACTIONS until they are): Java retries the transaction's first
+    # AddPartitionsToTxn after 20 ms (ADD_PARTITIONS_RETRY_BACKOFF_MS, KAFKA-5477), not
+    # after retry_backoff (100 ms, then growing), which would cost every short
+    # transaction on Kafka 100 ms or more.
     m = ready()
     m.begin()
     m.maybe_add_partition(("t", 0))
+    now = 0.0
+    for _ in range(5):
+        request = expect(m, K.ADD_PARTITIONS, now)
+        m.handle_response(request, added(request, ErrorCode.CONCURRENT_TRANSACTIONS), now)
+        assert m.poll_delay(now) == pytest.approx(0.02)
+        assert m.next_request(now + 0.019) is None
+        now += 0.02
+    request = expect(m, K.ADD_PARTITIONS, now)
+    m.handle_response(request, added(request), now)
+    assert m.is_send_to_partition_allowed(("t", 0))
+
+
+def test_concurrent_transactions_on_a_later_add_partitions_backs_off_growing() -> None:
+    m = ready()
+    m.begin()
+    add(m, ("t", 0))  # the transaction has a partition: no longer its first add
+    m.maybe_add_partition(("t", 1))
     now = 0.0
     for delay in (0.1, 0.2, 0.4, 0.8, 1.0):
         request = expect(m, K.ADD_PARTITIONS, now)
@@ -467,7 +490,7 @@ def test_concurrent_transactions_is_retried_with_growing_backoff() -> None:
         now += delay
     request = expect(m, K.ADD_PARTITIONS, now)
     m.handle_response(request, added(request), now)
-    assert m.is_send_to_partition_allowed(("t", 0))
+    assert m.is_send_to_partition_allowed(("t", 1))
 
 
 def test_coordinator_load_in_progress_on_init_is_retried() -> None:
@@ -496,7 +519,7 @@ def test_a_request_that_never_left_is_retried_not_ambiguous() -> None:
 # -- ambiguous EndTxn (KAFKA-17754) ------------------------------------------------------
 
 
-def test_end_txn_without_answer_is_ambiguous_and_forces_an_epoch_bump() -> None:
+def test_end_txn_without_answer_is_ambiguous_resent_at_the_same_epoch_then_bumped() -> None:
     m = ready(epoch=5)
     m.begin()
     add(m, ("t", 0))
@@ -513,6 +536,12 @@ def test_end_txn_without_answer_is_ambiguous_and_forces_an_epoch_bump() -> None:
     reinit = m.init()
     assert not reinit.done()
     answer(m, K.FIND_COORDINATOR, found())  # the connection was lost: find it again
+    # Settled first, at the same epoch: Kafka fences a KIP-360 bump that arrives while
+    # the transaction may still be open (prepareFenceProducerEpoch leaves no last epoch).
+    settle = expect(m, K.END_TXN)
+    assert (settle.message.producer_epoch, settle.message.committed) == (5, True)
+    assert not reinit.done()
+    m.handle_response(settle, ended(), 0.05)
     bump = expect(m, K.INIT_PRODUCER_ID, now=0.1)
     assert (bump.message.producer_id, bump.message.producer_epoch) == (PID, 5)
     update = m.handle_response(bump, pid(6), 0.1)
@@ -532,7 +561,10 @@ def test_end_txn_without_answer_is_ambiguous_and_forces_an_epoch_bump() -> None:
     assert second.done() and second.error is None
 
 
-def test_abort_without_answer_completes_through_the_bump() -> None:
+def test_abort_without_answer_is_resent_at_the_same_epoch_then_bumped() -> None:
+    # Not a bump at once: Kafka fences a KIP-360 InitProducerId that finds the
+    # transaction open. Then a bump: the unanswered abort may still arrive, and must not
+    # abort the next transaction (sim transactional 3011302: a torn transaction).
     m = ready(epoch=2)
     m.begin()
     add(m, ("t", 0))
@@ -540,11 +572,45 @@ def test_abort_without_answer_completes_through_the_bump() -> None:
     m.handle_failure(expect(m, K.END_TXN), ConnectionLostError("reset"), 0.0)
     assert not result.done() and m.state is S.ABORTING
     answer(m, K.FIND_COORDINATOR, found())
+    again = expect(m, K.END_TXN)
+    assert (again.message.producer_epoch, again.message.committed) == (2, False)
+    m.handle_response(again, ended(), 0.0)
+    assert not result.done()
     bump = expect(m, K.INIT_PRODUCER_ID)
     assert (bump.message.producer_id, bump.message.producer_epoch) == (PID, 2)
     m.handle_response(bump, pid(3), 0.0)
     assert result.done() and result.error is None
     assert (m.state, m.producer_epoch) == (S.READY, 3)
+
+
+def test_resent_end_txn_without_answer_is_sent_again() -> None:
+    m = ready(epoch=5)
+    m.begin()
+    add(m, ("t", 0))
+    m.commit()
+    m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("no answer"), 0.0)
+    reinit = m.init()
+    answer(m, K.FIND_COORDINATOR, found())
+    m.handle_failure(expect(m, K.END_TXN), ConnectionLostError("reset"), 0.0)
+    answer(m, K.FIND_COORDINATOR, found())
+    answer(m, K.END_TXN, ended())
+    answer(m, K.INIT_PRODUCER_ID, pid(6))
+    assert reinit.done() and reinit.error is None and m.state is S.READY
+
+
+def test_resent_end_txn_refused_as_fenced_is_fatal() -> None:
+    m = ready(epoch=5)
+    m.begin()
+    add(m, ("t", 0))
+    m.commit()
+    m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("no answer"), 0.0)
+    reinit = m.init()
+    answer(m, K.FIND_COORDINATOR, found())
+    settle = expect(m, K.END_TXN)
+    m.handle_response(settle, ended(ErrorCode.PRODUCER_FENCED), 0.0)
+    assert m.state is S.FATAL_ERROR
+    assert isinstance(reinit.error, ProducerFencedError)
+    assert m.next_request(0.0) is None
 
 
 def test_re_init_before_kip_360_sends_no_epoch() -> None:
@@ -554,6 +620,7 @@ def test_re_init_before_kip_360_sends_no_epoch() -> None:
     m.commit()
     m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("t"), 0.0)
     answer(m, K.FIND_COORDINATOR, found())
+    answer(m, K.END_TXN, ended())
     bump = expect(m, K.INIT_PRODUCER_ID)
     assert (bump.message.producer_id, bump.message.producer_epoch) == (-1, -1)
 

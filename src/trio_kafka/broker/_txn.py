@@ -178,30 +178,33 @@ class TransactionCoordinator:
             )
             self.txns[transactional_id] = meta
             return TxnResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
-        if producer_id != -1:
-            if (producer_id, producer_epoch) == (meta.last_producer_id, meta.last_producer_epoch):
-                # A retry of the InitProducerId that made the last bump.
-                if meta.state in (S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT):
-                    return TxnResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
-            elif producer_id != meta.producer_id or producer_epoch != meta.producer_epoch:
-                return TxnResult(ErrorCode.PRODUCER_FENCED)
-        # A fresh InitProducerId (a new instance) leaves no "last epoch" to retry from, as
-        # Kafka sets lastProducerEpoch = -1: else the fenced instance's KIP-360 bump with
-        # its old epoch would pass for a retry and get the new instance's identity.
-        fresh = producer_id == -1
+        # Kafka's TransactionCoordinator.handleInitProducerId: a named producer id must be
+        # the current one (or the one an epoch exhaustion rotated away from); the epoch is
+        # checked only when the epoch is bumped, so a stale instance arriving during a
+        # transaction still fences it (as Kafka does).
+        named = producer_id != -1
+        if named and not (
+            producer_id == meta.producer_id
+            or (producer_id == meta.last_producer_id and producer_epoch >= EXHAUSTED_EPOCH)
+        ):
+            return TxnResult(ErrorCode.PRODUCER_FENCED)
         match meta.state:
             case S.PREPARE_COMMIT | S.PREPARE_ABORT:
                 return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
             case S.ONGOING:
                 # Fence the previous instance: abort its transaction under a bumped epoch.
                 job = self._abort_with_bump(meta, now_ms)
-                if fresh:
-                    meta.last_producer_epoch = -1
                 return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS, markers=job)
             case S.EMPTY | S.COMPLETE_COMMIT | S.COMPLETE_ABORT:
-                rotated = self._bump(meta)
-                if fresh and rotated is None:
-                    meta.last_producer_epoch = -1
+                if named and producer_epoch != meta.producer_epoch:
+                    # prepareIncrementProducerEpoch: the epoch this producer's own last
+                    # bump replaced is a retry of that bump; any other is fenced. A new
+                    # instance's init (or a fence) leaves no last epoch, so the instance
+                    # it replaced cannot pass for a retry (sim transactional 3001759).
+                    if producer_epoch == meta.last_producer_epoch != -1:
+                        return TxnResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
+                    return TxnResult(ErrorCode.PRODUCER_FENCED)
+                self._bump(meta, keep_last=named)
                 meta.timeout_ms = timeout_ms
                 meta.partitions.clear()
                 meta.groups.clear()
@@ -391,13 +394,17 @@ class TransactionCoordinator:
 
     # -- helpers -------------------------------------------------------------------
 
-    def _bump(self, meta: TxnMetadata) -> tuple[int, int] | None:
+    def _bump(self, meta: TxnMetadata, *, keep_last: bool = True) -> tuple[int, int] | None:
         """Bump the epoch; on exhaustion allocate a new producer id and return the old
-        (producer id, epoch)."""
-        meta.last_producer_id, meta.last_producer_epoch = meta.producer_id, meta.producer_epoch
+        (producer id, epoch). `keep_last=False` (a new instance's InitProducerId, which
+        names no producer id) records no last epoch, as Kafka does, so no older instance
+        can pass for a retry of this bump."""
+        old = meta.producer_id, meta.producer_epoch
+        meta.last_producer_id = old[0]
+        meta.last_producer_epoch = old[1] if keep_last else -1
         if meta.producer_epoch >= EXHAUSTED_EPOCH:
             meta.producer_id, meta.producer_epoch = self.next_producer_id(), 0
-            return meta.last_producer_id, meta.last_producer_epoch
+            return old
         meta.producer_epoch += 1
         return None
 
@@ -405,8 +412,9 @@ class TransactionCoordinator:
         # Markers go out under the bumped epoch, so partition leaders fence the old
         # producer too. An exhausted epoch cannot be bumped in place: the abort then uses
         # the old one (the next InitProducerId allocates a new id).
+        # Kafka's prepareFenceProducerEpoch leaves no last epoch: nobody retries a fence.
         if meta.producer_epoch < EXHAUSTED_EPOCH:
-            meta.last_producer_id, meta.last_producer_epoch = meta.producer_id, meta.producer_epoch
+            meta.last_producer_id, meta.last_producer_epoch = meta.producer_id, -1
             meta.producer_epoch += 1
         meta.transition(S.PREPARE_ABORT, now_ms)
         return self._job(meta, False)

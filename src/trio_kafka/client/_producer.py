@@ -148,9 +148,14 @@ class Producer(TransactionalProducerMixin):
                 self, topic, value, key, headers, partition, timestamp, expected_offset
             )
         # -- end CAS --
+        if topic.__class__ is ProducerRecord:  # the same fast path as the positional form
+            record: ProducerRecord = topic
+            topic, value, key = record.topic, record.value, record.key
+            headers = record.headers or None
+            partition, timestamp = record.partition, record.timestamp
         # The fast path: every test below is one comparison; anything unusual (a
-        # ProducerRecord, serializers, interceptors, closing, a fatal error, a value that
-        # is not bytes, an unknown topic, a full buffer) takes _send_slow.
+        # subclass of ProducerRecord, serializers, interceptors, closing, a fatal error,
+        # a value that is not bytes, an unknown topic, a full buffer) takes _send_slow.
         if (
             self._detour
             or topic.__class__ is not str
@@ -207,7 +212,8 @@ class Producer(TransactionalProducerMixin):
             raise
         handle.__class__ = RecordHandle
         self._calls += 1
-        await trio.lowlevel.checkpoint()
+        if not self._calls & (_CHECKPOINT_EVERY - 1):
+            await trio.lowlevel.checkpoint()
         return handle  # type: ignore[return-value]
 
     async def send_and_wait(

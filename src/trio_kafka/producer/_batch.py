@@ -91,6 +91,26 @@ class Result(enum.Enum):
     AMBIGUOUS = "ambiguous"
 
 
+_ACKNOWLEDGED = Result.ACKNOWLEDGED
+_new_object = object.__new__
+_set_topic = Acknowledged.__dict__["topic"].__set__
+_set_partition = Acknowledged.__dict__["partition"].__set__
+_set_offset = Acknowledged.__dict__["offset"].__set__
+_set_timestamp = Acknowledged.__dict__["timestamp"].__set__
+
+
+def _acknowledged(topic: str, partition: int, offset: int, timestamp: int) -> Acknowledged:
+    """`Acknowledged(topic, partition, offset, timestamp)`, a third cheaper: the slots
+    are set through their descriptors instead of the frozen class's `__setattr__` guard
+    (the per-record path of `await handle`; the fields need no conversion)."""
+    ack: Acknowledged = _new_object(Acknowledged)
+    _set_topic(ack, topic)
+    _set_partition(ack, partition)
+    _set_offset(ack, offset)
+    _set_timestamp(ack, timestamp)
+    return ack
+
+
 class AmbiguousWriteError(AmbiguousError):
     """A definite error arrived for a batch an earlier attempt of which may have landed."""
 
@@ -333,18 +353,27 @@ class ProducerBatch:
             self.hooks.append(hook)
 
     def outcome(self, index: int) -> Outcome | None:
-        match self.result:
+        result = self.result
+        if result is _ACKNOWLEDGED:
+            # The common case, once per awaited record: a module constant rather than a
+            # match on the enum, and the Acknowledged built without attrs' frozen
+            # __init__ (together about half the cost of `await handle`).
+            base = self.base_offset
+            return _acknowledged(
+                self.topic,
+                self.partition,
+                base + index if base >= 0 else -1,
+                self.timestamp_of(index),
+            )
+        match result:
             case None:
                 return None
-            case Result.ACKNOWLEDGED:
-                offset = self.base_offset + index if self.base_offset >= 0 else -1
-                return Acknowledged(self.topic, self.partition, offset, self.timestamp_of(index))
             case Result.FAILED:
                 errors = self.record_errors
                 error = errors.get(index, self.error) if errors else self.error
                 assert error is not None
                 return Failed(self.topic, self.partition, error)
-            case Result.AMBIGUOUS:
+            case _:  # Result.AMBIGUOUS (ACKNOWLEDGED returned above)
                 assert isinstance(self.error, AmbiguousError)
                 return Ambiguous(self.topic, self.partition, self.error)
 

@@ -14,7 +14,7 @@ below is the reference (Java name, default, meaning).
 | `request_timeout` | `request.timeout.ms` | `30.0` |
 | `delivery_timeout` | `delivery.timeout.ms` | `120.0` (>= `linger + request_timeout`) |
 | `linger` | `linger.ms` | `0.005` (Java 4.0's 5 ms) |
-| `batch_size` | `batch.size` | `16384` |
+| `batch_size` | `batch.size` | `1_000_000` (librdkafka's; Java's is 16384) |
 | `buffer_memory` | `buffer.memory` | `32 MiB` |
 | `max_block` | `max.block.ms` | `60.0` |
 | `max_request_size` | `max.request.size` | `1 MiB` |
@@ -158,7 +158,7 @@ class ProducerConfig:
     request_timeout: float = attrs.field(default=30.0, validator=_positive)
     delivery_timeout: float = attrs.field(default=120.0, validator=_positive)
     linger: float = attrs.field(default=0.005, validator=_non_negative)
-    batch_size: int = attrs.field(default=16384, validator=_positive_int)
+    batch_size: int = attrs.field(default=1_000_000, validator=_positive_int)
     buffer_memory: int = attrs.field(default=32 * 1024 * 1024, validator=_positive_int)
     max_block: float = attrs.field(default=60.0, validator=_non_negative)
     max_request_size: int = attrs.field(default=1024 * 1024, validator=_positive_int)

@@ -88,6 +88,11 @@ def _settle_orphan(m: TransactionManager, work: Work) -> None:
         result.set_error(m.last_error or TransactionAbortedError("the transaction was aborted"))
 
 
+#: Seconds before retrying a transaction's first AddPartitionsToTxn refused with
+#: CONCURRENT_TRANSACTIONS (Java's ADD_PARTITIONS_RETRY_BACKOFF_MS).
+ADD_PARTITIONS_RETRY_BACKOFF = 0.02
+
+
 def _retriable(code: int) -> bool:
     return error_info(code).retriable or code == E.CONCURRENT_TRANSACTIONS
 
@@ -167,6 +172,12 @@ def _add_partitions(m: TransactionManager, request: TxnRequest, response: Any, n
             continue
         if code in _COORDINATOR_GONE:
             return _rediscover(m, work, now)
+        if code == E.CONCURRENT_TRANSACTIONS and not m.partitions:
+            # The transaction's first add, while the previous one's markers are being
+            # written: retry soon, as Java does (ADD_PARTITIONS_RETRY_BACKOFF_MS,
+            # KAFKA-5477), not after retry_backoff (100 ms and growing): on Kafka
+            # that would be every short transaction's cost.
+            return m._retry(work, now, backoff=ADD_PARTITIONS_RETRY_BACKOFF)
         if _retriable(code):
             return m._retry(work, now)
         if code in _EPOCH:
@@ -284,6 +295,11 @@ def _txn_offset_commit(
 def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: float) -> TxnUpdate:
     work, code = request.work, response.error_code
     committing = work.committed
+    if work.settle and code != E.NONE and code not in _COORDINATOR_GONE and not _retriable(code):
+        # The resent EndTxn(commit) of an unanswered one: anything but an answer or a
+        # retry means this producer can no longer settle it (fenced, or timed out).
+        m._fatal(fenced(m, code, "EndTxn") if code in _EPOCH else error_for_code(code))
+        return _NO_UPDATE
     if code == E.NONE:
         update = _NO_UPDATE
         v2 = m.transaction_v2 or _mutants.active(_mutants.V1_END_TXN_EPOCH)
@@ -296,7 +312,11 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
             # old ones (lost writes; simulations/regressions/transactional-lite-16.toml).
             update = m._set_producer_id(response.producer_id, response.producer_epoch)
             m.bump_required = False
-        if not committing and m.bump_required:
+        if work.settle:
+            # Settled (committed, by this attempt or the unanswered one): now bump, so a
+            # late copy of the old EndTxn can never end a later transaction.
+            m._enqueue(m._bump_work())
+        elif not committing and m.bump_required:
             m._enqueue(m._bump_work())
         else:
             m._finish_transaction()
@@ -328,9 +348,17 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
 def end_txn_unknown(m: TransactionManager, work: Work, error: KafkaError) -> None:
     """EndTxn left and no answer came back (`handle_failure` with `sent=True`)."""
     m._lookup(CoordinatorType.TRANSACTION, m.transactional_id)
+    if work.settle:
+        m._enqueue(work)  # the resent EndTxn went unanswered too: send it again
+        return
     if not work.committed:
-        # The bump aborts whatever is open: the abort completes with it.
-        m._enqueue(m._bump_work())
+        # Resend the abort at the same epoch (Kafka answers a repeated abort; a v2
+        # coordinator recognises the retry), then bump: the unanswered copy may still
+        # arrive and must not abort the next transaction (sim transactional 3011302).
+        # Not a bump at once: Kafka fences a bump that finds the transaction open
+        # (sim transactional 3001759).
+        m.bump_required = True
+        m._enqueue(work)
         return
     pending = m._pending
     if _mutants.ACTIVE and _mutants.active(_mutants.STALE_END_TXN):
@@ -342,15 +370,16 @@ def end_txn_unknown(m: TransactionManager, work: Work, error: KafkaError) -> Non
         return
     m._transition(TxnState.INITIALIZING)
     m._clear_transaction()
-    m._pending = TxnResult("init (epoch bump after an EndTxn with unknown outcome)")
-    m._enqueue(m._bump_work())
+    m._pending = TxnResult("init (settling an EndTxn with unknown outcome, then an epoch bump)")
+    m._enqueue(Work(K.END_TXN, Priority.END_TXN, committed=True, settle=True))
     if pending is not None:
         pending.set_error(
             TransactionOutcomeUnknownError(
                 f"transactional id {m.transactional_id!r}: EndTxn(commit) with "
                 f"producer id {m.producer_id} epoch {m.producer_epoch} got no "
                 f"answer ({error}); the transaction may or may not be committed. The "
-                "producer re-initialises with a new epoch before the next transaction",
+                "producer resends it at the same epoch, then bumps the epoch, before "
+                "the next transaction",
                 error,
             )
         )
@@ -367,12 +396,23 @@ def timed_out(m: TransactionManager, where: str, cause: KafkaError) -> Transacti
 
 
 def fenced(m: TransactionManager, code: int, what: str) -> ProducerFencedError:
+    if isinstance(m.last_error, TransactionTimedOutError):
+        why = (
+            "the coordinator aborted the transaction after "
+            f"transaction_timeout={m.transaction_timeout}s and fenced this producer "
+            "(Kafka's coordinator bumps the epoch of a timed-out transaction); open a "
+            "new producer, and keep transactions shorter than transaction_timeout"
+        )
+    else:
+        why = (
+            "another producer with the same transactional id took over, or the "
+            "coordinator aborted a transaction that outlived "
+            f"transaction_timeout={m.transaction_timeout}s"
+        )
     return ProducerFencedError(
         ErrorCode.PRODUCER_FENCED,
         f"transactional id {m.transactional_id!r}, producer id {m.producer_id} "
-        f"epoch {m.producer_epoch}: {what} answered {error_info(code).name}; another "
-        "producer with the same transactional id took over (or, with an old "
-        "coordinator, the transaction timed out)",
+        f"epoch {m.producer_epoch}: {what} answered {error_info(code).name}; {why}",
     )
 
 

@@ -190,6 +190,8 @@ class TxnRequestQueue:
 
     def _end_locally(self, work: Work) -> bool:
         """EndTxn needs no request: nothing was added, or the bump replaces it."""
+        if work.settle:
+            return False  # the transaction is cleared, but the coordinator may hold it
         if self.skip_end_txn or (self.bump_required and not self.transaction_started):
             self._queue.remove(work)
             self._enqueue(self._bump_work())
@@ -249,7 +251,8 @@ class TxnRequestQueue:
             self.retry_backoff * (1 << min(max(attempts - 1, 0), 30)), self.retry_backoff_max
         )
 
-    def _retry(self, work: Work, now: float) -> None:
+    def _retry(self, work: Work, now: float, backoff: float | None = None) -> None:
+        """Queue `work` again after `backoff` (None: retry_backoff, growing)."""
         if self.state in (TxnState.ABORTING, TxnState.ABORTABLE_ERROR) and work.kind in (
             K.ADD_PARTITIONS,
             K.ADD_OFFSETS,
@@ -260,7 +263,7 @@ class TxnRequestQueue:
                 work.result.set_error(TransactionAbortedError("the transaction is being aborted"))
             return
         work.attempts += 1
-        work.not_before = now + self._backoff(work.attempts)
+        work.not_before = now + (self._backoff(work.attempts) if backoff is None else backoff)
         self._enqueue(work)
 
     def _drop_queued(self, error: KafkaError) -> None:

@@ -155,6 +155,10 @@ class Work:
     key: str = ""
     bump: bool = False  # InitProducerId: bump the current epoch
     committed: bool = False  # EndTxn
+    # EndTxn resent at the same epoch after one went unanswered, to settle its outcome
+    # before the epoch bump (a KIP-360 bump while the transaction may still be open is
+    # fenced by Kafka's coordinator: prepareFenceProducerEpoch leaves no last epoch).
+    settle: bool = False
     partitions: frozenset[TopicPartition] = frozenset()  # AddPartitionsToTxn
     group: GroupMetadata | None = None  # AddOffsetsToTxn, TxnOffsetCommit
     offsets: dict[TopicPartition, OffsetAndMetadata] = attrs.field(factory=dict)

@@ -23,24 +23,26 @@ offsets sent) -> COMMITTING or ABORTING (EndTxn) -> READY. Errors:
 - fatal (PRODUCER_FENCED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_TXN_STATE, ...):
   FATAL_ERROR; every later call raises the same error; close the producer.
 - ambiguous: an EndTxn(commit) that left and got no answer. The commit result fails with
-  `TransactionOutcomeUnknownError` and the manager goes COMMITTING -> INITIALIZING and
-  re-initialises with an epoch bump at once, so a late EndTxn (still in the network, or
-  retried by a broker) carries a fenced epoch and can never commit a later transaction
-  (KAFKA-17754, the Jepsen/Bufstream finding). `begin()` is refused until that is done:
-  await `init()` (it returns the bump's result). No separate "outcome unknown" state is
-  needed: INITIALIZING already means "no transaction may begin until InitProducerId
-  answers", and the bump starts at once rather than waiting for the caller. An
-  EndTxn(abort) without answer is never ambiguous: the bump aborts whatever is open, so
-  the abort completes when the bump does.
+  `TransactionOutcomeUnknownError` and the manager goes COMMITTING -> INITIALIZING,
+  resends the same EndTxn at the same epoch until the coordinator answers (Kafka answers
+  a repeated EndTxn from the transaction's state, and a v2 coordinator recognises the
+  retry), then bumps the epoch, so a late EndTxn (still in the network, or retried by a
+  broker) carries a fenced epoch and can never commit a later transaction (KAFKA-17754,
+  the Jepsen/Bufstream finding). Not a bump at once: Kafka's coordinator fences a KIP-360
+  bump that finds the transaction still open (prepareFenceProducerEpoch keeps no last
+  epoch), which the simulator found once the mock broker answered as Kafka does
+  (transactional seed 3001759). `begin()` is refused until that is done: await `init()`
+  (it returns the bump's result). An EndTxn(abort) without answer is resent the same way.
 
 INVALID_PRODUCER_EPOCH (decision, after KIP-588): from a partition leader (a failed
 batch) it is `TransactionTimedOutError`, abortable: the broker aborted our transaction
 after `transaction_timeout` and bumped the epoch. `abort()` then skips EndTxn (our
-epoch is stale) and sends InitProducerId with the old id and epoch, which a KIP-588
-coordinator accepts after a timeout and answers PRODUCER_FENCED (fatal) if another
-producer really took over. From the coordinator it is the same when InitProducerId v4+
-is negotiated (those coordinators say PRODUCER_FENCED for a real fence), and fatal
-otherwise (older coordinators used it for fencing), as Java does.
+epoch is stale) and sends InitProducerId with the old id and epoch. Kafka's coordinator
+fenced that epoch when it aborted the timed-out transaction and answers PRODUCER_FENCED
+(fatal), as it does when another producer took over; the error names the timeout it saw.
+From the coordinator it is the same when InitProducerId v4+ is negotiated (those
+coordinators say PRODUCER_FENCED for a real fence), and fatal otherwise (older
+coordinators used it for fencing), as Java does.
 
 Requests are sent one at a time, in Java's priority order: FindCoordinator, then
 InitProducerId, then AddPartitionsToTxn / AddOffsetsToTxn / TxnOffsetCommit, then EndTxn,
