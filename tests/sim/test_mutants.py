@@ -43,6 +43,10 @@ QUICK = [
     (_mutants.STALE_END_TXN, 6, 3),
     (_mutants.COMMIT_AFTER_FAILED_SEND, 15, 3),
     (_mutants.V1_END_TXN_EPOCH, 3, 3),
+    # -- the load pipeline (producer/_load.py) --
+    (_mutants.LOAD_LOST_AS_WRITTEN, 17, 2),
+    (_mutants.LOAD_RESUME_PAST_CHECKPOINT, 2, 2),
+    (_mutants.LOAD_MISMATCH_AS_WRITTEN, 436, 2),
 ]
 
 
