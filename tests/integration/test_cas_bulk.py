@@ -31,7 +31,7 @@ async def test_a_load_writes_every_row_once_in_order() -> None:
             "t", "L1", bootstrap=cluster.bootstrap, batch_bytes=4096
         ) as loader:
             result = await loader.run(rows(5000))
-        assert (result.loaded, result.skipped) == (5000, 0)
+        assert (result.loaded, result.skipped, result.guarantee) == (5000, 0, "exactly_once_cas")
         assert values(cluster, "t") == rows(5000)
 
 
@@ -127,10 +127,12 @@ async def test_two_loaders_racing_one_fails_cleanly_never_interleaved() -> None:
             assert tail == source[other][: len(tail)]
 
 
-async def test_a_topic_without_the_check_is_refused() -> None:
+async def test_a_topic_without_the_check_is_refused_when_cas_is_forced() -> None:
     async with open_cluster() as cluster:
         cluster.create_topic("plain", 1)
-        async with open_bulk_loader("plain", "L", bootstrap=cluster.bootstrap) as loader:
+        async with open_bulk_loader(
+            "plain", "L", bootstrap=cluster.bootstrap, guarantee="exactly_once_cas"
+        ) as loader:
             with pytest.raises(CasNotSupportedError, match=r"expected\.offset\.check\.enable=true"):
                 await loader.run(rows(10))
         assert values(cluster, "plain") == []

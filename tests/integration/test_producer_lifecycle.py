@@ -105,3 +105,17 @@ async def test_cancelling_the_block_still_closes_without_hanging() -> None:
                 await trio.sleep_forever()
         with pytest.raises(ProducerClosedError):
             await producer.send("t", b"after")
+
+
+async def test_a_cancelled_block_with_a_request_in_flight_ends_cancelled_not_crashed() -> None:
+    # Found by the simulator (bulk-txn lite seed 13): settling the request in flight on
+    # the way out asked for a metadata refresh in the producer's task nursery, already
+    # closed by the cancellation: RuntimeError instead of the cancellation.
+    async with open_cluster() as cluster:
+        cluster.add_hook(ProduceRequest, lambda call: BLACKHOLE)
+        with trio.move_on_after(2) as scope:
+            async with open_producer(cluster.bootstrap, linger=0) as producer:
+                handle = await producer.send("t", b"never answered")
+                await handle
+        assert scope.cancelled_caught
+        assert isinstance(handle.outcome, Ambiguous)

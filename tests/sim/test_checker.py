@@ -568,3 +568,30 @@ def test_failure_class_is_the_first_kind_in_declaration_order() -> None:
     assert check(h, LogSnapshot((PartitionSnapshot("t", 0, (), 0),))).failure_class is (
         ViolationKind.LOST_WRITE
     )
+
+
+# -- a load that writes in transactions of its own (bulk-txn) ------------------------------
+
+
+def bulk_txn_run(*, committed_again: bool) -> tuple[History, Logs]:
+    """A load's chunk aborted (its run crashed), then loaded again by the next run."""
+    h, logs = History(), Logs()
+    produce(h, "r-0", Ok(0, None))
+    produce(h, "r-1", Ok(0, None))
+    logs.append(TP0, b"r-0", b"r-1", pid=7, epoch=0, txn=True)
+    logs.marker(TP0, 7, 1, commit=False)
+    if committed_again:
+        logs.append(TP0, b"r-0", b"r-1", pid=7, epoch=1, txn=True, seq=0)
+        logs.marker(TP0, 7, 1, commit=True)
+    return h, logs
+
+
+def test_a_loads_aborted_chunk_loaded_again_is_no_duplicate() -> None:
+    h, logs = bulk_txn_run(committed_again=True)
+    result = check(h, logs.snapshot(), committed_reads={TP0: [(3, b"r-0"), (4, b"r-1")]})
+    assert result.ok, result.render()
+
+
+def test_a_loads_row_only_in_an_aborted_chunk_is_a_lost_write() -> None:
+    h, logs = bulk_txn_run(committed_again=False)
+    only(check(h, logs.snapshot(), committed_reads={TP0: []}), ViolationKind.LOST_WRITE)

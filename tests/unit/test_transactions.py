@@ -18,6 +18,7 @@ from trio_kafka.errors import (
     ProducerFencedError,
     RequestTimeoutError,
 )
+from trio_kafka.producer._txn_handlers import SETTLE_ATTEMPTS
 from trio_kafka.producer.transactions import (
     ALLOWED,
     Coordinator,
@@ -217,8 +218,8 @@ def test_every_transition_in_the_table_is_reachable_through_the_public_api(
     m.commit()
     m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("timeout"), 0.0)
     answer(m, K.FIND_COORDINATOR, found())
-    answer(m, K.END_TXN, ended())  # resent at the same epoch to settle it
-    answer(m, K.INIT_PRODUCER_ID, pid(1))
+    answer(m, K.END_TXN, ended(), now=5.0)  # resent at the same epoch, after a backoff
+    answer(m, K.INIT_PRODUCER_ID, pid(1), now=5.0)
     # Closing from every state that can be closed.
     for reach in (_uninitialized, _initializing, _ready, _in_txn, _committing, _aborting, _aerr):
         reach().close()
@@ -538,11 +539,12 @@ def test_end_txn_without_answer_is_ambiguous_resent_at_the_same_epoch_then_bumpe
     answer(m, K.FIND_COORDINATOR, found())  # the connection was lost: find it again
     # Settled first, at the same epoch: Kafka fences a KIP-360 bump that arrives while
     # the transaction may still be open (prepareFenceProducerEpoch leaves no last epoch).
-    settle = expect(m, K.END_TXN)
+    assert m.next_request(0.0) is None  # after the retry backoff
+    settle = expect(m, K.END_TXN, now=5.0)
     assert (settle.message.producer_epoch, settle.message.committed) == (5, True)
     assert not reinit.done()
-    m.handle_response(settle, ended(), 0.05)
-    bump = expect(m, K.INIT_PRODUCER_ID, now=0.1)
+    m.handle_response(settle, ended(), 5.0)
+    bump = expect(m, K.INIT_PRODUCER_ID, now=5.0)
     assert (bump.message.producer_id, bump.message.producer_epoch) == (PID, 5)
     update = m.handle_response(bump, pid(6), 0.1)
     assert update.new_producer_id == (PID, 6)
@@ -572,11 +574,11 @@ def test_abort_without_answer_is_resent_at_the_same_epoch_then_bumped() -> None:
     m.handle_failure(expect(m, K.END_TXN), ConnectionLostError("reset"), 0.0)
     assert not result.done() and m.state is S.ABORTING
     answer(m, K.FIND_COORDINATOR, found())
-    again = expect(m, K.END_TXN)
+    again = expect(m, K.END_TXN, now=5.0)
     assert (again.message.producer_epoch, again.message.committed) == (2, False)
-    m.handle_response(again, ended(), 0.0)
+    m.handle_response(again, ended(), 5.0)
     assert not result.done()
-    bump = expect(m, K.INIT_PRODUCER_ID)
+    bump = expect(m, K.INIT_PRODUCER_ID, now=5.0)
     assert (bump.message.producer_id, bump.message.producer_epoch) == (PID, 2)
     m.handle_response(bump, pid(3), 0.0)
     assert result.done() and result.error is None
@@ -591,10 +593,31 @@ def test_resent_end_txn_without_answer_is_sent_again() -> None:
     m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("no answer"), 0.0)
     reinit = m.init()
     answer(m, K.FIND_COORDINATOR, found())
-    m.handle_failure(expect(m, K.END_TXN), ConnectionLostError("reset"), 0.0)
-    answer(m, K.FIND_COORDINATOR, found())
-    answer(m, K.END_TXN, ended())
-    answer(m, K.INIT_PRODUCER_ID, pid(6))
+    m.handle_failure(expect(m, K.END_TXN, now=5.0), ConnectionLostError("reset"), 5.0)
+    answer(m, K.FIND_COORDINATOR, found(), now=5.0)
+    answer(m, K.END_TXN, ended(), now=20.0)
+    answer(m, K.INIT_PRODUCER_ID, pid(6), now=20.0)
+    assert reinit.done() and reinit.error is None and m.state is S.READY
+
+
+def test_resends_that_keep_going_unanswered_give_way_to_the_bump() -> None:
+    # Tansu drops the connection at every resend of an EndTxn whose first copy was cut:
+    # after SETTLE_ATTEMPTS the producer bumps instead (on Kafka a bump that finds the
+    # transaction open is fenced: fatal, never silent).
+    m = ready(epoch=5)
+    m.begin()
+    add(m, ("t", 0))
+    m.commit()
+    m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("no answer"), 0.0)
+    reinit = m.init()
+    now = 0.0
+    for _ in range(SETTLE_ATTEMPTS):
+        answer(m, K.FIND_COORDINATOR, found(), now=now)
+        now += 60.0
+        m.handle_failure(expect(m, K.END_TXN, now=now), ConnectionLostError("reset"), now)
+    answer(m, K.FIND_COORDINATOR, found(), now=now)
+    bump = expect(m, K.INIT_PRODUCER_ID, now=now)
+    m.handle_response(bump, pid(6), now)
     assert reinit.done() and reinit.error is None and m.state is S.READY
 
 
@@ -606,8 +629,8 @@ def test_resent_end_txn_refused_as_fenced_is_fatal() -> None:
     m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("no answer"), 0.0)
     reinit = m.init()
     answer(m, K.FIND_COORDINATOR, found())
-    settle = expect(m, K.END_TXN)
-    m.handle_response(settle, ended(ErrorCode.PRODUCER_FENCED), 0.0)
+    settle = expect(m, K.END_TXN, now=5.0)
+    m.handle_response(settle, ended(ErrorCode.PRODUCER_FENCED), 5.0)
     assert m.state is S.FATAL_ERROR
     assert isinstance(reinit.error, ProducerFencedError)
     assert m.next_request(0.0) is None
@@ -620,8 +643,8 @@ def test_re_init_before_kip_360_sends_no_epoch() -> None:
     m.commit()
     m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("t"), 0.0)
     answer(m, K.FIND_COORDINATOR, found())
-    answer(m, K.END_TXN, ended())
-    bump = expect(m, K.INIT_PRODUCER_ID)
+    answer(m, K.END_TXN, ended(), now=5.0)
+    bump = expect(m, K.INIT_PRODUCER_ID, now=5.0)
     assert (bump.message.producer_id, bump.message.producer_epoch) == (-1, -1)
 
 

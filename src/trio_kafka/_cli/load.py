@@ -113,7 +113,11 @@ def count_rows(path: Path, fmt: str) -> int:
 
 @click.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--topic", required=True, help="Topic to load into (created with CAS on).")
+@click.option(
+    "--topic",
+    required=True,
+    help="Topic to load into (created with CAS on unless --guarantee transactional).",
+)
 @click.option(
     "--partitions", default=1, show_default=True, help="Partitions when the topic is created."
 )
@@ -127,7 +131,19 @@ def count_rows(path: Path, fmt: str) -> int:
 )
 @click.option("--load-id", help="Names the load in the manifest (default: from path and size).")
 @click.option(
-    "--batch-bytes", default=_DEFAULT_BATCH, show_default=True, help="Bytes per CAS batch."
+    "--batch-bytes",
+    default=_DEFAULT_BATCH,
+    show_default=True,
+    help="Bytes per batch (a transaction holds 8).",
+)
+@click.option(
+    "--guarantee",
+    type=click.Choice(["auto", "exactly_once_cas", "transactional"]),
+    default="auto",
+    show_default=True,
+    help="exactly_once_cas (the broker's expected-offset check), transactional (any "
+    "Kafka 2.5+: rows and checkpoint commit together), or auto: CAS where the broker "
+    "and topic have it, transactions elsewhere.",
 )
 @click.option("--quiet", is_flag=True, help="No progress display.")
 def load(
@@ -139,6 +155,7 @@ def load(
     fmt: str | None,
     load_id: str | None,
     batch_bytes: int,
+    guarantee: str,
     quiet: bool,
 ) -> None:
     """Load FILE into TOPIC exactly once; run it again to resume after an interruption."""
@@ -150,7 +167,17 @@ def load(
     load_id = load_id or default_load_id(file)
     try:
         trio.run(
-            _load, file, topic, partitions, bootstrap, key_field, fmt, load_id, batch_bytes, quiet
+            _load,
+            file,
+            topic,
+            partitions,
+            bootstrap,
+            key_field,
+            fmt,
+            load_id,
+            batch_bytes,
+            guarantee,
+            quiet,
         )
     except KeyboardInterrupt:
         raise click.ClickException("interrupted: run the same command again to resume") from None
@@ -184,6 +211,7 @@ async def _load(
     fmt: str,
     load_id: str,
     batch_bytes: int,
+    guarantee: str,
     quiet: bool,
 ) -> None:
     import trio
@@ -208,10 +236,19 @@ async def _load(
 
     try:
         async with _broker(bootstrap, partitions) as servers, open_selector(servers) as selector:
-            if await create_topic(selector, topic, partitions, cas=True):
-                click.echo(f"created topic {topic} ({partitions} partitions, CAS on)", err=True)
+            cas = guarantee != "transactional"
+            if await create_topic(selector, topic, partitions, cas=cas):
+                click.echo(
+                    f"created topic {topic} ({partitions} partitions, CAS {'on' if cas else 'off'})",
+                    err=True,
+                )
             loader = BulkLoader(
-                selector, topic, load_id, batch_bytes=batch_bytes, on_progress=on_progress
+                selector,
+                topic,
+                load_id,
+                guarantee=guarantee,
+                batch_bytes=batch_bytes,
+                on_progress=on_progress,
             )
             click.echo(f"load {load_id}: {total} rows from {file}", err=True)
             rows = read_rows(file, fmt, key_field)
@@ -239,7 +276,8 @@ async def _load(
         raise
     click.echo(
         f"done: {result.loaded} records loaded, {result.skipped} already there (skipped); "
-        + ", ".join(f"partition {p.partition} ends at {p.end_offset}" for p in result.partitions),
+        + ", ".join(f"partition {p.partition} ends at {p.end_offset}" for p in result.partitions)
+        + f"; guarantee {result.guarantee}",
         err=True,
     )
 

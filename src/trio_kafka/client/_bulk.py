@@ -1,51 +1,50 @@
-"""`BulkLoader`: load an iterable of records into a topic exactly once, resumably.
+"""`BulkLoader`: load an iterable of rows into a topic exactly once, resumably, on any
+Kafka broker: the shell of the load pipeline (producer/_load.py).
 
 Theory of operation
 -------------------
-Rows are numbered by their position in the input (0, 1, 2...) and each row has one
-partition, decided by the row alone: murmur2 of its key (Java's default) when it has
-one, else `row % partitions`. A partition thus receives a fixed, ordered subsequence of
-the input, and the load of a partition is complete when its log ends with that
-subsequence.
+Rows are numbered by their position in the input and each goes to the partition its
+row alone decides (producer/_rows.py). Per partition, a `LoadPipeline` cuts the rows
+into batches and decides every write; this module does the I/O it asks for.
 
-Appends are CAS writes in large batches: batch k of a partition expects to land exactly
-where batch k-1 ended. So a partition's part of the load is contiguous in its log, a
-batch is all or nothing, and a write can never land twice, whatever the retries.
+Backend per topic (`guarantee`): "exactly_once_cas" where the partition's leader
+advertises `expected.offset.cas` and the topic has `expected.offset.check.enable=true`
+(checked by client/_cas.py's gate); "transactional" elsewhere (any Kafka 2.5+, Tansu);
+"auto" (the default) picks CAS where it can and transactions otherwise, and says which
+in `LoadResult.guarantee` and at INFO on the `trio_kafka.load` logger. A forced
+guarantee that the broker cannot give is refused (`CasNotSupportedError`) before a row
+is written. Never silently weaker.
 
-The manifest is in the topic itself: the *last* record of each batch carries two
-headers, `tk.load` (the load id) and `tk.row` (its input row number). Since batches are
-atomic and contiguous, "the last record of this load in the partition" says exactly
-which rows of the partition are loaded: all of its rows up to that one. Resuming reads
-the partition's log end offset and the record before it; when that record is not ours
-(another writer appended after us, or this load never wrote here) it scans back in
-windows until it finds our last batch end or the log start. No control topic to keep in
-step, nothing to commit separately: the data is its own manifest (docs/cas.md).
+Resume. Each partition's resume point is the last checkpoint of this load in its log
+(`resume_point`: the record before the log end, else a scan back in windows of
+`_SCAN_WINDOW` offsets). With transactions the partition's transactional producer
+(`tk-load-<load id>-<topic>-<partition>`) is initialised *first*: InitProducerId fences
+an older instance of the load and aborts its open transaction, so the read_committed
+read that follows sees exactly what committed.
 
-Per partition, one task (`_Pipe`) sends the batches in order with up to `max_in_flight`
-(5) requests out, each request a single batch, with its own producer id (InitProducerId
-per partition: a new id never disturbs another partition's sequences). Idempotence
-(sequence numbers) plus CAS give:
+CAS (`_CasPartition`): one task per partition sends `next_send` batches to the leader
+(`send_to_leader`, one batch a request), awaits answers oldest first and feeds them to
+`on_answer`; it asks for an idempotent producer id when the pipeline needs one
+(`init_idempotent_producer_id`), sleeps `poll_delay`, refreshes metadata when told, and
+reads the record `read_offset` names after a mismatch.
 
-- a lost answer or a timeout: the pipe waits for the rest of its window, then resends
-  the unacknowledged batches in order with the same sequences: the broker deduplicates
-  those that landed (its window of 5 batches matches ours);
-- a mismatch: nothing of the batch was written. If its last record is ours (an earlier
-  attempt landed but the broker lost our producer state), it is acknowledged;
-  otherwise another writer took the offset: `ConcurrentWriteError`, and the load stops.
-  The batches still in flight behind it cannot land: their sequences follow one the
-  broker never accepted (OUT_OF_ORDER_SEQUENCE_NUMBER / UNKNOWN_PRODUCER_ID), and the
-  pipe never resends them. Two loaders racing for a partition: at each offset one wins
-  and the other stops at its first lost batch; the log never holds their batches
-  interleaved behind a lost one.
-- the broker forgot our producer (UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE_NUMBER on
-  the oldest batch): a new producer id, sequences from 0 again; CAS still stops a
-  duplicate.
+Transactions (`_TxnPartition`): one task per partition takes each sealed chunk and
+writes it in one transaction of its transactional `Producer` (the producer core's own
+sequencing, retries and transaction machinery); the chunk's last row is its checkpoint,
+so rows and checkpoint commit together. An abortable failure aborts and retries the
+chunk (aborted rows are invisible to read_committed readers); a commit whose answer
+was lost is settled by re-initialising and reading the committed checkpoint back (in:
+go on; not in: write the chunk again); anything else (a fence: another instance of the
+load took over) stops the load, and a rerun resumes from the committed checkpoint.
+
+The feeder routes rows to their pipelines; a sealed batch is handed on through a
+zero-capacity channel, so a partition has at most its window plus one batch in memory.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
@@ -54,9 +53,13 @@ import trio
 
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._edge import edge_defaults
-from trio_kafka.client._reader import PartitionReader
+from trio_kafka.client._producer import Producer, open_producer
+from trio_kafka.client._reader import IsolationLevel, PartitionReader
 from trio_kafka.errors import (
+    AbortableError,
     AmbiguousError,
+    BrokerConnectionError,
+    CasNotSupportedError,
     ConcurrentWriteError,
     ConfigError,
     ErrorCode,
@@ -65,46 +68,20 @@ from trio_kafka.errors import (
     error_info,
 )
 from trio_kafka.net import ExponentialBackoff, KafkaSelector, open_selector
-from trio_kafka.producer import _mutants, partition_for_key
+from trio_kafka.producer._load import DEFAULT_BATCH_BYTES, Backend, LoadBatch, LoadPipeline, Step
+from trio_kafka.producer._rows import LOAD_HEADER, ROW_HEADER, Row, partition_of, row_of
 from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
 from trio_kafka.protocol.messages.produce import (
     PartitionProduceData,
     ProduceRequest,
     TopicProduceData,
 )
-from trio_kafka.records import BatchBuilder, Record
 
-LOAD_HEADER = "tk.load"
-ROW_HEADER = "tk.row"
-#: An input row: a value, or a (key, value) pair.
-Row = bytes | None | tuple[bytes | None, bytes | None]
-_RECORD_OVERHEAD = 24  # rough bytes per record besides key and value (size estimate)
+logger = logging.getLogger("trio_kafka.load")
+
 _SCAN_WINDOW = 10_000
-_RESTART_CODES = {ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER}
-
-
-def row_of(record: Record, load_id: bytes) -> int | None:
-    """The input row of a batch-closing record of load `load_id` (None otherwise)."""
-    load: bytes | None = None
-    row: bytes | None = None
-    for name, value in record.headers:
-        if name == LOAD_HEADER:
-            load = value
-        elif name == ROW_HEADER:
-            row = value
-    if load != load_id or row is None:
-        return None
-    try:
-        return int(row)
-    except ValueError:
-        return None
-
-
-def partition_of(row: int, key: bytes | None, partitions: int) -> int:
-    """The partition of input row `row`: by key (murmur2) or round robin by row."""
-    if key is not None:
-        return partition_for_key(key, partitions)
-    return row % partitions
+#: What `guarantee=` accepts.
+GUARANTEES = ("auto", "exactly_once_cas", "transactional")
 
 
 def one_batch_request(
@@ -129,12 +106,69 @@ def one_batch_request(
     )
 
 
+async def send_to_leader(
+    selector: KafkaSelector,
+    topic: str,
+    partition: int,
+    request: Any,
+    *,
+    timeout: float,
+    attempts: int = 10,
+    backoff: ExponentialBackoff | None = None,
+) -> Any:
+    """Send `request` to the leader of `topic`-`partition` without waiting for the answer
+    (returns the pending response). A partition without a known leader refreshes the
+    metadata and retries (jittered backoff) up to `attempts` times; a connection that
+    cannot be made raises `BrokerConnectionError` (nothing left: safe to resend)."""
+    backoff = backoff or ExponentialBackoff(selector.config.retry_backoff, 1.0)
+    for attempt in range(attempts):
+        part = selector.metadata.partition(topic, partition)
+        if part is not None and part.leader >= 0:
+            connection = await selector.connection(part.leader)
+            return await connection.send(request, timeout=timeout)
+        with contextlib.suppress(KafkaError):
+            await selector.refresh_metadata([topic])
+        await trio.sleep(backoff.backoff(attempt, selector.rng))
+    raise BrokerConnectionError(f"{topic}-{partition} has no leader (after {attempts} tries)")
+
+
+async def init_idempotent_producer_id(
+    selector: KafkaSelector, *, timeout: float, backoff: ExponentialBackoff, attempts: int = 20
+) -> tuple[int, int]:
+    """(producer id, epoch) of a new idempotent producer (InitProducerId without a
+    transactional id), retried with backoff on retriable errors."""
+    error: KafkaError = KafkaError("InitProducerId was not tried")
+    for attempt in range(attempts):
+        try:
+            response = await selector.request(
+                selector.least_loaded_node(),
+                InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
+                timeout=timeout,
+            )
+        except KafkaError as exc:
+            error = exc
+        else:
+            if response.error_code == ErrorCode.NONE:
+                return response.producer_id, response.producer_epoch
+            error = error_for_code(response.error_code, "InitProducerId")
+            if not error_info(response.error_code).retriable:
+                raise error
+        await trio.sleep(backoff.backoff(attempt, selector.rng))
+    raise error
+
+
+def transactional_id_for(load_id: str, topic: str, partition: int) -> str:
+    """The transactional id of one partition of a transactional load."""
+    return f"tk-load-{load_id}-{topic}-{partition}"
+
+
 @attrs.frozen
 class PartitionLoad:
     """What one run did in one partition."""
 
     partition: int
-    #: Log end offset when the run started, and when it finished.
+    #: Log end offset when the run started, and when it finished (with transactions:
+    #: the last stable offset, read once the run is done).
     start_offset: int
     end_offset: int
     #: The last input row of this load found in the partition at the start (-1: none).
@@ -149,18 +183,8 @@ class LoadResult:
     loaded: int
     skipped: int
     partitions: tuple[PartitionLoad, ...]
-
-
-@attrs.define(eq=False, slots=True)
-class _Batch:
-    builder: BatchBuilder
-    count: int = 0
-    size: int = 0
-    last_row: int = -1
-    expected: int = -1
-    sequence: int = -1
-    data: bytes = b""
-    pending: Any = None  # PendingResponse, or the KafkaError that kept it from leaving
+    #: The backend used: "exactly_once_cas" or "transactional".
+    guarantee: str = Backend.CAS.value
 
 
 class BulkLoader:
@@ -172,10 +196,13 @@ class BulkLoader:
         topic: str,
         load_id: str,
         *,
-        batch_bytes: int = 512 * 1024,
+        guarantee: str = "auto",
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
+        chunk_bytes: int | None = None,
         max_in_flight: int = 5,
         request_timeout: float = 30.0,
         retry_timeout: float = 120.0,
+        transaction_timeout: float = 60.0,
         wall_clock: Callable[[], float] | None = None,
         on_progress: Callable[[int, int], None] | None = None,
     ) -> None:
@@ -185,33 +212,69 @@ class BulkLoader:
             raise ConfigError(
                 f"max_in_flight={max_in_flight}: use 1 to 5 (the broker's dedup window)"
             )
+        if guarantee not in GUARANTEES:
+            raise ConfigError(
+                f"guarantee={guarantee!r}: use one of {', '.join(map(repr, GUARANTEES))}"
+            )
         self.selector = selector
         self.topic = topic
         self.load_id = load_id
+        self.guarantee = guarantee
         self._load = load_id.encode()
         self.batch_bytes = batch_bytes
+        #: Transactions: the rows of one transaction (several producer batches).
+        self.chunk_bytes = chunk_bytes if chunk_bytes is not None else 8 * batch_bytes
         self.max_in_flight = max_in_flight
         self.request_timeout = request_timeout
         self.retry_timeout = retry_timeout
+        self.transaction_timeout = transaction_timeout
         # Wall time for the records' create time (the seam the simulator replaces).
+        self._wall_clock = wall_clock
         self._wall = edge_defaults(selector.clock, selector.rng, wall_clock)[2]
         # Called with (records, bytes) acknowledged, as acknowledgements arrive.
         self.on_progress = on_progress
         self.reader = PartitionReader(selector, timeout=request_timeout)
+        self.committed_reader = PartitionReader(
+            selector, timeout=request_timeout, isolation=IsolationLevel.READ_COMMITTED
+        )
         self._backoff = ExponentialBackoff(0.05, 1.0)
 
     def _timestamp_ms(self) -> int:
         return int(self._wall() * 1000)
 
     def __repr__(self) -> str:
-        return f"<BulkLoader {self.topic} load={self.load_id}>"
+        return f"<BulkLoader {self.topic} load={self.load_id} guarantee={self.guarantee}>"
+
+    # -- choosing the backend -------------------------------------------------------------
+
+    async def choose_backend(self, partitions: int) -> Backend:
+        """CAS where every partition is CAS-checked, transactions elsewhere (`auto`); a
+        forced guarantee is checked (see the module doc)."""
+        if self.guarantee == Backend.TRANSACTIONS.value:
+            return Backend.TRANSACTIONS
+        gate = cas_gate(self.selector)
+        try:
+            for partition in range(partitions):
+                await gate.check(self.topic, partition)
+        except CasNotSupportedError as exc:
+            if self.guarantee == Backend.CAS.value:
+                raise
+            logger.info(
+                "load %s into %s: transactional (no CAS here: %s)", self.load_id, self.topic, exc
+            )
+            return Backend.TRANSACTIONS
+        logger.info("load %s into %s: exactly_once_cas", self.load_id, self.topic)
+        return Backend.CAS
 
     # -- resuming ----------------------------------------------------------------------
 
-    async def resume_point(self, partition: int) -> tuple[int, int, bool]:
+    async def resume_point(
+        self, partition: int, reader: PartitionReader | None = None
+    ) -> tuple[int, int, bool]:
         """(log end offset, last row of this load in the partition or -1, whether other
         records follow that row)."""
-        reader, topic = self.reader, self.topic
+        reader = reader or self.reader
+        topic = self.topic
         end = await reader.log_end_offset(topic, partition)
         start = await reader.log_start_offset(topic, partition)
         if end <= start:
@@ -234,6 +297,25 @@ class BulkLoader:
             high = low
         return end, -1, False
 
+    def _pipeline(
+        self, backend: Backend, partition: int, point: tuple[int, int, bool]
+    ) -> LoadPipeline:
+        end, row, foreign = point
+        rng = self.selector.rng
+        return LoadPipeline(
+            self.topic,
+            partition,
+            self._load,
+            backend=backend,
+            log_end_offset=end,
+            resumed_after_row=row,
+            foreign_after=foreign,
+            batch_bytes=self.batch_bytes if backend is Backend.CAS else self.chunk_bytes,
+            max_in_flight=self.max_in_flight,
+            retry_timeout=self.retry_timeout,
+            backoff=lambda attempts: self._backoff.backoff(attempts, rng),
+        )
+
     # -- the load ------------------------------------------------------------------------
 
     async def run(self, rows: Iterable[Row]) -> LoadResult:
@@ -241,301 +323,278 @@ class BulkLoader:
         selector, topic = self.selector, self.topic
         meta = await selector.wait_for_topic(topic)
         count = meta.partition_count
-        gate = cas_gate(selector)
-        pipes: list[_Pipe] = []
-        for partition in range(count):
-            await gate.check(topic, partition)
-            end, row, foreign = await self.resume_point(partition)
-            pipes.append(_Pipe(self, partition, end, row, foreign))
-        try:
-            async with trio.open_nursery() as nursery:
-                for pipe in pipes:
-                    nursery.start_soon(pipe.run)
-                try:
-                    await self._feed(rows, pipes, count)
-                finally:
-                    for pipe in pipes:
-                        await pipe.close_input()
-        except BaseExceptionGroup as group:
-            # One pipe's error (the others were cancelled): raise it as itself.
-            leaves = _leaves(group)
-            if len(leaves) == 1:
-                raise leaves[0] from None
-            raise
+        backend = await self.choose_backend(count)
+        async with contextlib.AsyncExitStack() as stack:
+            parts: list[_Partition] = []
+            for partition in range(count):
+                if backend is Backend.CAS:
+                    point = await self.resume_point(partition)
+                    parts.append(_CasPartition(self, self._pipeline(backend, partition, point)))
+                else:
+                    producer = await stack.enter_async_context(
+                        open_producer(
+                            selector=selector,
+                            clock=selector.clock,
+                            rng=selector.rng,
+                            wall_clock=self._wall_clock,
+                            transactional_id=transactional_id_for(self.load_id, topic, partition),
+                            transaction_timeout=self.transaction_timeout,
+                            batch_size=self.batch_bytes,
+                            max_request_size=max(self.batch_bytes * 2, 1024 * 1024),
+                            buffer_memory=max(4 * self.chunk_bytes, 32 * 1024 * 1024),
+                            linger=0.002,
+                            request_timeout=self.request_timeout,
+                        )
+                    )
+                    await producer.init_transactions()
+                    point = await self.resume_point(partition, self.committed_reader)
+                    pipe = self._pipeline(backend, partition, point)
+                    parts.append(_TxnPartition(self, pipe, producer))
+            try:
+                async with trio.open_nursery() as nursery:
+                    for part in parts:
+                        nursery.start_soon(part.run)
+                    try:
+                        await self._feed(rows, parts, count)
+                    finally:
+                        for part in parts:
+                            await part.close_input()
+            except BaseExceptionGroup as group:
+                # One partition's error (the others were cancelled): raise it as itself.
+                leaves = _leaves(group)
+                if len(leaves) == 1:
+                    raise leaves[0] from None
+                raise
+        pipes = [part.pipe for part in parts]
+        if backend is Backend.CAS:
+            ends = [p.next_offset for p in pipes]  # exact: the batches are contiguous
+        else:  # commit markers (and other writers) take offsets too: ask the broker
+            ends = [await self.reader.log_end_offset(topic, p.partition) for p in pipes]
         return LoadResult(
             self.load_id,
             sum(p.loaded for p in pipes),
             sum(p.skipped for p in pipes),
-            tuple(p.summary() for p in pipes),
+            tuple(_summary(p, end) for p, end in zip(pipes, ends, strict=True)),
+            backend.value,
         )
 
-    async def _feed(self, rows: Iterable[Row], pipes: list[_Pipe], count: int) -> None:
-        """Route rows to their partitions' open batches; hand full batches to the pipes."""
-        limit = self.batch_bytes
-        now_ms = self._timestamp_ms
-        stamp = now_ms()
-        # Per partition: the record held back until we know whether it closes its batch.
-        held: list[tuple[int, bytes | None, bytes | None] | None] = [None] * count
-        resume = [pipe.resumed_after_row for pipe in pipes]
+    async def _feed(self, rows: Iterable[Row], parts: list[_Partition], count: int) -> None:
+        """Route rows to their partitions' pipelines; wake a partition's task when its
+        pipeline sealed a batch."""
+        pipes = [part.pipe for part in parts]
+        stamp = self._timestamp_ms()
         for index, item in enumerate(rows):
             if isinstance(item, tuple):
                 key, value = item
             else:
                 key, value = None, item
-            partition = index % count if key is None else partition_for_key(key, count)
-            if index <= resume[partition]:
-                pipes[partition].skipped += 1
-                continue
+            partition = index % count if key is None else partition_of(index, key, count)
             pipe = pipes[partition]
-            size = _RECORD_OVERHEAD + (len(value) if value else 0) + (len(key) if key else 0)
-            previous = held[partition]
-            if previous is not None:
-                batch = pipe.open
-                if batch.size + size > limit and batch.count:
-                    prev_row, prev_key, prev_value = previous
-                    self._close(batch, stamp, prev_row, prev_key, prev_value)
-                    await pipe.submit()
-                    stamp = now_ms()
-                    batch = pipe.open
-                else:
-                    batch.builder.append(stamp, previous[1], previous[2])
-                batch.size += size
-                batch.count += 1
-            else:
-                pipe.check_can_append()
-                batch = pipe.open
-                batch.size += size
-                batch.count += 1
-            held[partition] = (index, key, value)
-        for partition, previous in enumerate(held):
-            if previous is not None:
-                pipe = pipes[partition]
-                self._close(pipe.open, stamp, *previous)
-                await pipe.submit()
-
-    def _close(
-        self, batch: _Batch, stamp: int, row: int, key: bytes | None, value: bytes | None
-    ) -> None:
-        batch.builder.append(
-            stamp, key, value, ((LOAD_HEADER, self._load), (ROW_HEADER, b"%d" % row))
-        )
-        batch.last_row = row
+            if pipe.skip(index):
+                continue
+            if pipe.add(index, key, value, stamp):
+                await parts[partition].sealed()
+                stamp = self._timestamp_ms()
+        for part in parts:
+            if part.pipe.finish(stamp):
+                await part.sealed()
 
     def _progress(self, records: int, size: int) -> None:
         if self.on_progress is not None:
             self.on_progress(records, size)
 
 
-class _Pipe:
-    """One partition's in-order CAS pipeline (see the module doc)."""
+def _summary(pipe: LoadPipeline, end: int) -> PartitionLoad:
+    return PartitionLoad(
+        pipe.partition, pipe.start_offset, end, pipe.resumed_after_row, pipe.loaded, pipe.skipped
+    )
 
-    def __init__(
-        self, loader: BulkLoader, partition: int, end: int, row: int, foreign: bool
-    ) -> None:
+
+class _Partition:
+    """One partition's task: woken by the feeder for each sealed batch."""
+
+    def __init__(self, loader: BulkLoader, pipe: LoadPipeline) -> None:
         self.loader = loader
-        self.partition = partition
-        self.start_offset = end
-        # The offset the next batch expects (advanced when a batch is assigned).
-        self.next_offset = end
-        self.resumed_after_row = row
-        # Other writers appended after this load's last record: appending more would
-        # leave the load's rows split around theirs.
-        self.foreign_after = foreign
-        self.loaded = 0
-        self.skipped = 0
-        self.open = _Batch(BatchBuilder())
-        self.producer_id = -1
-        self.producer_epoch = -1
-        self.next_sequence = 0
-        self._send, self._receive = trio.open_memory_channel[_Batch](0)
+        self.pipe = pipe
+        self._send, self._receive = trio.open_memory_channel[None](0)
 
-    def summary(self) -> PartitionLoad:
-        return PartitionLoad(
-            self.partition,
-            self.start_offset,
-            self.next_offset,
-            self.resumed_after_row,
-            self.loaded,
-            self.skipped,
-        )
-
-    def check_can_append(self) -> None:
-        if self.foreign_after:
-            loader = self.loader
-            raise ConcurrentWriteError(
-                f"{loader.topic}-{self.partition} holds records of other writers after the "
-                f"last record of load {loader.load_id!r} (row {self.resumed_after_row}); "
-                "appending the rest there would split the load around them",
-                offset=self.start_offset,
-            )
-
-    async def submit(self) -> None:
-        batch, self.open = self.open, _Batch(BatchBuilder())
-        await self._send.send(batch)
+    async def sealed(self) -> None:
+        await self._send.send(None)
 
     async def close_input(self) -> None:
         await self._send.aclose()
 
-    # -- the sending task ----------------------------------------------------------------
+    async def run(self) -> None:
+        raise NotImplementedError
+
+
+class _CasPartition(_Partition):
+    """Drives a CAS pipeline (see the module doc)."""
+
+    def __init__(self, loader: BulkLoader, pipe: LoadPipeline) -> None:
+        super().__init__(loader, pipe)
+        # batch -> the pending response of its request in flight, or the KafkaError
+        # that kept it from leaving.
+        self._pending: dict[LoadBatch, Any] = {}
 
     async def run(self) -> None:
-        in_flight: collections.deque[_Batch] = collections.deque()
-        window = self.loader.max_in_flight
+        pipe = self.pipe
         async with self._receive:
-            async for batch in self._receive:
-                if self.producer_id < 0:
-                    await self._init_producer_id()
-                batch.expected = self.next_offset
-                self.next_offset += batch.count
-                self._sequence(batch)
-                await self._write(batch)
-                in_flight.append(batch)
-                while len(in_flight) >= window or (in_flight and _done(in_flight[0])):
-                    await self._settle(in_flight)
-        while in_flight:
-            await self._settle(in_flight)
+            async for _ in self._receive:
+                await self._pump()
+                while self._must_settle():
+                    await self._step()
+        while not pipe.done:
+            await self._step()
 
-    def _sequence(self, batch: _Batch) -> None:
-        batch.sequence = self.next_sequence
-        self.next_sequence += batch.count
-        without_cas = _mutants.active(_mutants.BULK_WITHOUT_CAS)  # planted bug
-        batch.data = batch.builder.build(
-            base_offset=-1 if without_cas else batch.expected,
-            producer_id=self.producer_id,
-            producer_epoch=self.producer_epoch,
-            base_sequence=batch.sequence,
-        )
+    def _must_settle(self) -> bool:
+        pipe = self.pipe
+        oldest = pipe.oldest_in_flight()
+        if oldest is None:
+            return pipe.queued > 0 and pipe.next_send(self.loader.selector.clock.now()) is None
+        if len(pipe.in_flight) >= pipe.max_in_flight or pipe.queued > pipe.max_in_flight:
+            return True
+        pending = self._pending.get(oldest)
+        return isinstance(pending, KafkaError) or (pending is not None and pending.done())
 
-    async def _init_producer_id(self) -> None:
-        selector = self.loader.selector
-        attempt = 0
-        while True:
+    async def _pump(self) -> None:
+        loader, pipe = self.loader, self.pipe
+        clock = loader.selector.clock
+        while (batch := pipe.next_send(clock.now())) is not None:
+            request = one_batch_request(
+                loader.topic, pipe.partition, batch.data, timeout=loader.request_timeout
+            )
             try:
-                response = await selector.request(
-                    selector.least_loaded_node(),
-                    InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
-                    timeout=self.loader.request_timeout,
+                self._pending[batch] = await send_to_leader(
+                    loader.selector,
+                    loader.topic,
+                    pipe.partition,
+                    request,
+                    timeout=loader.request_timeout,
+                    backoff=loader._backoff,
                 )
             except KafkaError as exc:
-                error: KafkaError = exc
-            else:
-                if response.error_code == ErrorCode.NONE:
-                    self.producer_id = response.producer_id
-                    self.producer_epoch = response.producer_epoch
-                    self.next_sequence = 0
-                    return
-                error = error_for_code(response.error_code, "InitProducerId")
-                if not error_info(response.error_code).retriable:
-                    raise error
-            if attempt >= 20:
-                raise error
-            await trio.sleep(self.loader._backoff.backoff(attempt, selector.rng))
-            attempt += 1
+                self._pending[batch] = exc
 
-    async def _write(self, batch: _Batch) -> None:
-        loader = self.loader
-        selector = loader.selector
-        request = one_batch_request(
-            loader.topic, self.partition, batch.data, timeout=loader.request_timeout
-        )
-        try:
-            part = selector.metadata.partition(loader.topic, self.partition)
-            if part is None or part.leader < 0:
-                raise KafkaError(f"{loader.topic}-{self.partition} has no leader")
-            connection = await selector.connection(part.leader)
-            batch.pending = await connection.send(request, timeout=loader.request_timeout)
-        except KafkaError as exc:
-            batch.pending = exc
-
-    async def _settle(self, in_flight: collections.deque[_Batch]) -> None:
-        """Wait for the oldest batch's answer and act on it."""
-        batch = in_flight[0]
-        pending = batch.pending
-        code = ErrorCode.NONE
-        message: str | None = None
-        failure: KafkaError | None = None
-        if isinstance(pending, KafkaError):
-            failure = pending
-        else:
-            try:
-                response = await pending.wait()
-            except KafkaError as exc:
-                failure = exc
-            else:
-                answer = response.responses[0].partition_responses[0]
-                code, message = answer.error_code, answer.error_message
-                log_end = answer.base_offset
-        if failure is None and code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
-            self._acknowledged(in_flight.popleft())
-            return
-        if failure is None and code == ErrorCode.EXPECTED_OFFSET_MISMATCH:
-            if await self._is_ours(batch):
-                self._acknowledged(in_flight.popleft())
-                return
-            loader = self.loader
-            foreign = await loader.reader.read_at(loader.topic, self.partition, batch.expected)
-            raise ConcurrentWriteError(
-                f"another writer appended at offset {batch.expected} of "
-                f"{loader.topic}-{self.partition} (log end {log_end}) before load "
-                f"{loader.load_id!r} could write rows up to {batch.last_row} there; the "
-                "load stops (run it again to resume after what is loaded)",
-                offset=batch.expected,
-                foreign_record=foreign,
-            )
-        if failure is None:
-            info = error_info(code)
-            if not (info.retriable or info.invalid_metadata or code in _RESTART_CODES):
-                raise error_for_code(code, message)
-            failure = error_for_code(code, message)
-        await self._rewind(in_flight, failure, restart=code in _RESTART_CODES)
-
-    async def _is_ours(self, batch: _Batch) -> bool:
-        loader = self.loader
-        last = await loader.reader.read_at(
-            loader.topic, self.partition, batch.expected + batch.count - 1
-        )
-        return last is not None and row_of(last, loader._load) == batch.last_row
-
-    def _acknowledged(self, batch: _Batch) -> None:
-        self.loaded += batch.count
-        self.loader._progress(batch.count, len(batch.data))
-        batch.data = b""
-        batch.pending = None
-
-    async def _rewind(
-        self, in_flight: collections.deque[_Batch], error: KafkaError, *, restart: bool
-    ) -> None:
-        """Resend every unacknowledged batch in order (the same sequences, or new ones
-        under a new producer id when the broker forgot ours)."""
-        loader = self.loader
+    async def _step(self) -> None:
+        """Make progress once: take the oldest answer, or do what the pipeline waits for."""
+        loader, pipe = self.loader, self.pipe
         selector = loader.selector
         clock = selector.clock
-        deadline = clock.now() + loader.retry_timeout
+        if (failed := pipe.error) is not None:
+            raise failed
+        batch = pipe.oldest_in_flight()
+        if batch is None:
+            if pipe.needs_producer_id:
+                pid, epoch = await init_idempotent_producer_id(
+                    selector, timeout=loader.request_timeout, backoff=loader._backoff
+                )
+                pipe.set_producer(pid, epoch)
+            delay = pipe.poll_delay(clock.now())
+            if delay > 0:
+                await trio.sleep(delay)
+            if pipe.refresh_metadata:
+                with contextlib.suppress(KafkaError):
+                    await selector.refresh_metadata([loader.topic])
+                pipe.metadata_refreshed()
+            await self._pump()
+            return
+        code, message, log_end = await self._answer(batch)
+        step = pipe.on_answer(batch, code, clock.now(), message)
+        if step is Step.READ:
+            record = await loader.reader.read_at(
+                loader.topic, pipe.partition, pipe.read_offset(batch)
+            )
+            row = row_of(record, loader._load) if record is not None else None
+            step = pipe.on_read(batch, row, log_end)
+        if step is Step.FAIL:
+            error = pipe.error
+            assert error is not None
+            if isinstance(error, ConcurrentWriteError):
+                error.foreign_record = await loader.reader.read_at(
+                    loader.topic, pipe.partition, batch.expected_offset
+                )
+            raise error
+        if step is Step.ACKNOWLEDGED:
+            loader._progress(batch.count, batch.size)
+        await self._pump()
+
+    async def _answer(self, batch: LoadBatch) -> tuple[int | None, str, int]:
+        """(the partition's error code or None when no answer came, message, log end)."""
+        pending = self._pending.pop(batch)
+        if isinstance(pending, KafkaError):
+            return None, str(pending), -1
+        try:
+            response = await pending.wait()
+        except KafkaError as exc:
+            return None, str(exc), -1
+        answer = response.responses[0].partition_responses[0]
+        return answer.error_code, answer.error_message or "", answer.base_offset
+
+
+class _TxnPartition(_Partition):
+    """Drives a transactional pipeline: one transaction per chunk (see the module doc)."""
+
+    def __init__(self, loader: BulkLoader, pipe: LoadPipeline, producer: Producer) -> None:
+        super().__init__(loader, pipe)
+        self.producer = producer
+
+    async def run(self) -> None:
+        async with self._receive:
+            async for _ in self._receive:
+                await self._commit_sealed()
+        await self._commit_sealed()
+
+    async def _commit_sealed(self) -> None:
+        while (chunk := self.pipe.take_sealed()) is not None:
+            await self._commit(chunk)
+            self.pipe.committed(chunk)
+            self.loader._progress(chunk.count, chunk.size)
+
+    async def _commit(self, chunk: LoadBatch) -> None:
+        loader, pipe, producer = self.loader, self.pipe, self.producer
+        selector = loader.selector
+        topic, partition = loader.topic, pipe.partition
+        assert chunk.records is not None
+        deadline = selector.clock.now() + loader.retry_timeout
         attempt = 0
         while True:
-            for batch in in_flight:  # let the rest of the window come back first
-                if batch.pending is not None and not isinstance(batch.pending, KafkaError):
-                    with contextlib.suppress(KafkaError):
-                        await batch.pending.wait()
-            if clock.now() >= deadline:
-                raise AmbiguousError(
-                    f"{loader.topic}-{self.partition}: could not settle rows up to "
-                    f"{in_flight[-1].last_row} within {loader.retry_timeout} s (last error: "
-                    f"{error}); run the load again to resume"
-                )
-            await trio.sleep(loader._backoff.backoff(attempt, selector.rng))
-            attempt += 1
-            with contextlib.suppress(KafkaError):
-                await selector.refresh_metadata([loader.topic])
-            if restart:
-                await self._init_producer_id()
-                for batch in in_flight:
-                    self._sequence(batch)
-            for batch in in_flight:
-                await self._write(batch)
-            if not isinstance(in_flight[0].pending, KafkaError):
+            try:
+                async with producer.transaction():
+                    send = producer.send
+                    for key, value, headers in chunk.records:
+                        await send(
+                            topic, value, key=key, headers=headers or None, partition=partition
+                        )
                 return
-            error = in_flight[0].pending
+            except AmbiguousError as exc:
+                # The commit's answer was lost (TransactionOutcomeUnknownError): the
+                # producer re-initialises, which settles the transaction (a fenced
+                # producer raises here: another instance took over, the load stops);
+                # then the committed checkpoint says whether the chunk is in.
+                await producer.init_transactions()
+                _, row, _ = await loader.resume_point(partition, loader.committed_reader)
+                if row >= chunk.last_row:
+                    return
+                if selector.clock.now() >= deadline:
+                    raise
+                logger.info(
+                    "%s-%d: commit outcome unknown (%s), not committed: retrying",
+                    topic,
+                    partition,
+                    exc,
+                )
+            except AbortableError as exc:
+                # Aborted: nothing of the chunk is visible to read_committed readers.
+                if selector.clock.now() >= deadline:
+                    raise AmbiguousError(
+                        f"{topic}-{partition}: the transaction of rows {chunk.first_row}-"
+                        f"{chunk.last_row} kept failing for {loader.retry_timeout} s (last: "
+                        f"{exc}); run the load again to resume"
+                    ) from exc
+                logger.info("%s-%d: chunk aborted (%s), retrying", topic, partition, exc)
+                await trio.sleep(loader._backoff.backoff(attempt, selector.rng))
+                attempt += 1
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
@@ -543,11 +602,6 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
     for error in group.exceptions:
         out.extend(_leaves(error) if isinstance(error, BaseExceptionGroup) else [error])
     return out
-
-
-def _done(batch: _Batch) -> bool:
-    pending = batch.pending
-    return isinstance(pending, KafkaError) or pending.done()
 
 
 @contextlib.asynccontextmanager
@@ -569,13 +623,18 @@ async def open_bulk_loader(
 
 
 __all__ = [
+    "GUARANTEES",
     "LOAD_HEADER",
     "ROW_HEADER",
     "BulkLoader",
     "LoadResult",
     "PartitionLoad",
     "Row",
+    "init_idempotent_producer_id",
+    "one_batch_request",
     "open_bulk_loader",
     "partition_of",
     "row_of",
+    "send_to_leader",
+    "transactional_id_for",
 ]

@@ -34,6 +34,7 @@ may have landed: `AmbiguousWriteError.cause` is the mismatch when a retry met on
 from __future__ import annotations
 
 import weakref
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -178,19 +179,24 @@ async def create_topic(
     replication_factor: int = -1,
     exist_ok: bool = True,
     timeout: float = 30.0,
+    configs: Mapping[str, str] | None = None,
 ) -> bool:
-    """Create `topic` (with `expected.offset.check.enable=true` when `cas`); returns
-    False when it already existed (and `exist_ok`). An invalid name raises
-    `InvalidTopicError` before any request."""
+    """Create `topic` (with `expected.offset.check.enable=true` when `cas`, and the
+    topic `configs` given, e.g. `{"cleanup.policy": "compact"}`); returns False when it
+    already existed (and `exist_ok`). An invalid name raises `InvalidTopicError` before
+    any request."""
     check_topic_name(topic)
-    configs = [CreatableTopicConfig(name=CAS_TOPIC_CONFIG, value="true")] if cas else []
+    settings = dict(configs or {})
+    if cas:
+        settings[CAS_TOPIC_CONFIG] = "true"
+    creatable = [CreatableTopicConfig(name=n, value=v) for n, v in sorted(settings.items())]
     request = CreateTopicsRequest(
         topics=[
             CreatableTopic(
                 name=topic,
                 num_partitions=partitions,
                 replication_factor=replication_factor,
-                configs=configs,
+                configs=creatable,
             )
         ],
         timeout_ms=int(timeout * 1000),

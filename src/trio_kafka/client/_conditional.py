@@ -24,6 +24,18 @@ append exactly, so "is the record at offset N mine?" has an exact answer.
    The writer is then stale: `append` refuses until `read_to_end()` ran again (its state
    missed the foreign record).
 
+Without CAS (a topic or broker without the extension: stock Kafka, Tansu), with
+`guarantee="auto"` or `"transactional"`, the writer is a *transactional* writer
+instead: it holds the transactional id `tk-log-<topic>-<partition>`, and opening it
+runs InitProducerId, which fences the previous writer of the log (its open transaction
+is aborted, its later commits refused). It reads the committed log (read_committed) to
+its end, and each append is one transaction of one record. The newest writer takes
+over: an older writer's append ends as `ConcurrentWriteError` (PRODUCER_FENCED), never
+as a write behind the new writer's back. An append whose commit answer was lost is
+settled as with CAS, by reading the committed log back for its (writer id, sequence):
+found, it is acknowledged at its offset; not found and not fenced, it is retried; fenced,
+it is a `ConcurrentWriteError`. docs/cas.md compares the two.
+
 State owned here: `next_offset` (None until a complete read), `sequence` (appends this
 writer has made, acknowledged or not: a sequence number is never reused, so a late
 landing of an abandoned append can never pass for a later one).
@@ -40,12 +52,16 @@ import attrs
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._edge import new_writer_id
 from trio_kafka.client._producer import Producer, open_producer
-from trio_kafka.client._reader import PartitionReader
+from trio_kafka.client._reader import IsolationLevel, PartitionReader
 from trio_kafka.errors import (
+    AbortableError,
     AmbiguousError,
+    CasNotSupportedError,
     ConcurrentWriteError,
     ConfigError,
     ExpectedOffsetMismatchError,
+    FatalError,
+    ProducerFencedError,
 )
 from trio_kafka.producer import Acknowledged, _mutants
 from trio_kafka.records import Record
@@ -89,6 +105,8 @@ class ConditionalWriter:
     ambiguous: int = 0
     #: Where the last complete read ended (the start for a catching-up read).
     last_read_end: int = 0
+    #: "exactly_once_cas" (first writer wins) or "transactional" (newest writer wins).
+    guarantee: str = "exactly_once_cas"
 
     def __repr__(self) -> str:
         return (
@@ -130,6 +148,8 @@ class ConditionalWriter:
             (SEQUENCE_HEADER, str(sequence).encode()),
             *headers,
         ]
+        if self.guarantee == "transactional":
+            return await self._append_in_transaction(value, key, all_headers, sequence)
         lost = False  # an attempt of this append met an ambiguous outcome
         while True:
             self.attempts += 1
@@ -164,6 +184,60 @@ class ConditionalWriter:
                 ack = Acknowledged(ack.topic, ack.partition, expected, ack.timestamp)
             return ack
 
+    async def _append_in_transaction(
+        self, value: bytes | None, key: bytes | None, headers: Headers, sequence: int
+    ) -> Acknowledged:
+        """One transaction of one record (see the module doc)."""
+        producer = self.producer
+        while True:
+            self.attempts += 1
+            try:
+                async with producer.transaction():
+                    handle = await producer.send(
+                        self.topic, value, key=key, headers=headers, partition=self.partition
+                    )
+                ack: Acknowledged = await handle
+            except (ProducerFencedError, FatalError) as exc:
+                return await self._settle_fenced(sequence, exc)
+            except AmbiguousError:
+                # The commit's answer was lost: the producer re-initialises (which
+                # settles the outcome: committed or aborted) unless it was fenced.
+                self.ambiguous += 1
+                try:
+                    await producer.init_transactions()
+                except (ProducerFencedError, FatalError) as fenced:
+                    return await self._settle_fenced(sequence, fenced)
+                found = await self._find(sequence)
+                if found is not None:
+                    return found
+                continue  # aborted: the append did not happen, try again
+            except AbortableError:
+                continue  # aborted: nothing of it is committed
+            self.next_offset = ack.offset + 1
+            return ack
+
+    async def _find(self, sequence: int) -> Acknowledged | None:
+        """Our append `sequence` in the committed log since the last read, if there."""
+        async for record in self.reader.read(self.topic, self.partition, start=self.last_read_end):
+            if writer_of(record) == (self.writer_id, sequence):
+                self.next_offset = record.offset + 1
+                return Acknowledged(self.topic, self.partition, record.offset, record.timestamp)
+        return None
+
+    async def _settle_fenced(self, sequence: int, error: Exception) -> Acknowledged:
+        """A newer writer took the log: did our append commit before it did?"""
+        found = await self._find(sequence)
+        if found is not None:
+            return found
+        self.next_offset = None
+        raise ConcurrentWriteError(
+            f"a newer writer took over {self.topic}-{self.partition} (transactional id "
+            f"{log_transactional_id(self.topic, self.partition)!r} was initialised again: "
+            f"{error}); this writer's append (writer {self.writer_id.decode()}, sequence "
+            f"{sequence}) was not committed. Open a new writer and read the log again.",
+            offset=-1,
+        ) from error
+
     def _mutant_concurrent(self, expected: int) -> ConcurrentWriteError:
         # Planted bug (producer/_mutants.py): a mismatch taken for a foreign write unread.
         self.next_offset = None
@@ -193,6 +267,14 @@ def _describe(record: Record) -> str:
     return f"writer {writer.decode(errors='replace')} sequence {sequence}"
 
 
+def log_transactional_id(topic: str, partition: int) -> str:
+    """The transactional id every transactional writer of a log holds."""
+    return f"tk-log-{topic}-{partition}"
+
+
+_GUARANTEES = ("auto", "exactly_once_cas", "transactional")
+
+
 @contextlib.asynccontextmanager
 async def open_conditional_writer(
     topic: str,
@@ -201,15 +283,24 @@ async def open_conditional_writer(
     bootstrap: str | None = None,
     producer: Producer | None = None,
     writer_ids: Callable[[], str] | None = None,
+    guarantee: str = "exactly_once_cas",
     **producer_options: Any,
 ) -> AsyncIterator[ConditionalWriter]:
     """A `ConditionalWriter` on `topic`-`partition`.
 
     Pass `bootstrap=` (the writer opens its own producer: `linger=0`, idempotent, plus
     `producer_options`) or `producer=` (shared; its `linger` delays each append).
-    `writer_ids` makes the writer's id (default: a random uuid4). Raises
-    `CasNotSupportedError` at once when the partition is not CAS-checked.
+    `writer_ids` makes the writer's id (default: a random uuid4).
+
+    `guarantee`: "exactly_once_cas" (the default) raises `CasNotSupportedError` at once
+    when the partition is not CAS-checked; "transactional" makes a transactional writer
+    (see the module doc; with `producer=`, its selector is shared); "auto" picks CAS
+    where it can and transactions elsewhere (`writer.guarantee` says which).
     """
+    if guarantee not in _GUARANTEES:
+        raise ConfigError(
+            f"guarantee={guarantee!r}: use one of {', '.join(map(repr, _GUARANTEES))}"
+        )
     source = writer_ids if writer_ids is not None else new_writer_id
     async with contextlib.AsyncExitStack() as stack:
         if producer is None:
@@ -221,9 +312,39 @@ async def open_conditional_writer(
             raise ConfigError(
                 f"producer options {sorted(producer_options)} belong to the producer passed in"
             )
-        await cas_gate(producer.selector).check(topic, partition)
+        selector = producer.selector
+        if guarantee != "transactional":
+            try:
+                await cas_gate(selector).check(topic, partition)
+            except CasNotSupportedError:
+                if guarantee == "exactly_once_cas":
+                    raise
+                guarantee = "transactional"
+            else:
+                guarantee = "exactly_once_cas"
+        if guarantee == "exactly_once_cas":
+            yield ConditionalWriter(
+                producer, PartitionReader(selector), topic, partition, source().encode()
+            )
+            return
+        txn_producer = await stack.enter_async_context(
+            open_producer(
+                selector=selector,
+                clock=selector.clock,
+                rng=selector.rng,
+                buggify=producer._sender.buggify,  # the simulator's hook, as the producer's
+                linger=0.0,
+                transactional_id=log_transactional_id(topic, partition),
+            )
+        )
+        await txn_producer.init_transactions()  # fences the previous writer of the log
         yield ConditionalWriter(
-            producer, PartitionReader(producer.selector), topic, partition, source().encode()
+            txn_producer,
+            PartitionReader(selector, isolation=IsolationLevel.READ_COMMITTED),
+            topic,
+            partition,
+            source().encode(),
+            guarantee="transactional",
         )
 
 
@@ -231,6 +352,7 @@ __all__ = [
     "SEQUENCE_HEADER",
     "WRITER_HEADER",
     "ConditionalWriter",
+    "log_transactional_id",
     "open_conditional_writer",
     "writer_of",
 ]

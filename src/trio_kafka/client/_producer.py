@@ -511,6 +511,7 @@ class Producer(TransactionalProducerMixin):
             "the producer closed before this record was acknowledged (within its close "
             f"timeout of {timeout} s)"
         )
+        self._sender.closing = True
         for node in list(self._sender.nodes.values()):
             node.settle_all(error)
         self._core.fail_all(error)

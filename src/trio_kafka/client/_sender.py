@@ -242,6 +242,8 @@ class Sender:
         self._wake = trio.Event()
         self._metadata: ClusterMetadata | None = None
         self._init_running = False
+        # Set by the producer as it settles everything on close: no new tasks.
+        self.closing = False
         self._refreshing = False
         self._last_refresh = -math.inf
         self._retry = ExponentialBackoff(config.retry_backoff, config.retry_backoff_max)
@@ -390,8 +392,9 @@ class Sender:
         self.core.update_metadata(ClusterView.from_leaders(leaders))
 
     def refresh_metadata(self, topics: Any = ()) -> None:
-        """Refresh in the background, at most once per `retry_backoff`; wakes when done."""
-        if self._refreshing:
+        """Refresh in the background, at most once per `retry_backoff`; wakes when done.
+        Not once closing: the task nursery may be closed already (a cancelled body)."""
+        if self._refreshing or self.closing:
             return
         now = self.clock.now()
         if now - self._last_refresh < self.core.config.retry_backoff:

@@ -36,6 +36,11 @@ BULK_WITHOUT_CAS = "bulk-without-cas"
 COMMIT_AFTER_FAILED_SEND = "commit-after-failed-send"
 V1_END_TXN_EPOCH = "v1-end-txn-epoch"
 NEW_PRODUCER_ID_ON_BUMP = "new-producer-id-on-bump"
+# -- the load pipeline (producer/_load.py) --
+LOAD_LOST_AS_WRITTEN = "load-lost-as-written"
+LOAD_MISMATCH_AS_WRITTEN = "load-mismatch-as-written"
+LOAD_RESUME_PAST_CHECKPOINT = "load-resume-past-checkpoint"
+# -- end of the load pipeline's mutants --
 
 #: name -> (the bug, the workloads that can expose it).
 MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -102,6 +107,22 @@ MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
         "fenced and lands after newer records",
         ("idempotent",),
     ),
+    # -- the load pipeline (producer/_load.py) --
+    LOAD_LOST_AS_WRITTEN: (
+        "the load pipeline takes a batch without an answer (or with a retriable error) "
+        "as written, and never resends it",
+        ("bulk",),
+    ),
+    LOAD_MISMATCH_AS_WRITTEN: (
+        "the load pipeline takes an expected-offset mismatch as its own earlier attempt "
+        "without reading the record at the offset",
+        ("bulk",),
+    ),
+    LOAD_RESUME_PAST_CHECKPOINT: (
+        "a resumed load skips the row after its last checkpoint as if it were loaded",
+        ("bulk",),
+    ),
+    # -- end of the load pipeline's mutants --
 }
 
 

@@ -312,9 +312,9 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
             # old ones (lost writes; simulations/regressions/transactional-lite-16.toml).
             update = m._set_producer_id(response.producer_id, response.producer_epoch)
             m.bump_required = False
-        if work.settle:
-            # Settled (committed, by this attempt or the unanswered one): now bump, so a
-            # late copy of the old EndTxn can never end a later transaction.
+        if work.settle and (committing or m.bump_required):
+            # Settled (by this attempt or the unanswered one): now bump, so a late copy
+            # of the old EndTxn can never end a later transaction.
             m._enqueue(m._bump_work())
         elif not committing and m.bump_required:
             m._enqueue(m._bump_work())
@@ -345,11 +345,21 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
     return _NO_UPDATE
 
 
-def end_txn_unknown(m: TransactionManager, work: Work, error: KafkaError) -> None:
+# How many times an EndTxn resent to settle an unanswered one may go unanswered in turn
+# before the producer bumps the epoch instead. Tansu drops the connection at every resend
+# of an EndTxn whose first copy was cut (seen in tests/chaos, 120 s of resends); on Kafka
+# the bump is then fenced if the transaction is still open: fatal, never silent.
+SETTLE_ATTEMPTS = 5
+
+
+def end_txn_unknown(m: TransactionManager, work: Work, error: KafkaError, now: float) -> None:
     """EndTxn left and no answer came back (`handle_failure` with `sent=True`)."""
     m._lookup(CoordinatorType.TRANSACTION, m.transactional_id)
     if work.settle:
-        m._enqueue(work)  # the resent EndTxn went unanswered too: send it again
+        if work.attempts >= SETTLE_ATTEMPTS:
+            m._enqueue(m._bump_work())
+        else:
+            m._retry(work, now)  # the resent EndTxn went unanswered too: again, later
         return
     if not work.committed:
         # Resend the abort at the same epoch (Kafka answers a repeated abort; a v2
@@ -358,7 +368,7 @@ def end_txn_unknown(m: TransactionManager, work: Work, error: KafkaError) -> Non
         # Not a bump at once: Kafka fences a bump that finds the transaction open
         # (sim transactional 3001759).
         m.bump_required = True
-        m._enqueue(work)
+        m._retry(Work(K.END_TXN, Priority.END_TXN, committed=False, settle=True), now)
         return
     pending = m._pending
     if _mutants.ACTIVE and _mutants.active(_mutants.STALE_END_TXN):
@@ -371,7 +381,7 @@ def end_txn_unknown(m: TransactionManager, work: Work, error: KafkaError) -> Non
     m._transition(TxnState.INITIALIZING)
     m._clear_transaction()
     m._pending = TxnResult("init (settling an EndTxn with unknown outcome, then an epoch bump)")
-    m._enqueue(Work(K.END_TXN, Priority.END_TXN, committed=True, settle=True))
+    m._retry(Work(K.END_TXN, Priority.END_TXN, committed=True, settle=True), now)
     if pending is not None:
         pending.set_error(
             TransactionOutcomeUnknownError(

@@ -414,7 +414,7 @@ class TransactionManager(TxnRequestQueue):
         self._in_flight = None
         work = request.work
         if sent and work.kind is K.END_TXN:
-            _txn_handlers.end_txn_unknown(self, work, error)
+            _txn_handlers.end_txn_unknown(self, work, error, now)
             return TxnUpdate()
         if sent and work.kind in (K.ADD_PARTITIONS, K.ADD_OFFSETS):
             self.transaction_started = True  # it may have been applied: EndTxn must go

@@ -205,7 +205,14 @@ class Index:
         self.violations.append(Violation(kind, message, details))
 
     def where(self, op: Produce | CasAppend) -> list[Place]:
-        return self.places.get(op.value, [])
+        """Where `op`'s value is in the log. A send outside any transaction of the history
+        (`txn` None) whose bytes sit in aborted batches is a load that writes in
+        transactions of its own (client/_bulk.py): it counts only where read_committed
+        readers see it."""
+        places = self.places.get(op.value, [])
+        if isinstance(op, Produce) and op.txn is None:
+            return [p for p in places if p.fate is not Fate.ABORTED]
+        return places
 
 
 def build_index(history: History, logs: LogSnapshot, reads: Reads | None) -> Index:

@@ -57,11 +57,13 @@ def _reads(ix: Index) -> None:
         for p in places:
             by_tp.setdefault(p.tp, []).append((value, p))
     for tp, pairs in sorted(ix.reads.items()):
-        seen = {value for _, value in pairs}
+        # By (offset, value): a value may be in the log twice, aborted then committed
+        # again (a bulk load resends an aborted chunk; sim/_check_index.py Index.where).
+        seen = set(pairs)
         stable = lso.get(tp)
         for value, p in by_tp.get(tp, []):
             visible = p.fate in (Fate.PLAIN, Fate.COMMITTED)
-            if not visible and value in seen:
+            if not visible and (p.offset, value) in seen:
                 ix.add(
                     ViolationKind.ABORTED_READ,
                     f"read_committed returned {show(value)!r} from {tp[0]}-{tp[1]}"
@@ -69,7 +71,9 @@ def _reads(ix: Index) -> None:
                     value=show(value),
                     at=[tp[0], tp[1], p.offset],
                 )
-            elif visible and value not in seen and (stable is None or p.offset < stable):
+            elif (
+                visible and (p.offset, value) not in seen and (stable is None or p.offset < stable)
+            ):
                 ix.add(
                     ViolationKind.COMMITTED_NOT_VISIBLE,
                     f"read_committed missed {show(value)!r} at {tp[0]}-{tp[1]}"

@@ -8,8 +8,8 @@ this run and of any later run with the same `load_id` uses those bases, so "row 
 partition p belongs at base[p] + r" holds across retries, zombies and reruns.
 
 The manifest lives in a one-partition topic (`__trio_kafka_loads` by default), one JSON
-record per state change, keyed by the load id; the last record of a load wins (the topic
-can be compacted). States: `started` (bases fixed), `complete` (the driver's `commit()`
+record per state change, keyed by the load id; the last record of a load wins, so the topic
+is created compacted (`cleanup.policy=compact`). States: `started` (bases fixed), `complete` (the driver's `commit()`
 checked every partition), `aborted` (Spark gave up; a rerun resumes from `started`'s
 bases, which the `aborted` record repeats). Writing a manifest record twice is harmless:
 it is the same content, and reading keeps the last.
@@ -85,10 +85,15 @@ class Manifest:
         )
 
 
+#: The control topic keeps the last record of each load (its key): compacted.
+CONTROL_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
+
+
 async def ensure_control_topic(selector: KafkaSelector, control_topic: str) -> None:
-    """Create the control topic (one partition, no CAS so any broker can hold it)."""
+    """Create the control topic (one partition, compacted, no CAS so any broker can
+    hold it)."""
     try:
-        await create_topic(selector, control_topic, 1, cas=False)
+        await create_topic(selector, control_topic, 1, cas=False, configs=CONTROL_TOPIC_CONFIGS)
     except KafkaError as exc:
         code = getattr(exc, "code", None)
         if code != ErrorCode.TOPIC_ALREADY_EXISTS:
@@ -122,4 +127,11 @@ async def write_manifest(
         raise error_for_code(code, f"writing the manifest of load {manifest.load_id!r}")
 
 
-__all__ = ["CONTROL_TOPIC", "Manifest", "ensure_control_topic", "read_manifest", "write_manifest"]
+__all__ = [
+    "CONTROL_TOPIC",
+    "CONTROL_TOPIC_CONFIGS",
+    "Manifest",
+    "ensure_control_topic",
+    "read_manifest",
+    "write_manifest",
+]

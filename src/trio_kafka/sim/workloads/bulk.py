@@ -1,6 +1,13 @@
 """The bulk load with crashes: a `BulkLoader` over a CAS-checked topic, killed at seeded
 moments and restarted until the load is complete.
 
+Two workloads: "bulk" loads a CAS-checked topic (the CAS backend); "bulk-txn" loads a
+topic without CAS, where `guarantee="auto"` picks the transactional backend (each chunk
+and its checkpoint in one transaction; a crashed run's open transaction is aborted when
+the next run's InitProducerId fences it). The checker counts a row where read_committed
+readers see it (sim/_check_index.py `Index.where`), so a chunk aborted and loaded again
+is no duplicate, and a row only in aborted chunks is a lost write.
+
 With fault COMPETING_INSTANCE a second process of the same load starts at a seeded
 moment and runs alongside (an operator started the job twice).
 
@@ -23,6 +30,7 @@ input order (I3), nothing else is in the topic.
 
 from __future__ import annotations
 
+import attrs
 import trio
 
 from trio_kafka.broker import CAS_CONFIG
@@ -33,6 +41,7 @@ from trio_kafka.sim.history import Ok, Produce
 from trio_kafka.sim.workloads._api import SimContext, register
 
 TOPIC = "bulk"
+TXN_TOPIC = "bulk-txn"
 PARTITIONS = 2
 WRITER = "bulk"
 LOAD_ID = "sim-load"
@@ -44,6 +53,9 @@ _MAX_RUNS = 40
 #: The probability that a run started during the fault phase crashes.
 _CRASH = 0.6
 _RESTART_BACKOFF = 0.3
+#: About how long (virtual seconds) a lite run of the load takes without faults: crashes
+#: and the competitor land within it, so they hit a load in progress, not a finished one.
+_RUN_TIME = 1.0
 #: BUGGIFY (a knob, as FoundationDB buggifies them): a run cuts its batches tiny.
 _SMALL_BATCHES = BUGGIFY_SITES.register(
     "bulk.small_batches", "a bulk load run cuts its batches to a record or two"
@@ -57,6 +69,20 @@ _SMALL_BATCHES = BUGGIFY_SITES.register(
     description="a bulk load over CAS, crashed at seeded moments and resumed until done",
 )
 async def bulk(ctx: SimContext) -> None:
+    await _bulk(ctx, TOPIC, "exactly_once_cas")
+
+
+@register(
+    "bulk-txn",
+    topics={TXN_TOPIC: PARTITIONS},
+    description="a bulk load in transactions (a topic without CAS), crashed at seeded "
+    "moments and resumed until done",
+)
+async def bulk_txn(ctx: SimContext) -> None:
+    await _bulk(ctx, TXN_TOPIC, "auto")
+
+
+async def _bulk(ctx: SimContext, topic: str, guarantee: str) -> None:
     count, batch_bytes = _SIZES.get(ctx.profile.name, _SIZES["standard"])
     rows: list[Row] = []
     op_ids: list[tuple[int, int]] = []
@@ -65,33 +91,50 @@ async def bulk(ctx: SimContext) -> None:
         key = value if row % 3 == 0 else None
         rows.append((key, value))
         partition = partition_of(row, key, PARTITIONS)
-        op = Produce(WRITER, TOPIC, partition, value, key)
+        op = Produce(WRITER, topic, partition, value, key)
         op_ids.append((ctx.history.invoke(op, time=trio.current_time()), partition))
+    load = _Load(ctx, topic, guarantee, rows, batch_bytes)
     async with trio.open_nursery() as nursery:
         if ctx.competing_instances:
-            nursery.start_soon(_competitor, ctx, rows, batch_bytes)
+            nursery.start_soon(_competitor, load)
         for run in range(_MAX_RUNS):
-            if await _run(ctx, run, rows, batch_bytes):
+            if await _run(load, run):
                 for op_id, partition in op_ids:
                     ctx.history.complete(op_id, Ok(partition, None), time=trio.current_time())
                 return
             await trio.sleep(_RESTART_BACKOFF)
 
 
-async def _competitor(ctx: SimContext, rows: list[Row], batch_bytes: int) -> None:
-    """A second process of the same load (an operator started it twice) at a seeded
-    moment: CAS lets one of the two write each batch, the other stops or skips."""
-    await trio.sleep(ctx.fault_phase_end * ctx.draws.uniform("bulk.competitor.start"))
+@attrs.frozen
+class _Load:
+    ctx: SimContext
+    topic: str
+    guarantee: str
+    rows: list[Row]
+    batch_bytes: int
+
+
+async def _competitor(load: _Load) -> None:
+    """A second process of the same load (an operator started it twice, with another
+    batch size) at a seeded moment: CAS lets one of the two write each batch, the other
+    stops or skips; with transactions the one that initialised last fences the other.
+    Its batches do not line up with the first process's, so a batch that loses its
+    offset meets a record of other rows there (a mismatch must be read, not assumed)."""
+    ctx = load.ctx
+    await trio.sleep(_RUN_TIME * ctx.draws.uniform("bulk.competitor.start"))
     if ctx.fires_competitor("bulk.start", 0):
-        await _run(ctx, -1, rows, batch_bytes)
+        await _run(load, -1)
 
 
-async def _run(ctx: SimContext, run: int, rows: list[Row], batch_bytes: int) -> bool:
+async def _run(load: _Load, run: int) -> bool:
     """One process of the load: True when the load finished."""
+    ctx, batch_bytes = load.ctx, load.batch_bytes
+    if run < 0:
+        batch_bytes = batch_bytes * 5 // 2  # the competitor's batches straddle ours
     now = trio.current_time()
     crash_at = float("inf")
     if run >= 0 and now < ctx.fault_phase_end and ctx.draws.chance(_CRASH, "bulk.crash", run):
-        crash_at = now + ctx.fault_phase_end * ctx.draws.uniform("bulk.crash-at", run) / 2
+        crash_at = now + _RUN_TIME * ctx.draws.uniform("bulk.crash-at", run)
     timeout = ctx.profile.fault_phase
     if ctx.buggify(_SMALL_BATCHES):
         batch_bytes = 40
@@ -100,14 +143,16 @@ async def _run(ctx: SimContext, run: int, rows: list[Row], batch_bytes: int) -> 
             async with ctx.open_selector(f"loader-{run}") as selector:
                 loader = BulkLoader(
                     selector,
-                    TOPIC,
+                    load.topic,
                     LOAD_ID,
+                    guarantee=load.guarantee,
                     batch_bytes=batch_bytes,
+                    chunk_bytes=2 * batch_bytes,
                     request_timeout=2.0,
                     retry_timeout=timeout,
                     wall_clock=ctx.wall_clock,
                 )
-                await loader.run(rows)
+                await loader.run(load.rows)
                 return True
         except KafkaError:
             return False

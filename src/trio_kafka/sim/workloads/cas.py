@@ -7,6 +7,13 @@ next (`ConditionalWriter.append`). When another writer took the offset it gets
 the history with the offset it expected; the checker holds C1-C4: at most one attempt of
 an append lands, success means exactly the expected offset, a failure is never in the
 log, and every append settles after the heal.
+
+"cas-txn" is the same race on a topic without CAS, where `guarantee="auto"` makes each
+writer a transactional one (client/_conditional.py): opening a session fences the
+previous writer, and the newest writer wins. Appends are then `Produce` ops (they land
+at the committed end, not at an expected offset): the checker holds I1-I4 on them, so an
+append acknowledged is in the committed log once at its offset, and one reported as a
+`ConcurrentWriteError` is not committed.
 """
 
 from __future__ import annotations
@@ -16,10 +23,11 @@ import trio
 from trio_kafka.broker import CAS_CONFIG
 from trio_kafka.client._conditional import ConditionalWriter, open_conditional_writer
 from trio_kafka.errors import ConcurrentWriteError, KafkaError
-from trio_kafka.sim.history import CasAppend, Fail, Info, Ok
+from trio_kafka.sim.history import CasAppend, Fail, Info, Ok, Produce
 from trio_kafka.sim.workloads._api import SimContext, register
 
 TOPIC = "cas"
+TXN_TOPIC = "cas-txn"
 
 #: Appends per writer and writers, by profile.
 _SIZES = {"lite": (6, 3), "standard": (40, 4)}
@@ -35,29 +43,43 @@ _SESSION_BACKOFF = 0.5
     description="conditional writers racing for the offsets of one CAS-checked partition",
 )
 async def cas(ctx: SimContext) -> None:
+    await _race(ctx, TOPIC)
+
+
+@register(
+    "cas-txn",
+    topics={TXN_TOPIC: 1},
+    description="transactional conditional writers (a topic without CAS) taking over one "
+    "partition from each other",
+)
+async def cas_txn(ctx: SimContext) -> None:
+    await _race(ctx, TXN_TOPIC)
+
+
+async def _race(ctx: SimContext, topic: str) -> None:
     appends, writers = _SIZES.get(ctx.profile.name, _SIZES["standard"])
     async with trio.open_nursery() as nursery:
         for w in range(writers):
-            nursery.start_soon(_writer, ctx, f"w{w}", appends)
+            nursery.start_soon(_writer, ctx, topic, f"w{w}", appends)
         if ctx.competing_instances:
-            nursery.start_soon(_competitor, ctx, appends)
+            nursery.start_soon(_competitor, ctx, topic, appends)
 
 
-async def _competitor(ctx: SimContext, appends: int) -> None:
+async def _competitor(ctx: SimContext, topic: str, appends: int) -> None:
     """Another instance of the application joins the race at a seeded moment."""
     await trio.sleep(ctx.fault_phase_end * ctx.draws.uniform("cas.competitor.start"))
     if ctx.fires_competitor("cas.start", 0):
-        await _writer(ctx, "c0", appends)
+        await _writer(ctx, topic, "c0", appends)
 
 
-async def _writer(ctx: SimContext, writer: str, appends: int) -> None:
+async def _writer(ctx: SimContext, topic: str, writer: str, appends: int) -> None:
     """Appends until done; a writer whose session fails (a read or a connection gave
     up) starts a new one, as a restarted process would: a new producer and a new writer
     id, so an abandoned append of the old session can never pass for a new one."""
     done = 0
     for session in range(_MAX_SESSIONS):
         try:
-            done = await _session(ctx, writer, session, done, appends)
+            done = await _session(ctx, topic, writer, session, done, appends)
             return
         except KafkaError:
             pass
@@ -68,11 +90,18 @@ async def _writer(ctx: SimContext, writer: str, appends: int) -> None:
         await trio.sleep(_SESSION_BACKOFF)
 
 
-async def _session(ctx: SimContext, writer: str, session: int, done: int, appends: int) -> int:
+async def _session(
+    ctx: SimContext, topic: str, writer: str, session: int, done: int, appends: int
+) -> int:
+    cas = topic == TOPIC
     async with (
         ctx.open_producer(f"p-{writer}", linger=0.0) as producer,
         open_conditional_writer(
-            TOPIC, 0, producer=producer, writer_ids=lambda: f"sim-{writer}-{session}"
+            topic,
+            0,
+            producer=producer,
+            writer_ids=lambda: f"sim-{writer}-{session}",
+            guarantee="exactly_once_cas" if cas else "auto",
         ) as conditional,
     ):
         gap = ctx.fault_phase_end / max(appends, 1)
@@ -82,12 +111,18 @@ async def _session(ctx: SimContext, writer: str, session: int, done: int, append
                 await _read(conditional, conditional.last_read_end or None)
             assert conditional.next_offset is not None
             value = ctx.value(writer, n)
-            op = CasAppend(writer, TOPIC, 0, value, n, conditional.next_offset)
+            op: CasAppend | Produce = (
+                CasAppend(writer, topic, 0, value, n, conditional.next_offset)
+                if cas
+                else Produce(writer, topic, 0, value)
+            )
             op_id = ctx.history.invoke(op, time=trio.current_time())
             try:
                 ack = await conditional.append(value)
             except ConcurrentWriteError as exc:
                 ctx.history.complete(op_id, Fail(type(exc).__name__), time=trio.current_time())
+                if not cas:
+                    raise  # fenced: a new session takes the log back
             except KafkaError as exc:
                 ctx.history.complete(op_id, Info(type(exc).__name__), time=trio.current_time())
                 raise

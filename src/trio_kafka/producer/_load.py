@@ -1,0 +1,455 @@
+"""The load pipeline of one partition: ordered, resumable, exactly-once writes (sans-IO).
+
+Theory of operation
+-------------------
+A load writes a fixed, ordered subsequence of input rows into one partition
+(producer/_rows.py says which rows and how a checkpoint names them). `LoadPipeline`
+decides everything about that write and does no I/O: the shell (client/_bulk.py) feeds
+it rows, sends what it is told, and feeds back the answers, with `now` passed in.
+
+Resume. The shell reads the partition first (`resume point`: the log end offset and the
+last checkpoint row of this load found there) and builds the pipeline with it: rows up
+to that row are skipped (`skip(row)`), the rest are appended after the log end.
+
+Batches (`add`, `finish`). Rows go into the open batch until the next one would push it
+past `batch_bytes`; the batch is then sealed (its last row carries the checkpoint
+headers) and queued. A batch is the unit of everything below: it is written whole or
+not at all, and its checkpoint covers every row in it.
+
+Backends. `Backend.CAS`: each batch is one Produce request of one idempotent record
+batch whose base offset is the *expected offset*, the log end the batch must start at
+(batch k expects where batch k-1 ends). `Backend.TRANSACTIONS`: each batch is a chunk
+the shell writes in one transaction (its rows and its checkpoint commit together);
+there the pipeline only cuts chunks, counts and checkpoints (`committed(batch)`), and
+the transactional producer does sequencing and retries.
+
+The CAS window (`next_send`, `on_answer`). Up to `max_in_flight` (5, the broker's dedup
+window) batches are in flight; answers are taken in order, oldest first, and classified
+by producer/_actions.py:
+
+- acknowledged (NONE, DUPLICATE_SEQUENCE_NUMBER): the batch is done; the checkpoint
+  advances to its last row;
+- no answer (lost connection, timeout) or a retriable code: *rewind*. The answers of the
+  rest of the window are drained and ignored, and after a backoff every unacknowledged
+  batch is resent in order, the same bytes at the same expected offset with the same
+  sequence: the broker deduplicates what landed (NONE or DUPLICATE with the original
+  offset) and CAS refuses anything else that would land twice;
+- UNKNOWN_PRODUCER_ID / OUT_OF_ORDER_SEQUENCE_NUMBER: rewind under a new producer id
+  (`needs_producer_id`; the shell calls `set_producer`), sequences from 0 again; CAS
+  still stops a duplicate: a resent batch that had landed meets a mismatch;
+- EXPECTED_OFFSET_MISMATCH: nothing of this attempt was written. `Step.READ`: the shell
+  reads the record at `read_offset(batch)` (the batch's last expected offset) and calls
+  `on_read(batch, row)` with its checkpoint row (None: not ours). Our row: an earlier
+  attempt landed (the broker lost our producer state), acknowledged. Otherwise another
+  writer took the offset: `Step.FAIL` with `ConcurrentWriteError`, and the load stops.
+  The batches behind it cannot land: their sequences follow one the broker never took;
+- anything else: `Step.FAIL` with the broker's error.
+
+A batch that has made no progress for `retry_timeout` seconds fails the load with an
+`AmbiguousError` (rerunning resumes after what landed). Delays come from the injected
+`backoff(attempts)` (the shell passes net/_backoff.py's jittered exponential backoff).
+
+State owned here: the queue of sealed unacknowledged batches in order (`_batches`),
+the open batch, the next expected offset and sequence, the producer id, the rewind
+(`_rewinding`, `_retry_at`, `_attempts`, `_stuck_since`), and `checkpoint`.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+from collections.abc import Callable
+
+import attrs
+
+from trio_kafka.errors import (
+    AmbiguousError,
+    ConcurrentWriteError,
+    ConfigError,
+    KafkaError,
+    error_for_code,
+)
+from trio_kafka.producer import _mutants
+from trio_kafka.producer._actions import Action, classify
+from trio_kafka.producer._rows import RECORD_OVERHEAD, checkpoint_headers
+from trio_kafka.records import BatchBuilder
+
+#: Default batch size of a load (the broker's default max.message.bytes is 1 MiB).
+DEFAULT_BATCH_BYTES = 512 * 1024
+#: A row of a transaction chunk: (key, value, headers); the checkpoint has headers.
+LoadRecord = tuple[bytes | None, bytes | None, tuple[tuple[str, bytes], ...]]
+
+
+class Backend(enum.Enum):
+    """How a load makes its writes exactly once (see docs/cas.md)."""
+
+    CAS = "exactly_once_cas"
+    TRANSACTIONS = "transactional"
+
+
+class Step(enum.Enum):
+    """What the shell does after `on_answer` / `on_read`."""
+
+    ACKNOWLEDGED = "acknowledged"  # the batch is done; go on
+    IGNORED = "ignored"  # an answer drained during a rewind
+    RETRY = "retry"  # rewinding: wait `poll_delay`, maybe refresh, then `next_send`
+    READ = "read"  # read the record at `read_offset(batch)`, then `on_read`
+    FAIL = "fail"  # raise `pipeline.error`
+
+
+class BatchState(enum.Enum):
+    UNSENT = "unsent"
+    IN_FLIGHT = "in-flight"
+    ACKNOWLEDGED = "acknowledged"
+
+
+@attrs.define(eq=False, slots=True)
+class LoadBatch:
+    """A sealed batch (CAS) or chunk (transactions) of one partition's rows."""
+
+    first_row: int
+    last_row: int
+    count: int
+    size: int
+    #: CAS: the encoded records (rebuilt with new header fields on a new producer id).
+    builder: BatchBuilder | None
+    #: Transactions: (key, value, headers) of each row, the checkpoint last.
+    records: list[LoadRecord] | None
+    expected_offset: int = -1
+    base_sequence: int = -1
+    state: BatchState = BatchState.UNSENT
+    #: The wire bytes for (producer id, epoch, base sequence) `_built_for` (CAS).
+    data: bytes = b""
+    _built_for: tuple[int, int, int] = (-1, -1, -1)
+
+
+@attrs.define(eq=False)
+class _Open:
+    """The batch being filled: its rows' (key, value) and size."""
+
+    rows: list[tuple[bytes | None, bytes | None]] = attrs.Factory(list)
+    first_row: int = -1
+    last_row: int = -1
+    size: int = 0
+
+
+class LoadPipeline:
+    """One partition's load (see the module doc)."""
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        load_id: bytes,
+        *,
+        backend: Backend,
+        log_end_offset: int,
+        resumed_after_row: int = -1,
+        foreign_after: bool = False,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
+        max_in_flight: int = 5,
+        retry_timeout: float = 120.0,
+        backoff: Callable[[int], float] = lambda attempts: 0.0,
+    ) -> None:
+        if not 1 <= max_in_flight <= 5:
+            raise ConfigError(
+                f"max_in_flight={max_in_flight}: use 1 to 5 (the broker's dedup window)"
+            )
+        if batch_bytes < 1:
+            raise ConfigError(f"batch_bytes={batch_bytes}: a batch needs at least one byte")
+        self.topic = topic
+        self.partition = partition
+        self.load_id = load_id
+        self.backend = backend
+        self.batch_bytes = batch_bytes
+        self.max_in_flight = max_in_flight
+        self.retry_timeout = retry_timeout
+        self._backoff = backoff
+        #: Where the partition's log ended when the load (re)started.
+        self.start_offset = log_end_offset
+        #: The offset the next sealed batch expects (CAS).
+        self.next_offset = log_end_offset
+        #: The last row of this load found in the partition at the start (-1: none).
+        self.resumed_after_row = resumed_after_row
+        #: Other writers appended after that row: appending would split the load (CAS).
+        self.foreign_after = foreign_after
+        #: The last row known written (a checkpoint in the log), and the counts.
+        self.checkpoint = resumed_after_row
+        self.loaded = 0
+        self.loaded_bytes = 0
+        self.skipped = 0
+        # Sealed batches not yet acknowledged, in row order (the window is a prefix).
+        self._batches: collections.deque[LoadBatch] = collections.deque()
+        self._open = _Open()
+        # The producer the batches are sequenced for (-1: InitProducerId is due).
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._next_sequence = 0
+        # The rewind: set when the oldest batch failed; resends wait until the window
+        # drained and `_retry_at` passed. `_attempts` counts failures without progress.
+        self._rewinding = False
+        self._retry_at = 0.0
+        self._attempts = 0
+        self._stuck_since: float | None = None
+        #: The metadata is stale (the shell refreshes it, then calls `metadata_refreshed`).
+        self.refresh_metadata = False
+        #: Why the load of this partition stopped (Step.FAIL).
+        self.error: KafkaError | None = None
+
+    def __repr__(self) -> str:
+        in_flight = sum(1 for b in self._batches if b.state is BatchState.IN_FLIGHT)
+        return (
+            f"<LoadPipeline {self.topic}-{self.partition} {self.backend.value} "
+            f"next_offset={self.next_offset} checkpoint={self.checkpoint} "
+            f"queued={len(self._batches)} in_flight={in_flight}"
+            f"{' rewinding' if self._rewinding else ''}>"
+        )
+
+    # -- rows in -------------------------------------------------------------------------
+
+    def skip(self, row: int) -> bool:
+        """Whether `row` is already loaded (at or before the resume checkpoint)."""
+        resumed = self.resumed_after_row
+        if _mutants.active(_mutants.LOAD_RESUME_PAST_CHECKPOINT) and resumed >= 0:
+            resumed += 1  # planted bug: the row after the checkpoint taken as loaded
+        if row <= resumed:
+            self.skipped += 1
+            return True
+        return False
+
+    def add(self, row: int, key: bytes | None, value: bytes | None, timestamp_ms: int) -> bool:
+        """Append `row` to the open batch; True when that sealed the previous batch first
+        (it is then queued: hand it on with `take_sealed`)."""
+        size = RECORD_OVERHEAD + (len(value) if value else 0) + (len(key) if key else 0)
+        current = self._open
+        sealed = False
+        if current.rows:
+            if current.size + size > self.batch_bytes:
+                self._seal(timestamp_ms)
+                current = self._open
+                sealed = True
+        elif self.foreign_after and self.backend is Backend.CAS:
+            raise ConcurrentWriteError(
+                f"{self.topic}-{self.partition} holds records of other writers after the "
+                f"last record of load {self.load_id.decode(errors='replace')!r} (row "
+                f"{self.resumed_after_row}); appending the rest there would split the load "
+                "around them",
+                offset=self.start_offset,
+            )
+        if not current.rows:
+            current.first_row = row
+        current.rows.append((key, value))
+        current.last_row = row
+        current.size += size
+        return sealed
+
+    def finish(self, timestamp_ms: int) -> bool:
+        """No more rows: seal the open batch; True when there was one."""
+        if not self._open.rows:
+            return False
+        self._seal(timestamp_ms)
+        return True
+
+    def _seal(self, timestamp_ms: int) -> None:
+        current, self._open = self._open, _Open()
+        rows = current.rows
+        last_key, last_value = rows[-1]
+        headers = checkpoint_headers(self.load_id, current.last_row)
+        count = len(rows)
+        batch = LoadBatch(current.first_row, current.last_row, count, current.size, None, None)
+        if self.backend is Backend.CAS:
+            builder = BatchBuilder()
+            for key, value in rows[:-1]:
+                builder.append(timestamp_ms, key, value)
+            builder.append(timestamp_ms, last_key, last_value, headers)
+            batch.builder = builder
+            batch.expected_offset = self.next_offset
+            self.next_offset += count
+        else:
+            records: list[LoadRecord] = [(key, value, ()) for key, value in rows[:-1]]
+            records.append((last_key, last_value, headers))
+            batch.records = records
+        self._batches.append(batch)
+
+    def take_sealed(self) -> LoadBatch | None:
+        """Transactions: the oldest sealed chunk not yet handed to the shell."""
+        for batch in self._batches:
+            if batch.state is BatchState.UNSENT:
+                batch.state = BatchState.IN_FLIGHT
+                return batch
+        return None
+
+    def committed(self, batch: LoadBatch) -> None:
+        """Transactions: `batch`'s transaction committed (its checkpoint is in the log)."""
+        self._acknowledge(batch)
+
+    # -- the CAS window --------------------------------------------------------------------
+
+    @property
+    def queued(self) -> int:
+        """Sealed batches not yet acknowledged (the shell feeds while this is small)."""
+        return len(self._batches)
+
+    @property
+    def in_flight(self) -> list[LoadBatch]:
+        return [b for b in self._batches if b.state is BatchState.IN_FLIGHT]
+
+    @property
+    def needs_producer_id(self) -> bool:
+        return self.backend is Backend.CAS and self.producer_id < 0
+
+    @property
+    def done(self) -> bool:
+        """Every sealed batch acknowledged and no row waiting in an open batch."""
+        return not self._batches and not self._open.rows
+
+    def set_producer(self, producer_id: int, producer_epoch: int) -> None:
+        """A new producer id (first, or after the broker forgot ours): the unacknowledged
+        batches get sequences from 0 again, in order."""
+        if self.in_flight:
+            raise RuntimeError(f"{self!r}: a new producer id while batches are in flight")
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        self._next_sequence = 0
+        for batch in self._batches:
+            batch.base_sequence = -1
+
+    def poll_delay(self, now: float) -> float:
+        """Seconds until `next_send` may give something (0: now)."""
+        if self._rewinding and not self.in_flight:
+            return max(self._retry_at - now, 0.0)
+        return 0.0
+
+    def metadata_refreshed(self) -> None:
+        self.refresh_metadata = False
+
+    def next_send(self, now: float) -> LoadBatch | None:
+        """The next batch to send (built for the current producer), or None: the window
+        is full, a rewind waits, a producer id is due, or nothing is sealed."""
+        if self.error is not None or self.needs_producer_id:
+            return None
+        if self._rewinding:
+            if self.in_flight or now < self._retry_at:
+                return None
+            self._rewinding = False
+        in_flight = 0
+        for batch in self._batches:
+            if batch.state is BatchState.IN_FLIGHT:
+                in_flight += 1
+                continue
+            if in_flight >= self.max_in_flight:
+                return None
+            if batch.base_sequence < 0:
+                batch.base_sequence = self._next_sequence
+                self._next_sequence += batch.count
+            built = (self.producer_id, self.producer_epoch, batch.base_sequence)
+            if batch._built_for != built:
+                assert batch.builder is not None
+                without_cas = _mutants.active(_mutants.BULK_WITHOUT_CAS)  # planted bug
+                batch.data = batch.builder.build(
+                    base_offset=-1 if without_cas else batch.expected_offset,
+                    producer_id=self.producer_id,
+                    producer_epoch=self.producer_epoch,
+                    base_sequence=batch.base_sequence,
+                )
+                batch._built_for = built
+            batch.state = BatchState.IN_FLIGHT
+            return batch
+        return None
+
+    def oldest_in_flight(self) -> LoadBatch | None:
+        """The batch whose answer the shell awaits next (answers are taken in order)."""
+        for batch in self._batches:
+            if batch.state is BatchState.IN_FLIGHT:
+                return batch
+        return None
+
+    def on_answer(self, batch: LoadBatch, code: int | None, now: float, message: str = "") -> Step:
+        """The answer to `batch`, the oldest in flight: its partition's error code, or None
+        when no answer came (the request may have landed)."""
+        if batch is not self.oldest_in_flight():
+            raise RuntimeError(f"{self!r}: an answer out of order (rows up to {batch.last_row})")
+        if self._rewinding:
+            batch.state = BatchState.UNSENT  # drained: resent once the window is empty
+            return Step.IGNORED
+        action = classify(code)
+        if action is Action.RETRY and _mutants.active(_mutants.LOAD_LOST_AS_WRITTEN):
+            action = Action.ACKNOWLEDGED  # planted bug: a lost or refused batch taken as written
+        match action:
+            case Action.ACKNOWLEDGED:
+                self._acknowledge(batch)
+                return Step.ACKNOWLEDGED
+            case Action.RESOLVE_MISMATCH:
+                if _mutants.active(_mutants.LOAD_MISMATCH_AS_WRITTEN):
+                    self._acknowledge(batch)  # planted bug: a mismatch taken as our landing
+                    return Step.ACKNOWLEDGED
+                return Step.READ
+            case Action.FAIL:
+                assert code is not None
+                self.error = error_for_code(code, message or None)
+                return Step.FAIL
+            case Action.NEW_PRODUCER_ID:
+                self.producer_id = self.producer_epoch = -1
+            case Action.REFRESH_AND_RETRY:
+                self.refresh_metadata = True
+        return self._rewind(batch, code, now, message)
+
+    def read_offset(self, batch: LoadBatch) -> int:
+        """After a mismatch: the offset whose record tells whether `batch` landed."""
+        return batch.expected_offset + batch.count - 1
+
+    def on_read(self, batch: LoadBatch, row: int | None, log_end_offset: int = -1) -> Step:
+        """The checkpoint row of the record at `read_offset(batch)` (None: not a
+        checkpoint of this load, or nothing there)."""
+        if row == batch.last_row:
+            self._acknowledge(batch)  # an earlier attempt landed
+            return Step.ACKNOWLEDGED
+        where = f" (log end {log_end_offset})" if log_end_offset >= 0 else ""
+        self.error = ConcurrentWriteError(
+            f"another writer appended at offset {batch.expected_offset} of "
+            f"{self.topic}-{self.partition}{where} before load "
+            f"{self.load_id.decode(errors='replace')!r} could write rows up to "
+            f"{batch.last_row} there; the load stops (run it again to resume after what "
+            "is loaded)",
+            offset=batch.expected_offset,
+        )
+        return Step.FAIL
+
+    def _acknowledge(self, batch: LoadBatch) -> None:
+        oldest = self._batches.popleft()
+        assert oldest is batch, "batches are acknowledged in order"
+        batch.state = BatchState.ACKNOWLEDGED
+        self.checkpoint = batch.last_row
+        self.loaded += batch.count
+        self.loaded_bytes += batch.size
+        batch.builder = None
+        batch.records = None
+        batch.data = b""
+        self._attempts = 0
+        self._stuck_since = None
+
+    def _rewind(self, batch: LoadBatch, code: int | None, now: float, message: str) -> Step:
+        if self._stuck_since is None:
+            self._stuck_since = now
+        what = "no answer" if code is None else str(error_for_code(code, message or None))
+        if now - self._stuck_since >= self.retry_timeout:
+            self.error = AmbiguousError(
+                f"{self.topic}-{self.partition}: could not settle rows up to "
+                f"{self._batches[-1].last_row} within {self.retry_timeout} s (last: {what}); "
+                "run the load again to resume"
+            )
+            return Step.FAIL
+        batch.state = BatchState.UNSENT
+        self._rewinding = True
+        self._retry_at = now + self._backoff(self._attempts)
+        self._attempts += 1
+        return Step.RETRY
+
+
+__all__ = [
+    "DEFAULT_BATCH_BYTES",
+    "Backend",
+    "BatchState",
+    "LoadBatch",
+    "LoadPipeline",
+    "Step",
+]

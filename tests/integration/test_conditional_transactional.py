@@ -1,0 +1,109 @@
+"""ConditionalWriter on a topic without CAS: the transactional writer (mock broker)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import trio
+
+from trio_kafka.broker import DROP, HookCall, open_cluster
+from trio_kafka.client import PartitionReader, open_conditional_writer, open_producer, writer_of
+from trio_kafka.client._reader import IsolationLevel
+from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError
+from trio_kafka.net import open_selector
+from trio_kafka.protocol.messages.end_txn import EndTxnRequest
+
+APPENDS = 1000
+
+
+async def test_two_transactional_writers_never_both_acknowledge_an_append() -> None:
+    """Each writer makes 1,000 append attempts; a fenced one opens a new writer (which
+    fences the other in turn). Every acknowledged append is in the committed log once,
+    at its acknowledged offset, and no offset is acknowledged to two appends. Every 97th
+    EndTxn answer is lost, so some outcomes are settled by reading the log back."""
+    async with open_cluster() as cluster:
+        cluster.create_topic("log", 1)
+        end_txns = [0]
+
+        def lose_some(call: HookCall) -> object:
+            end_txns[0] += 1
+            return DROP if end_txns[0] % 97 == 0 else None
+
+        cluster.add_hook(EndTxnRequest, lose_some, after=True)
+        acked: dict[tuple[bytes, int], int] = {}  # (writer id, sequence) -> offset
+        takeovers = [0]
+        counter = itertools.count()
+
+        async def writer(name: str) -> None:
+            async with open_producer(cluster.bootstrap, linger=0, request_timeout=1) as producer:
+                attempts = 0
+                while attempts < APPENDS:
+                    async with open_conditional_writer(
+                        "log",
+                        0,
+                        producer=producer,
+                        guarantee="auto",
+                        writer_ids=lambda: f"{name}-{next(counter)}",
+                    ) as log:
+                        assert log.guarantee == "transactional"
+                        async for _ in log.read_to_end(start=0):
+                            pass
+                        while attempts < APPENDS:
+                            attempts += 1
+                            sequence = log.sequence
+                            try:
+                                ack = await log.append(b"%s-%d" % (name.encode(), attempts))
+                            except ConcurrentWriteError:
+                                takeovers[0] += 1
+                                break
+                            acked[(log.writer_id, sequence)] = ack.offset
+                            await trio.sleep(0)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(writer, "A")
+            nursery.start_soon(writer, "B")
+        async with open_selector(cluster.bootstrap) as selector:
+            reader = PartitionReader(selector, isolation=IsolationLevel.READ_COMMITTED)
+            log = await reader.read_all("log", 0)
+        in_log: dict[tuple[bytes, int], list[int]] = {}
+        for record in log:
+            who, seq = writer_of(record)
+            assert who is not None and seq is not None
+            in_log.setdefault((who, seq), []).append(record.offset)
+        print(f"{len(acked)} acknowledged, {takeovers[0]} takeovers, {len(log)} committed")
+        assert takeovers[0] > 0, "the writers never fenced each other: the test proves nothing"
+        for append, offset in acked.items():
+            assert in_log.get(append) == [offset], append
+        assert len(set(acked.values())) == len(acked), "an offset acknowledged twice"
+        assert all(len(offsets) == 1 for offsets in in_log.values())
+
+
+async def test_a_conditional_writer_that_demands_cas_is_refused_without_it() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("log", 1)
+        with pytest.raises(CasNotSupportedError):
+            async with open_conditional_writer("log", 0, bootstrap=cluster.bootstrap):
+                pass
+
+
+async def test_the_newest_transactional_writer_takes_over_the_log() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("log", 1)
+        async with (
+            open_conditional_writer(
+                "log", 0, bootstrap=cluster.bootstrap, guarantee="transactional"
+            ) as old,
+        ):
+            async for _ in old.read_to_end():
+                pass
+            first = await old.append(b"one")
+            async with open_conditional_writer(
+                "log", 0, bootstrap=cluster.bootstrap, guarantee="transactional"
+            ) as new:
+                async for record in new.read_to_end():
+                    assert record.value == b"one"
+                with pytest.raises(ConcurrentWriteError, match="newer writer took over"):
+                    await old.append(b"two")
+                second = await new.append(b"three")
+        assert first.offset == 0 and second.offset > first.offset

@@ -1,0 +1,108 @@
+"""BulkLoader on a topic without CAS: the transactional backend (mock broker, and
+confluent-kafka as the read_committed reader)."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from tests.integration._helpers import consume_all
+from trio_kafka.broker import DROP, Cluster, HookCall, open_cluster
+from trio_kafka.client import BulkLoader, open_bulk_loader
+from trio_kafka.errors import ConfigError
+from trio_kafka.net import open_selector
+from trio_kafka.producer import partition_for_key
+from trio_kafka.protocol.messages.end_txn import EndTxnRequest
+
+
+def rows(count: int) -> list[bytes]:
+    return [b"row-%06d" % i for i in range(count)]
+
+
+def in_log(cluster: Cluster, topic: str, partition: int) -> list[bytes | None]:
+    """Every data record's value in log order (the broker's own view, aborted included)."""
+    return [
+        r.value for b in cluster.decoded(topic, partition) if not b.is_control for r in b.records
+    ]
+
+
+async def test_auto_loads_a_topic_without_cas_in_transactions() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("plain", 3)
+        data = [(b"k%d" % (i % 13) if i % 2 else None, b"v%05d" % i) for i in range(6000)]
+        async with open_bulk_loader(
+            "plain", "L", bootstrap=cluster.bootstrap, batch_bytes=2048
+        ) as loader:
+            result = await loader.run(data)
+        assert (result.guarantee, result.loaded, result.skipped) == ("transactional", 6000, 0)
+        seen = await trio.to_thread.run_sync(
+            consume_all, cluster.bootstrap, "plain", 3, "read_committed"
+        )
+        assert sorted(seen) == sorted(v for _, v in data)
+        for p in range(3):
+            expected = [
+                v
+                for i, (k, v) in enumerate(data)
+                if (partition_for_key(k, 3) if k is not None else i % 3) == p
+            ]
+            # Nothing was aborted: the log is each partition's rows in row order.
+            assert in_log(cluster, "plain", p) == expected
+
+
+async def test_a_transactional_load_run_again_skips_what_committed() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("plain", 2)
+        async with open_selector(cluster.bootstrap) as selector:
+            first = await BulkLoader(selector, "plain", "L", batch_bytes=512).run(rows(700))
+            second = await BulkLoader(selector, "plain", "L", batch_bytes=512).run(rows(2000))
+        assert (first.loaded, second.loaded, second.skipped) == (700, 1300, 700)
+        assert [p.resumed_after_row for p in second.partitions] == [698, 699]
+        seen = await trio.to_thread.run_sync(
+            consume_all, cluster.bootstrap, "plain", 2, "read_committed"
+        )
+        assert sorted(seen) == rows(2000)
+
+
+async def test_a_transaction_whose_commit_answer_is_lost_is_not_loaded_twice() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("plain", 1)
+        calls = [0]
+
+        def drop_second_commit(call: HookCall) -> object:
+            calls[0] += 1
+            return DROP if calls[0] == 2 else None
+
+        cluster.add_hook(EndTxnRequest, drop_second_commit, after=True)
+        async with open_selector(cluster.bootstrap) as selector:
+            loader = BulkLoader(
+                selector,
+                "plain",
+                "L",
+                guarantee="transactional",
+                batch_bytes=256,
+                request_timeout=2,
+            )
+            result = await loader.run(rows(300))  # settled by reading the checkpoint back
+            again = await BulkLoader(selector, "plain", "L", batch_bytes=256).run(rows(300))
+        assert calls[0] > 2, "the commit answer was never lost"
+        assert (result.loaded, again.loaded, again.skipped) == (300, 0, 300)
+        seen = await trio.to_thread.run_sync(
+            consume_all, cluster.bootstrap, "plain", 1, "read_committed"
+        )
+        assert seen == rows(300)
+
+
+async def test_the_transactional_guarantee_is_used_even_where_cas_is_possible() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("t", 1, {"expected.offset.check.enable": "true"})
+        async with open_bulk_loader(
+            "t", "L", bootstrap=cluster.bootstrap, guarantee="transactional"
+        ) as loader:
+            result = await loader.run(rows(100))
+        assert result.guarantee == "transactional"
+
+
+async def test_an_unknown_guarantee_is_refused_by_name() -> None:
+    async with open_cluster() as cluster, open_selector(cluster.bootstrap) as selector:
+        with pytest.raises(ConfigError, match="guarantee='exactly_once'"):
+            BulkLoader(selector, "t", "L", guarantee="exactly_once")

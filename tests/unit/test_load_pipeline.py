@@ -1,0 +1,191 @@
+"""The load pipeline (producer/_load.py) stepped by hand, with `now` passed in."""
+
+from __future__ import annotations
+
+import pytest
+
+from trio_kafka.errors import AmbiguousError, ConcurrentWriteError, ErrorCode
+from trio_kafka.producer._actions import Action, classify
+from trio_kafka.producer._load import Backend, BatchState, LoadPipeline, Step
+from trio_kafka.producer._rows import RECORD_OVERHEAD, row_of
+from trio_kafka.records import decode_batches
+
+ROW = 100  # bytes of each value
+PER_BATCH = 4  # rows per batch with the batch_bytes below
+
+
+def pipeline(**options: object) -> LoadPipeline:
+    defaults: dict[str, object] = {
+        "backend": Backend.CAS,
+        "log_end_offset": 10,
+        "batch_bytes": PER_BATCH * (ROW + RECORD_OVERHEAD),
+        "backoff": lambda attempts: 1.0,
+        "retry_timeout": 30.0,
+    }
+    defaults.update(options)
+    return LoadPipeline("t", 0, b"L", **defaults)  # type: ignore[arg-type]
+
+
+def feed(pipe: LoadPipeline, rows: range) -> None:
+    for row in rows:
+        if not pipe.skip(row):
+            pipe.add(row, None, b"%0100d" % row, 0)
+    pipe.finish(0)
+
+
+def sent_rows(pipe: LoadPipeline, now: float = 0.0) -> list[tuple[int, int, int]]:
+    """(first row, expected offset, base sequence) of each batch next_send gives now."""
+    out = []
+    while (batch := pipe.next_send(now)) is not None:
+        out.append((batch.first_row, batch.expected_offset, batch.base_sequence))
+    return out
+
+
+def test_batches_are_cut_by_bytes_and_expect_contiguous_offsets() -> None:
+    pipe = pipeline()
+    feed(pipe, range(10))
+    pipe.set_producer(7, 0)
+    assert sent_rows(pipe) == [(0, 10, 0), (4, 14, 4), (8, 18, 8)]
+    batch = pipe.oldest_in_flight()
+    assert batch is not None
+    (decoded,) = decode_batches(batch.data)
+    assert (decoded.base_offset, decoded.producer_id, len(decoded.records)) == (10, 7, 4)
+    assert row_of(decoded.records[-1], b"L") == 3  # the checkpoint closes the batch
+    assert all(row_of(r, b"L") is None for r in decoded.records[:-1])
+
+
+def test_at_most_five_batches_are_in_flight_and_answers_open_the_window() -> None:
+    pipe = pipeline()
+    feed(pipe, range(4 * 8))
+    assert pipe.next_send(0.0) is None  # no producer id yet
+    pipe.set_producer(1, 0)
+    assert [first for first, _, _ in sent_rows(pipe)] == [0, 4, 8, 12, 16]
+    oldest = pipe.oldest_in_flight()
+    assert oldest is not None
+    assert pipe.on_answer(oldest, ErrorCode.NONE, 0.0) is Step.ACKNOWLEDGED
+    assert pipe.checkpoint == 3
+    assert [first for first, _, _ in sent_rows(pipe)] == [20]
+
+
+def test_a_lost_answer_resends_the_same_batches_at_the_same_offsets() -> None:
+    pipe = pipeline()
+    feed(pipe, range(12))
+    pipe.set_producer(1, 0)
+    first = sent_rows(pipe)
+    batches = pipe.in_flight
+    data = [b.data for b in batches]
+    assert pipe.on_answer(batches[0], None, 5.0) is Step.RETRY
+    # The rest of the window is drained (its answers ignored) before anything is resent.
+    assert pipe.next_send(10.0) is None
+    assert pipe.on_answer(batches[1], ErrorCode.NONE, 5.0) is Step.IGNORED
+    assert pipe.on_answer(batches[2], None, 5.0) is Step.IGNORED
+    assert pipe.poll_delay(5.5) == pytest.approx(0.5)  # the backoff
+    assert pipe.next_send(5.5) is None
+    assert sent_rows(pipe, 6.0) == first
+    assert [b.data for b in pipe.in_flight] == data  # the same bytes: dedup or CAS
+    for batch in pipe.in_flight:
+        assert pipe.on_answer(batch, ErrorCode.DUPLICATE_SEQUENCE_NUMBER, 6.0) is Step.ACKNOWLEDGED
+    assert pipe.done and pipe.checkpoint == 11 and pipe.loaded == 12
+
+
+def test_a_forgotten_producer_resequences_from_zero_under_a_new_id() -> None:
+    pipe = pipeline()
+    feed(pipe, range(8))
+    pipe.set_producer(1, 0)
+    sent_rows(pipe)
+    first, second = pipe.in_flight
+    assert pipe.on_answer(first, ErrorCode.UNKNOWN_PRODUCER_ID, 0.0) is Step.RETRY
+    assert pipe.on_answer(second, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, 0.0) is Step.IGNORED
+    assert pipe.needs_producer_id and pipe.next_send(5.0) is None
+    pipe.set_producer(2, 0)
+    assert sent_rows(pipe, 5.0) == [(0, 10, 0), (4, 14, 4)]
+    assert next(decode_batches(pipe.in_flight[0].data)).producer_id == 2
+
+
+def test_a_mismatch_whose_record_is_ours_is_acknowledged() -> None:
+    pipe = pipeline()
+    feed(pipe, range(4))
+    pipe.set_producer(1, 0)
+    (batch,) = (pipe.next_send(0.0),)
+    assert batch is not None
+    assert pipe.on_answer(batch, ErrorCode.EXPECTED_OFFSET_MISMATCH, 0.0) is Step.READ
+    assert pipe.read_offset(batch) == 13  # the batch's last expected offset
+    assert pipe.on_read(batch, 3) is Step.ACKNOWLEDGED
+    assert pipe.done and pipe.checkpoint == 3
+
+
+def test_a_mismatch_with_another_writers_record_stops_the_load() -> None:
+    pipe = pipeline()
+    feed(pipe, range(4))
+    pipe.set_producer(1, 0)
+    batch = pipe.next_send(0.0)
+    assert batch is not None
+    assert pipe.on_answer(batch, ErrorCode.EXPECTED_OFFSET_MISMATCH, 0.0) is Step.READ
+    assert pipe.on_read(batch, None, 42) is Step.FAIL
+    assert isinstance(pipe.error, ConcurrentWriteError)
+    assert pipe.error.offset == 10
+    assert "log end 42" in str(pipe.error)
+    assert pipe.checkpoint == -1 and pipe.next_send(1.0) is None
+
+
+def test_a_resumed_pipeline_skips_rows_up_to_its_checkpoint() -> None:
+    pipe = pipeline(log_end_offset=50, resumed_after_row=5)
+    feed(pipe, range(10))
+    assert pipe.skipped == 6
+    pipe.set_producer(1, 0)
+    assert sent_rows(pipe) == [(6, 50, 0)]
+    assert pipe.in_flight[0].count == 4
+
+
+def test_a_resumed_cas_load_refuses_to_append_after_a_foreign_record() -> None:
+    pipe = pipeline(resumed_after_row=3, foreign_after=True)
+    assert pipe.skip(2)
+    with pytest.raises(ConcurrentWriteError, match="other writers"):
+        pipe.add(4, None, b"x", 0)
+
+
+def test_no_progress_for_the_retry_timeout_fails_ambiguous() -> None:
+    pipe = pipeline(retry_timeout=10.0)
+    feed(pipe, range(4))
+    pipe.set_producer(1, 0)
+    batch = pipe.next_send(0.0)
+    assert batch is not None
+    assert pipe.on_answer(batch, ErrorCode.NOT_LEADER_OR_FOLLOWER, 0.0) is Step.RETRY
+    assert pipe.refresh_metadata
+    batch = pipe.next_send(5.0)
+    assert batch is not None and batch.state is BatchState.IN_FLIGHT
+    assert pipe.on_answer(batch, ErrorCode.REQUEST_TIMED_OUT, 10.0) is Step.FAIL
+    assert isinstance(pipe.error, AmbiguousError)
+
+
+def test_a_definite_error_fails_the_load_with_the_brokers_error() -> None:
+    pipe = pipeline()
+    feed(pipe, range(4))
+    pipe.set_producer(1, 0)
+    batch = pipe.next_send(0.0)
+    assert batch is not None
+    assert pipe.on_answer(batch, ErrorCode.MESSAGE_TOO_LARGE, 0.0, "too big") is Step.FAIL
+    assert "too big" in str(pipe.error)
+
+
+def test_transaction_chunks_carry_their_checkpoint_on_the_last_row() -> None:
+    pipe = pipeline(backend=Backend.TRANSACTIONS, resumed_after_row=1)
+    feed(pipe, range(11))
+    chunk = pipe.take_sealed()
+    assert chunk is not None and chunk.records is not None
+    assert (chunk.first_row, chunk.last_row, len(chunk.records)) == (2, 5, 4)
+    assert chunk.records[-1][2] == (("tk.load", b"L"), ("tk.row", b"5"))
+    assert all(headers == () for _, _, headers in chunk.records[:-1])
+    pipe.committed(chunk)
+    assert pipe.checkpoint == 5 and pipe.loaded == 4
+
+
+def test_error_codes_map_to_one_action_each() -> None:
+    assert classify(None) is Action.RETRY
+    assert classify(ErrorCode.NONE) is Action.ACKNOWLEDGED
+    assert classify(ErrorCode.DUPLICATE_SEQUENCE_NUMBER) is Action.ACKNOWLEDGED
+    assert classify(ErrorCode.EXPECTED_OFFSET_MISMATCH) is Action.RESOLVE_MISMATCH
+    assert classify(ErrorCode.UNKNOWN_PRODUCER_ID) is Action.NEW_PRODUCER_ID
+    assert classify(ErrorCode.NOT_LEADER_OR_FOLLOWER) is Action.REFRESH_AND_RETRY
+    assert classify(ErrorCode.REQUEST_TIMED_OUT) is Action.RETRY
+    assert classify(ErrorCode.MESSAGE_TOO_LARGE) is Action.FAIL
