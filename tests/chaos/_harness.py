@@ -40,7 +40,6 @@ import trio
 from trio_kafka.broker import Cluster, open_cluster
 from trio_kafka.client import PartitionReader, Producer, create_topic, open_producer
 from trio_kafka.net import KafkaSelector, open_selector
-from trio_kafka.producer import DeliveryHandle
 from trio_kafka.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from trio_kafka.records import decode_batches
 from trio_kafka.sim.checker import (
@@ -56,7 +55,7 @@ from trio_kafka.sim.checker import (
 from trio_kafka.sim.faults import PROFILES, Profile
 from trio_kafka.sim.history import Fail, History, Info, Ok, Produce, TxnBegin
 from trio_kafka.sim.rand import Draws
-from trio_kafka.sim.workloads import record_send
+from trio_kafka.sim.workloads import RecordingContext
 from trio_kafka.testing import (
     FaultKind,
     FaultProxy,
@@ -137,7 +136,7 @@ async def tansu_target(
 
 
 @attrs.define(eq=False)
-class ChaosContext:
+class ChaosContext(RecordingContext):
     """The simulator's `SimContext` over real sockets and real time (workloads/_api.py)."""
 
     seed: int
@@ -180,24 +179,6 @@ class ChaosContext:
 
     def buggify(self, site: str) -> bool:
         return False
-
-    def value(self, writer: str, n: int) -> bytes:
-        return f"{writer}-{n}".encode()
-
-    async def track_send(
-        self,
-        producer: Producer,
-        writer: str,
-        topic: str,
-        value: bytes,
-        *,
-        partition: int | None = None,
-        key: bytes | None = None,
-        txn: str | None = None,
-    ) -> DeliveryHandle | None:
-        return await record_send(
-            self.history, producer, Produce(writer, topic, partition, value, key, txn)
-        )
 
 
 Workload = Callable[[ChaosContext], Awaitable[None]]

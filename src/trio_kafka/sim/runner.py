@@ -44,7 +44,6 @@ from trio_kafka.broker import Cluster
 from trio_kafka.client import Producer, open_producer
 from trio_kafka.client._reader import PartitionReader
 from trio_kafka.net import KafkaSelector, open_selector
-from trio_kafka.producer import DeliveryHandle
 from trio_kafka.sim.checker import CheckResult, Violation, ViolationKind, check
 from trio_kafka.sim.cluster_faults import BROKER_PORT, ClusterFaults, broker_host
 from trio_kafka.sim.determinism import run_seeded
@@ -62,7 +61,7 @@ from trio_kafka.sim.history import CasAppend, History, Produce, Status
 from trio_kafka.sim.network import SimNetwork, open_sim_network
 from trio_kafka.sim.rand import Draws
 from trio_kafka.sim.snapshot import LogSnapshot, snapshot_cluster
-from trio_kafka.sim.workloads import Workload, get_workload, record_send
+from trio_kafka.sim.workloads import RecordingContext, Workload, get_workload
 
 #: Virtual wall clock of a run: 2023-11-14, plus trio's virtual seconds.
 EPOCH = 1_700_000_000.0
@@ -165,7 +164,7 @@ class RunOutput:
 
 
 @attrs.define(eq=False)
-class _Context:
+class _Context(RecordingContext):
     """The runner's `SimContext` (see workloads/_api.py)."""
 
     seed: int
@@ -216,24 +215,6 @@ class _Context:
 
     def buggify(self, site: str) -> bool:
         return self.hook is not None and self.hook(site)
-
-    def value(self, writer: str, n: int) -> bytes:
-        return f"{writer}-{n}".encode()
-
-    async def track_send(
-        self,
-        producer: Producer,
-        writer: str,
-        topic: str,
-        value: bytes,
-        *,
-        partition: int | None = None,
-        key: bytes | None = None,
-        txn: str | None = None,
-    ) -> DeliveryHandle | None:
-        return await record_send(
-            self.history, producer, Produce(writer, topic, partition, value, key, txn)
-        )
 
 
 def _wall_clock() -> float:

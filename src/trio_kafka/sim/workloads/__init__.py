@@ -11,6 +11,7 @@ from trio_kafka.sim.workloads import idempotent as _idempotent
 from trio_kafka.sim.workloads import transactional as _transactional
 from trio_kafka.sim.workloads._api import (
     WORKLOADS,
+    RecordingContext,
     SimContext,
     Workload,
     WorkloadFn,
@@ -23,6 +24,7 @@ del _bulk, _cas, _idempotent, _transactional
 
 __all__ = [
     "WORKLOADS",
+    "RecordingContext",
     "SimContext",
     "Workload",
     "WorkloadFn",

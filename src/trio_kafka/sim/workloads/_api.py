@@ -175,3 +175,29 @@ async def record_send(
 
     handle.add_done_callback(settled)
     return handle
+
+
+class RecordingContext:
+    """The part of a `SimContext` every implementation shares (the simulator's runner,
+    and the chaos suite's real-socket context): the value scheme and the recorded send.
+    Subclasses provide `history`."""
+
+    history: History
+
+    def value(self, writer: str, n: int) -> bytes:
+        return f"{writer}-{n}".encode()
+
+    async def track_send(
+        self,
+        producer: Producer,
+        writer: str,
+        topic: str,
+        value: bytes,
+        *,
+        partition: int | None = None,
+        key: bytes | None = None,
+        txn: str | None = None,
+    ) -> DeliveryHandle | None:
+        return await record_send(
+            self.history, producer, Produce(writer, topic, partition, value, key, txn)
+        )
