@@ -66,4 +66,24 @@ def test_idempotent_across_tansu_kill_9_and_restart(chaos_seed: int) -> None:
         report = trio.run(run, env)
     assert report.faults.get("kill-9") == 2
     assert report.result.counters.get("op.produce.ok", 0) > 0
+    if report.violations and all(_tansu_gap(v) for v in report.violations):
+        # Kafka refuses a sequence gap with OUT_OF_ORDER_SEQUENCE_NUMBER; Tansu, across a
+        # restart on its S3 engine, stored a later sequence right after n (the batches
+        # in between were lost with the killed process), then answered the producer's resend of them with
+        # DUPLICATE_SEQUENCE_NUMBER (offset -1): acknowledged, never written. The
+        # checker catches it (I5, and I2 with no reported offset); a Tansu defect, in
+        # docs/compatibility.md. Anything else fails the test.
+        pytest.xfail(f"{TANSU_GAP}: {report.render()}")
     assert_clean(report)
+
+
+TANSU_GAP = (
+    "Tansu accepted a sequence gap across kill -9 and acknowledged the missing batches "
+    "as duplicates"
+)
+
+
+def _tansu_gap(violation: str) -> bool:
+    return "[I5 sequence-gap]" in violation or (
+        "[I2 lost-write]" in violation and ',null],"value"' in violation
+    )
