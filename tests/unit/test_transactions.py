@@ -585,6 +585,32 @@ def test_abort_without_answer_is_resent_at_the_same_epoch_then_bumped() -> None:
     assert (m.state, m.producer_epoch) == (S.READY, 3)
 
 
+def test_add_partitions_without_answer_during_abort_is_resent_before_the_abort() -> None:
+    # Java resends an unanswered AddPartitionsToTxn even while aborting; EndTxn goes only
+    # once an add is answered. Dropping it and sending EndTxn(abort) at once met a
+    # coordinator still in CompleteCommit (the add never arrived), and Kafka answers a
+    # v1 abort there INVALID_TXN_STATE: fatal (chaos transactional on mock, seed 1).
+    for abort_first in (True, False):
+        m = ready()
+        m.begin()
+        m.maybe_add_partition(("t", 0))
+        lost = expect(m, K.ADD_PARTITIONS)
+        if abort_first:
+            result = m.abort()
+        m.handle_failure(lost, RequestTimeoutError("no answer"), 0.0)
+        if not abort_first:
+            result = m.abort()  # the resend is queued: the abort keeps it
+        answer(m, K.FIND_COORDINATOR, found())
+        again = expect(m, K.ADD_PARTITIONS, now=5.0)
+        assert again.work.partitions == {("t", 0)}
+        assert m.next_request(5.0) is None  # EndTxn waits for the add's answer
+        m.handle_response(again, added(again), 5.0)
+        end = expect(m, K.END_TXN, now=5.0)
+        assert end.message.committed is False
+        m.handle_response(end, ended(), 5.0)
+        assert result.done() and result.error is None and m.state is S.READY
+
+
 def test_resent_end_txn_without_answer_is_sent_again() -> None:
     m = ready(epoch=5)
     m.begin()

@@ -253,11 +253,15 @@ class TxnRequestQueue:
 
     def _retry(self, work: Work, now: float, backoff: float | None = None) -> None:
         """Queue `work` again after `backoff` (None: retry_backoff, growing)."""
-        if self.state in (TxnState.ABORTING, TxnState.ABORTABLE_ERROR) and work.kind in (
-            K.ADD_PARTITIONS,
-            K.ADD_OFFSETS,
-            K.TXN_OFFSET_COMMIT,
+        if (
+            self.state in (TxnState.ABORTING, TxnState.ABORTABLE_ERROR)
+            and work.kind in (K.ADD_PARTITIONS, K.ADD_OFFSETS, K.TXN_OFFSET_COMMIT)
+            and not (work.kind is K.ADD_PARTITIONS and work.unanswered)
         ):
+            # An AddPartitionsToTxn that went unanswered is resent even so (Java): until
+            # one is answered the coordinator's state is unknown, and Kafka answers a v1
+            # EndTxn(abort) INVALID_TXN_STATE (fatal) in Empty or CompleteCommit, where a
+            # lost add leaves it (chaos transactional on mock, seed 1).
             self.pending_partitions -= work.partitions
             if work.result is not None:
                 work.result.set_error(TransactionAbortedError("the transaction is being aborted"))
@@ -267,10 +271,15 @@ class TxnRequestQueue:
         self._enqueue(work)
 
     def _drop_queued(self, error: KafkaError) -> None:
-        """Drop queued transaction work (keep coordinator lookups and bumps)."""
+        """Drop queued transaction work (keep coordinator lookups, bumps and the resend
+        of an unanswered AddPartitionsToTxn: see `_retry`)."""
         keep: list[Work] = []
         for work in self._queue:
-            if work.kind is K.FIND_COORDINATOR or (work.kind is K.INIT_PRODUCER_ID and work.bump):
+            if (
+                work.kind is K.FIND_COORDINATOR
+                or (work.kind is K.INIT_PRODUCER_ID and work.bump)
+                or (work.kind is K.ADD_PARTITIONS and work.unanswered)
+            ):
                 keep.append(work)
             else:
                 self.pending_partitions -= work.partitions

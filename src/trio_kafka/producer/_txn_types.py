@@ -160,6 +160,9 @@ class Work:
     # fenced by Kafka's coordinator: prepareFenceProducerEpoch leaves no last epoch).
     settle: bool = False
     partitions: frozenset[TopicPartition] = frozenset()  # AddPartitionsToTxn
+    # AddPartitionsToTxn sent without an answer: the coordinator may or may not hold the
+    # partitions, so an abort resends it before EndTxn (as Java does), never drops it.
+    unanswered: bool = False
     group: GroupMetadata | None = None  # AddOffsetsToTxn, TxnOffsetCommit
     offsets: dict[TopicPartition, OffsetAndMetadata] = attrs.field(factory=dict)
 

@@ -418,6 +418,7 @@ class TransactionManager(TxnRequestQueue):
             return TxnUpdate()
         if sent and work.kind in (K.ADD_PARTITIONS, K.ADD_OFFSETS):
             self.transaction_started = True  # it may have been applied: EndTxn must go
+            work.unanswered = True
         if work.kind is not K.FIND_COORDINATOR:
             self._lookup(work.key_type, work.key or self.transactional_id)
         self._retry(work, now)
