@@ -18,6 +18,7 @@ from trio_kafka.producer import (
     ClusterView,
     DeliveryHandle,
     Failed,
+    InvalidPartitionError,
     PartitionResponse,
     ProducerConfig,
     ProducerCore,
@@ -393,3 +394,31 @@ def test_records_with_and_without_keys_headers_and_timestamps_encode_as_sent() -
     assert [h.result().timestamp for h in handles if h is not None] == [
         r.timestamp for r in decoded.records
     ]
+
+
+def test_explicit_partition_out_of_range_is_refused_even_with_open_batches() -> None:
+    """Appends with `partition=` take a fast path into the partition's open batch; it
+    must still check the partition against the known count, name the bad partition,
+    and leave the records already taken (and the next good append) untouched."""
+    core = make_core({"t": [1, 2, 1]})
+    good = [core.append("t", VALUE, partition=p, now=0.0) for p in (0, 1, 2, 2, 1, 0)]
+    assert [h.batch.partition for h in good if h is not None] == [0, 1, 2, 2, 1, 0]
+    used = core.accumulator.buffer_used
+    for bad in (3, 7, -1):
+        with pytest.raises(InvalidPartitionError) as info:
+            core.append("t", VALUE, partition=bad, now=0.0)
+        assert f"partition {bad} of topic 't'" in str(info.value)
+        assert "it has 3" in str(info.value)
+    assert core.accumulator.buffer_used == used  # nothing reserved for a refused record
+    # Metadata now says the topic has 2 partitions (deleted and recreated): partition 2
+    # still has an open batch, but an append to it is refused, by name.
+    core.accumulator.update_cluster(ClusterView.from_leaders({"t": [1, 2]}))
+    with pytest.raises(InvalidPartitionError, match=r"partition 2 of topic 't'.*it has 2"):
+        core.append("t", VALUE, partition=2, now=0.0)
+    # An unknown topic still asks for metadata.
+    with pytest.raises(UnknownTopicError):
+        core.append("other", VALUE, partition=0, now=0.0)
+    # A good append lands in the open batch of its partition, after the earlier records.
+    after = core.append("t", VALUE, partition=1, now=0.0)
+    assert after is not None and after.batch is good[1].batch and after.index == 2  # type: ignore[union-attr]
+    assert [len(h.batch.values) for h in good[:3] if h is not None] == [2, 3, 2]

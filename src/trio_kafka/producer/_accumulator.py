@@ -4,8 +4,9 @@ Theory of operation. Each partition with unsent data has a queue of batches; the
 one is open for appends (`_open`). `append` reserves the record's estimated size from
 `buffer_memory` and puts it in the open batch; the common case (an unkeyed record whose
 topic's sticky batch has room) touches four attributes and a list. Everything else
-(keyed, explicit partition, custom partitioner, CAS, a full batch, a partition switch)
-takes `_append_slow`.
+(keyed, custom partitioner, CAS, a full batch, a partition switch) takes `_append_slow`.
+An explicit partition has its own fast path: into that partition's open batch when it
+has room and the partition is below the topic's known count (else `_append_slow`).
 
 `ready(now)` reports the leaders with a sendable batch (full, lingered, backed off
 long enough or sent last to another node than its leader now, or everything when the buffer is exhausted, a flush runs or the
@@ -189,6 +190,27 @@ class RecordAccumulator:
                     if key is not None or headers or timestamp_ms is not None:
                         batch.set_extras(index, timestamp_ms, key, headers)
                     return self.handle_class(batch, index)
+        elif partition is not None and expected_offset < 0:
+            # An explicit partition: straight into its open batch when it has room and
+            # the partition is still below the topic's known count (metadata may have
+            # shrunk it); anything else (no open batch, full, CAS, a bad or unknown
+            # partition) takes the slow path, which opens batches and raises.
+            open_batch = self._open.get((topic, partition))
+            if (
+                open_batch is not None
+                and open_batch.expected_offset < 0
+                and open_batch.room >= size
+                and partition < len(self.cluster.leaders.get(topic, ()))
+            ):
+                open_batch.room -= size
+                self.buffer_used = used
+                values = open_batch.values
+                index = len(values)
+                values.append(value)
+                open_batch.times.append(now)
+                if key is not None or headers or timestamp_ms is not None:
+                    open_batch.set_extras(index, timestamp_ms, key, headers)
+                return self.handle_class(open_batch, index)
         return self._append_slow(
             topic, value, key, headers, partition, timestamp_ms, now, expected_offset, size
         )
