@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit._core_steps import answer, drain_one
 from trio_kafka.broker._producer_state import ProducerStateTable, Verdict
 from trio_kafka.errors import ConnectionLostError, ErrorCode, ProducerFencedError
 from trio_kafka.producer import (
@@ -22,7 +23,6 @@ from trio_kafka.producer import (
     ClusterView,
     DeliveryHandle,
     Failed,
-    PartitionResponse,
     ProducerBatch,
     ProducerConfig,
     ProducerCore,
@@ -51,19 +51,6 @@ def send(core: ProducerCore, count: int, now: float = 0.0) -> list[DeliveryHandl
     handles = [core.append("t", VALUE, partition=0, now=now) for _ in range(count)]
     assert all(h is not None for h in handles)
     return handles  # type: ignore[return-value]
-
-
-def drain_one(core: ProducerCore, now: float) -> list[ProducerBatch]:
-    """One pass of the driver: expire (which applies a due bump), ready, drain."""
-    core.expire(now)
-    if 1 not in core.ready(now).ready_nodes:
-        return []
-    return core.drain(now, [1]).get(1, [])
-
-
-def answer(core: ProducerCore, batches: list[ProducerBatch], now: float, **response: Any) -> None:
-    answers = {(b.topic, b.partition): PartitionResponse(**response) for b in batches}
-    core.handle_response(1, batches, answers, now)
 
 
 def ids(batches: list[ProducerBatch]) -> list[tuple[int, int, int]]:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit._core_steps import answer, drain_one
 from trio_kafka.errors import (
     AmbiguousDeliveryTimeoutError,
     AmbiguousError,
@@ -24,8 +25,6 @@ from trio_kafka.producer import (
     ClusterView,
     DeliveryHandle,
     Failed,
-    PartitionResponse,
-    ProducerBatch,
     ProducerConfig,
     ProducerCore,
     RecordError,
@@ -52,19 +51,6 @@ def send(core: ProducerCore, count: int, now: float = 0.0) -> list[DeliveryHandl
     handles = [core.append("t", VALUE, partition=0, now=now) for _ in range(count)]
     assert all(h is not None for h in handles)
     return handles  # type: ignore[return-value]
-
-
-def drain_one(core: ProducerCore, now: float) -> list[ProducerBatch]:
-    """One Produce request to node 1 (what the driver would send), or []."""
-    core.expire(now)
-    if 1 not in core.ready(now).ready_nodes:
-        return []
-    return core.drain(now, [1]).get(1, [])
-
-
-def answer(core: ProducerCore, batches: list[ProducerBatch], now: float, **response: Any) -> None:
-    answers = {(b.topic, b.partition): PartitionResponse(**response) for b in batches}
-    core.handle_response(1, batches, answers, now)
 
 
 def test_sequences_are_assigned_at_drain_and_grow_per_partition() -> None:

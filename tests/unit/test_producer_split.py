@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from tests.unit._core_steps import answer, drain_one
 from trio_kafka.errors import ConnectionLostError, ErrorCode, RecordTooLargeError
 from trio_kafka.producer import (
     Acknowledged,
@@ -17,7 +18,6 @@ from trio_kafka.producer import (
     ClusterView,
     DeliveryHandle,
     Failed,
-    PartitionResponse,
     ProducerBatch,
     ProducerConfig,
     ProducerCore,
@@ -42,18 +42,6 @@ def send(core: ProducerCore, *values: bytes, now: float = 0.0) -> list[DeliveryH
     handles = [core.append("t", v, partition=0, now=now) for v in values]
     assert all(h is not None for h in handles)
     return handles  # type: ignore[return-value]
-
-
-def drain_one(core: ProducerCore, now: float) -> list[ProducerBatch]:
-    core.expire(now)
-    if 1 not in core.ready(now).ready_nodes:
-        return []
-    return core.drain(now, [1]).get(1, [])
-
-
-def answer(core: ProducerCore, batches: list[ProducerBatch], now: float, **response: Any) -> None:
-    answers = {(b.topic, b.partition): PartitionResponse(**response) for b in batches}
-    core.handle_response(1, batches, answers, now)
 
 
 def too_large(core: ProducerCore, batches: list[ProducerBatch], now: float) -> None:
