@@ -312,11 +312,10 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
             # old ones (lost writes; simulations/regressions/transactional-lite-16.toml).
             update = m._set_producer_id(response.producer_id, response.producer_epoch)
             m.bump_required = False
-        if work.settle and (committing or m.bump_required):
-            # Settled (by this attempt or the unanswered one): now bump, so a late copy
-            # of the old EndTxn can never end a later transaction.
-            m._enqueue(m._bump_work())
-        elif not committing and m.bump_required:
+        if (committing and work.settle) or (not committing and m.bump_required):
+            # An abort that must bump (a failed batch, or an unanswered abort), or a
+            # settled unanswered commit: bump, so a late copy of an old EndTxn can never
+            # end a later transaction.
             m._enqueue(m._bump_work())
         else:
             m._finish_transaction()
