@@ -377,7 +377,12 @@ def test_records_with_and_without_keys_headers_and_timestamps_encode_as_sent() -
     assert all(type(h) is Handle for h in handles)
     drained = core.drain(1.0, [1])
     [batch] = drained[1]
-    assert batch.records[2] == (int((0.502 + core.accumulator.wall_offset) * 1000), b"k", b"keyed", None)
+    assert batch.records[2] == (
+        int((0.502 + core.accumulator.wall_offset) * 1000),
+        b"k",
+        b"keyed",
+        None,
+    )
     assert [r[2] for r in batch.records] == [r["value"] for r in sent]
     [decoded] = decode_batches(core.encode(batch))
     assert [(r.key, r.value, r.headers) for r in decoded.records] == [

@@ -353,7 +353,9 @@ def test_append_values_on_an_empty_builder_sets_the_base_and_max_timestamps() ->
     count=st.integers(1, 9_000),
     length=st.sampled_from([0, 1, 100, 16_300, 17_000, -1]),
     prefix=st.integers(0, 70),
-    steps=st.lists(st.tuples(st.integers(0, 8_999), st.sampled_from([0, 1, 63, 64, 20_000])), max_size=6),
+    steps=st.lists(
+        st.tuples(st.integers(0, 8_999), st.sampled_from([0, 1, 63, 64, 20_000])), max_size=6
+    ),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_append_runs_encodes_exactly_what_append_values_does(

@@ -114,7 +114,7 @@ class RecordHandle(DeliveryHandle):
                     timestamp = batch.run_ms[_bisect_right(batch.run_starts, index) - 1]
                 else:
                     timestamp = extra[0]
-            return _new_tuple(  # type: ignore[no-any-return]
+            return _new_tuple(
                 Acknowledged,
                 (batch.topic, batch.partition, base + index if base >= 0 else -1, timestamp),
             )
@@ -126,7 +126,7 @@ class RecordHandle(DeliveryHandle):
                 yield from _checkpoint().__await__()
         outcome = batch.outcome(self.index)
         if outcome.__class__ is Acknowledged:
-            return outcome  # type: ignore[return-value]
+            return outcome
         return self.result()  # raises the error
 
     async def wait(self) -> Acknowledged:

@@ -117,7 +117,7 @@ _new_tuple = tuple.__new__
 def _acknowledged(topic: str, partition: int, offset: int, timestamp: int) -> Acknowledged:
     """`Acknowledged(topic, partition, offset, timestamp)` without the named tuple's
     keyword-handling `__new__` (the per-record path of `await handle`)."""
-    return _new_tuple(Acknowledged, (topic, partition, offset, timestamp))  # type: ignore[no-any-return]
+    return _new_tuple(Acknowledged, (topic, partition, offset, timestamp))
 
 
 class AmbiguousWriteError(AmbiguousError):

@@ -232,7 +232,7 @@ class BatchBuilder:
         if not (
             0 <= length < ZIGZAG_CACHED - 32
             and first + count <= ZIGZAG_CACHED
-            and 0 <= low
+            and low >= 0
             and high < ZIGZAG_CACHED
         ):
             stops = [*run_starts[1:], count]
@@ -252,7 +252,7 @@ class BatchBuilder:
         parts: list[bytes | None] = [None] * (4 * count)
         parts[1::4] = table[first : first + count]
         parts[2::4] = [_NULL + value_length] * count
-        parts[3::4] = values  # type: ignore[assignment]
+        parts[3::4] = values
         stops = [*run_starts[1:], count]
         for start, stop, ms in zip(run_starts, stops, run_ms, strict=True):
             stamp = _ATTRIBUTES + table[ms - base]
