@@ -2,8 +2,8 @@
 
 Theory of operation: see `network.py`. A `Pipe` is one direction of a `Connection`: the
 writer's `SimStream` appends chunks (each with its delivery time and what happens when it
-arrives), the network's pump for that pipe moves due chunks into `readable`, and the
-reader's `SimStream` consumes `readable`. Every waiter on a pipe (pump, reader, writer)
+arrives), the network's delivery timer for that pipe moves due chunks into `readable`,
+and the reader's `SimStream` consumes `readable`. Every waiter on a pipe (reader, writer)
 parks on the pipe's one `ParkingLot` and re-checks its condition when woken, so a state
 change only has to `unpark_all`. Decisions (faults, latencies) are the network's; this
 module only keeps state and implements the `trio.abc.HalfCloseableStream` contract.
@@ -15,13 +15,14 @@ import enum
 import operator
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 import trio.lowlevel
 
 if TYPE_CHECKING:
+    from trio_kafka.sim._timers import Timer
     from trio_kafka.sim.network import SimNetwork
 
 Handler = Callable[[trio.abc.Stream], Awaitable[None]]
@@ -58,13 +59,17 @@ class Link:
     direction: str
     #: Number of clogs holding this link (episodes may overlap); delivers when zero.
     clogs: int = 0
+    #: Connects waiting for the link to unclog.
     lot: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
+    #: Pipes whose delivery stopped at the clog, by (connection serial, direction), in the
+    #: order they stopped: the unclog re-arms their timers. (Connection, Pipe) values.
+    held: dict[tuple[int, str], tuple[Any, Any]] = attrs.field(factory=dict)
 
 
 @attrs.define(eq=False)
 class Pipe:
-    """One direction of a connection. The writer's stream appends chunks, the pump moves
-    them to `readable`, the reader's stream consumes `readable`."""
+    """One direction of a connection. The writer's stream appends chunks, the network's
+    delivery timer moves them to `readable`, the reader's stream consumes `readable`."""
 
     direction: str
     link: Link
@@ -91,18 +96,12 @@ class Pipe:
     #: The reader and the writer wait here; woken when bytes arrive or are consumed and
     #: on every state change.
     lot: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
-    #: The pump waits here; woken when a chunk is queued and on every state change. (Kept
-    #: apart from `lot` so that traffic does not wake tasks that have nothing to do: each
-    #: spurious wakeup is a scheduler step, and steps are what a simulated run costs.)
-    pump_lot: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
-    #: The idle pump's cancel scope while it waits for a chunk (None otherwise): queuing
-    #: a chunk sets its deadline to the chunk's delivery time, so the pump wakes once per
-    #: chunk, when it is due, instead of waking to go back to sleep until then.
-    pump_idle: trio.CancelScope | None = None
+    #: The network's timer that delivers the head chunk when it is due (None: nothing
+    #: queued, or delivery stopped by a clog, a black hole or the end of the pipe).
+    timer: Timer | None = None
 
     def wake_all(self) -> None:
         self.lot.unpark_all()
-        self.pump_lot.unpark_all()
 
     @property
     def finished(self) -> bool:
@@ -118,6 +117,9 @@ class Pipe:
         self.in_flight.clear()
         self.readable.clear()
         self.unacked = 0
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
 
 @attrs.define(eq=False)

@@ -5,9 +5,13 @@ handler(stream)`, and hands out transports (`network.transport(name)`) whose `co
 opens a simulated connection: two one-way pipes (client->server "c2s", server->client
 "s2c") and a stream object at each end. A write is cut into chunks (segments, or random
 pieces when fault FRAGMENTATION fires); each chunk gets a delivery time `max(previous
-chunk's, now + latency) + size / bandwidth`, so a pipe never reorders, and a pump task per
-pipe moves chunks, at their time, into the reader's buffer. The network owns a nursery
-(`open_sim_network`) in which pumps, server handlers and fault timers run.
+chunk's, now + latency) + size / bandwidth`, so a pipe never reorders. Delivery is one
+virtual-time timer per pipe, armed for the chunk at its head (`_timers.VirtualTimers`,
+fired by trio's run loop itself: no task per pipe, no cancel scope per chunk): when it
+fires, every due chunk moves into the reader's buffer and the timer is re-armed for the
+next. The network owns a nursery (`open_sim_network`) in which the server handlers run,
+and the timers that deliver chunks, end handshakes, reset black-holed connections and
+drive clog episodes.
 
 TCP semantics hold within a connection: no loss, no reordering, no duplication. Faults act
 on whole connections, each decided by `FaultDecider` at a stable place:
@@ -26,11 +30,13 @@ on whole connections, each decided by `FaultDecider` at a stable place:
 - per connect attempt (key: client name, host, port, attempt number to that address):
   CONNECT_FAILURE refuses (`ConnectionRefusedError`, an OSError) or hangs until the
   caller's timeout;
-- CLOG: a swizzler task offers an episode every ~`clog_interval` seconds of the fault phase
+- CLOG: a timer offers an episode every ~`clog_interval` seconds of the fault phase
   (episode k at a time fixed by k alone); an episode clogs a random subset of links (a link
   is a server address and a direction, shared by all its connections) one by one, holds,
   then unclogs them in another random order. A clogged link delivers nothing; chunks keep
-  their times, so after the unclog everything due arrives at once, in order.
+  their times, so after the unclog everything due arrives at once, in order. (Timers, not
+  tasks: whether a clog can fire changes no task's schedule, so a replay restricted to
+  the faults that fired schedules its tasks like the run.)
 
 A reset breaks both ends: their pending and later `send_all` / `receive_some` raise
 `trio.BrokenResourceError`, and undelivered bytes are dropped (as an RST does). An orderly
@@ -38,14 +44,15 @@ A reset breaks both ends: their pending and later `send_all` / `receive_some` ra
 them, then b"". Writing to a peer that has closed raises `trio.BrokenResourceError`.
 
 Determinism: every decision is a `Draws` lookup keyed by connection key, direction, write
-or chunk number; connections are kept in dicts in creation order; nothing reads wall time,
-`id()` or `hash()`. `trace` records (virtual time, event) for the determinism check.
+or chunk number; connections are kept in dicts in creation order; timers due at one time
+fire in the order they were armed; nothing reads wall time, `id()` or `hash()`. `trace`
+records (virtual time, event) for the determinism check.
 """
 
 from __future__ import annotations
 
 import errno
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
 import attrs
@@ -64,6 +71,7 @@ from trio_kafka.sim._streams import (
     Pipe,
     SimStream,
 )
+from trio_kafka.sim._timers import VirtualTimers, open_virtual_timers
 from trio_kafka.sim.faults import FaultDecider, FaultKind, FaultPlan, Profile
 from trio_kafka.sim.rand import Draws
 
@@ -108,6 +116,8 @@ class SimNetwork:
         #: Connect attempts so far per (client name, host, port).
         self._attempts: dict[tuple[str, str, int], int] = {}
         self._nursery: trio.Nursery | None = None
+        #: The run's virtual-time timers (set by `open_sim_network`).
+        self._timers: VirtualTimers | None = None
 
     @property
     def plan(self) -> FaultPlan:
@@ -168,6 +178,11 @@ class SimNetwork:
             self._note(f"unclog {host}:{port} {d}")
             if not link.clogs:
                 link.lot.unpark_all()
+                # Its pipes deliver what came due meanwhile (from the timers, as a chunk
+                # arriving on time would: after this task's step, not inside it).
+                held, link.held = link.held, {}
+                for conn, pipe in held.values():
+                    self._arm(conn, pipe, self._now())
 
     # -- connecting ---------------------------------------------------------------------
 
@@ -193,7 +208,7 @@ class SimNetwork:
         rtt = latency.base(self.draws.uniform("handshake.syn", *key)) + latency.base(
             self.draws.uniform("handshake.synack", *key)
         )
-        await trio.sleep(rtt)
+        await self._timers_().sleep(rtt)
         for direction in (C2S, S2C):
             link = self._link((host, port), direction)
             while link.clogs:
@@ -225,8 +240,6 @@ class SimNetwork:
         conn.server = SimStream(self, conn, "server")
         self._connections[conn.serial] = conn
         self._note(f"c{conn.serial} open {key}")
-        self._nursery.start_soon(self._pump, conn, conn.c2s)
-        self._nursery.start_soon(self._pump, conn, conn.s2c)
         self._nursery.start_soon(self._serve, handler, conn.server)
         return conn.client
 
@@ -305,7 +318,8 @@ class SimNetwork:
         pipe.last_deliver_at = at
         pipe.in_flight.append(Chunk(at, data, action, write_no))
         pipe.unacked += len(data)
-        self._wake_pump(pipe, at)
+        if pipe.timer is None:
+            self._arm(conn, pipe, at)
 
     def _queue_eof(self, conn: Connection, pipe: Pipe) -> None:
         if pipe.writer_done:
@@ -316,39 +330,33 @@ class SimNetwork:
         at = max(pipe.last_deliver_at, self._now() + self.profile.latency.minimum)
         pipe.last_deliver_at = at
         pipe.in_flight.append(Chunk(at, b"", Action.EOF))
-        self._wake_pump(pipe, at)
+        if pipe.timer is None:
+            self._arm(conn, pipe, at)
 
     # -- delivering ---------------------------------------------------------------------
 
-    @staticmethod
-    def _wake_pump(pipe: Pipe, at: float) -> None:
-        """A chunk due at `at` was queued: an idle pump wakes then (not now)."""
-        idle = pipe.pump_idle
-        if idle is not None and at < idle.deadline:
-            idle.deadline = at
+    def _arm(self, conn: Connection, pipe: Pipe, at: float) -> None:
+        """(Re-)arm the pipe's delivery timer for `at` (its head chunk's time)."""
+        if pipe.timer is not None:
+            pipe.timer.cancel()
+        pipe.timer = self._timers_().call_at(at, self._deliver, conn, pipe)
 
-    async def _pump(self, conn: Connection, pipe: Pipe) -> None:
-        while not pipe.finished:
+    def _deliver(self, conn: Connection, pipe: Pipe) -> None:
+        """The pipe's timer fired: every chunk due by now arrives, in order; then the
+        timer is re-armed for the next chunk (or left off: nothing queued, clogged,
+        black-holed, finished)."""
+        pipe.timer = None
+        now = self._now()
+        while not pipe.finished and pipe.in_flight:
             if pipe.link.clogs:
-                await pipe.link.lot.park()
-                continue
+                pipe.link.held[conn.serial, pipe.direction] = (conn, pipe)  # `unclog` re-arms it
+                return
             if pipe.black_holed:
-                await pipe.pump_lot.park()
-                continue
-            if not pipe.in_flight:
-                # Woken by a state change (the lot) or when the first chunk queued meanwhile
-                # is due (`_wake_pump` sets the deadline): one step per chunk, not two.
-                with trio.CancelScope() as idle:
-                    pipe.pump_idle = idle
-                    try:
-                        await pipe.pump_lot.park()
-                    finally:
-                        pipe.pump_idle = None
-                continue
+                return
             head = pipe.in_flight[0]
-            if head.deliver_at > self._now():
-                await trio.sleep_until(head.deliver_at)
-                continue
+            if head.deliver_at > now:
+                self._arm(conn, pipe, head.deliver_at)
+                return
             self._arrive(conn, pipe, head)
 
     def _arrive(self, conn: Connection, pipe: Pipe, chunk: Chunk) -> None:
@@ -411,16 +419,16 @@ class SimNetwork:
             queued.deliver_at += delay
         c2s.last_deliver_at += delay
         self._queue_eof(conn, c2s)
-        c2s.wake_all()
+        c2s.wake_all()  # its delivery (which called this) re-arms for the delayed head
         self._connections.pop(conn.serial, None)
 
     def _reset_later(self, conn: Connection) -> None:
-        assert self._nursery is not None
-        self._nursery.start_soon(self._reset_after, conn, self.profile.blackhole_server_reset)
-
-    async def _reset_after(self, conn: Connection, delay: float) -> None:
-        await trio.sleep(delay)
-        self._reset(conn, "black-holed connection timed out")
+        self._timers_().call_at(
+            self._now() + self.profile.blackhole_server_reset,
+            self._reset,
+            conn,
+            "black-holed connection timed out",
+        )
 
     def _closed(self, conn: Connection, stream: SimStream) -> None:
         """`stream` was closed locally: EOF to the peer, drop what it would have read."""
@@ -439,25 +447,22 @@ class SimNetwork:
 
     # -- clog swizzling -----------------------------------------------------------------
 
-    async def _swizzler(self) -> None:
+    def _swizzler(self) -> Iterator[float]:
         """Offer a clog episode at fixed times; each episode's identity is its number."""
-        if not self.plan.may_fire(FaultKind.CLOG):
-            await trio.sleep_forever()  # never wakes, so it joins no later batch
         start = self._now()
         episode = 0
         offset = 0.0
         while True:
             offset += 2 * self.profile.clog_interval * self.draws.uniform("clog.gap", episode)
-            await trio.sleep_until(start + offset)
+            yield start + offset
             now = self._now()
             if now >= self.plan.fault_phase_end:
                 return
             if self.decider.fires(FaultKind.CLOG, "swizzle", episode, now=now):
-                assert self._nursery is not None
-                self._nursery.start_soon(self._swizzle_episode, episode)
+                self._run_timed(self._swizzle_episode(episode))
             episode += 1
 
-    async def _swizzle_episode(self, episode: int) -> None:
+    def _swizzle_episode(self, episode: int) -> Iterator[float]:
         rng = self.draws.rng("clog.episode", episode)
         links = [(h, p, d) for (h, p) in self.server_addresses() for d in (C2S, S2C)]
         if not links:
@@ -468,17 +473,28 @@ class SimNetwork:
         self._note(f"swizzle #{episode}: {len(chosen)} links")
         for host, port, direction in chosen:
             self.clog(host, port, direction)
-            await trio.sleep(stagger * rng.random())
-        await trio.sleep(low + (high - low) * rng.random())
+            yield self._now() + stagger * rng.random()
+        yield self._now() + low + (high - low) * rng.random()
         rng.shuffle(chosen)
         for host, port, direction in chosen:
             self.unclog(host, port, direction)
-            await trio.sleep(stagger * rng.random())
+            yield self._now() + stagger * rng.random()
+
+    def _run_timed(self, steps: Iterator[float]) -> None:
+        """Run `steps` on the timers: each value it yields is the virtual time at which
+        it goes on (a task's `sleep_until`, without a task)."""
+        when = next(steps, None)
+        if when is not None:
+            self._timers_().call_at(when, self._run_timed, steps)
 
     # -- helpers ------------------------------------------------------------------------
 
     def _now(self) -> float:
         return trio.current_time()
+
+    def _timers_(self) -> VirtualTimers:
+        assert self._timers is not None, "use `async with open_sim_network(...)`"
+        return self._timers
 
     def _note(self, event: str) -> None:
         if self.trace is not None:
@@ -498,15 +514,15 @@ async def open_sim_network(
     decider: FaultDecider | None = None,
     trace: bool = True,
 ) -> AsyncIterator[SimNetwork]:
-    """A `SimNetwork` whose pumps, servers and fault timers run until the block exits
-    (then they are cancelled: servers do not outlive the network)."""
+    """A `SimNetwork` whose servers and timers run until the block exits (then they are
+    cancelled: servers do not outlive the network). The run's clock must be a
+    `trio.testing.MockClock` (`determinism.run_seeded`)."""
     net = SimNetwork(draws, profile, plan=plan, decider=decider, trace=trace)
-    async with trio.open_nursery() as nursery:
+    async with open_virtual_timers() as timers, trio.open_nursery() as nursery:
+        net._timers = timers
         net._nursery = nursery
-        # Started whatever the plan: a task more or less in a batch changes how trio's
-        # seeded shuffle orders every later batch, so a replay restricted to the faults
-        # that fired (no clog among them) would not schedule like the run it replays.
-        nursery.start_soon(net._swizzler)
+        if net.plan.may_fire(FaultKind.CLOG):
+            net._run_timed(net._swizzler())
         try:
             yield net
         finally:
