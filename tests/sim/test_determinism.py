@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import trio
-import trio.testing
 
 from tests.conftest import REPO
+from trio_kafka.sim._timers import VirtualClock
 from trio_kafka.sim.determinism import check_trio_hooks, run_seeded
 from trio_kafka.sim.rand import Draws
 
@@ -24,7 +24,7 @@ def test_trio_still_has_the_private_scheduler_hooks() -> None:
     assert hasattr(_run._r, "seed")
 
 
-async def _racers(clock: trio.testing.MockClock) -> str:
+async def _racers(clock: VirtualClock) -> str:
     order: list[str] = []
 
     async def racer(name: str) -> None:
@@ -51,7 +51,7 @@ def test_different_seeds_explore_different_schedules() -> None:
 
 
 def test_virtual_time_is_virtual() -> None:
-    async def sleeper(clock: trio.testing.MockClock) -> float:
+    async def sleeper(clock: VirtualClock) -> float:
         await trio.sleep(3600)
         return trio.current_time()
 

@@ -11,6 +11,7 @@ import trio
 import trio.testing
 
 from trio_kafka.net import Transport
+from trio_kafka.sim._timers import VirtualClock
 from trio_kafka.sim.determinism import run_seeded
 from trio_kafka.sim.faults import STANDARD, FaultIdentity, FaultKind, FaultPlan, Profile
 from trio_kafka.sim.network import SimNetwork, open_sim_network
@@ -99,7 +100,7 @@ def run(
 ) -> SimNetwork:
     holder: list[SimNetwork] = []
 
-    async def body(clock: trio.testing.MockClock) -> None:
+    async def body(clock: VirtualClock) -> None:
         async with open_sim_network(Draws(seed), profile, plan=plan) as net:
             holder.append(net)
             await main(net)

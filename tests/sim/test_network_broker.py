@@ -9,7 +9,6 @@ from collections.abc import Awaitable, Callable
 import attrs
 import pytest
 import trio
-import trio.testing
 
 from trio_kafka.broker import Cluster
 from trio_kafka.errors import ConnectionLostError
@@ -17,6 +16,7 @@ from trio_kafka.net import open_connection
 from trio_kafka.protocol.messages.api_versions import ApiVersionsRequest
 from trio_kafka.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from trio_kafka.protocol.messages.metadata import MetadataRequest
+from trio_kafka.sim._timers import VirtualClock
 from trio_kafka.sim.determinism import run_seeded
 from trio_kafka.sim.faults import STANDARD, FaultKind, FaultPlan
 from trio_kafka.sim.network import SimNetwork, open_sim_network
@@ -30,7 +30,7 @@ def with_cluster(
 ) -> Cluster:
     cluster = Cluster.create(2, clock=lambda: int(trio.current_time() * 1000))
 
-    async def body(clock: trio.testing.MockClock) -> None:
+    async def body(clock: VirtualClock) -> None:
         async with open_sim_network(Draws(seed), PROFILE, plan=plan) as net:
             for node in (0, 1):
                 net.add_server(

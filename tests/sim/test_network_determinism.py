@@ -9,9 +9,9 @@ import sys
 
 import attrs
 import trio
-import trio.testing
 
 from tests.conftest import REPO
+from trio_kafka.sim._timers import VirtualClock
 from trio_kafka.sim.determinism import run_seeded
 from trio_kafka.sim.faults import STANDARD, FaultIdentity, FaultKind, FaultPlan
 from trio_kafka.sim.network import SimNetwork, open_sim_network
@@ -73,7 +73,7 @@ def scenario(seed: int, plan: FaultPlan | None = None) -> tuple[str, tuple[Fault
     """(trace text, fault identities fired) of one seeded run."""
     out: list[tuple[str, tuple[FaultIdentity, ...]]] = []
 
-    async def main(clock: trio.testing.MockClock) -> None:
+    async def main(clock: VirtualClock) -> None:
         draws = Draws(seed)
         plan_ = plan if plan is not None else FaultPlan.swarm(draws, NOISY)
         async with open_sim_network(draws, NOISY, plan=plan_) as net:

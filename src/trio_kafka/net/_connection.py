@@ -371,22 +371,26 @@ class BrokerConnection:
         splitter = FrameSplitter(max_frame_size=self.max_frame_size)
         with self._reader_scope:
             try:
-                while True:
-                    with trio.CancelScope(deadline=self._earliest_deadline()) as scope:
-                        self._receive_scope = scope
-                        data = await self.stream.receive_some(_RECEIVE_SIZE)
-                    self._receive_scope = None
-                    if scope.cancelled_caught:
-                        await self._expire()
-                        return
-                    if not data:
-                        await self._close(
-                            ConnectionLostError(f"{self.host}:{self.port} closed the connection")
-                        )
-                        return
-                    self.last_activity = self.clock.now()
-                    for frame in splitter.feed(data):
-                        self._dispatch(frame)
+                # One scope for the whole loop (a scope per receive cost more than the
+                # receive): its deadline follows the earliest request deadline in flight
+                # (`_register` lowers it, each response read moves it on). Only
+                # `receive_some` waits inside it, so it fires only there.
+                with trio.CancelScope(deadline=self._earliest_deadline()) as scope:
+                    self._receive_scope = scope
+                    while data := await self.stream.receive_some(_RECEIVE_SIZE):
+                        self.last_activity = self.clock.now()
+                        for frame in splitter.feed(data):
+                            self._dispatch(frame)
+                        deadline = self._earliest_deadline()
+                        if deadline != scope.deadline:
+                            scope.deadline = deadline
+                self._receive_scope = None
+                if scope.cancelled_caught:
+                    await self._expire()
+                    return
+                await self._close(
+                    ConnectionLostError(f"{self.host}:{self.port} closed the connection")
+                )
             except ProtocolError as exc:
                 await self._close(exc)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:

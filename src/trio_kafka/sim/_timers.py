@@ -1,72 +1,100 @@
-"""Virtual-time timers for a simulated run, fired by trio's run loop itself.
+"""Virtual time for a simulated run: the clock, and timers fired by trio's run loop itself.
 
 Theory of operation
 -------------------
 A simulated run spends its time on scheduler rounds, and the simulator's own timed events
-(a chunk reaching the head of its pipe, a handshake's round trip, a clog episode) were each
+(a chunk reaching the head of its pipe, a handshake's round trip, a fault tick) were each
 a task sleeping in trio: a cancel scope with a deadline, a `Cancelled` raised through the
-task's stack when it expired, an idle round for `MockClock`'s autojump (trio jumps the
-clock *after* it processed the round's deadlines, so every timed wake-up costs one empty
-round), then the task's step. Measured here, a scheduler round costs about 9 µs, a cancel
-scope about 15 µs and a timed `trio.sleep` about 57 µs.
+task's stack when it expired, an idle round for `MockClock`'s autojump (trio jumps a
+`MockClock` *after* it has processed the round's deadlines, so every timed wake-up costs
+one empty round), then the task's step. Measured here, a scheduler round costs about
+9 µs, a cancel scope about 15 µs and a timed `trio.sleep` about 57 µs.
 
-`VirtualTimers` is a `trio.abc.Instrument`. Once per scheduler round, just before trio
-polls for I/O (`before_io_wait`), it:
+`VirtualClock` is a `trio.abc.Clock` whose time moves only when it is told to (`jump`);
+it never lets the run loop sleep in real time. `VirtualTimers`, a `trio.abc.Instrument`,
+is what moves it. Once per scheduler round, just before trio polls for I/O
+(`before_io_wait`), it:
 
 - fires the callbacks of its timers due at the current virtual time (those armed before
   this round started; a callback arming a timer for now leaves it to the next round, as
   trio leaves a task made runnable during a round to the next one);
-- when no task is runnable (and none waits in `wait_all_tasks_blocked`), jumps the
-  `MockClock` to the earliest of its own timers and trio's next deadline, and fires what
-  is due there. trio then expires its deadlines at that time in the same round, so a
-  timed wake-up costs no idle round, and a timer costs no task, no cancel scope and no
-  exception.
-
-The clock's own autojump is switched off while the timers are installed: trio calls it
-at the end of a round in which nothing became runnable, and it would jump to trio's next
-deadline over timers due before it (a round in which timers fired without waking a task
-is such a round). The next round's `before_io_wait` jumps instead, to whichever is first.
+- when no task is runnable, jumps the clock to the earliest of its own timers and trio's
+  next deadline (a cancel scope's), and fires what is due there. trio then expires its
+  deadlines at that time in the same round: a timed wake-up costs no idle round, and a
+  timer costs no task, no cancel scope and no exception.
 
 Callbacks are plain functions: they change the simulated world and wake tasks
-(`ParkingLot.unpark_all`, `trio.lowlevel.reschedule`). `sleep_until` is the timed wait
-for a task of the simulator (cancellable like any trio wait). A callback that raises
-must not vanish into trio's instrument logger: the exception is thrown into a guard task
-of the nursery that `open_virtual_timers` runs in, so it fails the run like any task's.
+(`ParkingLot.unpark_all`, `trio.lowlevel.reschedule`). `sleep_until` is the timed wait of
+a task of the simulator (cancellable like any trio wait). A callback that raises must not
+vanish into trio's instrument logger: the exception is thrown into the run's guard task
+(`guard`, started by `determinism.run_seeded`), which fails the run with it.
 
-Determinism: timers fire in (time, arming order); the jump is a function of the run's
+Determinism: timers fire in (time, arming order); a jump is a function of the run's
 state. A round in which timers fire but no task becomes runnable runs an empty batch,
-which draws nothing from trio's seeded shuffle, so timers alone never perturb the
-schedule of the tasks.
+which draws nothing from trio's seeded shuffle, so timers alone never perturb how the
+tasks are scheduled.
 
-This depends on trio internals (the runner's run queue, idle waiters and deadlines):
-`check_timer_hooks` fails loudly when they are gone (a test guards it), as
-`determinism.check_trio_hooks` does for the scheduler's.
+While a task waits in `trio.testing.wait_all_tasks_blocked`, the clock stands still and
+trio wakes the waiter once every other task is blocked, as on a `MockClock`. A run in
+which every task waits and nothing can wake one (a deadlock, on which trio with a
+`MockClock` would spin forever) fails, saying so. The runner internals read here are
+checked by `determinism.check_trio_hooks`.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 import outcome
 import trio
 import trio.lowlevel
-import trio.testing
-
-from trio_kafka.sim.determinism import DeterminismUnavailableError
 
 #: Timer callbacks fired at one virtual instant beyond which the run is stuck in a loop of
 #: callbacks re-arming each other (no task runs, so the runner's step watchdog cannot see
 #: it).
 MAX_FIRINGS_PER_INSTANT = 100_000
+#: A sleep time longer than any `wait_all_tasks_blocked` cushion.
+_FAR = 86400.0
 
 
 class TimerLivelockError(RuntimeError):
     """Timer callbacks kept re-arming at one virtual instant."""
+
+
+class VirtualClock(trio.abc.Clock):
+    """trio's clock in a simulated run: virtual seconds from 0, moved only by `jump`
+    (`VirtualTimers` jumps it whenever every task is blocked)."""
+
+    def __init__(self) -> None:
+        self._now = 0.0
+        #: Set by `VirtualTimers` when it is created for this clock.
+        self.timers: VirtualTimers | None = None
+
+    def __repr__(self) -> str:
+        return f"<VirtualClock at {self._now!r}>"
+
+    def start_clock(self) -> None:
+        pass
+
+    def current_time(self) -> float:
+        return self._now
+
+    def deadline_to_sleep_time(self, deadline: float) -> float:
+        # Never sleep in real time: the timers jump the clock before the I/O poll. But
+        # while a task waits in `wait_all_tasks_blocked` and nothing is due, say "far",
+        # as `MockClock` does, so that trio wakes it (it waits its cushion instead).
+        if deadline > self._now and self.timers is not None and self.timers.idle_waiters():
+            return _FAR
+        return 0.0
+
+    def jump(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError(f"time can't go backwards: jump({seconds!r})")
+        self._now += seconds
 
 
 @attrs.define(eq=False, slots=True)
@@ -82,42 +110,20 @@ class Timer:
         self.cancelled = True
 
 
-def _runner() -> Any:
-    from trio._core import _run
-
-    return _run.GLOBAL_RUN_CONTEXT.runner
-
-
-def check_timer_hooks() -> None:
-    """Fail loudly if trio's runner no longer has what `VirtualTimers` reads (call inside
-    a run)."""
-    runner = _runner()
-    missing = [
-        name for name in ("runq", "waiting_for_idle", "deadlines") if not hasattr(runner, name)
-    ]
-    if not missing and not hasattr(runner.deadlines, "next_deadline"):
-        missing.append("deadlines.next_deadline")
-    if not hasattr(trio.testing.MockClock, "_autojump"):
-        missing.append("MockClock._autojump")
-    if missing:
-        raise DeterminismUnavailableError(
-            f"trio {trio.__version__}'s runner lacks {', '.join(missing)}: the simulator's "
-            "virtual-time timers cannot run with this trio version"
-        )
-
-
 class VirtualTimers(trio.abc.Instrument):
-    """Timers on a `MockClock`, fired from the run loop (see the module doc). Use
-    `open_virtual_timers()`."""
+    """Timers on a `VirtualClock`, fired from the run loop (see the module doc). Pass it
+    to `trio.run(instruments=...)` and start `guard` in the run (`run_seeded` does)."""
 
-    def __init__(self, clock: trio.testing.MockClock) -> None:
+    def __init__(self, clock: VirtualClock) -> None:
         self._clock = clock
-        self._runner = _runner()
+        clock.timers = self
+        #: trio's runner, read at the first round (it does not exist before the run).
+        self._runner: Any = None
         #: (when, serial, timer): a heap; cancelled timers stay until they reach the top.
         self._heap: list[tuple[float, int, Timer]] = []
         self._serial = 0
         #: The guard task (parked for the whole run) that a failing callback's exception
-        #: is thrown into; None once it has been.
+        #: is thrown into; None when not started or once used.
         self._guard: trio.lowlevel.Task | None = None
         #: Timers fired at the current instant (`_instant`), for the livelock check.
         self._instant = -math.inf
@@ -139,8 +145,7 @@ class VirtualTimers(trio.abc.Instrument):
     async def sleep_until(self, when: float) -> None:
         """Wait until the virtual time reaches `when` (a checkpoint; cancellable)."""
         await trio.lowlevel.checkpoint_if_cancelled()
-        task = trio.lowlevel.current_task()
-        timer = self.call_at(when, trio.lowlevel.reschedule, task)
+        timer = self.call_at(when, trio.lowlevel.reschedule, trio.lowlevel.current_task())
 
         def abort(_: Any) -> trio.lowlevel.Abort:
             timer.cancel()
@@ -153,22 +158,42 @@ class VirtualTimers(trio.abc.Instrument):
 
     # -- the run loop's hook ----------------------------------------------------------------
 
+    def before_run(self) -> None:
+        from trio._core import _run
+
+        self._runner = _run.GLOBAL_RUN_CONTEXT.runner
+
     def before_io_wait(self, timeout: float) -> None:
         heap = self._heap
         while heap and heap[0][2].cancelled:
             heapq.heappop(heap)
         runner = self._runner
         clock = self._clock
-        now = clock.current_time()
+        now = clock._now
         if not runner.runq and not runner.waiting_for_idle:
+            # (With a task in `wait_all_tasks_blocked`, time stands still: trio wakes it.)
             target = runner.deadlines.next_deadline()
             if heap and heap[0][0] < target:
                 target = heap[0][0]
-            if now < target < math.inf:
+            if target == math.inf:
+                # Nothing can ever wake a task (a simulated run does no real I/O): say so
+                # rather than spin in the run loop forever.
+                self._fail(
+                    RuntimeError(
+                        f"deadlock at virtual time {now!r}: every task waits and no "
+                        "deadline or timer can wake one"
+                    )
+                )
+                return
+            if now < target:
                 clock.jump(target - now)
-                now = clock.current_time()
+                now = clock._now
         if heap and heap[0][0] <= now:
             self._fire(now)
+
+    def idle_waiters(self) -> bool:
+        """A task waits in `trio.testing.wait_all_tasks_blocked`."""
+        return self._runner is not None and bool(self._runner.waiting_for_idle)
 
     def _fire(self, now: float) -> None:
         if now != self._instant:
@@ -195,10 +220,12 @@ class VirtualTimers(trio.abc.Instrument):
     def _fail(self, exc: BaseException) -> None:
         self._heap.clear()
         guard, self._guard = self._guard, None
-        if guard is not None:
-            trio.lowlevel.reschedule(guard, outcome.Error(exc))
+        if guard is None:
+            raise RuntimeError("a simulator timer failed and no guard task runs") from exc
+        trio.lowlevel.reschedule(guard, outcome.Error(exc))
 
-    async def _guard_task(self, task_status: trio.TaskStatus[None]) -> None:
+    async def guard(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Park for the whole run; raise what a failing timer callback raised."""
         self._guard = trio.lowlevel.current_task()
         task_status.started()
 
@@ -209,32 +236,12 @@ class VirtualTimers(trio.abc.Instrument):
         await trio.lowlevel.wait_task_rescheduled(abort)
 
 
-@asynccontextmanager
-async def open_virtual_timers() -> AsyncIterator[VirtualTimers]:
-    """`VirtualTimers` on the run's `MockClock` for the duration of the block (the run must
-    use a `MockClock`: `determinism.run_seeded` does)."""
+def current_timers() -> VirtualTimers:
+    """The running simulation's timers (the run must be `determinism.run_seeded`'s)."""
     clock = trio.lowlevel.current_clock()
-    if not isinstance(clock, trio.testing.MockClock):
-        raise TypeError(
-            f"the simulator's timers need trio.testing.MockClock as the run's clock, not "
-            f"{type(clock).__name__}: run under determinism.run_seeded"
+    if not isinstance(clock, VirtualClock) or clock.timers is None:
+        raise RuntimeError(
+            f"the simulator needs its virtual clock, not {type(clock).__name__}: run it "
+            "under trio_kafka.sim.determinism.run_seeded"
         )
-    check_timer_hooks()
-    timers = VirtualTimers(clock)
-    trio.lowlevel.add_instrument(timers)
-    # An instance attribute shadows MockClock._autojump, which the run loop calls.
-    setattr(clock, "_autojump", _no_autojump)  # noqa: B010 - mypy refuses a method assignment
-    try:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(timers._guard_task)
-            try:
-                yield timers
-            finally:
-                nursery.cancel_scope.cancel()
-    finally:
-        delattr(clock, "_autojump")
-        trio.lowlevel.remove_instrument(timers)
-
-
-def _no_autojump() -> None:
-    """The clock's autojump while `VirtualTimers` jump it (see the module doc)."""
+    return clock.timers

@@ -89,17 +89,17 @@ class ClusterFaults:
     #: Requests (by id, never rendered) whose partitions get the after-append error.
     _after: dict[int, set[tuple[str, int]]] = attrs.field(factory=dict)
 
-    def start(self, nursery: trio.Nursery) -> None:
+    def start(self) -> None:
         for node in self.cluster.state.node_ids:
             self.cluster.state.endpoints[node] = (broker_host(node), BROKER_PORT)
             self._up(node)
         if self.decider.plan.may_fire(FaultKind.INJECTED_ERROR):
             self.cluster.add_hook(ProduceRequest, self._before)
             self.cluster.add_hook(ProduceRequest, self._after_append, after=True)
-        # Always started, even when no tick fault can fire: one task more or less shifts
-        # trio's seeded shuffle of every later batch of runnable tasks, so a replay with
-        # a restricted fault set must run the same tasks as the run it replays.
-        nursery.start_soon(self._ticks)
+        # Ticks are the network's timers, not a task: whether a tick fault can fire
+        # changes no task's schedule, so a replay with a restricted fault set schedules
+        # its tasks like the run it replays.
+        self.net.call_at(self.config.tick, self._tick, 1)
 
     def _up(self, node: int) -> None:
         self.net.add_server(
@@ -108,37 +108,32 @@ class ClusterFaults:
 
     # -- ticks -------------------------------------------------------------------------
 
-    async def _ticks(self) -> None:
-        end = self.decider.plan.fault_phase_end
+    def _tick(self, tick_no: int) -> None:
+        """Tick `tick_no` (at `tick_no * tick` virtual seconds): the decisions of kinds
+        9-11, then the next tick, until the fault phase ends."""
+        now = trio.current_time()
+        if now >= self.decider.plan.fault_phase_end:
+            return
         nodes = self.cluster.state.node_ids
-        tick_no = 0
-        async with trio.open_nursery() as nursery:
-            while True:
-                tick_no += 1
-                await trio.sleep_until(tick_no * self.config.tick)
-                now = trio.current_time()
-                if now >= end:
-                    return
-                fires = self.decider.fires
-                for node in nodes:
-                    if node not in self.down and fires(
-                        FaultKind.BROKER_CRASH, "tick", node, tick_no, now=now
-                    ):
-                        self._crash(nursery, node, tick_no)
-                for name in sorted(self.cluster.state.topics):
-                    for part in self.cluster.state.topics[name].partitions:
-                        key = (name, part.index, tick_no)
-                        if fires(FaultKind.LEADER_CHANGE, "tick", *key, now=now):
-                            u = self.decider.param(FaultKind.LEADER_CHANGE, "to", "tick", *key)
-                            self.cluster.move_leader(
-                                name, part.index, _other(nodes, part.leader, u)
-                            )
-                if fires(FaultKind.COORDINATOR_MOVE, "tick", tick_no, now=now):
-                    u = self.decider.param(FaultKind.COORDINATOR_MOVE, "to", "tick", tick_no)
-                    current = self.cluster.state.txn_coordinator
-                    self.cluster.move_transaction_coordinator(_other(nodes, current, u))
+        fires = self.decider.fires
+        for node in nodes:
+            if node not in self.down and fires(
+                FaultKind.BROKER_CRASH, "tick", node, tick_no, now=now
+            ):
+                self._crash(node, tick_no)
+        for name in sorted(self.cluster.state.topics):
+            for part in self.cluster.state.topics[name].partitions:
+                key = (name, part.index, tick_no)
+                if fires(FaultKind.LEADER_CHANGE, "tick", *key, now=now):
+                    u = self.decider.param(FaultKind.LEADER_CHANGE, "to", "tick", *key)
+                    self.cluster.move_leader(name, part.index, _other(nodes, part.leader, u))
+        if fires(FaultKind.COORDINATOR_MOVE, "tick", tick_no, now=now):
+            u = self.decider.param(FaultKind.COORDINATOR_MOVE, "to", "tick", tick_no)
+            current = self.cluster.state.txn_coordinator
+            self.cluster.move_transaction_coordinator(_other(nodes, current, u))
+        self.net.call_at((tick_no + 1) * self.config.tick, self._tick, tick_no + 1)
 
-    def _crash(self, nursery: trio.Nursery, node: int, tick_no: int) -> None:
+    def _crash(self, node: int, tick_no: int) -> None:
         param = functools.partial(self.decider.param, FaultKind.BROKER_CRASH)
         lose = param("lose", "tick", node, tick_no) < self.config.lose_producer_state
         low, high = self.config.restart_delay
@@ -148,7 +143,7 @@ class ClusterFaults:
         self.cluster.crash_node(node, lose_producer_state=lose)
         if lose:
             self._rebuild_producer_state(node)
-        nursery.start_soon(self._restart, node, delay)
+        self.net.call_at(trio.current_time() + delay, self.restart, node)
 
     def _rebuild_producer_state(self, node: int) -> None:
         """A restart without producer snapshots: Kafka rebuilds the producer state from
@@ -183,10 +178,6 @@ class ClusterFaults:
                         last_offset=stored.last_offset,
                         now_ms=stored.max_timestamp,
                     )
-
-    async def _restart(self, node: int, delay: float) -> None:
-        await trio.sleep(delay)
-        self.restart(node)
 
     def restart(self, node: int) -> None:
         if node in self.down:

@@ -3,8 +3,11 @@
 Theory of operation: a simulated run must be a pure function of its seed. Three things in
 trio are not, by default:
 
-- time: `MockClock(autojump_threshold=0)` replaces the wall clock and jumps to the next
-  deadline whenever every task is blocked, so a run takes virtual seconds, not real ones;
+- time: `_timers.VirtualClock` replaces the wall clock and `_timers.VirtualTimers` (an
+  instrument) jumps it to the next deadline or simulator timer whenever every task is
+  blocked, so a run takes virtual seconds, not real ones (as `MockClock`'s autojump
+  does, without its idle round per jump; the runner's run queue, idle waiters and
+  deadlines it reads are private, checked here too);
 - the scheduler: trio shuffles each batch of runnable tasks with a private module-level
   `random.Random` (`trio._core._run._r`) unless `_ALLOW_DETERMINISTIC_SCHEDULING` is set,
   in which case it sorts the batch by task creation order and shuffles it with `_r`. We set
@@ -21,12 +24,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import attrs
 import trio
-import trio.testing
 
 import trio_kafka
+from trio_kafka.sim._timers import VirtualClock, VirtualTimers
 
 T = TypeVar("T")
 
@@ -42,10 +46,27 @@ def check_trio_hooks() -> None:
     missing = [
         name for name in ("_ALLOW_DETERMINISTIC_SCHEDULING", "_r") if not hasattr(_run, name)
     ]
-    if missing or not hasattr(getattr(_run, "_r", None), "seed"):
+    if not missing and not hasattr(_run._r, "seed"):
+        missing.append("_r.seed")
+    # What `VirtualTimers` reads of the runner (attrs fields of `Runner`).
+    runner_class: Any = getattr(_run, "Runner", None)
+    fields = (
+        {f.name for f in attrs.fields(runner_class)}
+        if isinstance(runner_class, type) and attrs.has(runner_class)
+        else set()
+    )
+    missing += [
+        f"Runner.{name}" for name in ("runq", "waiting_for_idle", "deadlines") if name not in fields
+    ]
+    if not hasattr(getattr(_run, "Deadlines", None), "next_deadline"):
+        missing.append("Deadlines.next_deadline")
+    if not hasattr(_run, "GLOBAL_RUN_CONTEXT"):
+        missing.append("GLOBAL_RUN_CONTEXT")
+    if missing:
         raise DeterminismUnavailableError(
-            f"trio {trio.__version__} lacks trio._core._run.{', '.join(missing) or '_r.seed'}: "
-            "the simulator cannot make trio's scheduler deterministic with this trio version"
+            f"trio {trio.__version__} lacks trio._core._run.{', '.join(missing)}: the "
+            "simulator cannot make trio's scheduler deterministic or drive its virtual "
+            "clock with this trio version"
         )
 
 
@@ -58,15 +79,22 @@ def seed_scheduler(seed: int) -> None:
     _run._r.seed(seed)
 
 
-def run_seeded(async_fn: Callable[[trio.testing.MockClock], Awaitable[T]], *, seed: int) -> T:
-    """Run `async_fn(clock)` under a seeded scheduler and a virtual clock that autojumps."""
+def run_seeded(async_fn: Callable[[VirtualClock], Awaitable[T]], *, seed: int) -> T:
+    """Run `async_fn(clock)` under a seeded scheduler and the virtual clock, whose timers
+    (`_timers.current_timers()`) the simulator uses."""
     seed_scheduler(seed)
-    clock = trio.testing.MockClock(autojump_threshold=0)
+    clock = VirtualClock()
+    timers = VirtualTimers(clock)
 
     async def main() -> T:
-        return await async_fn(clock)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(timers.guard)
+            try:
+                return await async_fn(clock)
+            finally:
+                nursery.cancel_scope.cancel()
 
-    return trio.run(main, clock=clock)
+    return trio.run(main, clock=clock, instruments=[timers])
 
 
 def seed_identity(seed: int) -> str:

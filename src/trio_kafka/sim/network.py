@@ -52,8 +52,9 @@ records (virtual time, event) for the determinism check.
 from __future__ import annotations
 
 import errno
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import attrs
 import trio
@@ -71,7 +72,7 @@ from trio_kafka.sim._streams import (
     Pipe,
     SimStream,
 )
-from trio_kafka.sim._timers import VirtualTimers, open_virtual_timers
+from trio_kafka.sim._timers import Timer, VirtualTimers, current_timers
 from trio_kafka.sim.faults import FaultDecider, FaultKind, FaultPlan, Profile
 from trio_kafka.sim.rand import Draws
 
@@ -131,6 +132,12 @@ class SimNetwork:
 
     def transport(self, name: str = "client") -> SimTransport:
         return SimTransport(self, name)
+
+    def call_at(self, when: float, callback: Callable[..., object], *args: Any) -> Timer:
+        """Call `callback(*args)` (a plain function: it must not block) when the virtual
+        time reaches `when`: the simulator's own timed events (fault ticks, restarts)
+        without a task of their own."""
+        return self._timers_().call_at(when, callback, *args)
 
     # -- servers ------------------------------------------------------------------------
 
@@ -251,7 +258,8 @@ class SimNetwork:
             # in the handler and must fail the run.
             pass
         finally:
-            await stream.aclose()
+            if not stream.closed:  # the handler's own close is the usual end
+                await stream.aclose()
 
     # -- writing ------------------------------------------------------------------------
 
@@ -515,11 +523,11 @@ async def open_sim_network(
     trace: bool = True,
 ) -> AsyncIterator[SimNetwork]:
     """A `SimNetwork` whose servers and timers run until the block exits (then they are
-    cancelled: servers do not outlive the network). The run's clock must be a
-    `trio.testing.MockClock` (`determinism.run_seeded`)."""
+    cancelled: servers do not outlive the network). The run must be
+    `determinism.run_seeded`'s (its virtual clock drives the network's timers)."""
     net = SimNetwork(draws, profile, plan=plan, decider=decider, trace=trace)
-    async with open_virtual_timers() as timers, trio.open_nursery() as nursery:
-        net._timers = timers
+    net._timers = current_timers()
+    async with trio.open_nursery() as nursery:
         net._nursery = nursery
         if net.plan.may_fire(FaultKind.CLOG):
             net._run_timed(net._swizzler())

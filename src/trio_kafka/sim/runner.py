@@ -38,12 +38,12 @@ from typing import Any
 
 import attrs
 import trio
-import trio.testing
 
 from trio_kafka.broker import Cluster
 from trio_kafka.client import Producer, open_producer
 from trio_kafka.client._reader import PartitionReader
 from trio_kafka.net import KafkaSelector, open_selector
+from trio_kafka.sim._timers import VirtualClock
 from trio_kafka.sim.checker import CheckResult, Violation, ViolationKind, check
 from trio_kafka.sim.cluster_faults import BROKER_PORT, ClusterFaults, broker_host
 from trio_kafka.sim.determinism import run_seeded
@@ -84,6 +84,8 @@ PRODUCER_DEFAULTS: dict[str, dict[str, Any]] = {
     },
 }
 _READ_TIMEOUT = 20.0
+#: Seconds between the brokers' periodic ticks (`Cluster.tick_forever`'s interval).
+_CLUSTER_TICK = 1.0
 #: Scheduler steps a run may take (a lite seed takes ~1,000): beyond, the run is stuck
 #: at one virtual instant (tasks that keep rescheduling themselves without waiting, so
 #: the virtual clock never jumps and the budget never runs out): a liveness violation.
@@ -256,7 +258,7 @@ def run_seed(
     started = time.perf_counter()
     out = _Outcome()
 
-    async def main(clock: trio.testing.MockClock) -> None:
+    async def main(clock: VirtualClock) -> None:
         await _simulate(spec, seed, prof, allowed, rates, trace, out)
 
     run_seeded(main, seed=seed)
@@ -309,8 +311,8 @@ async def _simulate(
             PRODUCER_DEFAULTS.get(profile.name, PRODUCER_DEFAULTS["standard"]),
         )
         async with trio.open_nursery() as background:
-            background.start_soon(cluster.tick_forever, 1.0)
-            faults.start(background)
+            _tick_cluster(net, cluster, trio.current_time())
+            faults.start()
             phase = "workload"
             with trio.move_on_at(profile.budget) as budget:
                 watchdog.scope = budget
@@ -344,6 +346,13 @@ async def _simulate(
             out.virtual_time = trio.current_time()
             out.network_trace = net.trace_text()
             background.cancel_scope.cancel()
+
+
+def _tick_cluster(net: SimNetwork, cluster: Cluster, now: float) -> None:
+    """`Cluster.tick_forever` on the network's timers (no task): the brokers' periodic
+    work (transaction timeouts) every `_CLUSTER_TICK` virtual seconds."""
+    cluster.state.tick()
+    net.call_at(now + _CLUSTER_TICK, _tick_cluster, net, cluster, now + _CLUSTER_TICK)
 
 
 class _StepWatchdog(trio.abc.Instrument):
