@@ -169,10 +169,9 @@ class Producer(TransactionalProducerMixin):
             )
         # -- end CAS --
         if topic.__class__ is ProducerRecord:  # the same fast path as the positional form
-            record: ProducerRecord = topic
-            topic, value, key = record.topic, record.value, record.key
-            headers = record.headers or None
-            partition, timestamp = record.partition, record.timestamp
+            topic, value, key, headers, partition, timestamp = topic
+            if not headers:
+                headers = None
         # The fast path: every test below is one comparison; anything unusual (a
         # subclass of ProducerRecord, serializers, interceptors, closing, a fatal error,
         # a value that is not bytes, an unknown topic, a full buffer) takes _send_slow.
