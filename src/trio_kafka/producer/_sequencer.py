@@ -47,8 +47,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from trio_kafka.errors import ErrorCode, KafkaError
-from trio_kafka.producer import _mutants
 from trio_kafka.producer._batch import BatchState, ProducerBatch
+from trio_kafka.producer._rules import Rules, current_rules
 
 TopicPartition = tuple[str, int]
 _MAX_EPOCH = 32767
@@ -201,10 +201,15 @@ class Sequencer:
     enabled = True
 
     def __init__(
-        self, *, is_transactional: bool = False, hooks: SequencerHooks | None = None
+        self,
+        *,
+        is_transactional: bool = False,
+        hooks: SequencerHooks | None = None,
+        rules: Rules | None = None,
     ) -> None:
         self.is_transactional = is_transactional
         self.hooks = hooks
+        self.rules = current_rules() if rules is None else rules
         # A transaction's manager runs InitProducerId itself.
         self.owns_producer_id = hooks is not None
         # Current producer id and epoch (-1: InitProducerId not done yet).
@@ -375,6 +380,28 @@ class Sequencer:
         e.last_acked_sequence = -1
         return True
 
+    def unknown_producer(
+        self, batch: ProducerBatch, e: PartitionSequence, log_start_offset: int
+    ) -> bool:
+        """UNKNOWN_PRODUCER_ID for `batch` (sequenced, of the partition `e`): True
+        retries it, after asking for an epoch bump (or, in a transaction whose writes
+        retention removed, restarting the partition's sequences in place); False fails
+        it (a transaction that cannot bump: it becomes abortable)."""
+        tp = (batch.topic, batch.partition)
+        if log_start_offset == -1 or batch.sequence_reset:
+            return True
+        if e.last_acked_offset < log_start_offset:
+            # Retention removed our last write: expected to lose producer state.
+            # A transaction restarts the partition's sequences rather than bump
+            # (a bump would abort it), when that cannot duplicate a write.
+            if not (self.is_transactional and self.reset_sequences(tp, failed=batch)):
+                self.request_epoch_bump(tp)
+            return True
+        if not self.is_transactional:
+            self.request_epoch_bump(tp)
+            return True
+        return False
+
     def _is_next(self, e: PartitionSequence, sequence: int) -> bool:
         return sequence - e.last_acked_sequence == 1
 
@@ -389,28 +416,7 @@ class Sequencer:
         tp = (batch.topic, batch.partition)
         e = self.entry(tp)
         if code == ErrorCode.UNKNOWN_PRODUCER_ID:
-            if _mutants.ACTIVE and _mutants.active(_mutants.SAME_EPOCH_ON_UNKNOWN_PRODUCER):
-                sequence = 0  # planted bug: restart at 0, same epoch, no bump
-                for b in e.inflight:
-                    b.base_sequence = sequence
-                    b.sequence_reset = True
-                    sequence += len(b.records)
-                e.next_sequence = sequence
-                e.last_acked_sequence = -1
-                return True
-            if log_start_offset == -1 or batch.sequence_reset:
-                return True
-            if e.last_acked_offset < log_start_offset:
-                # Retention removed our last write: expected to lose producer state.
-                # A transaction restarts the partition's sequences rather than bump
-                # (a bump would abort it), when that cannot duplicate a write.
-                if not (self.is_transactional and self.reset_sequences(tp, failed=batch)):
-                    self.request_epoch_bump(tp)
-                return True
-            if not self.is_transactional:
-                self.request_epoch_bump(tp)
-                return True
-            return False
+            return self.rules.unknown_producer(self, batch, e, log_start_offset)
         if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             if e.unresolved_next is None and (
                 batch.sequence_reset or not self._is_next(e, batch.base_sequence)
@@ -459,9 +465,7 @@ class Sequencer:
             sequence = 0
             keep = []
             for batch in e.inflight:
-                if batch.maybe_written and not (
-                    _mutants.ACTIVE and _mutants.active(_mutants.RESEND_AFTER_BUMP)
-                ):
+                if self.rules.drop_on_rewrite(batch):
                     dropped.append(batch)
                     e.retrying.discard(batch)
                     continue
