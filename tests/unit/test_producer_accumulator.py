@@ -340,12 +340,11 @@ def test_drain_keeps_a_request_under_max_request_size() -> None:
 
 def test_one_unknown_topic_error_for_the_core_and_the_network_layer() -> None:
     from trio_kafka import errors
-    from trio_kafka.producer import _errors
 
     core = make_core()
     with pytest.raises(errors.UnknownTopicError) as info:
         core.append("nope", VALUE, now=0.0)
-    assert UnknownTopicError is errors.UnknownTopicError is _errors.UnknownTopicError
+    assert UnknownTopicError is errors.UnknownTopicError
     assert isinstance(info.value, errors.RetriableError)
     assert "'nope'" in str(info.value)
     late = errors.UnknownTopicError("not there after 5 s", topic="t")  # the net layer's form

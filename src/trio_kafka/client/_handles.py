@@ -148,11 +148,6 @@ class RecordHandle(DeliveryHandle):
         return outcome.offset if isinstance(outcome, Acknowledged) else -1
 
 
-def as_record_handle(handle: DeliveryHandle) -> RecordHandle:
-    handle.__class__ = RecordHandle
-    return handle  # type: ignore[return-value]
-
-
 class BulkDelivery:
     """The records one `send_many` call appended, as spans of batches.
 

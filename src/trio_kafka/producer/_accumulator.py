@@ -668,10 +668,3 @@ class RecordAccumulator:
     @property
     def has_undrained(self) -> bool:
         return bool(self.queues)
-
-    def debug_state(self) -> dict[str, Any]:
-        return {
-            "queues": {f"{t}-{p}": len(q) for (t, p), q in self.queues.items()},
-            "buffer_used": self.buffer_used,
-            "node_in_flight": dict(self.node_in_flight),
-        }
