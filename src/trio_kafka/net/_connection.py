@@ -39,7 +39,7 @@ import contextlib
 import enum
 import math
 import struct
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any
 
 import attrs
@@ -185,6 +185,10 @@ class BrokerConnection:
     # Cancels the reader when the connection closes.
     _reader_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
     _closed_event: trio.Event = attrs.field(factory=trio.Event, init=False)
+    # Called once, synchronously, when the connection closes (`on_close`).
+    _close_callbacks: list[Callable[[BrokerConnection], None]] = attrs.field(
+        factory=list, init=False
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.max_in_flight < 1:
@@ -212,6 +216,15 @@ class BrokerConnection:
 
     async def wait_closed(self) -> None:
         await self._closed_event.wait()
+
+    def on_close(self, callback: Callable[[BrokerConnection], None]) -> None:
+        """Call `callback(self)` when the connection closes (at once if it is closed):
+        what a task waiting in `wait_closed` would do, without a task per connection.
+        It runs inside the close, so it must not block or raise."""
+        if self.state is ConnectionState.CLOSED:
+            callback(self)
+        else:
+            self._close_callbacks.append(callback)
 
     async def send(
         self,
@@ -499,6 +512,9 @@ class BrokerConnection:
             self._resolve(pending, error=error)
         self._reader_scope.cancel()
         self._closed_event.set()
+        callbacks, self._close_callbacks = self._close_callbacks, []
+        for callback in callbacks:
+            callback(self)
         # Closing a broken stream may complain; there is nothing left to save on it.
         with contextlib.suppress(
             trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError, OSError

@@ -34,6 +34,7 @@ own, started inside the nursery the caller gives to `start()` (`open_selector()`
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import random
 import ssl
@@ -283,7 +284,7 @@ class KafkaSelector:
             node.connection, node.info, node.failures = connection, info, 0
             node.last_error = None
             attempt.connection = connection
-            self._service_nursery().start_soon(self._watch, node, connection)
+            connection.on_close(functools.partial(self._connection_closed, node))
         finally:
             node.attempt = None
             attempt.done.set()
@@ -347,8 +348,9 @@ class KafkaSelector:
         if error is not None:
             node.last_error = error
 
-    async def _watch(self, node: _Node, connection: BrokerConnection) -> None:
-        await connection.wait_closed()
+    def _connection_closed(self, node: _Node, connection: BrokerConnection) -> None:
+        """`connection` (the node's) closed: forget it; unless we closed it on purpose,
+        count a failure (the reconnect backs off)."""
         if node.connection is connection:
             node.connection = None
         if id(connection) in node.deliberate:

@@ -9,6 +9,8 @@ v0 format, with UNSUPPORTED_VERSION and our ranges (KIP-511): see `unsupported_v
 
 from __future__ import annotations
 
+import functools
+
 from trio_kafka.broker._context import RequestContext
 from trio_kafka.errors import ErrorCode
 from trio_kafka.protocol.messages.api_versions import (
@@ -27,12 +29,19 @@ CAS_FEATURE_VERSION = 1
 
 
 def api_keys() -> list[ApiVersion]:
+    return list(_api_keys())
+
+
+@functools.cache
+def _api_keys() -> tuple[ApiVersion, ...]:
+    # Built once: the handler table is fixed once imported, and every connection asks
+    # (a simulated run opens a dozen connections per seed).
     from trio_kafka.broker.handlers import HANDLERS
 
-    return [
+    return tuple(
         ApiVersion(api_key=key, min_version=h.REQUEST.MIN_VERSION, max_version=h.max_version)
         for key, h in sorted(HANDLERS.items())
-    ]
+    )
 
 
 def handle(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
