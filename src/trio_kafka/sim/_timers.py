@@ -128,6 +128,10 @@ class VirtualTimers(trio.abc.Instrument):
         #: Timers fired at the current instant (`_instant`), for the livelock check.
         self._instant = -math.inf
         self._firings = 0
+        #: Scheduler rounds so far, and the alarm `on_rounds` set.
+        self.rounds = 0
+        self._round_limit = -1
+        self._round_alarm: Callable[[], object] | None = None
 
     def __repr__(self) -> str:
         live = sum(1 for _, _, t in self._heap if not t.cancelled)
@@ -156,6 +160,14 @@ class VirtualTimers(trio.abc.Instrument):
     async def sleep(self, seconds: float) -> None:
         await self.sleep_until(self._clock.current_time() + seconds)
 
+    def on_rounds(self, limit: int, alarm: Callable[[], object]) -> None:
+        """Call `alarm()` (from the run loop: it must not block) when the run's scheduler
+        rounds reach `limit` (the runner's livelock watchdog: cheaper than an instrument
+        hook per task step)."""
+        self._round_limit, self._round_alarm = limit, alarm
+        if self.rounds >= limit:
+            alarm()
+
     # -- the run loop's hook ----------------------------------------------------------------
 
     def before_run(self) -> None:
@@ -164,6 +176,9 @@ class VirtualTimers(trio.abc.Instrument):
         self._runner = _run.GLOBAL_RUN_CONTEXT.runner
 
     def before_io_wait(self, timeout: float) -> None:
+        self.rounds += 1
+        if self.rounds == self._round_limit and self._round_alarm is not None:
+            self._round_alarm()
         heap = self._heap
         while heap and heap[0][2].cancelled:
             heapq.heappop(heap)

@@ -43,7 +43,7 @@ from trio_kafka.broker import Cluster
 from trio_kafka.client import Producer, open_producer
 from trio_kafka.client._reader import PartitionReader
 from trio_kafka.net import KafkaSelector, open_selector
-from trio_kafka.sim._timers import VirtualClock
+from trio_kafka.sim._timers import VirtualClock, current_timers
 from trio_kafka.sim.checker import CheckResult, Violation, ViolationKind, check
 from trio_kafka.sim.cluster_faults import BROKER_PORT, ClusterFaults, broker_host
 from trio_kafka.sim.determinism import run_seeded
@@ -86,10 +86,11 @@ PRODUCER_DEFAULTS: dict[str, dict[str, Any]] = {
 _READ_TIMEOUT = 20.0
 #: Seconds between the brokers' periodic ticks (`Cluster.tick_forever`'s interval).
 _CLUSTER_TICK = 1.0
-#: Scheduler steps a run may take (a lite seed takes ~1,000): beyond, the run is stuck
-#: at one virtual instant (tasks that keep rescheduling themselves without waiting, so
-#: the virtual clock never jumps and the budget never runs out): a liveness violation.
-MAX_STEPS = 400_000
+#: Scheduler rounds a run may take (an idempotent lite seed takes ~600): beyond, the run
+#: is stuck at one virtual instant (tasks that keep rescheduling themselves without
+#: waiting, so the virtual clock never jumps and the budget never runs out): a liveness
+#: violation. (Each round runs at least one task step while tasks spin.)
+MAX_ROUNDS = 400_000
 LIVELOCK = "livelock"
 
 # Extra failure classes besides the checker's `ViolationKind` values.
@@ -218,6 +219,9 @@ class _Context(RecordingContext):
     def buggify(self, site: str) -> bool:
         return self.hook is not None and self.hook(site)
 
+    async def sleep(self, seconds: float) -> None:
+        await current_timers().sleep(seconds)
+
 
 def _wall_clock() -> float:
     return EPOCH + trio.current_time()
@@ -293,8 +297,9 @@ async def _simulate(
         cluster.create_topic(name, partitions, dict(spec.topic_configs.get(name, {})))
     bootstrap = ",".join(f"{broker_host(n)}:{BROKER_PORT}" for n in range(BROKERS))
     hook = Buggify(decider, trio.current_time) if plan.may_fire(FaultKind.BUGGIFY) else None
-    watchdog = _StepWatchdog()
-    trio.lowlevel.add_instrument(watchdog)
+    watchdog = _Watchdog()
+    timers = current_timers()
+    timers.on_rounds(timers.rounds + MAX_ROUNDS, watchdog.trip)
     async with open_sim_network(draws, profile, decider=decider, trace=trace) as net:
         faults = ClusterFaults(cluster, net, decider)
         ctx = _Context(
@@ -310,42 +315,40 @@ async def _simulate(
             hook,
             PRODUCER_DEFAULTS.get(profile.name, PRODUCER_DEFAULTS["standard"]),
         )
-        async with trio.open_nursery() as background:
-            _tick_cluster(net, cluster, trio.current_time())
-            faults.start()
-            phase = "workload"
-            with trio.move_on_at(profile.budget) as budget:
-                watchdog.scope = budget
-                try:
-                    await spec.run(ctx)
-                    phase = "heal"
-                    await trio.sleep_until(max(trio.current_time(), plan.fault_phase_end))
-                    faults.heal()
-                    phase = "final reads"
-                    await _final_reads(net, spec, bootstrap, draws, out)
-                except Exception as exc:
-                    out.extra.append(
-                        (EXCEPTION, f"{phase} raised {type(exc).__name__}: {_first_line(exc)}")
-                    )
-            if watchdog.tripped:
+        _tick_cluster(net, cluster, trio.current_time())
+        faults.start()
+        phase = "workload"
+        with trio.move_on_at(profile.budget) as budget:
+            watchdog.scope = budget
+            try:
+                await spec.run(ctx)
+                phase = "heal"
+                await timers.sleep_until(max(trio.current_time(), plan.fault_phase_end))
+                faults.heal()
+                phase = "final reads"
+                await _final_reads(net, spec, bootstrap, draws, out)
+            except Exception as exc:
                 out.extra.append(
-                    (
-                        LIVELOCK,
-                        f"more than {MAX_STEPS} scheduler steps by virtual time "
-                        f"{trio.current_time()!r} in the {phase} phase: tasks spin without "
-                        "letting virtual time advance",
-                    )
+                    (EXCEPTION, f"{phase} raised {type(exc).__name__}: {_first_line(exc)}")
                 )
-            elif budget.cancelled_caught:
-                out.extra.append(
-                    (
-                        ViolationKind.PENDING.value,
-                        f"virtual-time budget of {profile.budget} s exhausted in the {phase} phase",
-                    )
+        if watchdog.tripped:
+            out.extra.append(
+                (
+                    LIVELOCK,
+                    f"more than {MAX_ROUNDS} scheduler rounds by virtual time "
+                    f"{trio.current_time()!r} in the {phase} phase: tasks spin without "
+                    "letting virtual time advance",
                 )
-            out.virtual_time = trio.current_time()
-            out.network_trace = net.trace_text()
-            background.cancel_scope.cancel()
+            )
+        elif budget.cancelled_caught:
+            out.extra.append(
+                (
+                    ViolationKind.PENDING.value,
+                    f"virtual-time budget of {profile.budget} s exhausted in the {phase} phase",
+                )
+            )
+        out.virtual_time = trio.current_time()
+        out.network_trace = net.trace_text()
 
 
 def _tick_cluster(net: SimNetwork, cluster: Cluster, now: float) -> None:
@@ -355,17 +358,16 @@ def _tick_cluster(net: SimNetwork, cluster: Cluster, now: float) -> None:
     net.call_at(now + _CLUSTER_TICK, _tick_cluster, net, cluster, now + _CLUSTER_TICK)
 
 
-class _StepWatchdog(trio.abc.Instrument):
-    """Cancels the run's budget scope once the run has taken `MAX_STEPS` task steps."""
+class _Watchdog:
+    """Cancels the run's budget scope when the timers' round alarm goes off
+    (`MAX_ROUNDS`)."""
 
     def __init__(self) -> None:
-        self.steps = 0
         self.tripped = False
         self.scope: trio.CancelScope | None = None
 
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        self.steps += 1
-        if self.steps > MAX_STEPS and not self.tripped and self.scope is not None:
+    def trip(self) -> None:
+        if not self.tripped and self.scope is not None:
             self.tripped = True
             self.scope.cancel()
 
@@ -554,7 +556,7 @@ def still_fails(
 __all__ = [
     "EXCEPTION",
     "LIVELOCK",
-    "MAX_STEPS",
+    "MAX_ROUNDS",
     "PRODUCER_DEFAULTS",
     "READ_MISMATCH",
     "RunOutput",

@@ -102,7 +102,7 @@ async def _bulk(ctx: SimContext, topic: str, guarantee: str) -> None:
                 for op_id, partition in op_ids:
                     ctx.history.complete(op_id, Ok(partition, None), time=trio.current_time())
                 return
-            await trio.sleep(_RESTART_BACKOFF)
+            await ctx.sleep(_RESTART_BACKOFF)
 
 
 @attrs.frozen
@@ -121,7 +121,7 @@ async def _competitor(load: _Load) -> None:
     Its batches do not line up with the first process's, so a batch that loses its
     offset meets a record of other rows there (a mismatch must be read, not assumed)."""
     ctx = load.ctx
-    await trio.sleep(_RUN_TIME * ctx.draws.uniform("bulk.competitor.start"))
+    await ctx.sleep(_RUN_TIME * ctx.draws.uniform("bulk.competitor.start"))
     if ctx.fires_competitor("bulk.start", 0):
         await _run(load, -1)
 

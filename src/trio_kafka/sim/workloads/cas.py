@@ -67,7 +67,7 @@ async def _race(ctx: SimContext, topic: str) -> None:
 
 async def _competitor(ctx: SimContext, topic: str, appends: int) -> None:
     """Another instance of the application joins the race at a seeded moment."""
-    await trio.sleep(ctx.fault_phase_end * ctx.draws.uniform("cas.competitor.start"))
+    await ctx.sleep(ctx.fault_phase_end * ctx.draws.uniform("cas.competitor.start"))
     if ctx.fires_competitor("cas.start", 0):
         await _writer(ctx, topic, "c0", appends)
 
@@ -87,7 +87,7 @@ async def _writer(ctx: SimContext, topic: str, writer: str, appends: int) -> Non
             if not all(isinstance(leaf, KafkaError) for leaf in _leaves(group)):
                 raise
         done = sum(1 for o in ctx.history if o.op.writer == writer)
-        await trio.sleep(_SESSION_BACKOFF)
+        await ctx.sleep(_SESSION_BACKOFF)
 
 
 async def _session(
@@ -106,7 +106,7 @@ async def _session(
     ):
         gap = ctx.fault_phase_end / max(appends, 1)
         for n in range(done, appends):
-            await trio.sleep(2 * gap * ctx.draws.uniform("cas.gap", writer, n))
+            await ctx.sleep(2 * gap * ctx.draws.uniform("cas.gap", writer, n))
             if conditional.next_offset is None:
                 await _read(conditional, conditional.last_read_end or None)
             assert conditional.next_offset is not None

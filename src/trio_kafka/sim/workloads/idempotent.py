@@ -48,7 +48,7 @@ async def idempotent(ctx: SimContext) -> None:
 async def _writer(ctx: SimContext, producer: Producer, writer: str, records: int) -> None:
     gap = ctx.fault_phase_end / max(records, 1)
     for n in range(records):
-        await trio.sleep(2 * gap * ctx.draws.uniform("idempotent.gap", writer, n))
+        await ctx.sleep(2 * gap * ctx.draws.uniform("idempotent.gap", writer, n))
         value = ctx.value(writer, n)
         if n % 2:
             partition = int(ctx.draws.uniform("idempotent.partition", writer, n) * PARTITIONS)
@@ -65,7 +65,7 @@ async def _tight(ctx: SimContext, records: int) -> None:
 
 async def _competitor(ctx: SimContext, records: int) -> None:
     start = ctx.fault_phase_end * ctx.draws.uniform("idempotent.competitor.start")
-    await trio.sleep(start)
+    await ctx.sleep(start)
     if not ctx.fires_competitor("idempotent.start", 0):
         return
     async with ctx.open_producer("p1") as producer:

@@ -81,7 +81,7 @@ async def transactional(ctx: SimContext) -> None:
 
 async def _competitor(ctx: SimContext, txns: int, records: int) -> None:
     """A second instance of w0 (same transactional id) starts at a seeded moment."""
-    await trio.sleep(ctx.fault_phase_end * ctx.draws.uniform("txn.competitor.start"))
+    await ctx.sleep(ctx.fault_phase_end * ctx.draws.uniform("txn.competitor.start"))
     if ctx.fires_competitor("txn.start", "tx-w0"):
         await _writer(ctx, "w0c", "tx-w0", max(1, txns // 2), records)
 
@@ -119,7 +119,7 @@ async def _transaction(
         raise _Stop from exc
     history.complete(op_id, Ok(), time=now())
     for n in range(records):
-        await trio.sleep(gap * ctx.draws.uniform("txn.gap", name, n))
+        await ctx.sleep(gap * ctx.draws.uniform("txn.gap", name, n))
         partition = int(ctx.draws.uniform("txn.partition", name, n) * PARTITIONS)
         if ctx.buggify(_MISSING_PARTITION):
             partition = PARTITIONS  # send() raises InvalidPartitionError: a Fail
