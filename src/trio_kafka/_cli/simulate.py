@@ -234,6 +234,19 @@ def minimize(result: SeedResult, *, max_replays: int = 200) -> dict[str, Any]:
     metavar="URL",
     help="With --spark: the Spark master (default: the active session, else local[*]).",
 )
+@click.option(
+    "--ledger",
+    "ledger_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Append this run (date, commit, workload, profile, seeds, failed, ops) to a "
+    "ledger CSV, e.g. simulations/ledger.csv.",
+)
+@click.option(
+    "--ledger-summary",
+    "ledger_summary",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Print a ledger's distinct seeds per workload and profile (Markdown) and exit.",
+)
 @click.option("--list", "list_workloads", is_flag=True, help="List the workloads and exit.")
 def simulate(
     workload: str | None,
@@ -253,6 +266,8 @@ def simulate(
     mutant_names: tuple[str, ...],
     on_spark: bool,
     master: str | None,
+    ledger_file: Path | None,
+    ledger_summary: Path | None,
     list_workloads: bool,
 ) -> None:
     """Run the real client against simulated brokers and a faulty simulated network."""
@@ -296,6 +311,25 @@ def simulate(
         for name, (what, exposed_by) in MUTANTS.items():
             click.echo(f"  {name} [{', '.join(exposed_by)}]: {what}")
         return
+    if ledger_summary is not None:
+        from trio_kafka._cli import simulate_ledger
+
+        try:
+            click.echo(
+                simulate_ledger.markdown(
+                    simulate_ledger.totals(simulate_ledger.read(ledger_summary))
+                ),
+                nl=False,
+            )
+        except simulate_ledger.LedgerError as exc:
+            raise click.BadParameter(str(exc), param_hint="--ledger-summary") from None
+        return
+    if ledger_file is not None and (
+        mutant_search or replay_file is not None or faults is not None or trace_file is not None
+    ):
+        raise click.UsageError(
+            "--ledger records runs of seeds: not with --mutants, --replay, --faults or --trace"
+        )
     if mutant_search:
         from trio_kafka._cli.simulate_mutants import run_mutants
 
@@ -348,6 +382,14 @@ def simulate(
     if json_file is not None:
         json_file.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
         console.print(f"report written to {json_file}")
+    if ledger_file is not None:
+        from trio_kafka._cli import simulate_ledger
+
+        try:
+            simulate_ledger.append(ledger_file, simulate_ledger.run_row(report, start))
+        except simulate_ledger.LedgerError as exc:
+            raise click.BadParameter(str(exc), param_hint="--ledger") from None
+        console.print(f"run recorded in {ledger_file}")
     if report["failed"]:
         raise SystemExit(1)
 
