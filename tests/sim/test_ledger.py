@@ -53,7 +53,7 @@ def test_distinct_seeds_count_a_rerun_once_and_overlaps_by_their_union() -> None
 def test_a_file_that_is_not_a_ledger_is_refused_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "other.csv"
     path.write_text("a,b,c\n1,2,3\n")
-    with pytest.raises(LedgerError, match="other.csv is not a simulation ledger"):
+    with pytest.raises(LedgerError, match=r"other\.csv is not a simulation ledger"):
         append(path, _row("idempotent", 0, 1))
     assert path.read_text() == "a,b,c\n1,2,3\n"  # nothing appended
 
@@ -69,12 +69,9 @@ def test_a_bad_row_is_refused_naming_its_line(tmp_path: Path) -> None:
 
 def test_simulate_appends_its_run_and_the_summary_counts_it(tmp_path: Path) -> None:
     path = tmp_path / "ledger.csv"
+    args = ["simulate", "-w", "idempotent", "--seed", "7", "--seeds", "3", "-j", "1"]
     for _ in range(2):  # the same seeds twice: two runs, three distinct seeds
-        result = CliRunner().invoke(
-            main,
-            ["simulate", "-w", "idempotent", "--seed", "7", "--seeds", "3", "-j", "1"]
-            + ["--ledger", str(path)],
-        )
+        result = CliRunner().invoke(main, [*args, "--ledger", str(path)])
         assert result.exit_code == 0, result.output
     rows = read(path)
     assert [(r.workload, r.profile, r.first_seed, r.count, r.failed) for r in rows] == [
