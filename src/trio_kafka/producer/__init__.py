@@ -105,6 +105,7 @@ from trio_kafka.producer._sequencer import (
     NoSequencing,
     PartitionSequence,
     Sequencer,
+    SequenceVerdict,
     SequencingPolicy,
 )
 from trio_kafka.producer._txn_policy import TransactionalSequencer
@@ -147,6 +148,7 @@ __all__ = [
     "RecordTooLargeError",
     "Result",
     "Rules",
+    "SequenceVerdict",
     "Sequencer",
     "SequencingPolicy",
     "Settled",

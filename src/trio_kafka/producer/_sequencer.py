@@ -44,6 +44,7 @@ one).
 
 from __future__ import annotations
 
+import enum
 from typing import Protocol
 
 from trio_kafka.errors import ErrorCode, KafkaError
@@ -53,6 +54,14 @@ from trio_kafka.producer._rules import Rules, current_rules
 TopicPartition = tuple[str, int]
 _MAX_EPOCH = 32767
 _SEQUENCE_WRAP = 2**31
+
+
+class SequenceVerdict(enum.Enum):
+    """What an idempotence error means for the batch it answered (`on_sequence_error`)."""
+
+    RETRY = "retry"  # resend it (the sequencer may have asked for a bump or a reset)
+    FAIL = "fail"  # it ends with the error
+    BY_ERROR_TABLE = "by_error_table"  # not an idempotence matter: the error table decides
 
 
 class SequencingPolicy(Protocol):
@@ -75,9 +84,9 @@ class SequencingPolicy(Protocol):
     ) -> None: ...
     def request_epoch_bump(self, tp: TopicPartition) -> None: ...
     def on_fatal(self, error: KafkaError) -> None: ...
-    def retry_decision(
+    def on_sequence_error(
         self, batch: ProducerBatch, code: int, log_start_offset: int
-    ) -> bool | None: ...
+    ) -> SequenceVerdict: ...
     def resolve_sequences(self) -> None: ...
     def next_local_epoch(self) -> tuple[int, int]: ...
     def new_producer_id(self, producer_id: int, producer_epoch: int) -> list[ProducerBatch]: ...
@@ -145,8 +154,10 @@ class NoSequencing:
     def on_fatal(self, error: KafkaError) -> None:
         pass
 
-    def retry_decision(self, batch: ProducerBatch, code: int, log_start_offset: int) -> bool | None:
-        return None
+    def on_sequence_error(
+        self, batch: ProducerBatch, code: int, log_start_offset: int
+    ) -> SequenceVerdict:
+        return SequenceVerdict.BY_ERROR_TABLE
 
     def resolve_sequences(self) -> None:
         pass
@@ -382,37 +393,37 @@ class Sequencer:
 
     def unknown_producer(
         self, batch: ProducerBatch, e: PartitionSequence, log_start_offset: int
-    ) -> bool:
-        """UNKNOWN_PRODUCER_ID for `batch` (sequenced, of the partition `e`): True
-        retries it, after asking for an epoch bump (or, in a transaction whose writes
-        retention removed, restarting the partition's sequences in place); False fails
-        it (a transaction that cannot bump: it becomes abortable)."""
+    ) -> SequenceVerdict:
+        """UNKNOWN_PRODUCER_ID for `batch` (sequenced, of the partition `e`): retried
+        after asking for an epoch bump (or, in a transaction whose writes retention
+        removed, after restarting the partition's sequences in place); failed in a
+        transaction that cannot bump (it becomes abortable)."""
         tp = (batch.topic, batch.partition)
         if log_start_offset == -1 or batch.sequence_reset:
-            return True
+            return SequenceVerdict.RETRY
         if e.last_acked_offset < log_start_offset:
             # Retention removed our last write: expected to lose producer state.
             # A transaction restarts the partition's sequences rather than bump
             # (a bump would abort it), when that cannot duplicate a write.
             if not (self.is_transactional and self.reset_sequences(tp, failed=batch)):
                 self.request_epoch_bump(tp)
-            return True
+            return SequenceVerdict.RETRY
         if not self.is_transactional:
             self.request_epoch_bump(tp)
-            return True
-        return False
+            return SequenceVerdict.RETRY
+        return SequenceVerdict.FAIL
 
     def _is_next(self, e: PartitionSequence, sequence: int) -> bool:
         return sequence - e.last_acked_sequence == 1
 
-    def retry_decision(self, batch: ProducerBatch, code: int, log_start_offset: int) -> bool | None:
-        """Java's `TransactionManager.canRetry` for the idempotence errors.
-
-        True: retry (maybe after requesting an epoch bump); None: not an idempotence
-        error, decide by the error table.
-        """
+    def on_sequence_error(
+        self, batch: ProducerBatch, code: int, log_start_offset: int
+    ) -> SequenceVerdict:
+        """Java's `TransactionManager.canRetry` for the idempotence errors: what the
+        error means for `batch`, after recording what it says of the partition (an
+        epoch bump requested, or its sequences reset)."""
         if batch.base_sequence < 0:
-            return None
+            return SequenceVerdict.BY_ERROR_TABLE
         tp = (batch.topic, batch.partition)
         e = self.entry(tp)
         if code == ErrorCode.UNKNOWN_PRODUCER_ID:
@@ -421,13 +432,13 @@ class Sequencer:
             if e.unresolved_next is None and (
                 batch.sequence_reset or not self._is_next(e, batch.base_sequence)
             ):
-                return True  # an earlier batch failed; this one follows it back
+                return SequenceVerdict.RETRY  # an earlier batch failed; this one follows it
             if not self.is_transactional:
                 if e.unresolved_next is None or e.unresolved_next == batch.base_sequence:
                     self.request_epoch_bump(tp)  # a real gap in the broker's log
-                return True
-            return False
-        return None
+                return SequenceVerdict.RETRY
+            return SequenceVerdict.FAIL
+        return SequenceVerdict.BY_ERROR_TABLE
 
     def resolve_sequences(self) -> None:
         """Java's `maybeResolveSequences`: settle partitions left unresolved."""

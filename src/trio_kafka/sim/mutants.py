@@ -52,6 +52,7 @@ from trio_kafka.producer import (
     ProducerCore,
     Rules,
     Sequencer,
+    SequenceVerdict,
     SequencingPolicy,
     TransactionManager,
     TxnResult,
@@ -190,7 +191,7 @@ class _SameEpochOnUnknownProducer(Rules):
         batch: ProducerBatch,
         entry: PartitionSequence,
         log_start_offset: int,
-    ) -> bool:
+    ) -> SequenceVerdict:
         sequence = 0  # restart at 0, same epoch, no bump
         for unfinished in entry.inflight:
             unfinished.base_sequence = sequence
@@ -198,7 +199,7 @@ class _SameEpochOnUnknownProducer(Rules):
             sequence += unfinished.record_count
         entry.next_sequence = sequence
         entry.last_acked_sequence = -1
-        return True
+        return SequenceVerdict.RETRY
 
 
 class _ResendAfterBump(Rules):
