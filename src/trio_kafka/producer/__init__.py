@@ -103,6 +103,7 @@ from trio_kafka.producer._partitioner import RandomSource, StickyState
 from trio_kafka.producer._rules import MismatchSettler, Rules, current_rules, rules_in_effect
 from trio_kafka.producer._sequencer import (
     NoSequencing,
+    PartitionPhase,
     PartitionSequence,
     Sequencer,
     SequenceVerdict,
@@ -133,6 +134,7 @@ __all__ = [
     "NoSequencing",
     "OffsetAndMetadata",
     "Outcome",
+    "PartitionPhase",
     "PartitionResponse",
     "PartitionResponseLike",
     "PartitionSequence",

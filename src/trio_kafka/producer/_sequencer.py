@@ -56,6 +56,27 @@ _MAX_EPOCH = 32767
 _SEQUENCE_WRAP = 2**31
 
 
+class PartitionPhase(enum.Enum):
+    """Where one partition's sequences stand (`Sequencer.phase`, from its state).
+
+    | phase | new batches | retried batches | left when |
+    | --- | --- | --- | --- |
+    | SEQUENCING | take the next sequences, pipelined | (none) | a batch is retried, ends ambiguous, or the epoch moves on |
+    | RETRYING | held | lowest sequence first, one request at a time | the retried batches settle |
+    | UNRESOLVED | held | lowest sequence first | its other batches settle: the sequences line up (SEQUENCING) or the epoch is bumped |
+    | OLD_EPOCH | held | lowest sequence first | its old-epoch batches settle: it restarts at sequence 0 |
+
+    Above all of them: nothing is drained without a producer id, while an epoch bump is
+    due (every partition waits; the partitions with a gap are then rewritten from 0) or
+    after a fatal error, and a transaction's hooks may hold a partition back.
+    """
+
+    SEQUENCING = "sequencing"
+    RETRYING = "retrying"
+    UNRESOLVED = "unresolved"
+    OLD_EPOCH = "old_epoch"
+
+
 class SequenceVerdict(enum.Enum):
     """What an idempotence error means for the batch it answered (`on_sequence_error`)."""
 
@@ -247,21 +268,30 @@ class Sequencer:
 
     # -- drain -----------------------------------------------------------------------
 
+    def phase(self, e: PartitionSequence) -> PartitionPhase:
+        """The phase of partition `e` (see `PartitionPhase`)."""
+        if e.inflight and (e.producer_id, e.producer_epoch) != (
+            self.producer_id,
+            self.producer_epoch,
+        ):
+            return PartitionPhase.OLD_EPOCH
+        if e.unresolved_next is not None:
+            return PartitionPhase.UNRESOLVED
+        if e.retrying:
+            return PartitionPhase.RETRYING
+        return PartitionPhase.SEQUENCING
+
     def drain_blocked(self, batch: ProducerBatch) -> bool:
-        """May `batch` (its partition's first queued) not be sent now?"""
+        """May `batch` (its partition's first queued) not be sent now? (The table in
+        `PartitionPhase`.)"""
         hooks = self.hooks
         if hooks is not None and not hooks.may_drain((batch.topic, batch.partition)):
             return True
         if self.producer_id < 0 or self.epoch_bump_required or self.fatal_error is not None:
             return True
         e = self.entry((batch.topic, batch.partition))
-        if batch.base_sequence < 0:
-            if e.inflight and (
-                e.producer_id != self.producer_id or e.producer_epoch != self.producer_epoch
-            ):
-                return True  # old-epoch batches first, then restart at 0
-            # No new sequences while the state of earlier ones is unknown or recovering.
-            return e.unresolved_next is not None or bool(e.retrying)
+        if batch.base_sequence < 0:  # a new batch
+            return self.phase(e) is not PartitionPhase.SEQUENCING
         if batch.base_sequence != e.first_sequence():
             return True  # a retry waits until every lower sequence is settled
         # One request at a time while retrying.
