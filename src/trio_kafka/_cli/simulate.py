@@ -361,6 +361,14 @@ def simulate(
             raise click.UsageError("--faults and --trace replay one seed: give --seed")
         _single(console, workload, seed, profile, faults, trace_file)
         return
+    ledger_start: dict[str, str] = {}
+    if ledger_file is not None:  # the run's date and code, as it starts
+        from trio_kafka._cli import simulate_ledger
+
+        ledger_start = {
+            "started": simulate_ledger.now_utc(),
+            "commit": simulate_ledger.code_commit(),
+        }
     start = 0 if seed is None else seed
     count = seeds if seeds is not None else (1 if seed is not None else 100)
     if scenario is not None and seeds is not None and "first_seed" in defaults:
@@ -386,7 +394,9 @@ def simulate(
         from trio_kafka._cli import simulate_ledger
 
         try:
-            simulate_ledger.append(ledger_file, simulate_ledger.run_row(report, start))
+            simulate_ledger.append(
+                ledger_file, simulate_ledger.run_row(report, start, **ledger_start)
+            )
         except simulate_ledger.LedgerError as exc:
             raise click.BadParameter(str(exc), param_hint="--ledger") from None
         console.print(f"run recorded in {ledger_file}")

@@ -93,12 +93,24 @@ def code_commit() -> str:
     return f"{head}-dirty" if dirty else head
 
 
-def run_row(report: Mapping[str, object], first_seed: int, *, note: str = "") -> LedgerRow:
-    """The row of a finished run, from its report (`_report` in simulate.py)."""
+def now_utc() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def run_row(
+    report: Mapping[str, object],
+    first_seed: int,
+    *,
+    started: str | None = None,
+    commit: str | None = None,
+    note: str = "",
+) -> LedgerRow:
+    """The row of a finished run, from its report (`_report` in simulate.py); `started`
+    and `commit` are best taken when the run starts (the checkout may move meanwhile)."""
     ops = report.get("ops")
     return LedgerRow(
-        date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        commit=code_commit(),
+        date=started or now_utc(),
+        commit=commit or code_commit(),
         workload=str(report["workload"]),
         profile=str(report["profile"]),
         first_seed=first_seed,
