@@ -313,6 +313,70 @@ def test_append_many_stops_when_the_buffer_is_full() -> None:
     assert core.accumulator.exhausted
 
 
+def test_append_many_to_a_partition_fills_each_batch_before_opening_the_next() -> None:
+    core = make_core(leaders={"t": [1, 2]}, batch_size=1000, linger=10.0)
+    values = [b"%0100d" % i for i in range(50)]
+    spans, taken = core.append_many("t", values, 0.0, partition=1)
+    assert taken == 50
+    # 116 bytes a record: 8 fit a batch of 1000 bytes, the rest open new batches.
+    assert [s.record_count for s in spans] == [8, 8, 8, 8, 8, 8, 2]
+    assert all(s.batch.partition == 1 for s in spans)
+    assert core.accumulator.buffer_used == 50 * 116
+    assert [v for s in spans for v in s.batch.values] == values  # in order
+    # The same cut as one append(partition=) per record.
+    one_by_one = make_core(leaders={"t": [1, 2]}, batch_size=1000, linger=10.0)
+    handles = [one_by_one.append("t", v, partition=1, now=0.0) for v in values]
+    assert [len(b.values) for b in one_by_one.accumulator.queues[("t", 1)]] == [
+        s.record_count for s in spans
+    ]
+    assert all(h is not None for h in handles)
+
+
+def test_append_many_to_a_partition_continues_its_open_batch() -> None:
+    core = make_core(leaders={"t": [1]}, batch_size=1000, linger=10.0)
+    first = core.append("t", VALUE, partition=0, now=0.0)
+    assert first is not None
+    spans, taken = core.append_many("t", [VALUE] * 9, 0.0, partition=0)
+    assert taken == 9
+    assert spans[0].batch is first.batch and (spans[0].start, spans[0].stop) == (1, 8)
+    assert [s.record_count for s in spans] == [7, 2]
+
+
+def test_append_many_to_a_partition_keeps_keys_and_none_values() -> None:
+    core = make_core(leaders={"t": [1, 1]}, batch_size=1000, linger=0.0)
+    values = [b"a", None, b"c"]
+    keys = [b"k1", b"k2", None]
+    spans, taken = core.append_many("t", values, 0.0, partition=1, keys=keys)
+    assert taken == 3 and len(spans) == 1
+    assert core.accumulator.buffer_used == 3 * 16 + 1 + 1 + 4
+    (batch,) = core.drain(1.0, [1])[1]
+    (decoded,) = decode_batches(batch.encode())
+    assert [(r.key, r.value) for r in decoded.records] == list(zip(keys, values, strict=True))
+
+
+def test_append_many_to_a_partition_refuses_a_partition_the_topic_lacks() -> None:
+    core = make_core(leaders={"t": [1, 1]})
+    with pytest.raises(InvalidPartitionError, match="partition 2 of topic 't'"):
+        core.append_many("t", [VALUE], 0.0, partition=2)
+    core.append("t", VALUE, partition=1, now=0.0)  # an open batch does not bypass the check
+    core.update_metadata(ClusterView.from_leaders({"t": [1]}))
+    with pytest.raises(InvalidPartitionError, match="partition 1 of topic 't'"):
+        core.append_many("t", [VALUE], 0.0, partition=1)
+
+
+def test_append_many_to_a_partition_stops_when_the_buffer_is_full() -> None:
+    core = make_core(leaders={"t": [1]}, buffer_memory=1160, batch_size=500)
+    spans, taken = core.append_many("t", [VALUE] * 50, 0.0, partition=0)
+    assert taken == 10 and sum(s.record_count for s in spans) == 10
+    assert core.accumulator.exhausted and core.accumulator.buffer_used == 1160
+
+
+def test_append_many_with_keys_but_no_partition_is_refused() -> None:
+    core = make_core(leaders={"t": [1]})
+    with pytest.raises(ValueError, match="keys= needs partition="):
+        core.append_many("t", [VALUE], 0.0, keys=[b"k"])
+
+
 def test_records_with_an_expected_offset_share_a_batch_only_when_contiguous() -> None:
     core = make_core(leaders={"t": [1]})
     h1 = core.append("t", VALUE, partition=0, now=0.0, expected_offset=10)
