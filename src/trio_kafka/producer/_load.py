@@ -75,8 +75,8 @@ from trio_kafka.errors import (
     error_for_code,
 )
 from trio_kafka.producer import _mutants
-from trio_kafka.producer._actions import Action, classify
 from trio_kafka.producer._accumulator import record_sizes
+from trio_kafka.producer._actions import Action, classify
 from trio_kafka.producer._rows import RECORD_OVERHEAD, checkpoint_headers
 from trio_kafka.records import BatchBuilder
 
