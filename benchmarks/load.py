@@ -9,8 +9,8 @@ pairs over KEYS distinct keys (partitioned by the key's murmur2).
 
 The two backends run in A B B A order, ROUNDS pairs of rounds (`--rounds 2`: A B B A,
 A B B A), so a busy spell on a shared machine weighs on both alike; the table shows each
-run, the mean time and rate of each backend, and the ratio transactional / CAS of the
-mean rates (goal: >= 0.7).
+run, the mean time and rate of each backend (and the loader process's CPU seconds), and
+the ratio transactional / CAS of the mean rates (goal: >= 0.7).
 
 The Spark rows of the issue's table (`write_dataframe` on local[2]) are not measured
 here: the Spark writers do not drive the load pipeline yet (docs/spark.md).
@@ -43,15 +43,15 @@ BACKENDS = (("exactly_once_cas", True), ("transactional", False))
 
 async def load(
     bootstrap: str, topic: str, cas: bool, rows: list[Row], partitions: int
-) -> tuple[float, str]:
+) -> tuple[float, float, str]:
     async with open_selector(bootstrap) as selector:
         await create_topic(selector, topic, partitions, cas=cas)
         loader = BulkLoader(selector, topic, "bench")
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         result = await loader.run(rows)
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     assert result.loaded == len(rows), result
-    return elapsed, result.guarantee
+    return elapsed, cpu, result.guarantee
 
 
 def main() -> None:
@@ -80,26 +80,29 @@ def main() -> None:
     )
     order = [BACKENDS[0], BACKENDS[1], BACKENDS[1], BACKENDS[0]] * args.rounds
     times: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
+    # CPU seconds of the loader's process (the broker runs in its own).
+    cpus: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
     with broker() as bootstrap:
         for run, (name, cas) in enumerate(order):
-            elapsed, guarantee = trio.run(
+            elapsed, cpu, guarantee = trio.run(
                 load, bootstrap, f"load-{name}-{run}", cas, rows, args.partitions
             )
             assert guarantee == name, (guarantee, name)
             times[name].append(elapsed)
+            cpus[name].append(cpu)
             print(
                 f"run {run + 1}: BulkLoader {name:17} {shape}: {elapsed:6.2f} s, "
-                f"{args.rows / elapsed:10,.0f} rows/s",
+                f"{args.rows / elapsed:10,.0f} rows/s, loader CPU {cpu:5.2f} s",
                 flush=True,
             )
     print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"| backend ({shape}) | mean s | rows/s (of the mean) | runs (s) |")
-    print("| --- | --- | --- | --- |")
+    print(f"| backend ({shape}) | mean s | rows/s (of the mean) | runs (s) | loader CPU s |")
+    print("| --- | --- | --- | --- | --- |")
     means = {name: statistics.fmean(runs) for name, runs in times.items()}
     for name, runs in times.items():
         print(
             f"| {name} | {means[name]:.2f} | {args.rows / means[name]:,.0f} | "
-            f"{', '.join(f'{t:.2f}' for t in runs)} |"
+            f"{', '.join(f'{t:.2f}' for t in runs)} | {statistics.fmean(cpus[name]):.2f} |"
         )
     ratio = means["exactly_once_cas"] / means["transactional"]
     print(f"\ntransactional / CAS (rows/s of the mean times): {ratio:.2f}x (goal >= 0.7)")

@@ -486,3 +486,15 @@ def test_explicit_partition_out_of_range_is_refused_even_with_open_batches() -> 
     after = core.append("t", VALUE, partition=1, now=0.0)
     assert after is not None and after.batch is good[1].batch and after.index == 2  # type: ignore[union-attr]
     assert [len(h.batch.values) for h in good[:3] if h is not None] == [2, 3, 2]
+
+
+@pytest.mark.parametrize("runs", [1, 3, 40])
+def test_a_batch_encodes_each_records_own_append_time(runs: int) -> None:
+    # Bulk appends share one `now` per run; the encoder converts each distinct time once.
+    core = make_core(leaders={"t": [1]}, batch_size=100_000, linger=0.0)
+    nows = [1.0 + run * 0.25 for run in range(runs) for _ in range(40 // runs)]
+    for now in nows:
+        core.append("t", b"v", partition=0, now=now)
+    (batch,) = core.drain(100.0, [1])[1]
+    (decoded,) = decode_batches(batch.encode())
+    assert [r.timestamp for r in decoded.records] == [int(now * 1000) for now in nows]

@@ -287,7 +287,7 @@ class ProducerBatch:
             offset = self.wall_offset
             extras = self.extras
             if extras is None:  # no keys, headers or explicit timestamps: the bulk path
-                builder.append_values([int((t + offset) * 1000) for t in self.times], self.values)
+                builder.append_values(_timestamps_ms(self.times, offset), self.values)
             else:
                 append = builder.append
                 for index, (now, value) in enumerate(zip(self.times, self.values)):
@@ -480,6 +480,18 @@ class ProducerBatch:
 
 
 RecordTuple = tuple[float, int | None, bytes | None, bytes | None, Headers | None]
+
+
+def _timestamps_ms(times: list[float], offset: float) -> list[int]:
+    """The create times (ms since the epoch) of records appended at `times`. A bulk
+    append gives a whole run the same `now`: each distinct time is converted once."""
+    distinct = set(times)
+    if len(distinct) == 1:
+        return [int((times[0] + offset) * 1000)] * len(times)
+    if len(distinct) * 4 <= len(times):
+        table = {t: int((t + offset) * 1000) for t in distinct}
+        return list(map(table.__getitem__, times))
+    return [int((t + offset) * 1000) for t in times]
 
 
 class RecordsView(Sequence[RecordTuple]):
