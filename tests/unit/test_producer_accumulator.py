@@ -498,3 +498,19 @@ def test_a_batch_encodes_each_records_own_append_time(runs: int) -> None:
     (batch,) = core.drain(100.0, [1])[1]
     (decoded,) = decode_batches(batch.encode())
     assert [r.timestamp for r in decoded.records] == [int(now * 1000) for now in nows]
+
+
+def test_a_batch_with_some_keyed_or_headed_records_encodes_every_record() -> None:
+    core = make_core(leaders={"t": [1]}, batch_size=100_000, linger=0.0)
+    expected = []
+    for i in range(30):
+        key = b"k%d" % i if i % 7 == 3 else None
+        headers = [("h", b"%d" % i)] if i % 11 == 5 else None
+        timestamp = 5_000 + i if i % 13 == 12 else None
+        core.append("t", b"v%d" % i, key, headers, 0, timestamp, now=2.0)
+        expected.append((key, b"v%d" % i, tuple(headers or ()), timestamp or 2000))
+    core.append_many("t", [b"tail"] * 3, 3.0, partition=0)
+    expected += [(None, b"tail", (), 3000)] * 3
+    (batch,) = core.drain(100.0, [1])[1]
+    (decoded,) = decode_batches(batch.encode())
+    assert [(r.key, r.value, tuple(r.headers), r.timestamp) for r in decoded.records] == expected

@@ -289,16 +289,21 @@ class ProducerBatch:
             if extras is None:  # no keys, headers or explicit timestamps: the bulk path
                 builder.append_values(_timestamps_ms(self.times, offset), self.values)
             else:
-                append = builder.append
-                for index, (now, value) in enumerate(zip(self.times, self.values)):
-                    extra = extras.get(index)
-                    if extra is None:
-                        append(int((now + offset) * 1000), None, value)
-                    else:
-                        ts, key, headers = extra
-                        if ts is None:
-                            ts = int((now + offset) * 1000)
-                        append(ts, key, value, headers or ())
+                # Runs of plain records between the ones with extras go in bulk (a load's
+                # batch has one record with headers, its checkpoint, at the end).
+                stamps = _timestamps_ms(self.times, offset)
+                values = self.values
+                start = 0
+                for index in sorted(extras):
+                    if index > start:
+                        builder.append_values(stamps[start:index], values[start:index])
+                    ts, key, headers = extras[index]
+                    builder.append(
+                        stamps[index] if ts is None else ts, key, values[index], headers or ()
+                    )
+                    start = index + 1
+                if start < len(values):
+                    builder.append_values(stamps[start:], values[start:])
         return builder.build(
             base_offset=self.expected_offset,
             producer_id=self.producer_id,
