@@ -490,9 +490,11 @@ RecordTuple = tuple[float, int | None, bytes | None, bytes | None, Headers | Non
 def _timestamps_ms(times: list[float], offset: float) -> list[int]:
     """The create times (ms since the epoch) of records appended at `times`. A bulk
     append gives a whole run the same `now`: each distinct time is converted once."""
-    distinct = set(times)
-    if len(distinct) == 1:
+    if not times:
+        return []
+    if times.count(times[0]) == len(times):  # (a run appends one float object: cheap)
         return [int((times[0] + offset) * 1000)] * len(times)
+    distinct = set(times)
     if len(distinct) * 4 <= len(times):
         table = {t: int((t + offset) * 1000) for t in distinct}
         return list(map(table.__getitem__, times))
