@@ -50,6 +50,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import ssl
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
@@ -60,6 +61,7 @@ from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._edge import edge_defaults
 from trio_kafka.client._producer import Producer, open_producer
 from trio_kafka.client._reader import IsolationLevel, PartitionReader
+from trio_kafka.client._security import Security, pop_security
 from trio_kafka.errors import (
     AbortableError,
     AmbiguousError,
@@ -72,7 +74,7 @@ from trio_kafka.errors import (
     error_for_code,
     error_info,
 )
-from trio_kafka.net import ExponentialBackoff, KafkaSelector, open_selector
+from trio_kafka.net import ExponentialBackoff, KafkaSelector, SaslConfig, open_selector
 from trio_kafka.producer._load import DEFAULT_BATCH_BYTES, Backend, LoadBatch, LoadPipeline, Step
 from trio_kafka.producer._rows import LOAD_HEADER, ROW_HEADER, Row, partition_of, row_of
 from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
@@ -712,14 +714,30 @@ async def open_bulk_loader(
     *,
     bootstrap: str | None = None,
     selector: KafkaSelector | None = None,
+    tls: ssl.SSLContext | bool | None = None,
+    sasl: SaslConfig | None = None,
     **options: Any,
 ) -> AsyncIterator[BulkLoader]:
-    """A `BulkLoader` over its own selector (`bootstrap=`) or a shared one (`selector=`)."""
+    """A `BulkLoader` over its own selector (`bootstrap=`) or a shared one (`selector=`).
+
+    With `bootstrap=`, TLS and SASL as `open_producer` takes them: `tls=` (an
+    `ssl.SSLContext`, or True: the system trust store), `sasl=SaslConfig(...)`, or
+    Kafka's names (`security_protocol`, `sasl_mechanism`, `sasl_plain_username`,
+    `sasl_plain_password`, `ssl_cafile`, ...; docs/security.md). The other `options`
+    are `BulkLoader`'s."""
+    security = pop_security(options, tls, sasl)  # Kafka's security names leave options
     async with contextlib.AsyncExitStack() as stack:
         if selector is None:
             if bootstrap is None:
                 raise ConfigError("open_bulk_loader needs bootstrap= or selector=")
-            selector = await stack.enter_async_context(open_selector(bootstrap))
+            selector = await stack.enter_async_context(
+                open_selector(bootstrap, transport=security.transport(None), sasl=security.sasl)
+            )
+        elif security != Security():
+            raise ConfigError(
+                "tls=, sasl= and the security options belong to the selector: pass them "
+                "with bootstrap=, or a selector= that has them, not both"
+            )
         yield BulkLoader(selector, topic, load_id, **options)
 
 
