@@ -289,21 +289,9 @@ class ProducerBatch:
             if extras is None:  # no keys, headers or explicit timestamps: the bulk path
                 builder.append_values(_timestamps_ms(self.times, offset), self.values)
             else:
-                # Runs of plain records between the ones with extras go in bulk (a load's
-                # batch has one record with headers, its checkpoint, at the end).
-                stamps = _timestamps_ms(self.times, offset)
-                values = self.values
-                start = 0
-                for index in sorted(extras):
-                    if index > start:
-                        builder.append_values(stamps[start:index], values[start:index])
-                    ts, key, headers = extras[index]
-                    builder.append(
-                        stamps[index] if ts is None else ts, key, values[index], headers or ()
-                    )
-                    start = index + 1
-                if start < len(values):
-                    builder.append_values(stamps[start:], values[start:])
+                _encode_with_extras(
+                    builder, _timestamps_ms(self.times, offset), self.values, extras
+                )
         return builder.build(
             base_offset=self.expected_offset,
             producer_id=self.producer_id,
@@ -499,6 +487,40 @@ def _timestamps_ms(times: list[float], offset: float) -> list[int]:
         table = {t: int((t + offset) * 1000) for t in distinct}
         return list(map(table.__getitem__, times))
     return [int((t + offset) * 1000) for t in times]
+
+
+def _encode_with_extras(
+    builder: BatchBuilder,
+    stamps: list[int],
+    values: list[bytes | None],
+    extras: dict[int, tuple[int | None, bytes | None, Headers | None]],
+) -> None:
+    """Encode records some of which have a key, an explicit timestamp or headers: the
+    runs between records with a timestamp or headers go in bulk, keyed or not (a load's
+    batch is keyed rows, or plain rows, with one checkpoint record with headers)."""
+    keys: list[bytes | None] | None = None
+    special: list[int] = []
+    for index, (ts, key, headers) in extras.items():
+        if ts is not None or headers:
+            special.append(index)
+        elif key is not None:
+            if keys is None:
+                keys = [None] * len(values)
+            keys[index] = key
+    special.sort()
+    start = 0
+    for stop in [*special, len(values)]:
+        if stop > start:
+            if keys is None:
+                builder.append_values(stamps[start:stop], values[start:stop])
+            else:
+                builder.append_keyed_values(
+                    stamps[start:stop], keys[start:stop], values[start:stop]
+                )
+        if stop < len(values):
+            ts, key, headers = extras[stop]
+            builder.append(stamps[stop] if ts is None else ts, key, values[stop], headers or ())
+        start = stop + 1
 
 
 class RecordsView(Sequence[RecordTuple]):

@@ -331,8 +331,7 @@ class LoadPipeline:
                 builder.append_values([timestamp_ms] * (count - 1), values[:-1])
                 builder.append(timestamp_ms, None, values[-1], headers)
             else:
-                for key, value in zip(keys[:-1], values[:-1], strict=True):
-                    builder.append(timestamp_ms, key, value)
+                builder.append_keyed_values([timestamp_ms] * (count - 1), keys[:-1], values[:-1])
                 builder.append(timestamp_ms, keys[-1], values[-1], headers)
             batch.builder = builder
             batch.expected_offset = self.next_offset
