@@ -216,7 +216,8 @@ class BatchBuilder:
         base = self._base_timestamp
         if base is None:
             base = self._base_timestamp = self._max_timestamp = timestamps[0]
-        self._max_timestamp = max(self._max_timestamp, max(timestamps))
+        top = max(timestamps)
+        self._max_timestamp = max(self._max_timestamp, top)
         table = ZIGZAG
         cached = ZIGZAG_CACHED
         delta = self._count
