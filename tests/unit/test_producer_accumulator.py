@@ -514,3 +514,21 @@ def test_a_batch_with_some_keyed_or_headed_records_encodes_every_record() -> Non
     (batch,) = core.drain(100.0, [1])[1]
     (decoded,) = decode_batches(batch.encode())
     assert [(r.key, r.value, tuple(r.headers), r.timestamp) for r in decoded.records] == expected
+
+
+def test_bulk_keys_stay_with_their_records_through_a_split() -> None:
+    core = make_core(leaders={"t": [1]}, batch_size=100_000, linger=0.0)
+    keys = [b"k%d" % i if i % 4 else None for i in range(10)]
+    core.append("t", b"first", b"k-first", partition=0, now=0.0)
+    core.append_many("t", [b"v%d" % i for i in range(10)], 0.0, partition=0, keys=keys)
+    core.append("t", b"last", partition=0, now=0.0)  # after the bulk keys: no key
+    (batch,) = core.accumulator.queues[("t", 0)]
+    expected = [b"k-first", *keys, None]
+    assert [batch.record(i)[2] for i in range(12)] == expected
+    pieces = batch.split([5], [batch.size // 2, batch.size - batch.size // 2])
+    assert [p.record(i)[2] for p in pieces for i in range(p.record_count)] == expected
+    for piece in pieces:
+        (decoded,) = decode_batches(piece.encode())
+        assert [r.key for r in decoded.records] == [
+            piece.record(i)[2] for i in range(piece.record_count)
+        ]

@@ -378,15 +378,13 @@ class RecordAccumulator:
             start = len(batch.values)
             batch.values.extend(values[position:stop])
             batch.times.extend(repeat(now, stop - position))
-            if keys is not None:
-                if batch.extras is None:
-                    batch.extras = {}
-                batch.extras.update(
-                    zip(
-                        range(start, start + stop - position),
-                        zip(repeat(None), keys[position:stop], repeat(None)),
-                    )
-                )
+            if keys is not None:  # in the batch's key list: no tuple per record
+                batch_keys = batch.keys
+                if batch_keys is None:
+                    batch_keys = batch.keys = []
+                if len(batch_keys) < start:
+                    batch_keys.extend(repeat(None, start - len(batch_keys)))
+                batch_keys.extend(keys[position:stop])
             batch.room -= added
             self.buffer_used += added
             _add_span(spans, batch, start, start + stop - position)

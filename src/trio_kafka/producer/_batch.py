@@ -4,7 +4,8 @@ Theory of operation: records are appended raw to the open `ProducerBatch` of the
 partition: the value to `values` and the append time to `times` (two list appends, and
 no container object per record: every object that the garbage collector tracks and that
 lives as long as the batch makes its collections slower; a key, an explicit timestamp
-or headers go to the `extras` dict, by index). Encoding waits until the batch is
+or headers go to the `extras` dict, by index; the keys of a bulk append with keys go to
+the `keys` list, by index, without a tuple per record). Encoding waits until the batch is
 drained, so the per-record cost of `send()` stays tiny. A batch moves QUEUED -> IN_FLIGHT ->
 (QUEUED again on a retry) -> DONE, and its final state is set exactly once by
 `complete`, `fail` or `fail_ambiguous`. Every record's `DeliveryHandle` points at its
@@ -147,6 +148,7 @@ class ProducerBatch:
         "extras",
         "hooks",
         "is_transactional",
+        "keys",
         "last_attempt",
         "last_node",
         "log_append_time",
@@ -184,6 +186,10 @@ class ProducerBatch:
         self.times: list[float] = []
         # index -> (timestamp_ms | None, key, headers) for the records that have any.
         self.extras: dict[int, tuple[int | None, bytes | None, Headers | None]] | None = None
+        # Keys of records appended in bulk with keys (append_many), by index; shorter
+        # than `values` when later records have none. A record in `extras` has its key
+        # there. None: no such record.
+        self.keys: list[bytes | None] | None = None
         # Bytes this batch may still take; -1 once sealed (drained: no more appends).
         self.capacity = capacity
         self.room = capacity
@@ -243,7 +249,9 @@ class ProducerBatch:
         extra = self.extras.get(index) if self.extras else None
         now, value = self.times[index], self.values[index]
         if extra is None:
-            return now, None, None, value, None
+            keys = self.keys
+            key = keys[index] if keys is not None and index < len(keys) else None
+            return now, None, key, value, None
         return now, extra[0], extra[1], value, extra[2]
 
     def set_extras(
@@ -286,11 +294,11 @@ class ProducerBatch:
             builder = self.builder = BatchBuilder(Compression(compression), compression_level)
             offset = self.wall_offset
             extras = self.extras
-            if extras is None:  # no keys, headers or explicit timestamps: the bulk path
+            if extras is None and self.keys is None:  # no keys, headers or timestamps
                 builder.append_values(_timestamps_ms(self.times, offset), self.values)
             else:
                 _encode_with_extras(
-                    builder, _timestamps_ms(self.times, offset), self.values, extras
+                    builder, _timestamps_ms(self.times, offset), self.values, extras, self.keys
                 )
         return builder.build(
             base_offset=self.expected_offset,
@@ -381,6 +389,8 @@ class ProducerBatch:
                     extra = extras.get(index)
                     if extra is not None:
                         piece.set_extras(index - start, *extra)
+            if self.keys is not None and start < len(self.keys):
+                piece.keys = self.keys[start:stop]
             piece.room = -1  # sealed: nothing more is appended to a piece
             piece.reserved = size
             piece.attempts = self.attempts
@@ -493,13 +503,17 @@ def _encode_with_extras(
     builder: BatchBuilder,
     stamps: list[int],
     values: list[bytes | None],
-    extras: dict[int, tuple[int | None, bytes | None, Headers | None]],
+    extras: dict[int, tuple[int | None, bytes | None, Headers | None]] | None,
+    bulk_keys: list[bytes | None] | None,
 ) -> None:
     """Encode records some of which have a key, an explicit timestamp or headers: the
     runs between records with a timestamp or headers go in bulk, keyed or not (a load's
     batch is keyed rows, or plain rows, with one checkpoint record with headers)."""
     keys: list[bytes | None] | None = None
+    if bulk_keys is not None:
+        keys = bulk_keys + [None] * (len(values) - len(bulk_keys))
     special: list[int] = []
+    extras = extras or {}
     for index, (ts, key, headers) in extras.items():
         if ts is not None or headers:
             special.append(index)
