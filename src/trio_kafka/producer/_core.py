@@ -10,6 +10,7 @@ request an epoch bump, fail, or make ambiguous.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
@@ -29,14 +30,33 @@ from trio_kafka.errors import (
     error_for_code,
     error_info,
 )
-from trio_kafka.producer import _mutants
 from trio_kafka.producer._accumulator import ReadyResult, RecordAccumulator
 from trio_kafka.producer._batch import BatchState, DeliveryHandle, Headers, ProducerBatch, Result
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import ProducerConfig
 from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
 from trio_kafka.producer._partitioner import RandomSource
+from trio_kafka.producer._rules import Rules, current_rules
 from trio_kafka.producer._sequencer import NoSequencing, Sequencer, SequencingPolicy
+
+
+class Decision(enum.Enum):
+    """What settling a batch did with it: sent again later, or final; and whether the
+    answer says the metadata is stale (the driver then refreshes it)."""
+
+    RETRY = "retry"  # back in its queue
+    RETRY_REFRESH = "retry_refresh"  # back in its queue; refresh the metadata
+    FINAL = "final"  # done (acknowledged, failed or ambiguous)
+    FINAL_REFRESH = "final_refresh"  # done; refresh the metadata
+
+    @property
+    def retried(self) -> bool:
+        return self is Decision.RETRY or self is Decision.RETRY_REFRESH
+
+    @property
+    def refresh(self) -> bool:
+        return self is Decision.RETRY_REFRESH or self is Decision.FINAL_REFRESH
+
 
 _COMPRESSION = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 #: Answers that may name the partition's current leader (KIP-951, Produce v10+).
@@ -113,12 +133,15 @@ class ProducerCore:
         cluster: ClusterView | None = None,
         wall_offset: float = 0.0,
         handle_class: type[DeliveryHandle] = DeliveryHandle,
+        rules: Rules | None = None,
     ) -> None:
         self.config = config
         self.rng = rng
+        #: The decisions where a wrong rule loses or duplicates writes (producer/_rules.py).
+        self.rules = current_rules() if rules is None else rules
         if sequencing is None:
             sequencing = (
-                Sequencer(is_transactional=config.transactional_id is not None)
+                Sequencer(is_transactional=config.transactional_id is not None, rules=self.rules)
                 if config.enable_idempotence
                 else NoSequencing()
             )
@@ -197,7 +220,7 @@ class ProducerCore:
             self.metrics.epoch_bumps += 1
         for batch in dropped:
             self._remove_queued(batch)
-            self._finish_ambiguous(
+            self.finish_ambiguous(
                 batch,
                 _ambiguous(
                     "the producer epoch was bumped while an earlier attempt of this batch "
@@ -226,9 +249,7 @@ class ProducerCore:
         seq = self.sequencing
         if not self.epoch_bump_due or seq.producer_id < 0 or self.fatal_error is not None:
             return []
-        producer_id, epoch = seq.next_local_epoch()
-        if _mutants.ACTIVE and _mutants.active(_mutants.NEW_PRODUCER_ID_ON_BUMP):
-            producer_id, epoch = -1, -1  # planted bug: the bump takes a new producer id
+        producer_id, epoch = self.rules.epoch_bump(seq)
         return self.set_producer_id(producer_id, epoch, now)
 
     # -- the send loop ---------------------------------------------------------------
@@ -278,14 +299,14 @@ class ProducerCore:
                     f"expired after {age:.3f}s; an earlier attempt may have been written"
                 )
                 self.sequencing.on_final(batch, gap=False, error=ambiguous)
-                self._finish_ambiguous(batch, ambiguous)
+                self.finish_ambiguous(batch, ambiguous)
             else:
                 failed = DeliveryTimeoutError(
                     f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} "
                     f"expired after {age:.3f}s without being written"
                 )
                 self.sequencing.on_final(batch, gap=False, error=failed)
-                self._finish_failed(batch, failed)
+                self.finish_failed(batch, failed)
         seq = self.sequencing
         seq.resolve_sequences()
         if seq.epoch_bump_required:
@@ -326,7 +347,7 @@ class ProducerCore:
                 # A broker that does not answer for a partition it was sent: treat as
                 # a lost response for that batch (it may have been appended).
                 batch.maybe_written = True
-                outcome = self._lost(batch, now, KafkaError("no answer for this partition"))
+                outcome = self.lost(batch, now, KafkaError("no answer for this partition"))
             else:
                 outcome = self._settle(batch, response, now)
                 if response.error_code in _LEADER_MOVED:
@@ -335,12 +356,11 @@ class ProducerCore:
                         leaders.append(
                             (batch.topic, batch.partition, leader.leader_id, leader.leader_epoch)
                         )
-            if outcome in {"retry", "retry_refresh"}:
+            if outcome.retried:
                 retried += 1
-                refresh = refresh or outcome == "retry_refresh"
             else:
                 completed += 1
-                refresh = refresh or outcome == "refresh"
+            refresh = refresh or outcome.refresh
         return Settled(refresh, completed, retried, tuple(leaders))
 
     def handle_request_failure(
@@ -360,15 +380,11 @@ class ProducerCore:
             if batch.state is not BatchState.IN_FLIGHT:
                 continue
             self.accumulator.settle_in_flight(batch)
-            if sent and _mutants.ACTIVE and _mutants.active(_mutants.TIMEOUT_NOT_WRITTEN):
-                self._mutant_forget_sequence(batch)
-                outcome = self._retry_or_fail(batch, now, error, refresh=True)
-            elif sent:
-                batch.maybe_written = True
-                outcome = self._lost(batch, now, error)
+            if sent:
+                outcome = self.rules.lost_request(self, batch, now, error)
             else:
-                outcome = self._retry_or_fail(batch, now, error, refresh=True)
-            if outcome.startswith("retry"):
+                outcome = self.retry_or_fail(batch, now, error, refresh=True)
+            if outcome.retried:
                 retried += 1
             else:
                 completed += 1
@@ -396,12 +412,12 @@ class ProducerCore:
                 not_sent = BrokerConnectionError(
                     "not sent: another batch of the same request could not be encoded"
                 )
-                outcome = self._retry_or_fail(batch, now, not_sent, refresh=False)
+                outcome = self.retry_or_fail(batch, now, not_sent, refresh=False)
             else:
                 self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
-                self._finish_failed(batch, error)
-                outcome = "final"
-            if outcome.startswith("retry"):
+                self.finish_failed(batch, error)
+                outcome = Decision.FINAL
+            if outcome.retried:
                 retried += 1
             else:
                 completed += 1
@@ -414,7 +430,7 @@ class ProducerCore:
             and self.fatal_error is None
         )
 
-    def _backoff(self, attempts: int) -> float:
+    def backoff(self, attempts: int) -> float:
         """KIP-580: exponential from retry_backoff up to retry_backoff_max, ±20% jitter."""
         base, top = self.config.retry_backoff, self.config.retry_backoff_max
         if base >= top:
@@ -424,78 +440,62 @@ class ProducerCore:
         return min(term * jitter, top)
 
     def _retry(self, batch: ProducerBatch, now: float) -> None:
-        if (
-            _mutants.ACTIVE
-            and _mutants.active(_mutants.REORDER_RETRIES)
-            and not batch.maybe_written
-        ):
-            self._mutant_forget_sequence(batch)
-            self.accumulator.reenqueue(batch, now, self._backoff(batch.attempts))
-            queue = self.accumulator.queues[(batch.topic, batch.partition)]
-            queue.remove(batch)
-            queue.append(batch)
-            return
+        self.rules.requeue(self, batch, now)
+
+    # -- the settle actions (each decision in producer/_rules.py ends in one) ---------
+
+    def requeue(self, batch: ProducerBatch, now: float) -> None:
+        """Back to the front of its queue in sequence order, sendable after a backoff."""
         self.sequencing.on_retry(batch)
-        self.accumulator.reenqueue(batch, now, self._backoff(batch.attempts))
+        self.accumulator.reenqueue(batch, now, self.backoff(batch.attempts))
 
-    # -- planted bugs (producer/_mutants.py; never active outside the simulator) -------
-
-    def _mutant_forget_sequence(self, batch: ProducerBatch) -> None:
-        seq = self.sequencing
-        if isinstance(seq, Sequencer) and batch.base_sequence >= 0:
-            seq.entry((batch.topic, batch.partition)).remove(batch)
-        batch.base_sequence = -1
-        batch.maybe_written = False
-
-    def _lost(self, batch: ProducerBatch, now: float, error: KafkaError) -> str:
+    def lost(self, batch: ProducerBatch, now: float, error: KafkaError) -> Decision:
         """No definite answer: retry with the same sequence and epoch, or Ambiguous."""
         if self._can_retry(batch, now):
             self._retry(batch, now)
-            return "retry_refresh"
+            return Decision.RETRY_REFRESH
+        return self.rules.give_up_lost(self, batch, now, error)
+
+    def end_ambiguous(self, batch: ProducerBatch, now: float, error: KafkaError) -> Decision:
+        """A batch that may have been written and can no longer be retried."""
         cause = error if isinstance(error, AmbiguousError) else RequestTimeoutError(str(error))
         if now - batch.created >= self.config.delivery_timeout:
-            if _mutants.ACTIVE and _mutants.active(_mutants.EXPIRE_IN_FLIGHT):
-                # Planted bug: the batch in flight at its delivery timeout is dropped as
-                # not written.
-                batch.maybe_written = False
-                timed_out = DeliveryTimeoutError(f"delivery_timeout passed ({error})")
-                self.sequencing.on_final(batch, gap=True, error=timed_out)
-                self._finish_failed(batch, timed_out)
-                return "final"
             cause = AmbiguousDeliveryTimeoutError(
                 f"{batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
                 f"delivery_timeout passed with a request in flight ({error})"
             )
         self.sequencing.on_final(batch, gap=False, error=cause)
-        self._finish_ambiguous(batch, cause)
-        return "final"
+        self.finish_ambiguous(batch, cause)
+        return Decision.FINAL
 
-    def _retry_or_fail(
+    def retry_or_fail(
         self, batch: ProducerBatch, now: float, error: KafkaError, *, refresh: bool
-    ) -> str:
+    ) -> Decision:
         if self._can_retry(batch, now):
             self._retry(batch, now)
-            return "retry_refresh" if refresh else "retry"
+            return Decision.RETRY_REFRESH if refresh else Decision.RETRY
         if now - batch.created >= self.config.delivery_timeout and not batch.maybe_written:
             error = DeliveryTimeoutError(f"delivery_timeout passed; last error: {error}")
         self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
-        self._finish_failed(batch, error)
-        return "refresh" if refresh else "final"
+        self.finish_failed(batch, error)
+        return Decision.FINAL_REFRESH if refresh else Decision.FINAL
 
-    def _settle(self, batch: ProducerBatch, response: PartitionResponseLike, now: float) -> str:
+    def _settle(
+        self, batch: ProducerBatch, response: PartitionResponseLike, now: float
+    ) -> Decision:
         """Java's `Sender.completeBatch` + `canRetry`, for one partition's answer."""
         code = response.error_code
         if code == ErrorCode.NONE:
             batch.base_offset = response.base_offset
             self.sequencing.on_success(batch)
             self._finish_ok(batch, response.base_offset, response.log_append_time_ms)
-            return "final"
+            return Decision.FINAL
         if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and batch.base_sequence >= 0:
             # The broker holds this sequence already but no longer its offset.
             batch.base_offset = -1
             self.sequencing.on_success(batch)
             self._finish_ok(batch, -1, -1)
-            return "final"
+            return Decision.FINAL
         info = error_info(code)
         message = response.error_message
         if code == ErrorCode.MESSAGE_TOO_LARGE:
@@ -507,19 +507,14 @@ class ProducerCore:
                 log_end_offset=response.base_offset,
             )
             self.sequencing.on_final(batch, gap=True, error=mismatch)
-            self._finish_failed(batch, mismatch)
-            return "final"
-        if code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND and (
-            _mutants.ACTIVE and _mutants.active(_mutants.NOT_ENOUGH_REPLICAS_NOT_WRITTEN)
-        ):
-            batch.maybe_written = False
-            self.sequencing.on_final(batch, gap=True, error=error_for_code(code, message))
-            self._finish_failed(batch, error_for_code(code, message))
-            return "final"
+            self.finish_failed(batch, mismatch)
+            return Decision.FINAL
         if code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
             # Written, to fewer replicas than asked: retry (dedup makes it safe); it can
             # never be reported as failed.
-            batch.maybe_written = True
+            decided = self.rules.written_to_fewer_replicas(self, batch, now, code, message)
+            if decided is not None:
+                return decided
         error = error_for_code(code, message)
         if (
             code == ErrorCode.PRODUCER_FENCED
@@ -544,7 +539,7 @@ class ProducerCore:
             self._fatal(error)
             retriable = False
         if retriable:
-            return self._retry_or_fail(batch, now, error, refresh=info.invalid_metadata)
+            return self.retry_or_fail(batch, now, error, refresh=info.invalid_metadata)
         record_errors: dict[int, KafkaError] | None = None
         if response.record_errors:
             record_errors = {
@@ -552,10 +547,10 @@ class ProducerCore:
                 for e in response.record_errors
             }
         self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
-        self._finish_failed(batch, error, record_errors)
-        return "refresh" if info.invalid_metadata else "final"
+        self.finish_failed(batch, error, record_errors)
+        return Decision.FINAL_REFRESH if info.invalid_metadata else Decision.FINAL
 
-    def _too_large(self, batch: ProducerBatch, message: str | None, now: float) -> str:
+    def _too_large(self, batch: ProducerBatch, message: str | None, now: float) -> Decision:
         """MESSAGE_TOO_LARGE (Java's `Sender.completeBatch`): a batch of several records
         is split and its pieces sent again (not counted as a retry); a single record the
         broker will not take fails alone with `RecordTooLargeError`. Never split: a CAS
@@ -571,7 +566,7 @@ class ProducerCore:
             pieces = self.accumulator.split_and_reenqueue(batch, now)
             self.sequencing.on_split(batch, pieces)
             self.metrics.batch_splits += 1
-            return "retry"
+            return Decision.RETRY
         what = (
             "a record of"
             if batch.record_count == 1
@@ -584,8 +579,8 @@ class ProducerCore:
             + (f": {message}" if message else "")
         )
         self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
-        self._finish_failed(batch, error)
-        return "final"
+        self.finish_failed(batch, error)
+        return Decision.FINAL
 
     # -- final states ----------------------------------------------------------------
 
@@ -594,7 +589,7 @@ class ProducerCore:
             self.metrics.records_acknowledged += batch.record_count
             self.accumulator.release(batch)
 
-    def _finish_failed(
+    def finish_failed(
         self,
         batch: ProducerBatch,
         error: KafkaError,
@@ -607,7 +602,7 @@ class ProducerCore:
                 self.metrics.records_ambiguous += batch.record_count
             self.accumulator.release(batch)
 
-    def _finish_ambiguous(self, batch: ProducerBatch, error: AmbiguousError) -> None:
+    def finish_ambiguous(self, batch: ProducerBatch, error: AmbiguousError) -> None:
         if batch.fail_ambiguous(error):
             self.metrics.records_ambiguous += batch.record_count
             self.accumulator.release(batch)
@@ -633,7 +628,7 @@ class ProducerCore:
         batches = self.accumulator.take_all_queued()
         for batch in batches:
             self.sequencing.on_final(batch, gap=False, error=error)
-            self._finish_failed(batch, error)
+            self.finish_failed(batch, error)
         return len(batches)
 
     # -- flush, close, metrics -------------------------------------------------------

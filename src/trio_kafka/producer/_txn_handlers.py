@@ -25,7 +25,6 @@ from trio_kafka.errors import (
     error_for_code,
     error_info,
 )
-from trio_kafka.producer import _mutants
 from trio_kafka.producer import _txn_requests as read
 from trio_kafka.producer._txn_state import TxnState
 from trio_kafka.producer._txn_types import (
@@ -302,7 +301,7 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
         return _NO_UPDATE
     if code == E.NONE:
         update = _NO_UPDATE
-        v2 = m.transaction_v2 or _mutants.active(_mutants.V1_END_TXN_EPOCH)
+        v2 = m.rules.end_txn_bumps_epoch(m)
         if v2 and request.version >= 5 and response.producer_id >= 0:
             # Transactions v2: every EndTxn bumps the epoch (or, when it is exhausted,
             # hands out a new producer id); that bump also settles an abort's bump.
@@ -369,14 +368,13 @@ def end_txn_unknown(m: TransactionManager, work: Work, error: KafkaError, now: f
         m.bump_required = True
         m._retry(Work(K.END_TXN, Priority.END_TXN, committed=False, settle=True), now)
         return
+    m.rules.unknown_commit_outcome(m, error, now)
+
+
+def reinitialise_after_unknown_commit(m: TransactionManager, error: KafkaError, now: float) -> None:
+    """An EndTxn(commit) got no answer: resend it at the same epoch to settle it, then
+    bump (INITIALIZING until then), and tell the caller the outcome is unknown."""
     pending = m._pending
-    if _mutants.ACTIVE and _mutants.active(_mutants.STALE_END_TXN):
-        # Planted bug: no re-initialisation; the next transaction keeps this epoch.
-        m._finish_transaction()
-        m._pending = None
-        if pending is not None:
-            pending.set_error(TransactionOutcomeUnknownError("EndTxn got no answer", error))
-        return
     m._transition(TxnState.INITIALIZING)
     m._clear_transaction()
     m._pending = TxnResult("init (settling an EndTxn with unknown outcome, then an epoch bump)")

@@ -103,8 +103,9 @@ from trio_kafka.errors import (
     KafkaError,
     ProducerClosedError,
 )
-from trio_kafka.producer import _mutants, _txn_handlers
+from trio_kafka.producer import _txn_handlers
 from trio_kafka.producer._batch import AmbiguousWriteError
+from trio_kafka.producer._rules import Rules, current_rules
 from trio_kafka.producer._txn_queue import TxnRequestQueue
 from trio_kafka.producer._txn_requests import (
     add_partitions_to_txn,
@@ -147,8 +148,11 @@ class TransactionManager(TxnRequestQueue):
         retry_backoff: float = 0.1,
         retry_backoff_max: float = 1.0,
         add_partitions_max_version: int = 3,
+        rules: Rules | None = None,
     ) -> None:
         self.transactional_id = transactional_id
+        #: The decisions where a wrong rule tears transactions (producer/_rules.py).
+        self.rules = current_rules() if rules is None else rules
         self.transaction_timeout = transaction_timeout
         self.retry_backoff = retry_backoff
         self.retry_backoff_max = retry_backoff_max
@@ -222,6 +226,11 @@ class TransactionManager(TxnRequestQueue):
             assert self.last_error is not None
             raise self.last_error
 
+    def reinitialise_after_unknown_commit(self, error: KafkaError, now: float) -> None:
+        """EndTxn(commit) got no answer: settle it, then bump, before the next
+        transaction (`Rules.unknown_commit_outcome`)."""
+        _txn_handlers.reinitialise_after_unknown_commit(self, error, now)
+
     def _refuse(self, operation: str) -> IllegalTransactionStateError:
         hint = ""
         if self.state is TxnState.INITIALIZING:
@@ -241,10 +250,10 @@ class TransactionManager(TxnRequestQueue):
             self._raise_if_failed()
         if self.state is TxnState.INITIALIZING and self._pending is not None:
             return self._pending
-        if self.state is TxnState.READY and _mutants.active(_mutants.STALE_END_TXN):
-            done = TxnResult("init (planted bug: nothing to re-initialise)")
-            done.set_done()
-            return done
+        if self.state is TxnState.READY:
+            again = self.rules.init_when_ready(self)
+            if again is not None:
+                return again
         if self.state is not TxnState.UNINITIALIZED:
             raise self._refuse("init")
         self._transition(TxnState.INITIALIZING)
