@@ -259,3 +259,23 @@ def test_a_run_with_mismatched_lengths_is_refused() -> None:
     pipe = pipeline()
     with pytest.raises(ValueError, match="3 rows, 2 values"):
         pipe.add_run([1, 2, 3], None, [b"a", b"b"], 0)
+
+
+@pytest.mark.parametrize("sizes", [[100] * 7, [100, 3, 0, 250, 100, 1, 100], [5]])
+def test_a_cas_batch_of_unkeyed_rows_encodes_every_value_and_the_checkpoint(
+    sizes: list[int],
+) -> None:
+    pipe = pipeline(batch_bytes=10_000)
+    values: list[bytes | None] = [b"%d" % i * size for i, size in enumerate(sizes)]
+    if len(values) > 2:
+        values[2] = None
+    pipe.add_run(range(len(values)), None, values, 1_700_000_000_000)
+    pipe.finish(1_700_000_000_000)
+    pipe.set_producer(3, 0)
+    batch = pipe.next_send(0.0)
+    assert batch is not None
+    (decoded,) = decode_batches(batch.data)
+    assert [r.value for r in decoded.records] == values
+    assert {r.timestamp for r in decoded.records} == {1_700_000_000_000}
+    assert row_of(decoded.records[-1], b"L") == len(values) - 1
+    assert all(row_of(r, b"L") is None for r in decoded.records[:-1])

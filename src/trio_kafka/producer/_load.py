@@ -328,7 +328,8 @@ class LoadPipeline:
         if self.backend is Backend.CAS:
             builder = BatchBuilder()
             if keys is None:
-                builder.append_values([timestamp_ms] * (count - 1), values[:-1])
+                if count > 1:  # (fixed-size values: laid out without a step per row)
+                    builder.append_runs([0], [timestamp_ms], values[:-1])
                 builder.append(timestamp_ms, None, values[-1], headers)
             else:
                 builder.append_keyed_values([timestamp_ms] * (count - 1), keys[:-1], values[:-1])
