@@ -554,7 +554,11 @@ def _encode_with_extras(
     for stop in [*special, len(values)]:
         if stop > start:
             if keys is None:
-                builder.append_values(stamps[start:stop], values[start:stop])
+                times = stamps[start:stop]
+                if times.count(times[0]) == len(times):  # one millisecond: fixed layout
+                    builder.append_runs([0], times[:1], values[start:stop])
+                else:
+                    builder.append_values(times, values[start:stop])
             else:
                 builder.append_keyed_values(
                     stamps[start:stop], keys[start:stop], values[start:stop]
