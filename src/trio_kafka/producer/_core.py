@@ -536,7 +536,7 @@ class ProducerCore:
         decision = self.sequencing.retry_decision(batch, code, response.log_start_offset)
         retriable = info.retriable if decision is None else decision
         if info.fatal:
-            self._fatal(error)
+            self.set_fatal(error)
             retriable = False
         if retriable:
             return self.retry_or_fail(batch, now, error, refresh=info.invalid_metadata)
@@ -614,7 +614,9 @@ class ProducerCore:
             if not queue:
                 del self.accumulator.queues[(batch.topic, batch.partition)]
 
-    def _fatal(self, error: KafkaError) -> None:
+    def set_fatal(self, error: KafkaError) -> None:
+        """The producer cannot go on: `error` is kept (the first one only) and the
+        sequencing policy hears of it."""
         if self.fatal_error is None:
             self.fatal_error = error
             self.sequencing.on_fatal(error)

@@ -116,6 +116,7 @@ from trio_kafka.producer._txn_requests import (
 )
 from trio_kafka.producer._txn_state import ALLOWED, TxnState
 from trio_kafka.producer._txn_types import (
+    AbortPlan,
     Coordinator,
     CoordinatorType,
     GroupMetadata,
@@ -177,10 +178,8 @@ class TransactionManager(TxnRequestQueue):
         self.partitions: set[TopicPartition] = set()
         # The coordinator may know of this transaction (EndTxn must be sent).
         self.transaction_started = False
-        # The abort must bump the epoch (KIP-360); and must skip EndTxn because the
-        # coordinator no longer accepts our epoch or id (then the bump alone aborts).
-        self.bump_required = False
-        self.skip_end_txn = False
+        # How an abort must end the transaction (escalates; reset when it is finished).
+        self.abort_plan = AbortPlan.END_TXN
         # The result of init/commit/abort in progress (returned again if called again).
         self._pending: TxnResult | None = None
         self._queue: list[Work] = []
@@ -441,11 +440,14 @@ class TransactionManager(TxnRequestQueue):
         self.partitions.clear()
         self.transaction_started = False
 
+    def escalate(self, plan: AbortPlan) -> None:
+        """The abort must end the transaction at least as `plan` says."""
+        self.abort_plan = max(self.abort_plan, plan)
+
     def _finish_transaction(self) -> None:
         """EndTxn (or the abort's bump) succeeded: READY, and the result is done."""
         self._clear_transaction()
-        self.bump_required = False
-        self.skip_end_txn = False
+        self.abort_plan = AbortPlan.END_TXN
         self.last_error = None
         self._transition(TxnState.READY)
         pending, self._pending = self._pending, None
@@ -460,8 +462,13 @@ class TransactionManager(TxnRequestQueue):
     def _abortable(self, error: KafkaError, *, bump: bool = True, skip_end: bool = False) -> None:
         if self.state is TxnState.FATAL_ERROR:
             return
-        self.bump_required = self.bump_required or bump
-        self.skip_end_txn = self.skip_end_txn or skip_end
+        self.escalate(
+            AbortPlan.BUMP_INSTEAD
+            if skip_end
+            else AbortPlan.END_TXN_THEN_BUMP
+            if bump
+            else AbortPlan.END_TXN
+        )
         if self.state not in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
             return  # already failing or aborting: the first error stands
         pending = self._pending if self.state is TxnState.COMMITTING else None
