@@ -151,3 +151,36 @@ async def test_a_transaction_writes_its_chunk_in_full_batches() -> None:
                 assert shape.count("produce") <= 9, names  # 8 full batches, or 9 cut
         full = [size for size in produced if size > batch_bytes * 3 // 4]
         assert len(full) >= len(produced) * 3 // 4, produced
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ("text", "the value of row 3 is a str: a row is bytes, None, or a (key, value) pair"),
+        ((b"k", b"v", b"x"), "row 3 is a tuple of 3 items: a keyed row is a (key, value) pair"),
+        ((7, b"v"), "the key of row 3 is a int"),
+    ],
+)
+async def test_a_row_that_is_not_bytes_or_a_pair_is_refused_by_its_number(
+    bad: object, message: str
+) -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("plain", 2)
+        async with open_bulk_loader("plain", "L", bootstrap=cluster.bootstrap) as loader:
+            with pytest.raises(TypeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+                await loader.run([b"a", b"b", (b"k", b"c"), bad, b"e"])
+
+
+async def test_bytes_like_rows_are_loaded_as_bytes() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("plain", 2)
+        rows = [bytearray(b"a"), (memoryview(b"k"), b"b"), b"c", (None, bytearray(b"d"))]
+        async with open_bulk_loader("plain", "L", bootstrap=cluster.bootstrap) as loader:
+            result = await loader.run(rows)  # type: ignore[arg-type]
+        assert result.loaded == 4
+        assert sorted(in_log(cluster, "plain", 0) + in_log(cluster, "plain", 1)) == [
+            b"a",
+            b"b",
+            b"c",
+            b"d",
+        ]
