@@ -121,11 +121,11 @@ class Producer(TransactionalProducerMixin):
         self._slow = bool(self._interceptors) or (
             self._key_serializer is not None or self._value_serializer is not None
         )
-        # send() must leave its fast path: _slow, closing, or a fatal error.
-        self._detour = self._slow
+        # send() must leave its fast path (one test per send): kept by refresh_fast_path.
+        self._detour = True
         if self._txn is not None:
-            # Starts the coordinator loop; keeps _detour True outside a transaction.
-            self._txn.attach(self)
+            self._txn.attach(self)  # starts the coordinator loop
+        self.refresh_fast_path()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "closing" if self._closing else "open"
@@ -482,8 +482,21 @@ class Producer(TransactionalProducerMixin):
         if self._txn is not None:
             self._txn.send_failed(topic, partition, error)
 
+    def refresh_fast_path(self) -> None:
+        """Recompute whether `send()` may take its fast path: not with serializers or
+        interceptors, not while closing or after a fatal error, and in a transactional
+        producer only inside a transaction (the slow path then says why not). Called
+        whenever one of those changes; the one writer of `_detour`."""
+        txn = self._txn
+        self._detour = (
+            self._slow
+            or self._closing
+            or self._sender.fatal_error is not None
+            or (txn is not None and not txn.in_transaction)
+        )
+
     def _on_fatal(self) -> None:
-        self._detour = True
+        self.refresh_fast_path()
 
     def _refuse(self) -> None:
         if self._sender.fatal_error is not None:
@@ -604,7 +617,8 @@ class Producer(TransactionalProducerMixin):
         with trio.move_on_after(timeout):
             if self._txn is not None:
                 await self._txn.abort_bounded()
-            self._closing = self._detour = True
+            self._closing = True
+            self.refresh_fast_path()
             core = self._core
             core.close()
             self._sender.wake()
@@ -616,7 +630,8 @@ class Producer(TransactionalProducerMixin):
         if self._closed:
             return
         self._closed = True
-        self._closing = self._detour = True
+        self._closing = True
+        self.refresh_fast_path()
         self._core.close()
         error = ProducerClosedError(
             "the producer closed before this record was acknowledged (within its close "

@@ -103,8 +103,10 @@ from trio_kafka.producer._partitioner import RandomSource, StickyState
 from trio_kafka.producer._rules import MismatchSettler, Rules, current_rules, rules_in_effect
 from trio_kafka.producer._sequencer import (
     NoSequencing,
+    PartitionPhase,
     PartitionSequence,
     Sequencer,
+    SequenceVerdict,
     SequencingPolicy,
 )
 from trio_kafka.producer._txn_policy import TransactionalSequencer
@@ -132,6 +134,7 @@ __all__ = [
     "NoSequencing",
     "OffsetAndMetadata",
     "Outcome",
+    "PartitionPhase",
     "PartitionResponse",
     "PartitionResponseLike",
     "PartitionSequence",
@@ -147,6 +150,7 @@ __all__ = [
     "RecordTooLargeError",
     "Result",
     "Rules",
+    "SequenceVerdict",
     "Sequencer",
     "SequencingPolicy",
     "Settled",

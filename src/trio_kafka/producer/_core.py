@@ -37,7 +37,12 @@ from trio_kafka.producer._config import ProducerConfig
 from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
 from trio_kafka.producer._partitioner import RandomSource
 from trio_kafka.producer._rules import Rules, current_rules
-from trio_kafka.producer._sequencer import NoSequencing, Sequencer, SequencingPolicy
+from trio_kafka.producer._sequencer import (
+    NoSequencing,
+    Sequencer,
+    SequenceVerdict,
+    SequencingPolicy,
+)
 
 
 class Decision(enum.Enum):
@@ -533,8 +538,12 @@ class ProducerCore:
                 "a new producer id, under which a late request of the old one could land "
                 "after newer records",
             )
-        decision = self.sequencing.retry_decision(batch, code, response.log_start_offset)
-        retriable = info.retriable if decision is None else decision
+        verdict = self.sequencing.on_sequence_error(batch, code, response.log_start_offset)
+        retriable = (
+            info.retriable
+            if verdict is SequenceVerdict.BY_ERROR_TABLE
+            else verdict is SequenceVerdict.RETRY
+        )
         if info.fatal:
             self.set_fatal(error)
             retriable = False

@@ -29,7 +29,12 @@ if TYPE_CHECKING:
     from trio_kafka.errors import ExpectedOffsetMismatchError, KafkaError
     from trio_kafka.producer._batch import ProducerBatch
     from trio_kafka.producer._core import Decision, ProducerCore
-    from trio_kafka.producer._sequencer import PartitionSequence, Sequencer, SequencingPolicy
+    from trio_kafka.producer._sequencer import (
+        PartitionSequence,
+        Sequencer,
+        SequenceVerdict,
+        SequencingPolicy,
+    )
     from trio_kafka.producer._txn_types import TxnResult
     from trio_kafka.producer.transactions import TransactionManager
 
@@ -81,9 +86,9 @@ class Rules:
         batch: ProducerBatch,
         entry: PartitionSequence,
         log_start_offset: int,
-    ) -> bool:
-        """UNKNOWN_PRODUCER_ID for a sequenced batch: True retries it (after asking for
-        an epoch bump, or a sequence reset in a transaction); False fails it."""
+    ) -> SequenceVerdict:
+        """UNKNOWN_PRODUCER_ID for a sequenced batch: retried after asking for an epoch
+        bump (or a sequence reset in a transaction), or failed."""
         return sequencer.unknown_producer(batch, entry, log_start_offset)
 
     def drop_on_rewrite(self, batch: ProducerBatch) -> bool:

@@ -52,6 +52,7 @@ from trio_kafka.producer import (
     ProducerCore,
     Rules,
     Sequencer,
+    SequenceVerdict,
     SequencingPolicy,
     TransactionManager,
     TxnResult,
@@ -190,7 +191,7 @@ class _SameEpochOnUnknownProducer(Rules):
         batch: ProducerBatch,
         entry: PartitionSequence,
         log_start_offset: int,
-    ) -> bool:
+    ) -> SequenceVerdict:
         sequence = 0  # restart at 0, same epoch, no bump
         for unfinished in entry.inflight:
             unfinished.base_sequence = sequence
@@ -198,7 +199,7 @@ class _SameEpochOnUnknownProducer(Rules):
             sequence += unfinished.record_count
         entry.next_sequence = sequence
         entry.last_acked_sequence = -1
-        return True
+        return SequenceVerdict.RETRY
 
 
 class _ResendAfterBump(Rules):
@@ -212,9 +213,9 @@ class _StaleEndTxn(Rules):
     ) -> None:
         # No re-initialisation: the next transaction keeps this epoch. (Reaches into the
         # manager: the bug is a different end of the transaction than any it has.)
-        pending = manager._pending
-        manager._finish_transaction()
-        manager._pending = None
+        pending = manager.pending_result
+        manager.finish_transaction()
+        manager.pending_result = None
         if pending is not None:
             pending.set_error(TransactionOutcomeUnknownError("EndTxn got no answer", error))
 
