@@ -66,9 +66,9 @@ QUICK = [
     (_mutants.NEW_PRODUCER_ID_ON_BUMP, 904005, 1),
     (_mutants.NEW_PRODUCER_ID_ON_BUMP, 471, 1),
     # -- the load pipeline (producer/_load.py) --
-    (_mutants.LOAD_LOST_AS_WRITTEN, 17, 2),
-    (_mutants.LOAD_RESUME_PAST_CHECKPOINT, 2, 2),
-    (_mutants.LOAD_MISMATCH_AS_WRITTEN, 436, 2),
+    (_mutants.LOAD_LOST_AS_WRITTEN, 22, 2),
+    (_mutants.LOAD_RESUME_PAST_CHECKPOINT, 143, 2),
+    (_mutants.LOAD_MISMATCH_AS_WRITTEN, 138, 2),
 ]
 
 
