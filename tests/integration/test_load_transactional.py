@@ -7,23 +7,17 @@ import pytest
 import trio
 
 from tests.integration._helpers import consume_all
-from trio_kafka.broker import DROP, Cluster, HookCall, open_cluster
+from trio_kafka.broker import DROP, HookCall, open_cluster
 from trio_kafka.client import BulkLoader, open_bulk_loader
 from trio_kafka.errors import ConfigError
 from trio_kafka.net import open_selector
 from trio_kafka.producer import partition_for_key
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
+from trio_kafka.testing import log_values
 
 
 def rows(count: int) -> list[bytes]:
     return [b"row-%06d" % i for i in range(count)]
-
-
-def in_log(cluster: Cluster, topic: str, partition: int) -> list[bytes | None]:
-    """Every data record's value in log order (the broker's own view, aborted included)."""
-    return [
-        r.value for b in cluster.decoded(topic, partition) if not b.is_control for r in b.records
-    ]
 
 
 async def test_auto_loads_a_topic_without_cas_in_transactions() -> None:
@@ -46,7 +40,7 @@ async def test_auto_loads_a_topic_without_cas_in_transactions() -> None:
                 if (partition_for_key(k, 3) if k is not None else i % 3) == p
             ]
             # Nothing was aborted: the log is each partition's rows in row order.
-            assert in_log(cluster, "plain", p) == expected
+            assert log_values(cluster, "plain", p) == expected
 
 
 async def test_a_transactional_load_run_again_skips_what_committed() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import trio
 
-from trio_kafka.broker import Cluster, HookCall, open_cluster
+from trio_kafka.broker import HookCall, open_cluster
 from trio_kafka.client import open_producer
 from trio_kafka.errors import (
     ErrorCode,
@@ -23,25 +23,10 @@ from trio_kafka.errors import (
 from trio_kafka.producer import Acknowledged, Failed
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.find_coordinator import FindCoordinatorRequest
-from trio_kafka.records import parse_control_record
+from trio_kafka.testing import log_values, transaction_markers
 
 FAST: dict[str, Any] = {"retry_backoff": 0.01, "retry_backoff_max": 0.05, "reconnect_backoff": 0.01}
 COMMIT, ABORT = 1, 0
-
-
-def markers(cluster: Cluster, topic: str, partition: int) -> list[tuple[int, int]]:
-    """(producer epoch, control type) of each control batch."""
-    return [
-        (b.producer_epoch, int(parse_control_record(b.records[0]).type))
-        for b in cluster.decoded(topic, partition)
-        if b.is_control
-    ]
-
-
-def values(cluster: Cluster, topic: str, partition: int) -> list[bytes | None]:
-    return [
-        r.value for b in cluster.decoded(topic, partition) if not b.is_control for r in b.records
-    ]
 
 
 async def test_lost_end_txn_is_ambiguous_and_the_stale_request_decides_nothing() -> None:
@@ -93,9 +78,9 @@ async def test_lost_end_txn_is_ambiguous_and_the_stale_request_decides_nothing()
         assert stale_codes[0] in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH)
         # The re-initialisation resent EndTxn(commit) at epoch 0 (which committed the
         # first transaction), then bumped; the stale copy decided nothing.
-        assert [kind for _, kind in markers(cluster, "t", 0)] == [COMMIT, COMMIT]
-        assert markers(cluster, "t", 0)[1][0] == epoch
-        assert values(cluster, "t", 0) == [b"first", b"second"]
+        assert [kind for _, kind in transaction_markers(cluster, "t", 0)] == [COMMIT, COMMIT]
+        assert transaction_markers(cluster, "t", 0)[1][0] == epoch
+        assert log_values(cluster, "t", 0) == [b"first", b"second"]
 
 
 async def test_coordinator_moved_mid_transaction_is_found_again() -> None:
@@ -115,7 +100,7 @@ async def test_coordinator_moved_mid_transaction_is_found_again() -> None:
                 cluster.move_transaction_coordinator((old + 1) % 3)
             assert len(lookups) > before  # NOT_COORDINATOR sent it looking again
         for partition in range(3):
-            assert [kind for _, kind in markers(cluster, "t", partition)] == [COMMIT]
+            assert [kind for _, kind in transaction_markers(cluster, "t", partition)] == [COMMIT]
 
 
 async def test_transaction_timed_out_on_the_broker_fences_the_producer_as_kafka_does() -> None:
@@ -144,8 +129,8 @@ async def test_transaction_timed_out_on_the_broker_fences_the_producer_as_kafka_
                 with pytest.raises(ProducerFencedError, match="transaction_timeout"):
                     await producer.abort_transaction()
             assert isinstance(late.outcome, Failed)
-        assert [kind for _, kind in markers(cluster, "t", 0)] == [ABORT]
-        assert values(cluster, "t", 0) == [b"too-slow"]
+        assert [kind for _, kind in transaction_markers(cluster, "t", 0)] == [ABORT]
+        assert log_values(cluster, "t", 0) == [b"too-slow"]
 
 
 async def test_cancellation_inside_transaction_aborts() -> None:
@@ -167,5 +152,5 @@ async def test_cancellation_inside_transaction_aborts() -> None:
             assert isinstance(outcome.error, TransactionAbortedError)
             async with producer.transaction():
                 await producer.send("t", b"next", partition=0)
-        assert [kind for _, kind in markers(cluster, "t", 0)] == [ABORT, COMMIT]
-        assert values(cluster, "t", 0) == [b"written", b"next"]
+        assert [kind for _, kind in transaction_markers(cluster, "t", 0)] == [ABORT, COMMIT]
+        assert log_values(cluster, "t", 0) == [b"written", b"next"]

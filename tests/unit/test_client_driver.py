@@ -7,8 +7,6 @@ timeout instant, so max_block, close_timeout and delivery timeouts are cheap to 
 
 from __future__ import annotations
 
-import random
-from collections.abc import AsyncIterator
 from typing import Any
 
 import attrs
@@ -17,57 +15,11 @@ import trio
 import trio.testing
 
 from trio_kafka.broker import BLACKHOLE, Cluster
-from trio_kafka.client import Acknowledged, ProducerRecord, open_producer
-from trio_kafka.client._producer import Producer
+from trio_kafka.client import Acknowledged, Producer, ProducerRecord, open_producer
 from trio_kafka.errors import BufferFullError, ConfigError, ProducerClosedError
 from trio_kafka.producer import Failed
 from trio_kafka.protocol.messages.produce import ProduceRequest
-
-WALL = 1_700_000_000.0
-
-
-@attrs.define(eq=False)
-class MemoryTransport:
-    """Connects "brokerN:9092" to node N of `cluster` over a memory stream pair."""
-
-    cluster: Cluster
-    nursery: trio.Nursery
-    refuse: bool = False
-
-    async def connect(self, host: str, port: int) -> trio.abc.Stream:
-        if self.refuse:
-            raise OSError("connection refused")
-        node = int(host.removeprefix("broker"))
-        client, server = trio.testing.memory_stream_pair()
-        self.nursery.start_soon(self.cluster.serve_stream, node, server)
-        return client
-
-
-def make_cluster(brokers: int = 1, topics: dict[str, int] | None = None, **kw: Any) -> Cluster:
-    cluster = Cluster.create(brokers, clock=lambda: int(WALL * 1000), **kw)
-    for node in range(brokers):
-        cluster.state.endpoints[node] = (f"broker{node}", 9092)
-    for name, partitions in (topics or {}).items():
-        cluster.create_topic(name, partitions)
-    return cluster
-
-
-@pytest.fixture
-async def cluster_and_transport(
-    nursery: trio.Nursery,
-) -> AsyncIterator[tuple[Cluster, MemoryTransport]]:
-    cluster = make_cluster(topics={"t": 3})
-    yield cluster, MemoryTransport(cluster, nursery)
-
-
-def producer_for(transport: MemoryTransport, **options: Any) -> Any:
-    return open_producer(
-        bootstrap="broker0:9092",
-        transport=transport,
-        rng=random.Random(7),
-        wall_clock=lambda: WALL,
-        **options,
-    )
+from trio_kafka.testing import WALL_CLOCK, MemoryTransport, make_cluster, producer_for
 
 
 async def test_records_are_acknowledged_with_offsets_and_create_time(
@@ -82,7 +34,7 @@ async def test_records_are_acknowledged_with_offsets_and_create_time(
     assert [(await h).offset for h in handles] == list(range(10))
     ack = record.result()
     assert (ack.offset, ack.timestamp) == (10, 123)
-    assert handles[0].result().timestamp == int(WALL * 1000)
+    assert handles[0].result().timestamp == int(WALL_CLOCK * 1000)
 
 
 async def test_log_append_time_comes_from_the_response(
@@ -95,7 +47,7 @@ async def test_log_append_time_comes_from_the_response(
         bootstrap="broker0:9092", transport=transport, wall_clock=lambda: 1.0
     ) as producer:
         ack = await producer.send_and_wait("lat", b"x")
-    assert ack.timestamp == int(WALL * 1000)
+    assert ack.timestamp == int(WALL_CLOCK * 1000)
 
 
 async def test_send_yields_to_trio_only_every_64_calls(
