@@ -15,8 +15,13 @@ import trio
 import trio.testing
 
 from trio_kafka.broker import BLACKHOLE, Cluster
-from trio_kafka.client import Acknowledged, Producer, ProducerRecord, open_producer
-from trio_kafka.errors import BufferFullError, ConfigError, ProducerClosedError
+from trio_kafka.client import Acknowledged, Ambiguous, Producer, ProducerRecord, open_producer
+from trio_kafka.errors import (
+    BrokerConnectionError,
+    BufferFullError,
+    ConfigError,
+    ProducerClosedError,
+)
 from trio_kafka.producer import Failed
 from trio_kafka.protocol.messages.produce import ProduceRequest
 from trio_kafka.testing import WALL_CLOCK, MemoryTransport, make_cluster, producer_for
@@ -205,6 +210,33 @@ async def test_unreachable_brokers_expire_records_as_failed_not_ambiguous(
                 await trio.sleep(0.5)
         outcome = handle.outcome
     assert isinstance(outcome, Failed), outcome
+
+
+async def test_close_returns_at_its_timeout_when_the_broker_never_answers(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    cluster = make_cluster(topics={"t": 1})
+    cluster.add_hook(ProduceRequest, lambda call: BLACKHOLE)
+    async with producer_for(MemoryTransport(cluster, nursery), close_timeout=0.3) as producer:
+        handle = await producer.send("t", b"x")
+        queued = await producer.send("t", b"y" * 20_000)  # a second batch, never sent
+        closing = trio.current_time()
+    assert trio.current_time() - closing == pytest.approx(0.3)
+    assert isinstance(handle.outcome, Ambiguous)  # it left: may have been written
+    assert queued.done() and not queued.succeeded()
+
+
+async def test_no_broker_at_all_fails_sends_at_max_block_and_closes_at_once(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    transport = MemoryTransport(make_cluster(), nursery, refuse=True)
+    start = trio.current_time()
+    async with producer_for(transport, max_block=0.3, close_timeout=0.3) as producer:
+        with pytest.raises(BrokerConnectionError, match="'t'"):
+            await producer.send("t", b"x")
+        failed = trio.current_time()
+    assert failed - start == pytest.approx(0.3)
+    assert trio.current_time() == failed  # nothing to flush: no close_timeout spent
 
 
 async def test_send_many_takes_values_in_bulk(

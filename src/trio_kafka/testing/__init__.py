@@ -20,6 +20,7 @@ docs/fault-proxy.md, "In memory".
 from __future__ import annotations
 
 from trio_kafka.testing._memory import (
+    BOOTSTRAP,
     PORT,
     WALL_CLOCK,
     MemoryTransport,
@@ -28,6 +29,7 @@ from trio_kafka.testing._memory import (
     make_cluster,
     producer_for,
     transaction_markers,
+    virtual_clock_ms,
 )
 from trio_kafka.testing._proxy import (
     CutMode,
@@ -42,6 +44,7 @@ from trio_kafka.testing._schedule import FaultKind, ScheduleConfig, parse_kinds,
 from trio_kafka.testing._tansu import TansuBroker, free_port, tansu_binary, tansu_broker
 
 __all__ = [
+    "BOOTSTRAP",
     "PORT",
     "WALL_CLOCK",
     "CutMode",
@@ -65,4 +68,5 @@ __all__ = [
     "tansu_binary",
     "tansu_broker",
     "transaction_markers",
+    "virtual_clock_ms",
 ]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -38,6 +38,17 @@ WALL_CLOCK = 1_700_000_000.0
 
 #: The port every node of a `make_cluster()` cluster advertises.
 PORT = 9092
+
+#: The bootstrap address of a `make_cluster()` cluster (its node 0), for clients given a
+#: `MemoryTransport` (`open_selector(BOOTSTRAP, transport=...)`).
+BOOTSTRAP = f"broker0:{PORT}"
+
+
+def virtual_clock_ms() -> int:
+    """Trio's clock in milliseconds, from `WALL_CLOCK` on: a broker clock for
+    `make_cluster(clock=virtual_clock_ms)` under which transactions time out in virtual
+    time. Call it inside `trio.run` only."""
+    return int((WALL_CLOCK + trio.current_time()) * 1000)
 
 
 def broker_host(node_id: int) -> str:
@@ -86,15 +97,20 @@ def make_cluster(
     topics: Mapping[str, int] | None = None,
     *,
     wall_clock: float = WALL_CLOCK,
+    clock: Callable[[], int] | None = None,
     **options: Any,
 ) -> Cluster:
     """A mock cluster of `brokers` nodes advertised as "broker0:9092", ... for a
-    `MemoryTransport`, its clock fixed at `wall_clock` seconds, with `topics` (name ->
-    partition count) created. `options` go to `Cluster.create` (`options=ClusterOptions(
-    auto_create_topics=False)`, `sasl=`, ...)."""
+    `MemoryTransport`, with `topics` (name -> partition count) created.
+
+    The brokers' clock (milliseconds: record timestamps, transaction timeouts) is fixed
+    at `wall_clock` seconds unless `clock` is given; `virtual_clock_ms` lets them see
+    trio's (virtual) time pass. `options` go to `Cluster.create`
+    (`options=ClusterOptions(auto_create_topics=False)`, `sasl=`, ...)."""
     if brokers < 1:
         raise ValueError(f"make_cluster needs at least one broker, not brokers={brokers}")
-    cluster = Cluster.create(brokers, clock=lambda: int(wall_clock * 1000), **options)
+    fixed_ms = int(wall_clock * 1000)
+    cluster = Cluster.create(brokers, clock=clock or (lambda: fixed_ms), **options)
     for node in range(brokers):
         cluster.state.endpoints[node] = (broker_host(node), PORT)
     for name, partitions in (topics or {}).items():
@@ -113,7 +129,7 @@ def producer_for(
     draws seeded with `seed` and its wall clock fixed at `wall_clock`. `options` are the
     producer's (`linger=`, `transactional_id=`, ...)."""
     return open_producer(
-        bootstrap=f"{broker_host(0)}:{PORT}",
+        bootstrap=BOOTSTRAP,
         transport=transport,
         rng=random.Random(seed),
         wall_clock=lambda: wall_clock,
