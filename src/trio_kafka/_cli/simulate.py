@@ -26,7 +26,13 @@ from trio_kafka._cli.simulate_options import (
     resolve_workload,
 )
 from trio_kafka.sim.faults import BUGGIFY_SITES, FaultKind
-from trio_kafka.sim.minimize import fault_id, parse_fault_ids, replay_command, resolve_fault_ids
+from trio_kafka.sim.minimize import (
+    case_faults,
+    fault_id,
+    parse_fault_ids,
+    replay_command,
+    resolve_fault_ids,
+)
 from trio_kafka.sim.runner import SeedResult, run_seed, still_fails
 from trio_kafka.sim.workloads import WORKLOADS
 
@@ -617,7 +623,9 @@ def _replay(console: Any, path: Path) -> None:
         identities = None
         if faults is not None:
             full = run_seed(case["workload"], case["seed"], profile=case.get("profile", "lite"))
-            identities = resolve_fault_ids(list(faults), full.result.fired_identities())
+            identities = case_faults(
+                list(faults), case.get("fault_identities", ()), full.result.fired_identities()
+            )
         r = run_seed(
             case["workload"], case["seed"], profile=case.get("profile", "lite"), faults=identities
         ).result
