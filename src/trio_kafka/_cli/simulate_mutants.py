@@ -15,8 +15,7 @@ import time
 from typing import Any
 
 from trio_kafka._cli.simulate_options import quiet_client_logs
-from trio_kafka.producer._mutants import MUTANTS
-from trio_kafka.sim.mutants import Hunt, Summary, hunt
+from trio_kafka.sim.mutants import MUTANTS, Hunt, Summary, hunt
 
 
 def run_mutants(

@@ -168,4 +168,7 @@ class Summary:
         }
 
 
-__all__ = ["BUDGET", "Hunt", "Summary", "hunt", "run_with_mutant"]
+#: name -> (the bug, the workloads that can expose it): the planted bugs `hunt` knows.
+MUTANTS = _mutants.MUTANTS
+
+__all__ = ["BUDGET", "MUTANTS", "Hunt", "Summary", "hunt", "run_with_mutant"]
