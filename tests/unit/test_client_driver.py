@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
 import pytest
 import trio
 import trio.testing
