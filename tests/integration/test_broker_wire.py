@@ -9,7 +9,8 @@ import pytest
 import trio
 import trio.testing
 
-from trio_kafka.broker import DROP, Cluster, ClusterOptions, HookCall, open_cluster
+from tests.integration._helpers import open_cluster_for_clients, tcp_client
+from trio_kafka.broker import DROP, Cluster, ClusterOptions, HookCall
 from trio_kafka.errors import ErrorCode
 from trio_kafka.protocol import FrameSplitter, decode_response, encode_request
 from trio_kafka.protocol.messages.api_versions import ApiVersionsRequest
@@ -140,25 +141,12 @@ def memory_client(cluster: Cluster, nursery: trio.Nursery, node: int = 0) -> Raw
     return client
 
 
-_OPEN: list[trio.abc.Stream] = []
-
-
-@pytest.fixture(autouse=True)
-async def _close_clients() -> Any:
-    yield
-    while _OPEN:
-        await _OPEN.pop().aclose()
-
-
 async def tcp(cluster: Cluster, node: int = 0) -> RawClient:
-    host, port = cluster.state.endpoints[node]
-    stream = await trio.open_tcp_stream(host, port)
-    _OPEN.append(stream)
-    return RawClient(stream)
+    return RawClient(await tcp_client(cluster, node))
 
 
 async def test_api_versions_advertises_the_cas_feature() -> None:
-    async with open_cluster() as cluster:
+    async with open_cluster_for_clients() as cluster:
         client = await tcp(cluster)
         resp = await client.request(
             ApiVersionsRequest(client_software_name="raw", client_software_version="1"), 3
@@ -172,7 +160,7 @@ async def test_api_versions_advertises_the_cas_feature() -> None:
 
 
 async def test_transaction_version_feature_when_v2_enabled() -> None:
-    async with open_cluster(options=ClusterOptions(transaction_version=2)) as cluster:
+    async with open_cluster_for_clients(options=ClusterOptions(transaction_version=2)) as cluster:
         client = await tcp(cluster)
         resp = await client.request(ApiVersionsRequest(), 3)
         assert any(
@@ -184,7 +172,7 @@ async def test_transaction_version_feature_when_v2_enabled() -> None:
 
 
 async def test_unsupported_api_versions_version_is_answered_in_v0_with_our_ranges() -> None:
-    async with open_cluster() as cluster:
+    async with open_cluster_for_clients() as cluster:
         client = await tcp(cluster)
         # ApiVersions v99 with a v2 header: api key 18, version 99, correlation 7.
         header = struct.pack(">hhih", 18, 99, 7, 3) + b"raw" + b"\x00"
@@ -198,7 +186,7 @@ async def test_unsupported_api_versions_version_is_answered_in_v0_with_our_range
 
 
 async def test_cas_over_the_wire() -> None:
-    async with open_cluster() as cluster:
+    async with open_cluster_for_clients() as cluster:
         client = await tcp(cluster)
         created = await client.request(
             CreateTopicsRequest(
@@ -228,7 +216,7 @@ async def test_cas_over_the_wire() -> None:
 
 
 async def test_metadata_auto_creates_and_lists_every_broker() -> None:
-    async with open_cluster(brokers=3) as cluster:
+    async with open_cluster_for_clients(brokers=3) as cluster:
         client = await tcp(cluster, 1)
         resp = await client.request(MetadataRequest(topics=[MetadataRequestTopic(name="auto")]), 12)
         assert [b.node_id for b in resp.brokers] == [0, 1, 2]
@@ -244,7 +232,7 @@ async def test_metadata_auto_creates_and_lists_every_broker() -> None:
 
 
 async def test_moved_leader_answers_not_leader_or_follower() -> None:
-    async with open_cluster(brokers=2, topics={"t": 1}) as cluster:
+    async with open_cluster_for_clients(brokers=2, topics={"t": 1}) as cluster:
         leader = cluster.state.partition("t", 0).leader  # type: ignore[union-attr]
         other = 1 - leader
         client = await tcp(cluster, leader)
@@ -266,7 +254,7 @@ async def test_moved_leader_answers_not_leader_or_follower() -> None:
 
 
 async def test_moved_transaction_coordinator() -> None:
-    async with open_cluster(brokers=2) as cluster:
+    async with open_cluster_for_clients(brokers=2) as cluster:
         client = await tcp(cluster, 0)
         found = await client.request(FindCoordinatorRequest(key="tx", key_type=1), 3)
         assert found.node_id == 0
@@ -282,7 +270,7 @@ async def test_moved_transaction_coordinator() -> None:
 
 
 async def test_hook_can_inject_an_error_response() -> None:
-    async with open_cluster(topics={"t": 1}) as cluster:
+    async with open_cluster_for_clients(topics={"t": 1}) as cluster:
         from trio_kafka.protocol.messages.produce import (
             PartitionProduceResponse,
             ProduceResponse,
@@ -377,7 +365,7 @@ async def test_fetch_waits_for_data_up_to_max_wait(
 
 
 async def test_list_offsets_read_committed_answers_the_last_stable_offset() -> None:
-    async with open_cluster(topics={"t": 1}) as cluster:
+    async with open_cluster_for_clients(topics={"t": 1}) as cluster:
         client = await tcp(cluster)
         init = await client.request(
             InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000), 4
@@ -440,7 +428,7 @@ async def test_list_offsets_read_committed_answers_the_last_stable_offset() -> N
 
 @pytest.mark.parametrize("version", [3, 5])
 async def test_transactional_produce_outside_the_transaction_is_refused(version: int) -> None:
-    async with open_cluster(topics={"t": 1}) as cluster:
+    async with open_cluster_for_clients(topics={"t": 1}) as cluster:
         client = await tcp(cluster)
         init = await client.request(
             InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000), version
@@ -457,7 +445,7 @@ async def test_transactional_produce_outside_the_transaction_is_refused(version:
 
 
 async def test_transactions_v2_add_partitions_implicitly_and_bump_at_end_txn() -> None:
-    async with open_cluster(
+    async with open_cluster_for_clients(
         topics={"t": 2}, options=ClusterOptions(transaction_version=2)
     ) as cluster:
         client = await tcp(cluster)
@@ -490,7 +478,7 @@ async def test_transactions_v2_add_partitions_implicitly_and_bump_at_end_txn() -
 
 
 async def test_crash_node_cuts_connections_and_can_lose_producer_state() -> None:
-    async with open_cluster(topics={"t": 1}) as cluster:
+    async with open_cluster_for_clients(topics={"t": 1}) as cluster:
         client = await tcp(cluster)
         await client.request(produce_req("t", batch(2, pid=5, epoch=0, seq=0)), 9)
         cluster.crash_node(0, lose_producer_state=True)
@@ -508,7 +496,7 @@ async def test_describe_configs_and_delete_topics() -> None:
         DescribeConfigsResource,
     )
 
-    async with open_cluster() as cluster:
+    async with open_cluster_for_clients() as cluster:
         cluster.create_topic(
             "t", 1, {"max.message.bytes": "5000", "expected.offset.check.enable": "true"}
         )
