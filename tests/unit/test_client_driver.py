@@ -1,7 +1,7 @@
 """The trio driver over in-memory streams to the mock broker's handlers, in virtual time.
 
-No sockets: a `Transport` that hands out `trio.testing` memory stream pairs, the other
-end served by `Cluster.serve_stream`. `MockClock(autojump_threshold=0)` makes every
+No sockets: `trio_kafka.testing.MemoryTransport` hands out `trio.testing` memory stream
+pairs, the other end served by `Cluster.serve_stream`. `MockClock(autojump_threshold=0)` makes every
 timeout instant, so max_block, close_timeout and delivery timeouts are cheap to test.
 """
 
