@@ -43,6 +43,15 @@ async def tcp_client(cluster: Cluster, node: int = 0) -> trio.SocketStream:
     return stream
 
 
+#: Producer options for tests that wait out retries on the real clock: short backoffs.
+FAST: dict[str, Any] = {"retry_backoff": 0.01, "retry_backoff_max": 0.05, "reconnect_backoff": 0.01}
+
+
+def rows(count: int) -> list[bytes]:
+    """`count` distinct rows in load order: b"row-000000", b"row-000001", ..."""
+    return [b"row-%06d" % i for i in range(count)]
+
+
 #: librdkafka options that keep its log lines out of the test output.
 QUIET = {"log_level": 0, "logger": lambda *a: None}
 

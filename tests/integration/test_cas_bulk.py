@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import trio
 
+from tests.integration._helpers import rows
 from trio_kafka.broker import DROP, HookCall, open_cluster
 from trio_kafka.client import BulkLoader, open_bulk_loader, row_of
 from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError
@@ -13,10 +14,6 @@ from trio_kafka.protocol.messages.produce import ProduceRequest
 from trio_kafka.testing import log_values
 
 CAS = {"expected.offset.check.enable": "true"}
-
-
-def rows(count: int) -> list[bytes]:
-    return [b"row-%06d" % i for i in range(count)]
 
 
 async def test_a_load_writes_every_row_once_in_order() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from tests.integration._helpers import consume_all
+from tests.integration._helpers import consume_all, rows
 from trio_kafka.broker import DROP, HookCall, open_cluster
 from trio_kafka.client import BulkLoader, open_bulk_loader
 from trio_kafka.errors import ConfigError
@@ -14,10 +14,6 @@ from trio_kafka.net import open_selector
 from trio_kafka.producer import partition_for_key
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.testing import log_values
-
-
-def rows(count: int) -> list[bytes]:
-    return [b"row-%06d" % i for i in range(count)]
 
 
 async def test_auto_loads_a_topic_without_cas_in_transactions() -> None:

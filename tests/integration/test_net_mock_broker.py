@@ -17,11 +17,6 @@ from trio_kafka.protocol.messages.sasl_authenticate import SaslAuthenticateReque
 
 
 @pytest.fixture(scope="module")
-def ca() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture(scope="module")
 def cafile(ca: trustme.CA) -> Iterator[str]:
     with ca.cert_pem.tempfile() as path:
         yield path

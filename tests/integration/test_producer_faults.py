@@ -8,10 +8,10 @@ fate is unknown reported as Ambiguous, never as Failed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
+from tests.integration._helpers import FAST
 from trio_kafka.broker import BLACKHOLE, DROP, Cluster, HookCall, open_cluster
 from trio_kafka.client import Acknowledged, Ambiguous, RecordHandle, open_producer
 from trio_kafka.errors import AmbiguousError, ErrorCode
@@ -21,8 +21,6 @@ from trio_kafka.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
-
-FAST: dict[str, Any] = {"retry_backoff": 0.01, "retry_backoff_max": 0.05, "reconnect_backoff": 0.01}
 
 
 def log_values(cluster: Cluster, topic: str, partition: int) -> list[tuple[int, bytes | None]]:

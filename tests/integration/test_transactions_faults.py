@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import trio
 
+from tests.integration._helpers import FAST
 from trio_kafka.broker import HookCall
 from trio_kafka.errors import (
     ErrorCode,
@@ -32,7 +33,6 @@ from trio_kafka.testing import (
     virtual_clock_ms,
 )
 
-FAST: dict[str, Any] = {"retry_backoff": 0.01, "retry_backoff_max": 0.05, "reconnect_backoff": 0.01}
 COMMIT, ABORT = 1, 0
 
 

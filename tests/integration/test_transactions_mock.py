@@ -6,12 +6,10 @@ consumer runs in a worker thread (`trio.to_thread.run_sync`).
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import trio
 
-from tests.integration._helpers import QUIET, consume_all
+from tests.integration._helpers import FAST, QUIET, consume_all
 from trio_kafka.broker import ClusterOptions, HookCall, open_cluster
 from trio_kafka.client import GroupMetadata, open_producer
 from trio_kafka.errors import (
@@ -26,8 +24,6 @@ from trio_kafka.testing import transaction_markers
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
-
-FAST: dict[str, Any] = {"retry_backoff": 0.01, "retry_backoff_max": 0.05, "reconnect_backoff": 0.01}
 
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
