@@ -63,7 +63,7 @@ from trio_kafka.errors import (
     FatalError,
     ProducerFencedError,
 )
-from trio_kafka.producer import Acknowledged, _mutants
+from trio_kafka.producer import Acknowledged, Rules, current_rules
 from trio_kafka.records import Record
 
 WRITER_HEADER = "tk.writer"
@@ -107,6 +107,8 @@ class ConditionalWriter:
     last_read_end: int = 0
     #: "exactly_once_cas" (first writer wins) or "transactional" (newest writer wins).
     guarantee: str = "exactly_once_cas"
+    #: The rule for an expected-offset mismatch (producer/_rules.py).
+    rules: Rules = attrs.field(factory=current_rules)
 
     def __repr__(self) -> str:
         return (
@@ -164,19 +166,16 @@ class ConditionalWriter:
             try:
                 ack: Acknowledged = await handle
             except ExpectedOffsetMismatchError as exc:
-                if _mutants.active(_mutants.CAS_REBASE_ON_MISMATCH) and exc.log_end_offset >= 0:
-                    expected = exc.log_end_offset  # planted bug: CAS as a plain append
+                elsewhere = self.rules.offset_after_mismatch(exc)
+                if elsewhere is not None:
+                    expected = elsewhere
                     continue
-                if lost and _mutants.active(_mutants.CAS_MISMATCH_NO_READ):
-                    raise self._mutant_concurrent(expected) from None
-                return await self._settle(expected, sequence)
+                return await self.rules.settle_mismatch(self, expected, sequence, lost)  # type: ignore[no-any-return]
             except AmbiguousError as exc:
                 self.ambiguous += 1
                 if isinstance(getattr(exc, "cause", None), ExpectedOffsetMismatchError):
                     # A retry met a mismatch after an attempt that may have landed.
-                    if _mutants.active(_mutants.CAS_MISMATCH_NO_READ):
-                        raise self._mutant_concurrent(expected) from None
-                    return await self._settle(expected, sequence)
+                    return await self.rules.settle_mismatch(self, expected, sequence, True)  # type: ignore[no-any-return]
                 lost = True
                 continue  # retried forever: CAS lets at most one attempt land
             self.next_offset = expected + 1
@@ -238,12 +237,7 @@ class ConditionalWriter:
             offset=-1,
         ) from error
 
-    def _mutant_concurrent(self, expected: int) -> ConcurrentWriteError:
-        # Planted bug (producer/_mutants.py): a mismatch taken for a foreign write unread.
-        self.next_offset = None
-        return ConcurrentWriteError(f"offset {expected} was taken (unread)", offset=expected)
-
-    async def _settle(self, expected: int, sequence: int) -> Acknowledged:
+    async def settle_mismatch(self, expected: int, sequence: int) -> Acknowledged:
         """The log end is not `expected` any more: was the record there ours?"""
         record = await self.reader.read_at(self.topic, self.partition, expected)
         if record is not None and writer_of(record) == (self.writer_id, sequence):

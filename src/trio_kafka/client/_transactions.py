@@ -66,7 +66,6 @@ from trio_kafka.producer import (
     TransactionManager,
     TxnResult,
     TxnState,
-    _mutants,
 )
 from trio_kafka.producer.transactions import TxnRequest
 
@@ -264,8 +263,8 @@ class TransactionDriver:
         """`send()` raised inside the transaction (no metadata within `max_block`, no
         buffer space...): the record is not in it, so the transaction becomes abortable
         and `commit` raises (Java does the same in `send`)."""
-        if _mutants.active(_mutants.COMMIT_AFTER_FAILED_SEND):
-            return  # planted bug (producer/_mutants.py)
+        if not self.manager.rules.send_failure_taints_transaction(error):
+            return
         if self.manager.state is TxnState.IN_TRANSACTION:
             self.manager.batch_failed(
                 (topic, -1 if partition is None else partition), error, sequenced=False

@@ -69,9 +69,9 @@ from trio_kafka.errors import (
     KafkaError,
     error_for_code,
 )
-from trio_kafka.producer import _mutants
-from trio_kafka.producer._actions import Action, classify
+from trio_kafka.producer._actions import Action
 from trio_kafka.producer._rows import RECORD_OVERHEAD, checkpoint_headers
+from trio_kafka.producer._rules import Rules, current_rules
 from trio_kafka.records import BatchBuilder
 
 #: Default batch size of a load (the broker's default max.message.bytes is 1 MiB).
@@ -150,7 +150,10 @@ class LoadPipeline:
         max_in_flight: int = 5,
         retry_timeout: float = 120.0,
         backoff: Callable[[int], float] = lambda attempts: 0.0,
+        rules: Rules | None = None,
     ) -> None:
+        #: The decisions where a wrong rule loses or duplicates rows (producer/_rules.py).
+        self.rules = current_rules() if rules is None else rules
         if not 1 <= max_in_flight <= 5:
             raise ConfigError(
                 f"max_in_flight={max_in_flight}: use 1 to 5 (the broker's dedup window)"
@@ -209,10 +212,7 @@ class LoadPipeline:
 
     def skip(self, row: int) -> bool:
         """Whether `row` is already loaded (at or before the resume checkpoint)."""
-        resumed = self.resumed_after_row
-        if _mutants.active(_mutants.LOAD_RESUME_PAST_CHECKPOINT) and resumed >= 0:
-            resumed += 1  # planted bug: the row after the checkpoint taken as loaded
-        if row <= resumed:
+        if row <= self.rules.loaded_through(self.resumed_after_row):
             self.skipped += 1
             return True
         return False
@@ -344,9 +344,8 @@ class LoadPipeline:
             built = (self.producer_id, self.producer_epoch, batch.base_sequence)
             if batch._built_for != built:
                 assert batch.builder is not None
-                without_cas = _mutants.active(_mutants.BULK_WITHOUT_CAS)  # planted bug
                 batch.data = batch.builder.build(
-                    base_offset=-1 if without_cas else batch.expected_offset,
+                    base_offset=self.rules.load_batch_offset(batch.expected_offset),
                     producer_id=self.producer_id,
                     producer_epoch=self.producer_epoch,
                     base_sequence=batch.base_sequence,
@@ -371,17 +370,11 @@ class LoadPipeline:
         if self._rewinding:
             batch.state = BatchState.UNSENT  # drained: resent once the window is empty
             return Step.IGNORED
-        action = classify(code)
-        if action is Action.RETRY and _mutants.active(_mutants.LOAD_LOST_AS_WRITTEN):
-            action = Action.ACKNOWLEDGED  # planted bug: a lost or refused batch taken as written
-        match action:
+        match self.rules.load_answer(code):
             case Action.ACKNOWLEDGED:
                 self._acknowledge(batch)
                 return Step.ACKNOWLEDGED
             case Action.RESOLVE_MISMATCH:
-                if _mutants.active(_mutants.LOAD_MISMATCH_AS_WRITTEN):
-                    self._acknowledge(batch)  # planted bug: a mismatch taken as our landing
-                    return Step.ACKNOWLEDGED
                 return Step.READ
             case Action.FAIL:
                 assert code is not None

@@ -25,10 +25,10 @@ from trio_kafka.errors import (
     error_for_code,
     error_info,
 )
-from trio_kafka.producer import _mutants
 from trio_kafka.producer import _txn_requests as read
 from trio_kafka.producer._txn_state import TxnState
 from trio_kafka.producer._txn_types import (
+    AbortPlan,
     CoordinatorType,
     Priority,
     TopicPartition,
@@ -138,7 +138,7 @@ def _init_producer_id(
     work, code = request.work, response.error_code
     if code == E.NONE:
         update = m._set_producer_id(response.producer_id, response.producer_epoch)
-        m.bump_required = m.skip_end_txn = False
+        m.abort_plan = AbortPlan.END_TXN
         if m.state is TxnState.ABORTING:
             m._finish_transaction()
         elif m.state is TxnState.INITIALIZING:
@@ -302,7 +302,7 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
         return _NO_UPDATE
     if code == E.NONE:
         update = _NO_UPDATE
-        v2 = m.transaction_v2 or _mutants.active(_mutants.V1_END_TXN_EPOCH)
+        v2 = m.rules.end_txn_bumps_epoch(m)
         if v2 and request.version >= 5 and response.producer_id >= 0:
             # Transactions v2: every EndTxn bumps the epoch (or, when it is exhausted,
             # hands out a new producer id); that bump also settles an abort's bump.
@@ -311,8 +311,10 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
             # at 0 under the same epoch, so the broker deduplicated new records against
             # old ones (lost writes; simulations/regressions/transactional-lite-16.toml).
             update = m._set_producer_id(response.producer_id, response.producer_epoch)
-            m.bump_required = False
-        if (committing and work.settle) or (not committing and m.bump_required):
+            m.abort_plan = AbortPlan.END_TXN
+        if (committing and work.settle) or (
+            not committing and m.abort_plan is not AbortPlan.END_TXN
+        ):
             # An abort that must bump (a failed batch, or an unanswered abort), or a
             # settled unanswered commit: bump, so a late copy of an old EndTxn can never
             # end a later transaction.
@@ -366,17 +368,16 @@ def end_txn_unknown(m: TransactionManager, work: Work, error: KafkaError, now: f
         # arrive and must not abort the next transaction (sim transactional 3011302).
         # Not a bump at once: Kafka fences a bump that finds the transaction open
         # (sim transactional 3001759).
-        m.bump_required = True
+        m.escalate(AbortPlan.END_TXN_THEN_BUMP)
         m._retry(Work(K.END_TXN, Priority.END_TXN, committed=False, settle=True), now)
         return
+    m.rules.unknown_commit_outcome(m, error, now)
+
+
+def reinitialise_after_unknown_commit(m: TransactionManager, error: KafkaError, now: float) -> None:
+    """An EndTxn(commit) got no answer: resend it at the same epoch to settle it, then
+    bump (INITIALIZING until then), and tell the caller the outcome is unknown."""
     pending = m._pending
-    if _mutants.ACTIVE and _mutants.active(_mutants.STALE_END_TXN):
-        # Planted bug: no re-initialisation; the next transaction keeps this epoch.
-        m._finish_transaction()
-        m._pending = None
-        if pending is not None:
-            pending.set_error(TransactionOutcomeUnknownError("EndTxn got no answer", error))
-        return
     m._transition(TxnState.INITIALIZING)
     m._clear_transaction()
     m._pending = TxnResult("init (settling an EndTxn with unknown outcome, then an epoch bump)")
@@ -430,7 +431,7 @@ def epoch_error(m: TransactionManager, code: int, what: str, *, during_abort: bo
     kip588 = (m.version_of(K.INIT_PRODUCER_ID) or 0) >= 4
     if code == ErrorCode.INVALID_PRODUCER_EPOCH and kip588:
         if during_abort:
-            m.skip_end_txn = True
+            m.escalate(AbortPlan.BUMP_INSTEAD)
             m._enqueue(m._bump_work())
         else:
             m._abortable(timed_out(m, what, error_for_code(code)), skip_end=True)

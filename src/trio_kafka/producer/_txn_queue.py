@@ -21,6 +21,7 @@ from trio_kafka.errors import ErrorCode, FatalBrokerError, KafkaError
 from trio_kafka.producer import _txn_requests as build
 from trio_kafka.producer._txn_state import TxnState
 from trio_kafka.producer._txn_types import (
+    AbortPlan,
     Coordinator,
     CoordinatorType,
     Priority,
@@ -68,8 +69,7 @@ class TxnRequestQueue:
     new_partitions: set[TopicPartition]
     pending_partitions: set[TopicPartition]
     transaction_started: bool
-    bump_required: bool
-    skip_end_txn: bool
+    abort_plan: AbortPlan
     _pending: TxnResult | None
     # The queue's own: queued work, its order counter, the request being answered.
     _queue: list[Work]
@@ -188,7 +188,10 @@ class TxnRequestQueue:
         """EndTxn needs no request: nothing was added, or the bump replaces it."""
         if work.settle:
             return False  # the transaction is cleared, but the coordinator may hold it
-        if self.skip_end_txn or (self.bump_required and not self.transaction_started):
+        plan = self.abort_plan
+        if plan is AbortPlan.BUMP_INSTEAD or (
+            plan is AbortPlan.END_TXN_THEN_BUMP and not self.transaction_started
+        ):
             self._queue.remove(work)
             self._enqueue(self._bump_work())
             return True

@@ -103,8 +103,9 @@ from trio_kafka.errors import (
     KafkaError,
     ProducerClosedError,
 )
-from trio_kafka.producer import _mutants, _txn_handlers
+from trio_kafka.producer import _txn_handlers
 from trio_kafka.producer._batch import AmbiguousWriteError
+from trio_kafka.producer._rules import Rules, current_rules
 from trio_kafka.producer._txn_queue import TxnRequestQueue
 from trio_kafka.producer._txn_requests import (
     add_partitions_to_txn,
@@ -115,6 +116,7 @@ from trio_kafka.producer._txn_requests import (
 )
 from trio_kafka.producer._txn_state import ALLOWED, TxnState
 from trio_kafka.producer._txn_types import (
+    AbortPlan,
     Coordinator,
     CoordinatorType,
     GroupMetadata,
@@ -147,8 +149,11 @@ class TransactionManager(TxnRequestQueue):
         retry_backoff: float = 0.1,
         retry_backoff_max: float = 1.0,
         add_partitions_max_version: int = 3,
+        rules: Rules | None = None,
     ) -> None:
         self.transactional_id = transactional_id
+        #: The decisions where a wrong rule tears transactions (producer/_rules.py).
+        self.rules = current_rules() if rules is None else rules
         self.transaction_timeout = transaction_timeout
         self.retry_backoff = retry_backoff
         self.retry_backoff_max = retry_backoff_max
@@ -173,10 +178,8 @@ class TransactionManager(TxnRequestQueue):
         self.partitions: set[TopicPartition] = set()
         # The coordinator may know of this transaction (EndTxn must be sent).
         self.transaction_started = False
-        # The abort must bump the epoch (KIP-360); and must skip EndTxn because the
-        # coordinator no longer accepts our epoch or id (then the bump alone aborts).
-        self.bump_required = False
-        self.skip_end_txn = False
+        # How an abort must end the transaction (escalates; reset when it is finished).
+        self.abort_plan = AbortPlan.END_TXN
         # The result of init/commit/abort in progress (returned again if called again).
         self._pending: TxnResult | None = None
         self._queue: list[Work] = []
@@ -222,6 +225,11 @@ class TransactionManager(TxnRequestQueue):
             assert self.last_error is not None
             raise self.last_error
 
+    def reinitialise_after_unknown_commit(self, error: KafkaError, now: float) -> None:
+        """EndTxn(commit) got no answer: settle it, then bump, before the next
+        transaction (`Rules.unknown_commit_outcome`)."""
+        _txn_handlers.reinitialise_after_unknown_commit(self, error, now)
+
     def _refuse(self, operation: str) -> IllegalTransactionStateError:
         hint = ""
         if self.state is TxnState.INITIALIZING:
@@ -241,10 +249,10 @@ class TransactionManager(TxnRequestQueue):
             self._raise_if_failed()
         if self.state is TxnState.INITIALIZING and self._pending is not None:
             return self._pending
-        if self.state is TxnState.READY and _mutants.active(_mutants.STALE_END_TXN):
-            done = TxnResult("init (planted bug: nothing to re-initialise)")
-            done.set_done()
-            return done
+        if self.state is TxnState.READY:
+            again = self.rules.init_when_ready(self)
+            if again is not None:
+                return again
         if self.state is not TxnState.UNINITIALIZED:
             raise self._refuse("init")
         self._transition(TxnState.INITIALIZING)
@@ -432,11 +440,14 @@ class TransactionManager(TxnRequestQueue):
         self.partitions.clear()
         self.transaction_started = False
 
+    def escalate(self, plan: AbortPlan) -> None:
+        """The abort must end the transaction at least as `plan` says."""
+        self.abort_plan = max(self.abort_plan, plan)
+
     def _finish_transaction(self) -> None:
         """EndTxn (or the abort's bump) succeeded: READY, and the result is done."""
         self._clear_transaction()
-        self.bump_required = False
-        self.skip_end_txn = False
+        self.abort_plan = AbortPlan.END_TXN
         self.last_error = None
         self._transition(TxnState.READY)
         pending, self._pending = self._pending, None
@@ -451,8 +462,13 @@ class TransactionManager(TxnRequestQueue):
     def _abortable(self, error: KafkaError, *, bump: bool = True, skip_end: bool = False) -> None:
         if self.state is TxnState.FATAL_ERROR:
             return
-        self.bump_required = self.bump_required or bump
-        self.skip_end_txn = self.skip_end_txn or skip_end
+        self.escalate(
+            AbortPlan.BUMP_INSTEAD
+            if skip_end
+            else AbortPlan.END_TXN_THEN_BUMP
+            if bump
+            else AbortPlan.END_TXN
+        )
         if self.state not in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
             return  # already failing or aborting: the first error stands
         pending = self._pending if self.state is TxnState.COMMITTING else None
