@@ -66,15 +66,15 @@ QUICK = [
     (_mutants.CAS_MISMATCH_NO_READ, 13, 1),
     (_mutants.REORDER_RETRIES, 251, 1),
     (_mutants.EXPIRE_IN_FLIGHT, 367, 1),
-    (_mutants.BULK_WITHOUT_CAS, 43, 1),
+    (_mutants.BULK_WITHOUT_CAS, 138, 1),
     # The seed that found the bug (simulations/regressions/idempotent-lite-904005.toml),
     # and the first the full search finds through BUGGIFY client.forced_epoch_bump.
     (_mutants.NEW_PRODUCER_ID_ON_BUMP, 904005, 1),
     (_mutants.NEW_PRODUCER_ID_ON_BUMP, 471, 1),
     # -- the load pipeline (producer/_load.py) --
-    (_mutants.LOAD_LOST_AS_WRITTEN, 17, 2),
-    (_mutants.LOAD_RESUME_PAST_CHECKPOINT, 2, 2),
-    (_mutants.LOAD_MISMATCH_AS_WRITTEN, 436, 2),
+    (_mutants.LOAD_LOST_AS_WRITTEN, 22, 2),
+    (_mutants.LOAD_RESUME_PAST_CHECKPOINT, 143, 2),
+    (_mutants.LOAD_MISMATCH_AS_WRITTEN, 138, 2),
 ]
 
 

@@ -44,6 +44,7 @@ landing of an abandoned append can never pass for a later one).
 from __future__ import annotations
 
 import contextlib
+import ssl
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -63,6 +64,7 @@ from trio_kafka.errors import (
     FatalError,
     ProducerFencedError,
 )
+from trio_kafka.net import SaslConfig
 from trio_kafka.producer import Acknowledged, Rules, current_rules
 from trio_kafka.records import Record
 
@@ -278,12 +280,17 @@ async def open_conditional_writer(
     producer: Producer | None = None,
     writer_ids: Callable[[], str] | None = None,
     guarantee: str = "exactly_once_cas",
+    tls: ssl.SSLContext | bool | None = None,
+    sasl: SaslConfig | None = None,
     **producer_options: Any,
 ) -> AsyncIterator[ConditionalWriter]:
     """A `ConditionalWriter` on `topic`-`partition`.
 
     Pass `bootstrap=` (the writer opens its own producer: `linger=0`, idempotent, plus
-    `producer_options`) or `producer=` (shared; its `linger` delays each append).
+    `producer_options`) or `producer=` (shared; its `linger` delays each append). With
+    `bootstrap=`, TLS and SASL as `open_producer` takes them: `tls=`, `sasl=`, or
+    Kafka's names among `producer_options` (`security_protocol`, `sasl_mechanism`,
+    `sasl_plain_username`, `ssl_cafile`, ...; docs/security.md).
     `writer_ids` makes the writer's id (default: a random uuid4).
 
     `guarantee`: "exactly_once_cas" (the default) raises `CasNotSupportedError` at once
@@ -301,11 +308,14 @@ async def open_conditional_writer(
             if bootstrap is None:
                 raise ConfigError("open_conditional_writer needs bootstrap= or producer=")
             producer_options.setdefault("linger", 0.0)
-            producer = await stack.enter_async_context(open_producer(bootstrap, **producer_options))
-        elif producer_options:
-            raise ConfigError(
-                f"producer options {sorted(producer_options)} belong to the producer passed in"
+            producer = await stack.enter_async_context(
+                open_producer(bootstrap, tls=tls, sasl=sasl, **producer_options)
             )
+        elif producer_options or tls is not None or sasl is not None:
+            given = sorted(producer_options) + [
+                name for name, value in (("tls", tls), ("sasl", sasl)) if value is not None
+            ]
+            raise ConfigError(f"producer options {given} belong to the producer passed in")
         selector = producer.selector
         if guarantee != "transactional":
             try:

@@ -10,7 +10,7 @@ It never does I/O: the caller's methods (`init`, `begin`, `commit`, `abort`,
 `send_offsets`) change the state and queue work; the driver takes requests out with
 `next_request(now)` and feeds back `handle_response` or `handle_failure`.
 
-States are `TxnState`; every move goes through `_transition`, checked against one
+States are `TxnState`; every move goes through `transition`, checked against one
 table, `ALLOWED`. The life of a transaction: UNINITIALIZED -> INITIALIZING (FindCoordinator,
 InitProducerId) -> READY -> IN_TRANSACTION (partitions added as batches become ready;
 offsets sent) -> COMMITTING or ABORTING (EndTxn) -> READY. Errors:
@@ -181,7 +181,7 @@ class TransactionManager(TxnRequestQueue):
         # How an abort must end the transaction (escalates; reset when it is finished).
         self.abort_plan = AbortPlan.END_TXN
         # The result of init/commit/abort in progress (returned again if called again).
-        self._pending: TxnResult | None = None
+        self.pending_result: TxnResult | None = None
         self._queue: list[Work] = []
         self._seq = 0
         self._in_flight: TxnRequest | None = None
@@ -208,7 +208,7 @@ class TransactionManager(TxnRequestQueue):
 
     # -- the one place states change ---------------------------------------------------
 
-    def _transition(self, to: TxnState) -> None:
+    def transition(self, to: TxnState) -> None:
         if to not in ALLOWED[self.state]:
             raise IllegalTransactionStateError(
                 f"transactional id {self.transactional_id!r}: no transition from "
@@ -247,18 +247,18 @@ class TransactionManager(TxnRequestQueue):
         it returns the result in progress."""
         if self.state is TxnState.FATAL_ERROR:
             self._raise_if_failed()
-        if self.state is TxnState.INITIALIZING and self._pending is not None:
-            return self._pending
+        if self.state is TxnState.INITIALIZING and self.pending_result is not None:
+            return self.pending_result
         if self.state is TxnState.READY:
             again = self.rules.init_when_ready(self)
             if again is not None:
                 return again
         if self.state is not TxnState.UNINITIALIZED:
             raise self._refuse("init")
-        self._transition(TxnState.INITIALIZING)
-        self._pending = TxnResult("init")
-        self._enqueue(Work(K.INIT_PRODUCER_ID, Priority.INIT_PRODUCER_ID))
-        return self._pending
+        self.transition(TxnState.INITIALIZING)
+        self.pending_result = TxnResult("init")
+        self.enqueue(Work(K.INIT_PRODUCER_ID, Priority.INIT_PRODUCER_ID))
+        return self.pending_result
 
     def begin(self) -> None:
         self._raise_if_failed()
@@ -267,8 +267,8 @@ class TransactionManager(TxnRequestQueue):
         self.transaction_v2 = (
             self.transaction_version >= 2 and (self.version_of(K.END_TXN) or 0) >= 5
         )
-        self._clear_transaction()
-        self._transition(TxnState.IN_TRANSACTION)
+        self.clear_transaction()
+        self.transition(TxnState.IN_TRANSACTION)
 
     def maybe_add_partition(self, tp: TopicPartition) -> None:
         """A record for `tp` joins the transaction (call on send; cheap when known)."""
@@ -314,7 +314,7 @@ class TransactionManager(TxnRequestQueue):
             raise self._refuse("send offsets")
         group = GroupMetadata(group_metadata) if isinstance(group_metadata, str) else group_metadata
         result = TxnResult(f"send_offsets({group.group_id})")
-        self._enqueue(
+        self.enqueue(
             Work(
                 K.ADD_OFFSETS,
                 Priority.ADD_PARTITIONS_OR_OFFSETS,
@@ -329,34 +329,34 @@ class TransactionManager(TxnRequestQueue):
         return result
 
     def commit(self) -> TxnResult:
-        if self.state is TxnState.COMMITTING and self._pending is not None:
-            return self._pending
+        if self.state is TxnState.COMMITTING and self.pending_result is not None:
+            return self.pending_result
         self._raise_if_failed()
         if self.state is not TxnState.IN_TRANSACTION:
             raise self._refuse("commit")
-        self._transition(TxnState.COMMITTING)
-        self._pending = TxnResult("commit")
-        self._enqueue(Work(K.END_TXN, Priority.END_TXN, committed=True))
-        return self._pending
+        self.transition(TxnState.COMMITTING)
+        self.pending_result = TxnResult("commit")
+        self.enqueue(Work(K.END_TXN, Priority.END_TXN, committed=True))
+        return self.pending_result
 
     def abort(self) -> TxnResult:
-        if self.state is TxnState.ABORTING and self._pending is not None:
-            return self._pending
+        if self.state is TxnState.ABORTING and self.pending_result is not None:
+            return self.pending_result
         if self.state is TxnState.FATAL_ERROR:
             self._raise_if_failed()
         if self.state not in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
             raise self._refuse("abort")
-        self._transition(TxnState.ABORTING)
+        self.transition(TxnState.ABORTING)
         self.new_partitions.clear()
         self._drop_queued(TransactionAbortedError("the transaction is being aborted"))
-        self._pending = TxnResult("abort")
-        self._enqueue(Work(K.END_TXN, Priority.END_TXN, committed=False))
-        return self._pending
+        self.pending_result = TxnResult("abort")
+        self.enqueue(Work(K.END_TXN, Priority.END_TXN, committed=False))
+        return self.pending_result
 
     def close(self) -> None:
         """Fail everything pending; later calls raise `ProducerClosedError`."""
         if self.state is not TxnState.FATAL_ERROR:
-            self._fatal(ProducerClosedError("the transactional producer was closed"))
+            self.set_fatal(ProducerClosedError("the transactional producer was closed"))
 
     def undrained_error(self) -> KafkaError | None:
         """When not None, the driver fails every batch not yet sent with it
@@ -380,11 +380,11 @@ class TransactionManager(TxnRequestQueue):
         code = getattr(error, "code", None)
         where = f"a batch for {tp[0]}-{tp[1]}"
         if isinstance(error, FatalError):
-            self._fatal(error)
+            self.set_fatal(error)
         elif code == ErrorCode.INVALID_PRODUCER_EPOCH:
-            self._abortable(_txn_handlers.timed_out(self, where, error), skip_end=True)
+            self.make_abortable(_txn_handlers.timed_out(self, where, error), skip_end=True)
         else:
-            self._abortable(
+            self.make_abortable(
                 TransactionAbortableError(f"{where} failed: {error}", error),
                 bump=sequenced,
                 skip_end=code == ErrorCode.INVALID_PRODUCER_ID_MAPPING,
@@ -393,12 +393,12 @@ class TransactionManager(TxnRequestQueue):
     def producer_failed(self, error: KafkaError) -> None:
         """The producer core hit a fatal error (the policy's `on_fatal`): so does the
         transaction; every later call raises `error`."""
-        self._fatal(error)
+        self.set_fatal(error)
 
     def epoch_bump_needed(self, tp: TopicPartition) -> None:
         """The sequences of `tp` must restart under a new epoch (KIP-360): never done
         mid-transaction, so the transaction becomes abortable and the abort bumps."""
-        self._abortable(
+        self.make_abortable(
             TransactionAbortableError(
                 f"the sequences of {tp[0]}-{tp[1]} must be rewritten under a new epoch"
             )
@@ -428,13 +428,13 @@ class TransactionManager(TxnRequestQueue):
             self.transaction_started = True  # it may have been applied: EndTxn must go
             work.unanswered = True
         if work.kind is not K.FIND_COORDINATOR:
-            self._lookup(work.key_type, work.key or self.transactional_id)
-        self._retry(work, now)
+            self.lookup_coordinator(work.key_type, work.key or self.transactional_id)
+        self.retry_work(work, now)
         return TxnUpdate()
 
     # -- outcomes, used by the handlers -------------------------------------------------
 
-    def _clear_transaction(self) -> None:
+    def clear_transaction(self) -> None:
         self.new_partitions.clear()
         self.pending_partitions.clear()
         self.partitions.clear()
@@ -444,22 +444,24 @@ class TransactionManager(TxnRequestQueue):
         """The abort must end the transaction at least as `plan` says."""
         self.abort_plan = max(self.abort_plan, plan)
 
-    def _finish_transaction(self) -> None:
+    def finish_transaction(self) -> None:
         """EndTxn (or the abort's bump) succeeded: READY, and the result is done."""
-        self._clear_transaction()
+        self.clear_transaction()
         self.abort_plan = AbortPlan.END_TXN
         self.last_error = None
-        self._transition(TxnState.READY)
-        pending, self._pending = self._pending, None
+        self.transition(TxnState.READY)
+        pending, self.pending_result = self.pending_result, None
         if pending is not None:
             pending.set_done()
 
-    def _set_producer_id(self, producer_id: int, producer_epoch: int) -> TxnUpdate:
+    def install_producer_id(self, producer_id: int, producer_epoch: int) -> TxnUpdate:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         return TxnUpdate(new_producer_id=(producer_id, producer_epoch))
 
-    def _abortable(self, error: KafkaError, *, bump: bool = True, skip_end: bool = False) -> None:
+    def make_abortable(
+        self, error: KafkaError, *, bump: bool = True, skip_end: bool = False
+    ) -> None:
         if self.state is TxnState.FATAL_ERROR:
             return
         self.escalate(
@@ -471,21 +473,21 @@ class TransactionManager(TxnRequestQueue):
         )
         if self.state not in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
             return  # already failing or aborting: the first error stands
-        pending = self._pending if self.state is TxnState.COMMITTING else None
-        self._transition(TxnState.ABORTABLE_ERROR)
+        pending = self.pending_result if self.state is TxnState.COMMITTING else None
+        self.transition(TxnState.ABORTABLE_ERROR)
         self.last_error = error
         self._drop_queued(error)
         if pending is not None:
-            self._pending = None
+            self.pending_result = None
             pending.set_error(error)
 
-    def _fatal(self, error: KafkaError) -> None:
+    def set_fatal(self, error: KafkaError) -> None:
         if self.state is TxnState.FATAL_ERROR:
             return
-        self._transition(TxnState.FATAL_ERROR)
+        self.transition(TxnState.FATAL_ERROR)
         self.last_error = error
         queue, self._queue = self._queue, []
-        pending, self._pending = self._pending, None
+        pending, self.pending_result = self.pending_result, None
         for work in queue:
             if work.result is not None:
                 work.result.set_error(error)

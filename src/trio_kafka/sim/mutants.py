@@ -213,9 +213,9 @@ class _StaleEndTxn(Rules):
     ) -> None:
         # No re-initialisation: the next transaction keeps this epoch. (Reaches into the
         # manager: the bug is a different end of the transaction than any it has.)
-        pending = manager._pending
-        manager._finish_transaction()
-        manager._pending = None
+        pending = manager.pending_result
+        manager.finish_transaction()
+        manager.pending_result = None
         if pending is not None:
             pending.set_error(TransactionOutcomeUnknownError("EndTxn got no answer", error))
 
