@@ -40,8 +40,7 @@ import attrs
 import trio
 
 from trio_kafka.broker import Cluster
-from trio_kafka.client import Producer, open_producer
-from trio_kafka.client._reader import PartitionReader
+from trio_kafka.client import PartitionReader, Producer, open_producer
 from trio_kafka.net import KafkaSelector, open_selector
 from trio_kafka.sim._timers import VirtualClock, current_timers
 from trio_kafka.sim.checker import CheckResult, Violation, ViolationKind, check
