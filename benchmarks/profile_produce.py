@@ -1,0 +1,105 @@
+"""Where one producer's time goes: 300,000 records of 100 B to Tansu, the README's way
+(`await producer.send(topic, value)` for each, then `await handle` for each), split
+into the send loop, the await loop and the close, with the process's CPU time and the
+garbage collector's time (per generation, from `gc.callbacks`).
+
+Not a comparison (that is `benchmarks/produce.py`): a tool for A/B runs of two checkouts
+in the same minutes, e.g. `PYTHONPATH=/other/checkout/src python benchmarks/
+profile_produce.py` beside a plain run. `--profile` adds a cProfile of the second round.
+
+    .venv/bin/python benchmarks/profile_produce.py [--records N] [--rounds R]
+        [--record-form] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import pstats
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from produce import _create_topic
+
+from trio_kafka.client import ProducerRecord, open_producer
+from trio_kafka.testing import tansu_broker
+
+
+class GcTimer:
+    """Seconds spent in the garbage collector, and collections per generation."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.collections = [0, 0, 0]
+        self._started = 0.0
+        gc.callbacks.append(self._callback)
+
+    def reset(self) -> None:
+        self.seconds = 0.0
+        self.collections = [0, 0, 0]
+
+    def _callback(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+            self.collections[info["generation"]] += 1
+
+
+async def one_round(
+    bootstrap: str, topic: str, records: int, record_form: bool, gc_timer: GcTimer
+) -> str:
+    value = b"x" * 100
+    gc_timer.reset()
+    started, cpu = time.perf_counter(), time.process_time()
+    async with open_producer(bootstrap) as producer:
+        send = producer.send
+        sent = time.perf_counter()
+        if record_form:
+            handles = [await send(ProducerRecord(topic, value)) for _ in range(records)]
+        else:
+            handles = [await send(topic, value) for _ in range(records)]
+        awaited = time.perf_counter()
+        for handle in handles:
+            await handle
+        closing = time.perf_counter()
+    ended, cpu = time.perf_counter(), time.process_time() - cpu
+    return (
+        f"{records / (ended - started):,.0f} records/s, CPU {cpu:.3f} s: send loop "
+        f"{awaited - sent:.3f} s, await loop {closing - awaited:.3f} s, close "
+        f"{ended - closing:.3f} s; GC {gc_timer.seconds:.3f} s, collections per "
+        f"generation {gc_timer.collections}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--record-form", action="store_true", help="send(ProducerRecord(...))")
+    parser.add_argument("--profile", action="store_true", help="cProfile the second round")
+    args = parser.parse_args()
+    gc_timer = GcTimer()
+    with tansu_broker() as broker:
+        for round_ in range(args.rounds):
+            topic = f"profile-{round_}"
+            _create_topic(broker.bootstrap, topic)
+            run = (broker.bootstrap, topic, args.records, args.record_form, gc_timer)
+            if args.profile and round_ == 1:
+                profiler = cProfile.Profile()
+                line = profiler.runcall(trio.run, one_round, *run)
+                pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+            else:
+                line = trio.run(one_round, *run)
+            print(f"round {round_}: {line}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
