@@ -163,12 +163,17 @@ async def _load_one(
         done += records
         if plan is None or done < plan.after:
             return
-        if plan.how == "exit":
+        fail()
+
+    def fail() -> None:
+        if plan is not None and plan.how == "exit":
             os._exit(1)  # the worker dies with batches in flight
         raise InjectedFailure(
             f"injected failure: {options.topic}-{partition} attempt {attempt} after {done} rows"
         )
 
+    if plan is not None and plan.after <= 0:
+        fail()  # before any row
     loader = BulkLoader(
         guarantee=guarantee, on_progress=progress if plan is not None else None, **loader_args
     )
