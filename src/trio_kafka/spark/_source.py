@@ -96,10 +96,12 @@ class LoadOptions:
     request_timeout: float = 30.0
     transaction_timeout: float = 600.0
     max_attempts: int = 8
-    #: Test-only: task failures (`_task.FailurePlan`), and killing the driver's whole
-    #: process group after this many EndTxn(commit)s (0: never).
+    #: Test-only: task failures (`_task.FailurePlan`), and killing the driver's process
+    #: group (`crash_driver_pgid`, default the committing process's) after this many
+    #: EndTxn(commit)s (0: never).
     fail: str = ""
     crash_driver_after_commits: int = 0
+    crash_driver_pgid: int = 0
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> LoadOptions:
@@ -130,6 +132,7 @@ class LoadOptions:
             max_attempts=int(opts.get("max_attempts", 8)),
             fail=opts.get("fail", ""),
             crash_driver_after_commits=int(opts.get("crash_driver_after_commits", 0)),
+            crash_driver_pgid=int(opts.get("crash_driver_pgid", 0)),
         )
 
 
@@ -307,7 +310,9 @@ async def _finish_commit(
             continue
         commits += 1
         if commits == options.crash_driver_after_commits:
-            os.killpg(os.getpgrp(), signal.SIGKILL)  # test-only: the driver dies here
+            # Test-only: the driver (its process group: the JVM too) dies here.
+            os.killpg(options.crash_driver_pgid or os.getpgrp(), signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL)  # this process may be in another group
     if lost:
         return attrs.evolve(manifest, state=LoadState.STARTED, lost=tuple(lost), winners=())
     return manifest
