@@ -86,9 +86,9 @@ def test_driver_killed_between_end_txns_then_rerun_is_exact(
 ) -> None:
     topic, load_id = "crash", "crash-1"
     create_topic(broker, topic, PARTITIONS, cas=False)
+    command = ["tests.spark.crash_driver", broker.bootstrap, topic, load_id, str(ROWS), "2"]
     driver = subprocess.run(
-        [sys.executable, "-m", "tests.spark.crash_driver", broker.bootstrap, topic, load_id]
-        + [str(ROWS), "2"],
+        [sys.executable, "-m", *command],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         start_new_session=True,

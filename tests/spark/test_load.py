@@ -10,9 +10,9 @@ import trio
 
 from tests.spark.conftest import create_topic, read_topic
 from trio_kafka.broker import ThreadedCluster
+from trio_kafka.client import BulkLoader, RowChunk, load_partition, row_of
 from trio_kafka.errors import ConcurrentWriteError, ConfigError
 from trio_kafka.net import open_selector
-from trio_kafka.client import BulkLoader, RowChunk, load_partition, row_of
 from trio_kafka.spark import (
     LoadState,
     Manifest,
