@@ -1,24 +1,35 @@
-"""Load speed: `BulkLoader` with the CAS backend and with the transactional backend, in
-one run, against the same mock broker (its own subprocess, `trio-kafka broker`).
+"""Load speed: `BulkLoader` (CAS and transactions) and `write_dataframe` on Spark
+`local[2]` (CAS and transactions), in one run, against the same mock broker (its own
+subprocess, `trio-kafka broker`).
 
-Each measurement loads ROWS rows of SIZE bytes (unkeyed: round robin over the
-partitions) into a fresh topic of PARTITIONS partitions: CAS on (`guarantee` picks
-exactly_once_cas) or off (transactional), and counts until `run()` returns, every row
-acknowledged (CAS) or committed (transactions). Prints rows/s for each and the ratio
-transactional / CAS (goal: >= 0.7).
+Each measurement loads ROWS rows of SIZE bytes (unkeyed: row % partitions) into a fresh
+topic of PARTITIONS partitions: CAS on (`guarantee="auto"` picks exactly_once_cas) or
+off (transactional), and counts until the load returns, every row acknowledged (CAS)
+or committed (transactions). The values are the same bytes for every loader
+(`%0100d` of the row number; Spark: `lpad(id, 100, '0')` of `spark.range`).
 
-The Spark rows of the issue's table (`write_dataframe` on local[2]) are not measured
-here: the Spark writers do not drive the load pipeline yet (docs/spark.md).
+Spark: a fresh `local[2]` session per load (started before the timed window, Spark's
+defaults otherwise: Python workers are reused), `write_dataframe` timed whole (the
+counting job, the shuffle and sort, the tasks, the driver's commit). Peak Python worker
+RSS is the largest `ru_maxrss` the load's tasks reported (each task reads its own
+Python worker's high-water mark).
+
+Prints rows/s for each, the ratios transactional / CAS (goal: >= 0.7) and Spark /
+BulkLoader (goal: >= 0.5), and the Spark workers' peak RSS (goal: < 400 MiB, within 20%
+between 2,000,000 and 10,000,000 rows).
 
     .venv/bin/python benchmarks/load.py [--rows N] [--size BYTES] [--partitions P]
+        [--no-spark] [--no-bulk]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -26,8 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bulk_load import broker
 
-from trio_kafka.client import BulkLoader, create_topic
-from trio_kafka.net import open_selector
+from trio_kafka.client import BulkLoader, create_topic, open_selector
 
 
 async def load(
@@ -43,28 +53,95 @@ async def load(
     return elapsed, result.guarantee
 
 
+def spark_session() -> Any:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from trio_kafka.spark import spark_session as session
+
+    return session(
+        "local[2]",
+        "trio-kafka load benchmark",
+        **{
+            "spark.driver.memory": "3g",
+            "spark.sql.shuffle.partitions": "2",
+        },
+    )
+
+
+def spark_load(
+    spark: Any, bootstrap: str, topic: str, cas: bool, args: argparse.Namespace
+) -> tuple[float, str, float]:
+    """(seconds, guarantee, peak worker RSS in MiB) of one `write_dataframe`."""
+    from pyspark.sql import functions as F
+
+    from trio_kafka.spark import read_manifest, write_dataframe
+
+    async def make() -> None:
+        async with open_selector(bootstrap) as selector:
+            await create_topic(selector, topic, args.partitions, cas=cas)
+
+    async def manifest() -> Any:
+        async with open_selector(bootstrap) as selector:
+            return await read_manifest(selector, topic)
+
+    trio.run(make)
+    frame = spark.range(args.rows).select(
+        F.lpad(F.col("id").cast("string"), args.size, "0").cast("binary").alias("value")
+    )
+    started = time.perf_counter()
+    write_dataframe(frame, topic=topic, load_id=topic, bootstrap=bootstrap)
+    elapsed = time.perf_counter() - started
+    done = trio.run(manifest)
+    assert sum(done.counts.values()) == args.rows, done.counts
+    peak = max(r["peak_rss_kib"] for r in done.reports) / 1024
+    return elapsed, done.guarantee, peak
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--no-spark", action="store_true", help="BulkLoader only")
+    parser.add_argument("--no-bulk", action="store_true", help="Spark only")
     args = parser.parse_args()
-    rows = [b"%0*d" % (args.size, i) for i in range(args.rows)]
     results: dict[str, float] = {}
+    head = f"{args.rows:,} rows of {args.size} B, {args.partitions} partitions"
     with broker() as bootstrap:
-        for name, cas in (("cas", True), ("transactional", False)):
-            elapsed, guarantee = trio.run(
-                load, bootstrap, f"load-{name}", cas, rows, args.partitions
-            )
-            rate = args.rows / elapsed
-            results[guarantee] = rate
+        if not args.no_bulk:
+            rows = [b"%0*d" % (args.size, i) for i in range(args.rows)]
+            for name, cas in (("cas", True), ("transactional", False)):
+                elapsed, guarantee = trio.run(
+                    load, bootstrap, f"load-{name}", cas, rows, args.partitions
+                )
+                rate = results[f"bulk {guarantee}"] = args.rows / elapsed
+                print(
+                    f"BulkLoader         {guarantee:17} {head}: {elapsed:6.2f} s, "
+                    f"{rate:10,.0f} rows/s",
+                    flush=True,
+                )
+            del rows
+        for name, cas in () if args.no_spark else (("cas", True), ("transactional", False)):
+            spark = spark_session()
+            try:
+                elapsed, guarantee, peak = spark_load(spark, bootstrap, f"spark-{name}", cas, args)
+            finally:
+                spark.stop()
+            rate = results[f"spark {guarantee}"] = args.rows / elapsed
             print(
-                f"BulkLoader {guarantee:17} {args.rows:,} rows of {args.size} B, "
-                f"{args.partitions} partitions: {elapsed:6.2f} s, {rate:10,.0f} rows/s",
+                f"Spark local[2]     {guarantee:17} {head}: {elapsed:6.2f} s, "
+                f"{rate:10,.0f} rows/s, peak worker RSS {peak:5.0f} MiB",
                 flush=True,
             )
-    ratio = results["transactional"] / results["exactly_once_cas"]
-    print(f"transactional / CAS: {ratio:.2f}x (goal >= 0.7)")
+    for kind in ("bulk", "spark"):
+        if f"{kind} transactional" in results:
+            ratio = results[f"{kind} transactional"] / results[f"{kind} exactly_once_cas"]
+            print(f"{kind} transactional / CAS: {ratio:.2f}x (goal >= 0.7)")
+    for guarantee in ("exactly_once_cas", "transactional"):
+        if f"spark {guarantee}" in results and f"bulk {guarantee}" in results:
+            ratio = results[f"spark {guarantee}"] / results[f"bulk {guarantee}"]
+            print(f"Spark / BulkLoader, {guarantee}: {ratio:.2f}x (goal >= 0.5)")
 
 
 if __name__ == "__main__":
