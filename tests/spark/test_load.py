@@ -10,7 +10,7 @@ import trio
 
 from tests.spark.conftest import create_topic, read_topic
 from trio_kafka.broker import ThreadedCluster
-from trio_kafka.client import BulkLoader, RowChunk, load_partition, row_of
+from trio_kafka.client import BulkLoader, RowChunk, describe_topic_config, load_partition, row_of
 from trio_kafka.errors import ConcurrentWriteError, ConfigError
 from trio_kafka.net import open_selector
 from trio_kafka.spark import (
@@ -21,6 +21,7 @@ from trio_kafka.spark import (
     read_manifest,
     write_dataframe,
 )
+from trio_kafka.spark._manifest import ensure_control_topic
 
 ROWS = 12_000
 PARTITIONS = 6
@@ -270,3 +271,20 @@ def test_an_arrow_batch_is_split_by_partition_in_row_order() -> None:
     assert chunks[0].keys is None
     with pytest.raises(ConfigError, match="needs the columns"):
         list(chunks_of(pa.RecordBatch.from_pydict({"value": [b"x"]})))
+
+
+def test_the_manifest_topic_is_created_compacted_and_a_deleting_one_is_refused(
+    broker: ThreadedCluster,
+) -> None:
+    broker.call(broker.cluster.create_topic, "ctl-deleting", 1, {"cleanup.policy": "delete"})
+
+    async def check() -> None:
+        async with open_selector(broker.bootstrap) as selector:
+            await ensure_control_topic(selector, "ctl-new")
+            policy = await describe_topic_config(selector, "ctl-new", "cleanup.policy")
+            assert policy == "compact"
+            await ensure_control_topic(selector, "ctl-new")  # exists, compacted: fine
+            with pytest.raises(ConfigError, match="must be compacted"):
+                await ensure_control_topic(selector, "ctl-deleting")
+
+    trio.run(check)

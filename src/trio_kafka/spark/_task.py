@@ -93,6 +93,8 @@ class PartitionReport:
     transaction: HandedOffTransaction | None = None
     #: The Python worker's peak resident memory so far (ru_maxrss, KiB).
     peak_rss_kib: int = 0
+    #: Seconds from the partition's first chunk to its end (hand-off included).
+    seconds: float = 0.0
 
 
 def transactional_id(load_id: str, partition: int, attempt: int) -> str:
@@ -184,6 +186,7 @@ async def _load_one(
                 yield chunk
 
     txn_id = transactional_id(options.load_id, partition, attempt)
+    started = trio.current_time()
     result = await load_partition(loader, partition, chunks(), transactional_id=txn_id)
     reports.append(
         PartitionReport(
@@ -196,6 +199,7 @@ async def _load_one(
             result.last_row,
             result.transaction,
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            trio.current_time() - started,
         )
     )
 
