@@ -21,6 +21,7 @@ right exception.
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import attrs
 
@@ -943,7 +944,16 @@ class AuthenticationError(FatalError):
 
 
 class BufferFullError(KafkaError):
-    """`send()` waited `max_block` seconds for buffer memory and none came free."""
+    """`send()` waited `max_block` seconds for buffer memory and none came free.
+
+    From `send_many`, `appended` is what the call did append before the buffer filled
+    (a `BulkDelivery`: await it, or read its outcomes); the rest was not appended.
+    None from `send()`.
+    """
+
+    def __init__(self, message: str, *, appended: Any = None) -> None:
+        super().__init__(message)
+        self.appended = appended
 
 
 class ProducerClosedError(KafkaError):

@@ -43,7 +43,7 @@ def check_exactly_once(
     for handle in handles:
         outcome = handle.outcome
         assert isinstance(outcome, Acknowledged), outcome
-        value = handle.batch.records[handle.index][3]
+        value = handle.batch.records[handle.index][2]
         assert where[value] == (outcome.partition, outcome.offset)
 
 

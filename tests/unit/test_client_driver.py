@@ -189,7 +189,7 @@ async def test_serializers_and_interceptors(
 
     class Tag:
         def on_send(self, record: ProducerRecord) -> ProducerRecord:
-            return attrs.evolve(record, headers=[*record.headers, ("via", b"tag")])
+            return record._replace(headers=[*record.headers, ("via", b"tag")])
 
         def on_acknowledgement(self, outcome: Any) -> None:
             acknowledged.append(outcome)

@@ -145,6 +145,6 @@ async def test_send_of_a_producer_record_keeps_key_headers_partition_and_timesta
         handle = await producer.send(record)
         ack = await handle
     assert (ack.partition, ack.offset, ack.timestamp) == (2, 0, 123)
-    assert handle.batch.record(handle.index)[1:] == (123, b"k", b"v", [("h", b"1")])
+    assert handle.batch.record(handle.index) == (123, b"k", b"v", [("h", b"1")])
     stored: Any = cluster.state.partition("t", 2)
     assert stored.log.log_end_offset == 1

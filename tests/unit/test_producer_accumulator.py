@@ -20,6 +20,7 @@ from trio_kafka.producer import (
     Failed,
     InvalidPartitionError,
     PartitionResponse,
+    ProducerBatch,
     ProducerConfig,
     ProducerCore,
     ProducerRecord,
@@ -339,12 +340,11 @@ def test_drain_keeps_a_request_under_max_request_size() -> None:
 
 def test_one_unknown_topic_error_for_the_core_and_the_network_layer() -> None:
     from trio_kafka import errors
-    from trio_kafka.producer import _errors
 
     core = make_core()
     with pytest.raises(errors.UnknownTopicError) as info:
         core.append("nope", VALUE, now=0.0)
-    assert UnknownTopicError is errors.UnknownTopicError is _errors.UnknownTopicError
+    assert UnknownTopicError is errors.UnknownTopicError
     assert isinstance(info.value, errors.RetriableError)
     assert "'nope'" in str(info.value)
     late = errors.UnknownTopicError("not there after 5 s", topic="t")  # the net layer's form
@@ -376,8 +376,13 @@ def test_records_with_and_without_keys_headers_and_timestamps_encode_as_sent() -
     assert all(type(h) is Handle for h in handles)
     drained = core.drain(1.0, [1])
     [batch] = drained[1]
-    assert batch.records[2] == (0.502, None, b"k", b"keyed", None)
-    assert [r[3] for r in batch.records] == [r["value"] for r in sent]
+    assert batch.records[2] == (
+        int((0.502 + core.accumulator.wall_offset) * 1000),
+        b"k",
+        b"keyed",
+        None,
+    )
+    assert [r[2] for r in batch.records] == [r["value"] for r in sent]
     [decoded] = decode_batches(core.encode(batch))
     assert [(r.key, r.value, r.headers) for r in decoded.records] == [
         (r.get("key"), r["value"], tuple(r.get("headers", ()))) for r in sent
@@ -422,3 +427,28 @@ def test_explicit_partition_out_of_range_is_refused_even_with_open_batches() -> 
     after = core.append("t", VALUE, partition=1, now=0.0)
     assert after is not None and after.batch is good[1].batch and after.index == 2  # type: ignore[union-attr]
     assert [len(h.batch.values) for h in good[:3] if h is not None] == [2, 3, 2]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_create_times_kept_as_runs_are_exactly_the_per_record_timestamps(seed: int) -> None:
+    # Appends stamp only when `now` reaches the batch's tick; every record's create
+    # time must still be int((now + wall_offset) * 1000) of its own append, also at
+    # clock readings just below and at a millisecond boundary.
+    rng = random.Random(seed)
+    offset = rng.choice([0.0, 1_700_000_000.123456, rng.uniform(0, 2e9)])
+    batch = ProducerBatch("t", 0, 1_000_000, 0.0, wall_offset=offset)
+    # (a clock near 0 beside a wall offset of decades: the case where stepping by the
+    # clock's own ulp would take forever)
+    now = rng.choice([rng.uniform(0, 1e6), rng.uniform(0, 1e-6), 0.0])
+    expected: list[int] = []
+    for index in range(3_000):
+        step = rng.choice([0.0, 1e-7, 1e-4, 0.001, rng.uniform(0, 0.003)])
+        if rng.random() < 0.05 and batch.tick != float("inf"):
+            now = max(now, batch.tick - rng.choice([0.0, 1e-12]))  # at or just below
+        now += step
+        batch.values.append(b"v")
+        if now >= batch.tick:
+            batch.stamp(index, now)
+        expected.append(int((now + offset) * 1000))
+    assert batch.create_times() == expected, f"seed {seed}"
+    assert [batch.create_time(i) for i in range(len(expected))] == expected

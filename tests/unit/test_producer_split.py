@@ -98,7 +98,7 @@ def test_pieces_are_split_again_until_one_record_too_large_fails_alone() -> None
     (batch,) = drain_one(core, 0.0)
 
     def broker_refuses(piece: ProducerBatch) -> bool:  # a topic taking ~250 bytes
-        return piece.size > 250 or any(v == values[6] for _, _, _, v, _ in piece.records)
+        return piece.size > 250 or any(v == values[6] for _, _, v, _ in piece.records)
 
     now, offset = 0.0, 0
     too_large(core, [batch], now)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import random
 import struct
 import warnings
 
 import crc32c
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trio_kafka.errors import CorruptRecordError
 from trio_kafka.records import (
@@ -343,3 +346,48 @@ def test_append_values_on_an_empty_builder_sets_the_base_and_max_timestamps() ->
     [batch] = decode_batches(builder.build())
     assert (batch.base_timestamp, batch.max_timestamp) == (20, 30)
     assert [r.timestamp for r in batch.records] == [20, 10, 30]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    count=st.integers(1, 9_000),
+    length=st.sampled_from([0, 1, 100, 16_300, 17_000, -1]),
+    prefix=st.integers(0, 70),
+    steps=st.lists(
+        st.tuples(st.integers(0, 8_999), st.sampled_from([0, 1, 63, 64, 20_000])), max_size=6
+    ),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_append_runs_encodes_exactly_what_append_values_does(
+    count: int, length: int, prefix: int, steps: list[tuple[int, int]], seed: int
+) -> None:
+    # Fixed-length values take the sliced layout, others (length -1: mixed, with a
+    # null) the per-record path; runs of one millisecond start anywhere, timestamps
+    # jump past the varint table; records appended before shift the offset deltas
+    # across the varint width boundaries (64, 8192) and past the table.
+    rng = random.Random(seed)
+    if length < 0:
+        values: list[bytes | None] = [b"v" * rng.randrange(300) for _ in range(count)]
+        values[rng.randrange(count)] = None
+    else:
+        values = [bytes([rng.randrange(256)]) * length for _ in range(count)]
+    base = 1_700_000_000_000
+    starts = sorted({0, *(at % count for at, _ in steps)})
+    run_ms = [base]
+    for _ in starts[1:]:
+        run_ms.append(run_ms[-1] + rng.choice([1, 63, 64, 20_000]))
+    timestamps: list[int] = []
+    for start, stop, ms in zip(starts, [*starts[1:], count], run_ms, strict=True):
+        timestamps += [ms] * (stop - start)
+    runs, flat = BatchBuilder(), BatchBuilder()
+    for builder in (runs, flat):
+        for i in range(prefix):
+            builder.append(base - 3 + i % 5, None, b"p")
+    runs.append_runs(starts, run_ms, values)
+    flat.append_values(timestamps, values)
+    assert runs.build(base_sequence=9) == flat.build(base_sequence=9)
+
+
+def test_append_runs_refuses_runs_that_do_not_start_at_zero() -> None:
+    with pytest.raises(ValueError, match="run_starts"):
+        BatchBuilder().append_runs([1], [5], [b"a", b"b"])

@@ -23,7 +23,7 @@ Limit: the check runs when the record is appended. A leader moving afterwards to
 broker without the extension (a mixed cluster mid-upgrade) is not caught again at drain
 time; docs/cas.md says so.
 
-`send_conditional` is the append itself: the producer's slow path with the expectation
+The append itself is the producer's (`Producer._send_conditional`): its slow path with the expectation
 passed to the core, which keeps CAS records in batches of their own whose offsets line
 up (`[expected, expected + n)`). The outcome comes back on the record's handle:
 `Acknowledged` at exactly the expected offset, `ExpectedOffsetMismatchError` (nothing
@@ -35,20 +35,17 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
 import trio
 
 from trio_kafka.errors import (
     CasNotSupportedError,
-    ConfigError,
     ErrorCode,
     InvalidPartitionError,
     KafkaError,
     error_for_code,
 )
 from trio_kafka.net import CAS_FEATURE, KafkaSelector, check_topic_name
-from trio_kafka.producer import ProducerRecord, UnknownTopicError
 from trio_kafka.protocol.messages.create_topics import (
     CreatableTopic,
     CreatableTopicConfig,
@@ -58,10 +55,6 @@ from trio_kafka.protocol.messages.describe_configs import (
     DescribeConfigsRequest,
     DescribeConfigsResource,
 )
-
-if TYPE_CHECKING:
-    from trio_kafka.client._handles import RecordHandle
-    from trio_kafka.client._producer import Headers, Producer
 
 #: The topic config that turns the broker's check on.
 CAS_TOPIC_CONFIG = "expected.offset.check.enable"
@@ -218,83 +211,11 @@ async def create_topic(
     return True
 
 
-async def send_conditional(
-    producer: Producer,
-    topic: str | ProducerRecord,
-    value: Any,
-    key: Any,
-    headers: Headers | None,
-    partition: int | None,
-    timestamp: int | None,
-    expected_offset: int,
-) -> RecordHandle:
-    """`producer.send(..., expected_offset=N)` (see the module doc)."""
-    from trio_kafka.client._checks import check_extras
-    from trio_kafka.client._handles import as_record_handle
-    from trio_kafka.client._producer import _check_types
-
-    if not isinstance(topic, str):
-        record = topic
-        topic, value, key = record.topic, record.value, record.key
-        headers = record.headers or None
-        timestamp = record.timestamp
-        partition = record.partition if partition is None else partition
-    if partition is None:
-        raise ConfigError(
-            f"expected_offset={expected_offset} needs partition=: an expected offset only "
-            "means something within one partition (the partitioner cannot choose it)"
-        )
-    if isinstance(expected_offset, bool) or not isinstance(expected_offset, int):
-        raise ConfigError(f"expected_offset must be an int, not {expected_offset!r}")
-    if expected_offset < 0:
-        raise ConfigError(
-            f"expected_offset={expected_offset} is not an offset: pass the offset (>= 0) the "
-            "record must land at, or leave expected_offset out"
-        )
-    if producer._closing or producer._sender.fatal_error is not None:
-        producer._refuse()
-    txn = getattr(producer, "_txn", None)
-    if txn is not None:
-        txn.check_send()  # a transactional producer: only inside a transaction
-    if producer._slow:
-        topic, value, key, headers, _, timestamp = producer._prepare(
-            topic, value, key, headers, partition, timestamp
-        )
-    else:
-        _check_types(value, key)
-    headers = check_extras(headers, partition, timestamp)
-    deadline = producer._now() + producer.config.max_block
-    await cas_gate(producer.selector).check(
-        topic, partition, timeout=max(deadline - producer._now(), 0.0)
-    )
-    size = len(value or b"") + len(key or b"")
-    core = producer._core
-    while True:
-        if producer._closing or producer._sender.fatal_error is not None:
-            producer._refuse()
-        try:
-            handle = core.append(
-                topic, value, key, headers, partition, timestamp, producer._now(), expected_offset
-            )
-        except UnknownTopicError:
-            await producer._wait_for_topic(topic, deadline)
-            continue
-        if handle is not None:
-            break
-        await producer._wait_for_room(deadline, size, None)
-    if handle.index == 0:
-        producer._opened(handle.batch)
-    producer._calls += 1
-    await trio.lowlevel.checkpoint()
-    return as_record_handle(handle)
-
-
 __all__ = [
     "CAS_TOPIC_CONFIG",
     "CasGate",
     "cas_gate",
     "create_topic",
     "describe_topic_config",
-    "send_conditional",
     "topic_cas_enabled",
 ]

@@ -23,6 +23,7 @@ awaitable as a whole, with per-record handles only when asked for.
 
 from __future__ import annotations
 
+from bisect import bisect_right as _bisect_right
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
@@ -45,6 +46,8 @@ from trio_kafka.producer import (
 AWAIT_CHECKPOINT_EVERY = 64
 _AWAIT_MASK = AWAIT_CHECKPOINT_EVERY - 1
 _checkpoint = trio.lowlevel.checkpoint
+_ACKNOWLEDGED = Result.ACKNOWLEDGED
+_new_tuple = tuple.__new__
 # Awaits of done handles so far (the counter behind the mask); any task may bump it.
 _done_awaits = 0
 
@@ -95,6 +98,26 @@ class RecordHandle(DeliveryHandle):
     def __await__(self) -> Generator[Any, None, Acknowledged]:
         global _done_awaits
         batch = self.batch
+        if batch.result is _ACKNOWLEDGED and batch.pieces is None:
+            # The common case (the README's loop over done handles), inlined: what
+            # `batch.outcome(index)` returns, without its calls.
+            _done_awaits += 1
+            if not _done_awaits & _AWAIT_MASK:
+                yield from _checkpoint().__await__()
+            index = self.index
+            base = batch.base_offset
+            timestamp = batch.log_append_time
+            if timestamp < 0:
+                extras = batch.extras
+                extra = extras.get(index) if extras else None
+                if extra is None or extra[0] is None:
+                    timestamp = batch.run_ms[_bisect_right(batch.run_starts, index) - 1]
+                else:
+                    timestamp = extra[0]
+            return _new_tuple(
+                Acknowledged,
+                (batch.topic, batch.partition, base + index if base >= 0 else -1, timestamp),
+            )
         if batch.result is None:
             yield from wait_batch(batch).__await__()
         else:
@@ -123,11 +146,6 @@ class RecordHandle(DeliveryHandle):
         """The acknowledged offset (-1 when unknown or not acknowledged)."""
         outcome = self.batch.outcome(self.index)
         return outcome.offset if isinstance(outcome, Acknowledged) else -1
-
-
-def as_record_handle(handle: DeliveryHandle) -> RecordHandle:
-    handle.__class__ = RecordHandle
-    return handle  # type: ignore[return-value]
 
 
 class BulkDelivery:

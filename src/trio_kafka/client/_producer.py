@@ -33,7 +33,7 @@ from typing import Any
 import attrs
 import trio
 
-from trio_kafka.client._cas import send_conditional
+from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._checks import (
     check_extras,
     check_interceptor_result,
@@ -164,15 +164,14 @@ class Producer(TransactionalProducerMixin):
         """
         # -- CAS (client/_cas.py) --
         if expected_offset is not None:
-            return await send_conditional(
-                self, topic, value, key, headers, partition, timestamp, expected_offset
+            return await self._send_conditional(
+                topic, value, key, headers, partition, timestamp, expected_offset
             )
         # -- end CAS --
         if topic.__class__ is ProducerRecord:  # the same fast path as the positional form
-            record: ProducerRecord = topic
-            topic, value, key = record.topic, record.value, record.key
-            headers = record.headers or None
-            partition, timestamp = record.partition, record.timestamp
+            topic, value, key, headers, partition, timestamp = topic
+            if not headers:
+                headers = None
         # The fast path: every test below is one comparison; anything unusual (a
         # subclass of ProducerRecord, serializers, interceptors, closing, a fatal error,
         # a value that is not bytes, an unknown topic, a full buffer) takes _send_slow.
@@ -196,8 +195,6 @@ class Producer(TransactionalProducerMixin):
             return await self._send_slow(topic, value, key, headers, partition, timestamp)
         if handle.index == 0:
             self._opened(handle.batch)
-        if handle.__class__ is not RecordHandle:  # the core makes RecordHandles already
-            handle.__class__ = RecordHandle
         self._calls += 1
         if not self._calls & (_CHECKPOINT_EVERY - 1):
             await trio.lowlevel.checkpoint()
@@ -244,11 +241,80 @@ class Producer(TransactionalProducerMixin):
         except KafkaError as exc:
             self._send_raised(topic, partition, exc)
             raise
-        handle.__class__ = RecordHandle
         self._calls += 1
         if not self._calls & (_CHECKPOINT_EVERY - 1):
             await trio.lowlevel.checkpoint()
         return handle  # type: ignore[return-value]
+
+    async def _send_conditional(
+        self,
+        topic: str | ProducerRecord,
+        value: Any,
+        key: Any,
+        headers: Headers | None,
+        partition: int | None,
+        timestamp: int | None,
+        expected_offset: int,
+    ) -> RecordHandle:
+        """`send(..., expected_offset=N)`: checked, then appended as a batch of its own
+        that must land at offset N (see client/_cas.py)."""
+        if topic.__class__ is not str:
+            if not isinstance(topic, ProducerRecord):
+                raise TypeError(
+                    f"topic must be a str or a ProducerRecord, not {type(topic).__name__}"
+                )
+            record = topic
+            topic, value, key = record.topic, record.value, record.key
+            headers = record.headers or None
+            timestamp = record.timestamp
+            partition = record.partition if partition is None else partition
+        assert isinstance(topic, str)
+        if partition is None:
+            raise ConfigError(
+                f"expected_offset={expected_offset} needs partition=: an expected offset only "
+                "means something within one partition (the partitioner cannot choose it)"
+            )
+        if isinstance(expected_offset, bool) or not isinstance(expected_offset, int):
+            raise ConfigError(f"expected_offset must be an int, not {expected_offset!r}")
+        if expected_offset < 0:
+            raise ConfigError(
+                f"expected_offset={expected_offset} is not an offset: pass the offset (>= 0) "
+                "the record must land at, or leave expected_offset out"
+            )
+        if self._closing or self._sender.fatal_error is not None:
+            self._refuse()
+        if self._txn is not None:
+            self._txn.check_send()  # a transactional producer: only inside a transaction
+        if self._slow:
+            topic, value, key, headers, _, timestamp = self._prepare(
+                topic, value, key, headers, partition, timestamp
+            )
+        else:
+            _check_types(value, key)
+        headers = check_extras(headers, partition, timestamp)
+        deadline = self._now() + self.config.max_block
+        await cas_gate(self.selector).check(
+            topic, partition, timeout=max(deadline - self._now(), 0.0)
+        )
+        size = len(value or b"") + len(key or b"")
+        while True:
+            if self._closing or self._sender.fatal_error is not None:
+                self._refuse()
+            try:
+                handle = self._core.append(
+                    topic, value, key, headers, partition, timestamp, self._now(), expected_offset
+                )
+            except UnknownTopicError:
+                await self._wait_for_topic(topic, deadline)
+                continue
+            if handle is not None:
+                break
+            await self._wait_for_room(deadline, size, None)
+        if handle.index == 0:
+            self._opened(handle.batch)
+        self._calls += 1
+        await trio.lowlevel.checkpoint()
+        return handle  # type: ignore[return-value]  # the core makes RecordHandles
 
     async def send_and_wait(
         self, topic: str | ProducerRecord, value: Any = None, **kwargs: Any
@@ -424,17 +490,15 @@ class Producer(TransactionalProducerMixin):
     ) -> BufferFullError:
         accumulator = self._core.accumulator
         what = "a record" if size < 0 else f"a record of about {size} bytes"
-        error = BufferFullError(
+        return BufferFullError(
             f"buffer_memory={self.config.buffer_memory} bytes is full "
             f"({accumulator.buffer_used} in use by unsent and unacknowledged batches) and "
             f"{what} found no room after waiting {waited:.3f} s "
             f"(max_block={self.config.max_block}, buffer_full_strategy="
             f"{self.config.buffer_full_strategy.value}); the brokers are slower than the "
-            "producer, or unreachable"
+            "producer, or unreachable",
+            appended=None if appended is None else BulkDelivery(_merge(appended)),
         )
-        if appended is not None:
-            error.appended = BulkDelivery(_merge(appended))  # type: ignore[attr-defined]
-        return error
 
     async def _wait_for_topic(self, topic: str, deadline: float) -> None:
         timeout = max(deadline - self._now(), 0.0)

@@ -71,8 +71,6 @@ from trio_kafka.protocol.messages.produce import (
 
 logger = logging.getLogger("trio_kafka.producer")
 
-_INIT_PRODUCER_ID = 22
-
 
 @attrs.define(eq=False, slots=True)
 class ProduceAttempt:
@@ -432,7 +430,7 @@ class Sender:
                 try:
                     node_id = self.selector.least_loaded_node()
                     connection = await self.selector.connection(node_id)
-                    version = connection.api_versions.get(_INIT_PRODUCER_ID)
+                    version = connection.api_versions.get(InitProducerIdRequest.API_KEY)
                     if version is None:
                         self.fatal(
                             FatalError(

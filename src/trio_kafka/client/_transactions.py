@@ -63,7 +63,6 @@ from trio_kafka.producer import (
     OffsetAndMetadata,
     ProducerBatch,
     ProducerConfig,
-    Sequencer,
     TransactionalSequencer,
     TransactionManager,
     TxnResult,
@@ -83,38 +82,21 @@ TopicPartition = tuple[str, int]
 _NO_DRAIN = frozenset({TxnState.ABORTABLE_ERROR, TxnState.ABORTING, TxnState.FATAL_ERROR})
 
 
-class _WakingSequencer(TransactionalSequencer):
-    """The transactional policy, plus: wake the coordinator loop when a ready batch is
-    blocked on its partition (AddPartitionsToTxn must go) and hold back every batch once
-    the transaction is failing (the loop fails them)."""
-
-    def __init__(self, manager: TransactionManager, driver: TransactionDriver) -> None:
-        super().__init__(manager)
-        self._driver = driver
-
-    def drain_blocked(self, batch: ProducerBatch) -> bool:
-        txn = self.txn
-        if txn.state in _NO_DRAIN:
-            self._driver.wake()
-            return True
-        tp = (batch.topic, batch.partition)
-        if not txn.is_send_to_partition_allowed(tp):
-            txn.register_ready_partition(tp)
-            # Transactions v2 allow it at once (the Produce request adds it); v1 must
-            # wait for AddPartitionsToTxn, which the coordinator loop sends.
-            if not txn.is_send_to_partition_allowed(tp):
-                if txn.new_partitions:
-                    self._driver.wake()
-                return True
-        return Sequencer.drain_blocked(self, batch)
-
-
 class TransactionDriver:
     """The coordinator loop and the transactional calls of one producer (module doc)."""
 
+    def _failing(self) -> bool:
+        if self.manager.state in _NO_DRAIN:
+            self.wake()
+            return True
+        return False
+
     def __init__(self, config: ProducerConfig) -> None:
         self.manager = TransactionManager.from_config(config)
-        self.sequencer = _WakingSequencer(self.manager, self)
+        # The transactional sequencer, plus: hold back every batch once the transaction is
+        # failing (the loop fails them), and wake the loop when a ready batch waits for
+        # its partition to join (AddPartitionsToTxn must go).
+        self.sequencer = TransactionalSequencer(self.manager, hold=self._failing, blocked=self.wake)
         self.config = config
         #: How long the abort of `transaction()` may take after an exception.
         self.abort_timeout = config.request_timeout

@@ -371,10 +371,6 @@ class KafkaSelector:
 
     # -- metadata -------------------------------------------------------------------------------
 
-    @property
-    def topics_of_interest(self) -> list[str]:
-        return list(self._interest)
-
     async def refresh_metadata(self, topics: Iterable[str] = ()) -> ClusterMetadata:
         """Fetch fresh metadata for the topics of interest plus `topics` (which join the
         interest set). Shares a request already in progress that covers them."""

@@ -186,7 +186,8 @@ class RecordAccumulator:
                     values = batch.values
                     index = len(values)
                     values.append(value)
-                    batch.times.append(now)
+                    if now >= batch.tick:
+                        batch.stamp(index, now)
                     if key is not None or headers or timestamp_ms is not None:
                         batch.set_extras(index, timestamp_ms, key, headers)
                     return self.handle_class(batch, index)
@@ -207,7 +208,8 @@ class RecordAccumulator:
                 values = open_batch.values
                 index = len(values)
                 values.append(value)
-                open_batch.times.append(now)
+                if now >= open_batch.tick:
+                    open_batch.stamp(index, now)
                 if key is not None or headers or timestamp_ms is not None:
                     open_batch.set_extras(index, timestamp_ms, key, headers)
                 return self.handle_class(open_batch, index)
@@ -244,15 +246,13 @@ class RecordAccumulator:
         start = 0
         produced = 0
         add: Any = None
-        add_time: Any = None
         for value in values:
             size = RECORD_OVERHEAD + len(value or b"")
             if size <= room and used + size <= limit:
                 room -= size
                 used += size
                 produced += size
-                add(value)
-                add_time(now)
+                add(value)  # (the same `now` as the span's first record: no stamp)
                 continue
             # Close the current span, then take the slow path for this record.
             if batch is not _NO_BATCH:
@@ -267,7 +267,6 @@ class RecordAccumulator:
             room = batch.room
             produced = 0
             add = batch.values.append
-            add_time = batch.times.append
             used = self.buffer_used
             sticky = self._sticky.get(topic)
             if sticky is None or sticky.batch is not batch:
@@ -384,7 +383,8 @@ class RecordAccumulator:
         values = batch.values
         index = len(values)
         values.append(value)
-        batch.times.append(now)
+        if now >= batch.tick:
+            batch.stamp(index, now)
         if key is not None or headers or timestamp_ms is not None:
             batch.set_extras(index, timestamp_ms, key, headers)
         return self.handle_class(batch, index)
@@ -605,7 +605,7 @@ class RecordAccumulator:
         sizes: list[int] = []
         size = 0
         for index in range(batch.record_count):
-            _, _, key, value, headers = batch.record(index)
+            _, key, value, headers = batch.record(index)
             record_size = RECORD_OVERHEAD + len(value or b"") + len(key or b"")
             if headers:
                 record_size += headers_size(headers)
@@ -668,10 +668,3 @@ class RecordAccumulator:
     @property
     def has_undrained(self) -> bool:
         return bool(self.queues)
-
-    def debug_state(self) -> dict[str, Any]:
-        return {
-            "queues": {f"{t}-{p}": len(q) for (t, p), q in self.queues.items()},
-            "buffer_used": self.buffer_used,
-            "node_in_flight": dict(self.node_in_flight),
-        }

@@ -10,6 +10,7 @@ request an epoch bump, fail, or make ambiguous.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
@@ -37,6 +38,25 @@ from trio_kafka.producer._config import ProducerConfig
 from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
 from trio_kafka.producer._partitioner import RandomSource
 from trio_kafka.producer._sequencer import NoSequencing, Sequencer, SequencingPolicy
+
+
+class Decision(enum.Enum):
+    """What settling a batch did with it: sent again later, or final; and whether the
+    answer says the metadata is stale (the driver then refreshes it)."""
+
+    RETRY = "retry"  # back in its queue
+    RETRY_REFRESH = "retry_refresh"  # back in its queue; refresh the metadata
+    FINAL = "final"  # done (acknowledged, failed or ambiguous)
+    FINAL_REFRESH = "final_refresh"  # done; refresh the metadata
+
+    @property
+    def retried(self) -> bool:
+        return self is Decision.RETRY or self is Decision.RETRY_REFRESH
+
+    @property
+    def refresh(self) -> bool:
+        return self is Decision.RETRY_REFRESH or self is Decision.FINAL_REFRESH
+
 
 _COMPRESSION = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 #: Answers that may name the partition's current leader (KIP-951, Produce v10+).
@@ -335,12 +355,11 @@ class ProducerCore:
                         leaders.append(
                             (batch.topic, batch.partition, leader.leader_id, leader.leader_epoch)
                         )
-            if outcome in {"retry", "retry_refresh"}:
+            if outcome.retried:
                 retried += 1
-                refresh = refresh or outcome == "retry_refresh"
             else:
                 completed += 1
-                refresh = refresh or outcome == "refresh"
+            refresh = refresh or outcome.refresh
         return Settled(refresh, completed, retried, tuple(leaders))
 
     def handle_request_failure(
@@ -368,7 +387,7 @@ class ProducerCore:
                 outcome = self._lost(batch, now, error)
             else:
                 outcome = self._retry_or_fail(batch, now, error, refresh=True)
-            if outcome.startswith("retry"):
+            if outcome.retried:
                 retried += 1
             else:
                 completed += 1
@@ -400,8 +419,8 @@ class ProducerCore:
             else:
                 self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
                 self._finish_failed(batch, error)
-                outcome = "final"
-            if outcome.startswith("retry"):
+                outcome = Decision.FINAL
+            if outcome.retried:
                 retried += 1
             else:
                 completed += 1
@@ -447,11 +466,11 @@ class ProducerCore:
         batch.base_sequence = -1
         batch.maybe_written = False
 
-    def _lost(self, batch: ProducerBatch, now: float, error: KafkaError) -> str:
+    def _lost(self, batch: ProducerBatch, now: float, error: KafkaError) -> Decision:
         """No definite answer: retry with the same sequence and epoch, or Ambiguous."""
         if self._can_retry(batch, now):
             self._retry(batch, now)
-            return "retry_refresh"
+            return Decision.RETRY_REFRESH
         cause = error if isinstance(error, AmbiguousError) else RequestTimeoutError(str(error))
         if now - batch.created >= self.config.delivery_timeout:
             if _mutants.ACTIVE and _mutants.active(_mutants.EXPIRE_IN_FLIGHT):
@@ -461,41 +480,43 @@ class ProducerCore:
                 timed_out = DeliveryTimeoutError(f"delivery_timeout passed ({error})")
                 self.sequencing.on_final(batch, gap=True, error=timed_out)
                 self._finish_failed(batch, timed_out)
-                return "final"
+                return Decision.FINAL
             cause = AmbiguousDeliveryTimeoutError(
                 f"{batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
                 f"delivery_timeout passed with a request in flight ({error})"
             )
         self.sequencing.on_final(batch, gap=False, error=cause)
         self._finish_ambiguous(batch, cause)
-        return "final"
+        return Decision.FINAL
 
     def _retry_or_fail(
         self, batch: ProducerBatch, now: float, error: KafkaError, *, refresh: bool
-    ) -> str:
+    ) -> Decision:
         if self._can_retry(batch, now):
             self._retry(batch, now)
-            return "retry_refresh" if refresh else "retry"
+            return Decision.RETRY_REFRESH if refresh else Decision.RETRY
         if now - batch.created >= self.config.delivery_timeout and not batch.maybe_written:
             error = DeliveryTimeoutError(f"delivery_timeout passed; last error: {error}")
         self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
         self._finish_failed(batch, error)
-        return "refresh" if refresh else "final"
+        return Decision.FINAL_REFRESH if refresh else Decision.FINAL
 
-    def _settle(self, batch: ProducerBatch, response: PartitionResponseLike, now: float) -> str:
+    def _settle(
+        self, batch: ProducerBatch, response: PartitionResponseLike, now: float
+    ) -> Decision:
         """Java's `Sender.completeBatch` + `canRetry`, for one partition's answer."""
         code = response.error_code
         if code == ErrorCode.NONE:
             batch.base_offset = response.base_offset
             self.sequencing.on_success(batch)
             self._finish_ok(batch, response.base_offset, response.log_append_time_ms)
-            return "final"
+            return Decision.FINAL
         if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and batch.base_sequence >= 0:
             # The broker holds this sequence already but no longer its offset.
             batch.base_offset = -1
             self.sequencing.on_success(batch)
             self._finish_ok(batch, -1, -1)
-            return "final"
+            return Decision.FINAL
         info = error_info(code)
         message = response.error_message
         if code == ErrorCode.MESSAGE_TOO_LARGE:
@@ -508,14 +529,14 @@ class ProducerCore:
             )
             self.sequencing.on_final(batch, gap=True, error=mismatch)
             self._finish_failed(batch, mismatch)
-            return "final"
+            return Decision.FINAL
         if code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND and (
             _mutants.ACTIVE and _mutants.active(_mutants.NOT_ENOUGH_REPLICAS_NOT_WRITTEN)
         ):
             batch.maybe_written = False
             self.sequencing.on_final(batch, gap=True, error=error_for_code(code, message))
             self._finish_failed(batch, error_for_code(code, message))
-            return "final"
+            return Decision.FINAL
         if code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
             # Written, to fewer replicas than asked: retry (dedup makes it safe); it can
             # never be reported as failed.
@@ -553,9 +574,9 @@ class ProducerCore:
             }
         self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
         self._finish_failed(batch, error, record_errors)
-        return "refresh" if info.invalid_metadata else "final"
+        return Decision.FINAL_REFRESH if info.invalid_metadata else Decision.FINAL
 
-    def _too_large(self, batch: ProducerBatch, message: str | None, now: float) -> str:
+    def _too_large(self, batch: ProducerBatch, message: str | None, now: float) -> Decision:
         """MESSAGE_TOO_LARGE (Java's `Sender.completeBatch`): a batch of several records
         is split and its pieces sent again (not counted as a retry); a single record the
         broker will not take fails alone with `RecordTooLargeError`. Never split: a CAS
@@ -571,7 +592,7 @@ class ProducerCore:
             pieces = self.accumulator.split_and_reenqueue(batch, now)
             self.sequencing.on_split(batch, pieces)
             self.metrics.batch_splits += 1
-            return "retry"
+            return Decision.RETRY
         what = (
             "a record of"
             if batch.record_count == 1
@@ -585,7 +606,7 @@ class ProducerCore:
         )
         self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
         self._finish_failed(batch, error)
-        return "final"
+        return Decision.FINAL
 
     # -- final states ----------------------------------------------------------------
 

@@ -35,10 +35,10 @@ the old sequences could land, and nothing would deduplicate or order it.
 Then the policy's `request_epoch_bump` path is taken instead (for a transaction:
 abortable, bump after the abort).
 
-`NoSequencing` is the policy without idempotence. `SequencingPolicy` is the seam a
-wrapping policy (the transactional one) overrides: `drain_blocked`, `assign`, `on_*`,
-`request_epoch_bump`, `on_fatal`, `is_transactional`, and `owns_producer_id` (a policy
-whose InitProducerId is run by someone else: the core then never asks the driver for
+`NoSequencing` is the policy without idempotence; `SequencingPolicy` is what the core
+needs of either. A transaction does not subclass the `Sequencer`: it plugs
+`SequencerHooks` into it (`_txn_policy.TransactionHooks`), called at five named places,
+and owns InitProducerId (`owns_producer_id`: the core then never asks the driver for
 one).
 """
 
@@ -81,6 +81,34 @@ class SequencingPolicy(Protocol):
     def resolve_sequences(self) -> None: ...
     def next_local_epoch(self) -> tuple[int, int]: ...
     def new_producer_id(self, producer_id: int, producer_epoch: int) -> list[ProducerBatch]: ...
+
+
+class SequencerHooks(Protocol):
+    """What a transaction adds to the idempotent `Sequencer` (composition: the
+    transactional producer's sequencer is a `Sequencer` with these hooks,
+    `_txn_policy.TransactionHooks`). Each is called at one place, named below."""
+
+    def may_drain(self, tp: TopicPartition) -> bool:
+        """`drain_blocked`, first: False holds `tp`'s batches back (the partition is not
+        in the transaction yet, or the transaction is failing)."""
+        ...
+
+    def sequenced(self, tp: TopicPartition) -> None:
+        """`assign`: a batch of `tp` got its sequence (it is about to be sent)."""
+        ...
+
+    def batch_failed(self, batch: ProducerBatch, error: KafkaError) -> None:
+        """`on_final`, before the sequencing: `batch` ends without success."""
+        ...
+
+    def defer_bump(self, tp: TopicPartition) -> bool:
+        """`request_epoch_bump`: True when the bump must wait (mid-transaction: the
+        abort bumps); `tp` is then only marked for rewriting."""
+        ...
+
+    def producer_failed(self, error: KafkaError) -> None:
+        """`on_fatal`: the core hit a fatal error."""
+        ...
 
 
 class NoSequencing:
@@ -168,13 +196,17 @@ class PartitionSequence:
 
 
 class Sequencer:
-    """Idempotent producer state (see module doc)."""
+    """Idempotent producer state (see module doc); with `hooks`, a transaction's."""
 
     enabled = True
-    owns_producer_id = False
 
-    def __init__(self, *, is_transactional: bool = False) -> None:
+    def __init__(
+        self, *, is_transactional: bool = False, hooks: SequencerHooks | None = None
+    ) -> None:
         self.is_transactional = is_transactional
+        self.hooks = hooks
+        # A transaction's manager runs InitProducerId itself.
+        self.owns_producer_id = hooks is not None
         # Current producer id and epoch (-1: InitProducerId not done yet).
         self.producer_id = -1
         self.producer_epoch = -1
@@ -201,6 +233,9 @@ class Sequencer:
 
     def drain_blocked(self, batch: ProducerBatch) -> bool:
         """May `batch` (its partition's first queued) not be sent now?"""
+        hooks = self.hooks
+        if hooks is not None and not hooks.may_drain((batch.topic, batch.partition)):
+            return True
         if self.producer_id < 0 or self.epoch_bump_required or self.fatal_error is not None:
             return True
         e = self.entry((batch.topic, batch.partition))
@@ -234,6 +269,8 @@ class Sequencer:
         batch.is_transactional = self.is_transactional
         e.next_sequence = (e.next_sequence + len(batch.records)) % _SEQUENCE_WRAP
         e.inflight.append(batch)  # sequences grow: appending keeps the order
+        if self.hooks is not None:
+            self.hooks.sequenced((batch.topic, batch.partition))
 
     # -- outcomes --------------------------------------------------------------------
 
@@ -276,9 +313,17 @@ class Sequencer:
         landed) the partition becomes unresolved until its other batches settle.
         `error` is what the batch fails with (None only from callers older than it).
         """
+        tp = (batch.topic, batch.partition)
+        if self.hooks is not None:
+            # First the batch's own error (after a fatal error, the cause is that): the
+            # first error is the one the caller sees; then the sequencing, which may ask
+            # for a bump (the transaction is abortable by then).
+            reported = self.fatal_error or error
+            self.hooks.batch_failed(
+                batch, reported or KafkaError(f"a batch for {tp[0]}-{tp[1]} failed")
+            )
         if batch.base_sequence < 0:
             return
-        tp = (batch.topic, batch.partition)
         e = self.entry(tp)
         e.remove(batch)
         if gap:
@@ -288,15 +333,18 @@ class Sequencer:
             e.unresolved_next = nxt if e.unresolved_next is None else max(e.unresolved_next, nxt)
 
     def request_epoch_bump(self, tp: TopicPartition) -> None:
-        """`tp`'s sequences must restart from 0 under a new epoch (KIP-360). A wrapping
-        policy overrides this (a transaction defers the bump until after its abort)."""
-        self.epoch_bump_required = True
+        """`tp`'s sequences must restart from 0 under a new epoch (KIP-360); in a
+        transaction the bump waits for the abort (`hooks.defer_bump`)."""
         self.partitions_to_rewrite.add(tp)
+        if self.hooks is None or not self.hooks.defer_bump(tp):
+            self.epoch_bump_required = True
 
     def on_fatal(self, error: KafkaError) -> None:
         """The core hit a fatal error: nothing more is drained."""
         if self.fatal_error is None:
             self.fatal_error = error
+        if self.hooks is not None:
+            self.hooks.producer_failed(error)
 
     def reset_sequences(self, tp: TopicPartition, *, failed: ProducerBatch | None = None) -> bool:
         """Restart `tp`'s unfinished batches from sequence 0 under the current id and

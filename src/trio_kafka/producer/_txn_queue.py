@@ -105,10 +105,6 @@ class TxnRequestQueue:
 
     # -- the request queue ------------------------------------------------------------
 
-    @property
-    def has_pending_requests(self) -> bool:
-        return bool(self._queue) or self._in_flight is not None
-
     def _enqueue(self, work: Work) -> None:
         self._seq += 1
         work.seq = self._seq

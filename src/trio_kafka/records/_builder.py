@@ -38,6 +38,9 @@ from trio_kafka.records._varint import MINUS_ONE, ZIGZAG, ZIGZAG_CACHED, zigzag
 _NO_HEADERS = b"\x00"  # headersCount 0
 _NULL = MINUS_ONE  # length -1: a null key or value
 _NULL_KEY_AND_VALUE = MINUS_ONE + MINUS_ONE
+_ATTRIBUTES = b"\x00"  # a record's attributes byte (unused, 0)
+# The first offset delta whose zigzag varint is one byte wider than 1, 2, 3 bytes.
+_WIDTH_ENDS = {1: 64, 2: 8192, 3: 1 << 20}
 
 
 def encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
@@ -196,6 +199,80 @@ class BatchBuilder:
         else:
             self._buffer = bytearray().join(parts)  # one copy of the values, not two
         self._count = delta
+
+    def append_runs(
+        self, run_starts: Sequence[int], run_ms: Sequence[int], values: Sequence[bytes | None]
+    ) -> None:
+        """`append_values` with the timestamps as runs: value `i` has timestamp
+        `run_ms[k]` for the last `k` with `run_starts[k] <= i` (`run_starts[0]` is 0).
+
+        When every value is bytes of one length (the common case of a producer sending
+        fixed-size records), the records are laid out without a Python step per record:
+        each record is four pieces (its length, attributes and timestamp delta, which
+        are the same within a run of one millisecond and one offset-delta width; its
+        offset delta, a slice of the varint table; the null key and the value's length,
+        the same for all; the value), placed into one list by slice assignment and
+        joined once. Anything else takes `append_values`.
+        """
+        count = len(values)
+        if count == 0:
+            return
+        if not run_starts or run_starts[0] != 0 or len(run_starts) != len(run_ms):
+            raise ValueError("run_starts must start at 0 and pair with run_ms")
+        first = self._count
+        try:
+            lengths = set(map(len, values))  # type: ignore[arg-type]
+        except TypeError:  # a None value
+            lengths = set()
+        length = lengths.pop() if len(lengths) == 1 else -1
+        base = self._base_timestamp
+        if base is None:
+            base = run_ms[0]
+        low, high = min(run_ms) - base, max(run_ms) - base
+        if not (
+            0 <= length < ZIGZAG_CACHED - 32
+            and first + count <= ZIGZAG_CACHED
+            and low >= 0
+            and high < ZIGZAG_CACHED
+        ):
+            stops = [*run_starts[1:], count]
+            timestamps: list[int] = []
+            for start, stop, ms in zip(run_starts, stops, run_ms, strict=True):
+                timestamps += [ms] * (stop - start)
+            self.append_values(timestamps, values)
+            return
+        if self._base_timestamp is None:
+            self._base_timestamp = self._max_timestamp = base
+        self._max_timestamp = max(self._max_timestamp, base + high)
+        table = ZIGZAG
+        value_length = table[length]
+        # Record size without its timestamp and offset delta varints: attributes, null
+        # key, the value's length, the value, no headers.
+        fixed = 1 + len(_NULL) + len(value_length) + length + 1
+        parts: list[bytes | None] = [None] * (4 * count)
+        parts[1::4] = table[first : first + count]
+        parts[2::4] = [_NULL + value_length] * count
+        parts[3::4] = values
+        stops = [*run_starts[1:], count]
+        for start, stop, ms in zip(run_starts, stops, run_ms, strict=True):
+            stamp = _ATTRIBUTES + table[ms - base]
+            # Split the run where the offset delta's varint grows a byte.
+            at = start
+            while at < stop:
+                width = len(table[first + at])
+                end = min(stop, _WIDTH_ENDS[width] - first)
+                size = fixed + len(stamp) - 1 + width
+                # The previous record's "no headers" byte, then this record's length.
+                piece = _NO_HEADERS + table[size] + stamp
+                parts[4 * at : 4 * end : 4] = [piece] * (end - at)
+                at = end
+        parts[0] = parts[0][1:]  # type: ignore[index]  # (no record before the first)
+        parts.append(_NO_HEADERS)
+        if self._buffer:
+            self._buffer += b"".join(parts)  # type: ignore[arg-type]
+        else:
+            self._buffer = bytearray().join(parts)  # type: ignore[arg-type]
+        self._count = first + count
 
     def _record_section(self) -> bytes | bytearray:
         if self._built_count != self._count:
