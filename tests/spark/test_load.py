@@ -288,3 +288,9 @@ def test_the_manifest_topic_is_created_compacted_and_a_deleting_one_is_refused(
                 await ensure_control_topic(selector, "ctl-deleting")
 
     trio.run(check)
+
+
+def test_a_manifest_of_the_older_format_is_refused_by_name() -> None:
+    old = b'{"load_id": "x", "topic": "t", "guarantee": "exactly_once", "bases": {"0": 5}}'
+    with pytest.raises(ConfigError, match="older trio-kafka"):
+        Manifest.from_json(old)

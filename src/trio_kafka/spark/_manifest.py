@@ -106,6 +106,12 @@ class Manifest:
     @classmethod
     def from_json(cls, data: bytes) -> Manifest:
         raw: dict[str, Any] = json.loads(data)
+        if "partitions" not in raw:
+            raise ConfigError(
+                f"the manifest of load {raw.get('load_id')!r} was written by an older "
+                "trio-kafka (per-partition base offsets, before loads resumed from their "
+                "checkpoints); finish it with that version, or use another load_id"
+            )
         return cls(
             load_id=raw["load_id"],
             topic=raw["topic"],
