@@ -2,33 +2,36 @@
 `local[2]` (CAS and transactions), in one run, against the same mock broker (its own
 subprocess, `trio-kafka broker`).
 
-Each measurement loads ROWS rows of SIZE bytes (unkeyed: row % partitions) into a fresh
-topic of PARTITIONS partitions: CAS on (`guarantee="auto"` picks exactly_once_cas) or
-off (transactional), and counts until the load returns, every row acknowledged (CAS)
-or committed (transactions). The values are the same bytes for every loader
-(`%0100d` of the row number; Spark: `lpad(id, 100, '0')` of `spark.range`).
+Each measurement loads ROWS rows of SIZE bytes into a fresh topic of PARTITIONS
+partitions: CAS on (`guarantee` picks exactly_once_cas) or off (transactional), and
+counts until `run()` returns, every row acknowledged (CAS) or committed (transactions).
+Rows are unkeyed (round robin over the partitions), or with `--keyed` (key, value)
+pairs over KEYS distinct keys (partitioned by the key's murmur2).
 
-Spark: a fresh `local[2]` session per load (started, and warmed up by a 10,000-row load
-of the same kind, before the timed window; Spark's defaults otherwise: Python workers
-are reused), `write_dataframe` timed whole (the counting job, the shuffle and sort, the
-tasks, the driver's commit). The same shaping into Spark's `noop` sink, and into a
-Python data source that only counts the rows, are timed after it: Spark's own floors
-on this session. Peak Python worker
-RSS is the largest `ru_maxrss` the load's tasks reported (each task reads its own
-Python worker's high-water mark).
+The two backends run in A B B A order, ROUNDS pairs of rounds (`--rounds 2`: A B B A,
+A B B A), so a busy spell on a shared machine weighs on both alike; the table shows each
+run, the mean time and rate of each backend (and the loader process's CPU seconds), and
+the ratio transactional / CAS of the mean rates (goal: >= 0.7).
 
-Prints rows/s for each, the ratios transactional / CAS (goal: >= 0.7) and Spark /
-BulkLoader (goal: >= 0.5), and the Spark workers' peak RSS (goal: < 400 MiB, within 20%
-between 2,000,000 and 10,000,000 rows).
+Spark (unless `--no-spark`; unkeyed rows only): `write_dataframe` of the same values
+(`lpad(id, SIZE, '0')` of `spark.range`), CAS then transactions, each in a fresh
+`local[2]` session started and warmed up by a 10,000-row load of the same kind before
+the timed window (Spark's defaults otherwise: Python workers are reused), timed whole
+(the row-counting job, the shuffle and sort, the tasks, the driver's commit). The same
+shaping into Spark's `noop` sink, and into a Python data source that only counts the
+rows, are timed after it: Spark's own floors in that session. Peak Python worker RSS is
+the largest `ru_maxrss` the load's tasks reported. Goals: Spark / BulkLoader >= 0.5;
+peak worker RSS < 400 MiB and within 20% between 2,000,000 and 10,000,000 rows.
 
     .venv/bin/python benchmarks/load.py [--rows N] [--size BYTES] [--partitions P]
-        [--no-spark] [--no-bulk]
+        [--rounds R] [--keyed] [--keys K] [--no-spark] [--no-bulk]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -40,20 +43,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bulk_load import broker
 
-from trio_kafka.client import BulkLoader, create_topic, open_selector
+from trio_kafka.client import BulkLoader, create_topic
+from trio_kafka.client._bulk import Row
+from trio_kafka.net import open_selector
+
+BACKENDS = (("exactly_once_cas", True), ("transactional", False))
 
 
 async def load(
-    bootstrap: str, topic: str, cas: bool, rows: list[bytes], partitions: int
-) -> tuple[float, str]:
+    bootstrap: str, topic: str, cas: bool, rows: list[Row], partitions: int
+) -> tuple[float, float, str]:
     async with open_selector(bootstrap) as selector:
         await create_topic(selector, topic, partitions, cas=cas)
         loader = BulkLoader(selector, topic, "bench")
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         result = await loader.run(rows)
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
     assert result.loaded == len(rows), result
-    return elapsed, result.guarantee
+    return elapsed, cpu, result.guarantee
 
 
 def spark_session() -> Any:
@@ -149,52 +156,83 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="pairs of rounds, each A B B A (default 1)"
+    )
+    parser.add_argument("--keyed", action="store_true", help="(key, value) rows")
+    parser.add_argument("--keys", type=int, default=10_000, help="distinct keys (--keyed)")
     parser.add_argument("--no-spark", action="store_true", help="BulkLoader only")
     parser.add_argument("--no-bulk", action="store_true", help="Spark only")
     args = parser.parse_args()
-    results: dict[str, float] = {}
-    head = f"{args.rows:,} rows of {args.size} B, {args.partitions} partitions"
+    if args.rounds < 1 or args.rows < 1 or args.keys < 1:
+        parser.error("--rounds, --rows and --keys must be at least 1")
+    values = [] if args.no_bulk else [b"%0*d" % (args.size, i) for i in range(args.rows)]
+    rows: list[Row]
+    if args.keyed:
+        keys = [b"key-%d" % k for k in range(args.keys)]
+        rows = [(keys[i % args.keys], value) for i, value in enumerate(values)]
+    else:
+        rows = list(values)
+    shape = (
+        f"{args.rows:,} rows of {args.size} B{' keyed' if args.keyed else ''}, "
+        f"{args.partitions} partitions"
+    )
+    order = [BACKENDS[0], BACKENDS[1], BACKENDS[1], BACKENDS[0]] * args.rounds
+    if args.no_bulk:
+        order = []
+    spark_rates: dict[str, float] = {}
+    times: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
+    # CPU seconds of the loader's process (the broker runs in its own).
+    cpus: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
     with broker() as bootstrap:
-        if not args.no_bulk:
-            rows = [b"%0*d" % (args.size, i) for i in range(args.rows)]
-            for name, cas in (("cas", True), ("transactional", False)):
-                elapsed, guarantee = trio.run(
-                    load, bootstrap, f"load-{name}", cas, rows, args.partitions
-                )
-                rate = results[f"bulk {guarantee}"] = args.rows / elapsed
-                print(
-                    f"BulkLoader         {guarantee:17} {head}: {elapsed:6.2f} s, "
-                    f"{rate:10,.0f} rows/s",
-                    flush=True,
-                )
-            del rows
-        for name, cas in () if args.no_spark else (("cas", True), ("transactional", False)):
+        for run, (name, cas) in enumerate(order):
+            elapsed, cpu, guarantee = trio.run(
+                load, bootstrap, f"load-{name}-{run}", cas, rows, args.partitions
+            )
+            assert guarantee == name, (guarantee, name)
+            times[name].append(elapsed)
+            cpus[name].append(cpu)
+            print(
+                f"run {run + 1}: BulkLoader {name:17} {shape}: {elapsed:6.2f} s, "
+                f"{args.rows / elapsed:10,.0f} rows/s, loader CPU {cpu:5.2f} s",
+                flush=True,
+            )
+        del rows, values
+        for name, cas in () if args.no_spark or args.keyed else BACKENDS:
             spark = spark_session()
             try:
                 elapsed, guarantee, peak = spark_load(spark, bootstrap, f"spark-{name}", cas, args)
                 noop, python = spark_floors(spark, args)
             finally:
                 spark.stop()
+            assert guarantee == name, (guarantee, name)
+            spark_rates[name] = args.rows / elapsed
             print(
+                f"Spark local[2] {name:17} {shape}: {elapsed:6.2f} s, "
+                f"{spark_rates[name]:10,.0f} rows/s, peak worker RSS {peak:5.0f} MiB\n"
                 f"  (the same shaping into Spark's noop sink: {noop:.2f} s, "
                 f"{args.rows / noop:,.0f} rows/s; into a Python data source that only "
                 f"counts rows: {python:.2f} s, {args.rows / python:,.0f} rows/s)",
                 flush=True,
             )
-            rate = results[f"spark {guarantee}"] = args.rows / elapsed
-            print(
-                f"Spark local[2]     {guarantee:17} {head}: {elapsed:6.2f} s, "
-                f"{rate:10,.0f} rows/s, peak worker RSS {peak:5.0f} MiB",
-                flush=True,
-            )
-    for kind in ("bulk", "spark"):
-        if f"{kind} transactional" in results:
-            ratio = results[f"{kind} transactional"] / results[f"{kind} exactly_once_cas"]
-            print(f"{kind} transactional / CAS: {ratio:.2f}x (goal >= 0.7)")
-    for guarantee in ("exactly_once_cas", "transactional"):
-        if f"spark {guarantee}" in results and f"bulk {guarantee}" in results:
-            ratio = results[f"spark {guarantee}"] / results[f"bulk {guarantee}"]
-            print(f"Spark / BulkLoader, {guarantee}: {ratio:.2f}x (goal >= 0.5)")
+    print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"| backend ({shape}) | mean s | rows/s (of the mean) | runs (s) | loader CPU s |")
+    print("| --- | --- | --- | --- | --- |")
+    means = {name: statistics.fmean(runs) for name, runs in times.items() if runs}
+    for name, runs in times.items():
+        if not runs:
+            continue
+        print(
+            f"| {name} | {means[name]:.2f} | {args.rows / means[name]:,.0f} | "
+            f"{', '.join(f'{t:.2f}' for t in runs)} | {statistics.fmean(cpus[name]):.2f} |"
+        )
+    if len(means) == 2:
+        ratio = means["exactly_once_cas"] / means["transactional"]
+        print(f"\ntransactional / CAS (rows/s of the mean times): {ratio:.2f}x (goal >= 0.7)")
+    for name, rate in spark_rates.items():
+        if name in means:
+            ratio = rate / (args.rows / means[name])
+            print(f"Spark / BulkLoader, {name}: {ratio:.2f}x (goal >= 0.5)")
 
 
 if __name__ == "__main__":

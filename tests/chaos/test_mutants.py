@@ -1,7 +1,7 @@
 """The chaos suite can fail: a planted client bug, enabled here, is caught against real
 brokers over real sockets.
 
-Mutant `timeout-not-written` (producer/_mutants.py) takes a request whose answer never
+Mutant `timeout-not-written` (sim/mutants.py) takes a request whose answer never
 came as not written and resends its records with a new sequence. The nemesis drops the
 broker's answers for 3 s (a blackhole towards the client: the requests are applied, their
 responses lost), so every request of that spell times out after being applied. The real
@@ -18,7 +18,7 @@ import trio
 
 from tests.chaos._harness import chaos_run, mock_target, tansu_target
 from tests.chaos._workloads import IDEMPOTENT_PARTITIONS, IDEMPOTENT_TOPIC, idempotent_keyed
-from trio_kafka.producer import _mutants
+from trio_kafka.sim import mutants as _mutants
 from trio_kafka.sim.checker import ViolationKind
 from trio_kafka.testing import FaultProxy
 

@@ -12,7 +12,10 @@ from trio_kafka.client import BulkLoader, open_bulk_loader
 from trio_kafka.errors import ConfigError
 from trio_kafka.net import open_selector
 from trio_kafka.producer import partition_for_key
+from trio_kafka.producer._rows import RECORD_OVERHEAD
+from trio_kafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
+from trio_kafka.protocol.messages.produce import ProduceRequest
 
 
 def rows(count: int) -> list[bytes]:
@@ -106,3 +109,78 @@ async def test_an_unknown_guarantee_is_refused_by_name() -> None:
     async with open_cluster() as cluster, open_selector(cluster.bootstrap) as selector:
         with pytest.raises(ConfigError, match="guarantee='exactly_once'"):
             BulkLoader(selector, "t", "L", guarantee="exactly_once")
+
+
+async def test_a_transaction_writes_its_chunk_in_full_batches() -> None:
+    # Per transaction: one AddPartitionsToTxn, the chunk in batches filled to the
+    # producer's batch_size (not many half-filled ones), one EndTxn.
+    batch_bytes = 64 * 1024
+    async with open_cluster() as cluster:
+        cluster.create_topic("plain", 2)
+        requests: dict[str, list[str]] = {}
+        produced: list[int] = []
+
+        def trace(call: HookCall) -> None:
+            request = call.request
+            if isinstance(request, ProduceRequest):
+                if request.transactional_id is None:
+                    return
+                name = "produce"
+                (topic,) = request.topic_data
+                produced.extend(len(p.records or b"") for p in topic.partition_data)
+                transactional_id = request.transactional_id
+            elif isinstance(request, AddPartitionsToTxnRequest):
+                name, transactional_id = "add", request.v3_and_below_transactional_id
+            else:
+                name, transactional_id = "end", request.transactional_id
+            requests.setdefault(transactional_id, []).append(name)
+
+        for api in (ProduceRequest, AddPartitionsToTxnRequest, EndTxnRequest):
+            cluster.add_hook(api, trace)
+        async with open_selector(cluster.bootstrap) as selector:
+            loader = BulkLoader(selector, "plain", "L", batch_bytes=batch_bytes)
+            result = await loader.run([b"%0100d" % i for i in range(40_000)])
+        assert result.loaded == 40_000
+        per_transaction = 8 * batch_bytes // (100 + RECORD_OVERHEAD)
+        for names in requests.values():
+            transactions = " ".join(names).split("end")[:-1]
+            assert len(transactions) == -(-20_000 // per_transaction)
+            for transaction in transactions:
+                shape = transaction.split()
+                assert shape[0] == "add" and shape.count("add") == 1, names
+                assert shape.count("produce") <= 9, names  # 8 full batches, or 9 cut
+        full = [size for size in produced if size > batch_bytes * 3 // 4]
+        assert len(full) >= len(produced) * 3 // 4, produced
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ("text", "the value of row 3 is a str: a row is bytes, None, or a (key, value) pair"),
+        ((b"k", b"v", b"x"), "row 3 is a tuple of 3 items: a keyed row is a (key, value) pair"),
+        ((7, b"v"), "the key of row 3 is a int"),
+    ],
+)
+async def test_a_row_that_is_not_bytes_or_a_pair_is_refused_by_its_number(
+    bad: object, message: str
+) -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("plain", 2)
+        async with open_bulk_loader("plain", "L", bootstrap=cluster.bootstrap) as loader:
+            with pytest.raises(TypeError, match=message.replace("(", r"\(").replace(")", r"\)")):
+                await loader.run([b"a", b"b", (b"k", b"c"), bad, b"e"])
+
+
+async def test_bytes_like_rows_are_loaded_as_bytes() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("plain", 2)
+        rows = [bytearray(b"a"), (memoryview(b"k"), b"b"), b"c", (None, bytearray(b"d"))]
+        async with open_bulk_loader("plain", "L", bootstrap=cluster.bootstrap) as loader:
+            result = await loader.run(rows)  # type: ignore[arg-type]
+        assert result.loaded == 4
+        assert sorted(in_log(cluster, "plain", 0) + in_log(cluster, "plain", 1)) == [
+            b"a",
+            b"b",
+            b"c",
+            b"d",
+        ]

@@ -1,4 +1,5 @@
-"""TLS and SASL from `open_producer`, against our mock broker over TLS + SCRAM.
+"""TLS and SASL from `open_producer`, `open_bulk_loader` and `open_conditional_writer`,
+against our mock broker over TLS + SCRAM.
 
 Both ways in: our options (`tls=`, `sasl=`) and Kafka's names (`security_protocol`,
 `sasl_mechanism`, `sasl_plain_username`, ...). A contradiction or half the credentials
@@ -24,6 +25,8 @@ from trio_kafka import (
 )
 from trio_kafka.broker import Cluster, open_cluster
 from trio_kafka.broker import SaslConfig as BrokerSasl
+from trio_kafka.client import open_bulk_loader, open_conditional_writer
+from trio_kafka.net import TlsTransport, open_selector
 
 trustme = pytest.importorskip("trustme")
 
@@ -140,3 +143,115 @@ async def test_tls_true_refuses_a_certificate_the_system_does_not_trust(
         await _acknowledged(
             secure_cluster, tls=True, sasl=SaslConfig("PLAIN", "alice", USERS["alice"])
         )
+
+
+# -- the bulk loader and the conditional writer take the same options -------------------
+
+KAFKA_NAMES = {
+    "security_protocol": "SASL_SSL",
+    "sasl_mechanism": "SCRAM-SHA-256",
+    "sasl_plain_username": "alice",
+    "sasl_plain_password": USERS["alice"],
+}
+
+
+def values_in(cluster: Cluster, topic: str, partitions: int) -> list[bytes | None]:
+    return [
+        r.value
+        for p in range(partitions)
+        for b in cluster.decoded(topic, p)
+        if not b.is_control
+        for r in b.records
+    ]
+
+
+@pytest.mark.parametrize("names", ["ours", "kafka"])
+async def test_a_bulk_loader_loads_over_tls_and_sasl(
+    secure_cluster: Cluster, ca_file: Path, names: str
+) -> None:
+    secure_cluster.create_topic("loaded", 2)
+    security: dict[str, Any] = (
+        {
+            "tls": tls_context(cafile=str(ca_file)),
+            "sasl": SaslConfig("PLAIN", "alice", "alice-secret"),
+        }
+        if names == "ours"
+        else {**KAFKA_NAMES, "ssl_cafile": str(ca_file)}
+    )
+    rows = [b"row-%d" % i for i in range(500)]
+    async with open_bulk_loader(
+        "loaded", "L", bootstrap=secure_cluster.bootstrap, batch_bytes=1024, **security
+    ) as loader:
+        result = await loader.run(rows)
+    assert (result.loaded, result.guarantee) == (500, "transactional")
+    assert sorted(values_in(secure_cluster, "loaded", 2)) == sorted(rows)
+
+
+async def test_a_bulk_loader_with_a_wrong_password_is_an_authentication_error(
+    secure_cluster: Cluster, ca_file: Path
+) -> None:
+    secure_cluster.create_topic("loaded", 1)
+    with pytest.raises(AuthenticationError):
+        async with open_bulk_loader(
+            "loaded",
+            "L",
+            bootstrap=secure_cluster.bootstrap,
+            tls=tls_context(cafile=str(ca_file)),
+            sasl=SaslConfig("SCRAM-SHA-512", "alice", "wrong"),
+        ) as loader:
+            await loader.run([b"row"])
+    assert values_in(secure_cluster, "loaded", 1) == []
+
+
+@pytest.mark.parametrize("names", ["ours", "kafka"])
+async def test_a_conditional_writer_appends_over_tls_and_sasl(
+    secure_cluster: Cluster, ca_file: Path, names: str
+) -> None:
+    secure_cluster.create_topic("log", 1, {"expected.offset.check.enable": "true"})
+    security: dict[str, Any] = (
+        {
+            "tls": tls_context(cafile=str(ca_file)),
+            "sasl": SaslConfig("SCRAM-SHA-512", "alice", "alice-secret"),
+        }
+        if names == "ours"
+        else {**KAFKA_NAMES, "ssl_cafile": str(ca_file)}
+    )
+    async with open_conditional_writer(
+        "log", 0, bootstrap=secure_cluster.bootstrap, max_block=10.0, **security
+    ) as log:
+        assert [r async for r in log.read_to_end()] == []
+        assert (await log.append(b"state-1")).offset == 0
+        assert (await log.append(b"state-2")).offset == 1
+    assert log.guarantee == "exactly_once_cas"
+    assert values_in(secure_cluster, "log", 1) == [b"state-1", b"state-2"]
+
+
+async def test_security_options_beside_a_shared_selector_or_producer_are_refused(
+    secure_cluster: Cluster, ca_file: Path
+) -> None:
+    tls = tls_context(cafile=str(ca_file))
+    sasl = SaslConfig("PLAIN", "alice", USERS["alice"])
+    async with open_selector(
+        secure_cluster.bootstrap, transport=TlsTransport(ssl_context=tls), sasl=sasl
+    ) as selector:
+        with pytest.raises(ConfigError, match="belong to the selector"):
+            async with open_bulk_loader("t", "L", selector=selector, tls=tls):
+                pass
+        with pytest.raises(ConfigError, match="belong to the selector"):
+            async with open_bulk_loader("t", "L", selector=selector, security_protocol="SSL"):
+                pass
+    async with open_producer(secure_cluster.bootstrap, tls=tls, sasl=sasl) as producer:
+        with pytest.raises(ConfigError, match=r"\['tls', 'sasl'\] belong to the producer"):
+            async with open_conditional_writer("log", 0, producer=producer, tls=tls, sasl=sasl):
+                pass
+
+
+async def test_bulk_loader_security_contradictions_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="security_protocol='TLS' is not allowed"):
+        async with open_bulk_loader("t", "L", bootstrap="127.0.0.1:9", security_protocol="TLS"):
+            pass
+    with pytest.raises(ConfigError, match="needs sasl_plain_password"):
+        async with open_conditional_writer(
+            "t", 0, bootstrap="127.0.0.1:9", sasl_mechanism="PLAIN", sasl_plain_username="a"
+        ):
+            pass

@@ -1,37 +1,55 @@
-"""The planted bugs: switched off everywhere but inside the simulator's mutant runs, and
-the quick ones are caught within a few seeds (the full search is `trio-kafka simulate
---mutants`, see docs/simulator.md for its numbers)."""
+"""The planted bugs: broken `Rules` that exist only in the simulator and are in effect
+only inside its mutant runs, and the quick ones are caught within a few seeds (the full
+search is `trio-kafka simulate --mutants`, see docs/simulator.md for its numbers)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from trio_kafka.producer import _mutants
-from trio_kafka.sim.mutants import hunt
+import trio_kafka
+from trio_kafka.producer import ProducerConfig, ProducerCore, Rules, current_rules
+from trio_kafka.sim import mutants as _mutants
+from trio_kafka.sim.mutants import BROKEN_RULES, MUTANTS, enabled, hunt
 
 
-def test_no_mutant_is_active_outside_the_simulator() -> None:
-    assert not _mutants.ACTIVE
-    assert not any(_mutants.active(name) for name in _mutants.MUTANTS)
+def test_the_client_knows_no_mutants_and_runs_the_rules_it_ships() -> None:
+    assert type(current_rules()) is Rules
+    package = Path(trio_kafka.__file__).parent
+    knowing = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if path.parts[len(package.parts)] not in ("sim", "_cli")
+        and "mutant" in path.read_text().lower()
+    ]
+    assert knowing == []
 
 
-def test_enabled_activates_one_mutant_and_restores_the_empty_set() -> None:
-    with _mutants.enabled(_mutants.STALE_END_TXN):
-        assert _mutants.active(_mutants.STALE_END_TXN)
-        assert not _mutants.active(_mutants.TIMEOUT_NOT_WRITTEN)
-    assert not _mutants.ACTIVE
-    with pytest.raises(KeyError, match="unknown mutant"), _mutants.enabled("no-such-bug"):
+def test_enabled_puts_one_mutants_rules_in_effect_for_the_block_only() -> None:
+    import random
+
+    with enabled(_mutants.STALE_END_TXN):
+        assert type(current_rules()) is BROKEN_RULES[_mutants.STALE_END_TXN]
+        core = ProducerCore(ProducerConfig(), random.Random(0))
+    assert type(core.rules) is BROKEN_RULES[_mutants.STALE_END_TXN]  # kept once built
+    assert type(current_rules()) is Rules
+    assert type(ProducerCore(ProducerConfig(), random.Random(0)).rules) is Rules
+    with pytest.raises(KeyError, match="unknown mutant"), enabled("no-such-bug"):
         pass
-    assert not _mutants.ACTIVE
+    assert type(current_rules()) is Rules
 
 
-def test_every_mutant_names_workloads_that_exist() -> None:
+def test_every_mutant_breaks_a_rule_and_names_workloads_that_exist() -> None:
     from trio_kafka.sim.workloads import WORKLOADS
 
-    assert len(_mutants.MUTANTS) >= 8
-    for description, workloads in _mutants.MUTANTS.values():
+    assert set(BROKEN_RULES) == set(MUTANTS)
+    for name, (description, workloads) in MUTANTS.items():
         assert description and workloads
         assert set(workloads) <= set(WORKLOADS)
+        broken = BROKEN_RULES[name]
+        overridden = [m for m in vars(broken) if callable(getattr(Rules, m, None))]
+        assert overridden, f"{name} breaks no rule"
 
 
 #: Mutants with a known early killing seed (lite profile): (mutant, first seed, budget).
@@ -48,9 +66,9 @@ QUICK = [
     (_mutants.NEW_PRODUCER_ID_ON_BUMP, 904005, 1),
     (_mutants.NEW_PRODUCER_ID_ON_BUMP, 471, 1),
     # -- the load pipeline (producer/_load.py) --
-    (_mutants.LOAD_LOST_AS_WRITTEN, 17, 2),
-    (_mutants.LOAD_RESUME_PAST_CHECKPOINT, 2, 2),
-    (_mutants.LOAD_MISMATCH_AS_WRITTEN, 436, 2),
+    (_mutants.LOAD_LOST_AS_WRITTEN, 22, 2),
+    (_mutants.LOAD_RESUME_PAST_CHECKPOINT, 143, 2),
+    (_mutants.LOAD_MISMATCH_AS_WRITTEN, 138, 2),
 ]
 
 
@@ -60,4 +78,4 @@ def test_a_quick_mutant_is_caught_and_minimized(mutant: str, first: int, budget:
     assert found.killed, found
     assert found.failure_class is not None
     assert len(found.minimized) <= found.faults_before
-    assert not _mutants.ACTIVE
+    assert type(current_rules()) is Rules

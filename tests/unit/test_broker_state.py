@@ -10,7 +10,7 @@ from trio_kafka.broker._groups import CommittedOffset, GroupCoordinator
 from trio_kafka.broker._log import AbortedTxn, PartitionLog
 from trio_kafka.broker._sasl import SaslConfig, SaslSession, SaslStage
 from trio_kafka.broker._state import ClusterOptions, ClusterState
-from trio_kafka.broker._txn import TxnState
+from trio_kafka.broker._txn import TransactionState
 from trio_kafka.errors import ErrorCode
 from trio_kafka.records import BatchBuilder, ControlType, decode_batches, parse_control_record
 
@@ -94,10 +94,10 @@ def test_timeout_writes_abort_markers_with_a_bumped_epoch_and_fences() -> None:
     pid, epoch = _open_txn(state, clock.now)
     clock.now += 9_999
     state.tick()
-    assert state.txn.txns["tx"].state is TxnState.ONGOING
+    assert state.txn.txns["tx"].state is TransactionState.ONGOING
     clock.now += 1
     state.tick()
-    assert state.txn.txns["tx"].state is TxnState.COMPLETE_ABORT
+    assert state.txn.txns["tx"].state is TransactionState.COMPLETE_ABORT
     for index in (0, 1):
         part = state.partition("t", index)
         assert part is not None
@@ -123,7 +123,7 @@ def test_marker_delay_keeps_the_transaction_prepared_meanwhile() -> None:
     r = state.txn.end_txn("tx", pid, epoch, True, clock.now)
     assert r.markers is not None
     state.start_markers(r.markers)
-    assert state.txn.txns["tx"].state is TxnState.PREPARE_COMMIT
+    assert state.txn.txns["tx"].state is TransactionState.PREPARE_COMMIT
     assert (
         state.txn.end_txn("tx", pid, epoch, True, clock.now).error
         is ErrorCode.CONCURRENT_TRANSACTIONS
@@ -134,7 +134,7 @@ def test_marker_delay_keeps_the_transaction_prepared_meanwhile() -> None:
     )
     clock.now += 500
     state.tick()
-    assert state.txn.txns["tx"].state is TxnState.COMPLETE_COMMIT
+    assert state.txn.txns["tx"].state is TransactionState.COMPLETE_COMMIT
     p0 = state.partition("t", 0)
     assert p0 is not None
     assert p0.log.last_stable_offset == 3

@@ -11,12 +11,12 @@ from trio_kafka.broker._txn import (
     EXHAUSTED_EPOCH,
     IllegalTransitionError,
     TransactionCoordinator,
+    TransactionState,
     TxnMetadata,
-    TxnState,
 )
 from trio_kafka.errors import ErrorCode
 
-S = TxnState
+S = TransactionState
 E = ErrorCode
 NOW = 1_000_000
 TP = ("t", 0)
@@ -39,16 +39,16 @@ def ongoing(tc: TransactionCoordinator, txn: str = "tx") -> tuple[int, int]:
     return pid, epoch
 
 
-def state(tc: TransactionCoordinator, txn: str = "tx") -> TxnState:
+def state(tc: TransactionCoordinator, txn: str = "tx") -> TransactionState:
     return tc.txns[txn].state
 
 
 # -- the transition table ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("new", list(TxnState))
-@pytest.mark.parametrize("old", list(TxnState))
-def test_transition_table_is_enforced(old: TxnState, new: TxnState) -> None:
+@pytest.mark.parametrize("new", list(TransactionState))
+@pytest.mark.parametrize("old", list(TransactionState))
+def test_transition_table_is_enforced(old: TransactionState, new: TransactionState) -> None:
     meta = TxnMetadata("x", 1, 0, 1000, old, 0)
     if old in _ALLOWED[new]:
         meta.transition(new, 5)

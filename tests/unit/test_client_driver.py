@@ -19,7 +19,12 @@ import trio.testing
 from trio_kafka.broker import BLACKHOLE, Cluster
 from trio_kafka.client import Acknowledged, ProducerRecord, open_producer
 from trio_kafka.client._producer import Producer
-from trio_kafka.errors import BufferFullError, ConfigError, ProducerClosedError
+from trio_kafka.errors import (
+    BufferFullError,
+    ConfigError,
+    InvalidPartitionError,
+    ProducerClosedError,
+)
 from trio_kafka.producer import Failed
 from trio_kafka.protocol.messages.produce import ProduceRequest
 
@@ -266,3 +271,36 @@ async def test_send_many_takes_values_in_bulk(
         assert len(bulk.handles()) == 5000
         assert isinstance(producer, Producer)
         assert "open" in repr(producer)
+
+
+async def test_send_many_to_a_partition_writes_keys_and_values_in_order(
+    autojump_clock: trio.testing.MockClock,
+    cluster_and_transport: tuple[Cluster, MemoryTransport],
+) -> None:
+    cluster, transport = cluster_and_transport
+    values = [b"%05d" % i for i in range(3000)]
+    keys = [b"k%d" % (i % 7) if i % 3 else None for i in range(3000)]
+    async with producer_for(transport, buffer_memory=64 * 1024, batch_size=4096) as producer:
+        bulk = await producer.send_many(values, topic="t", partition=2, keys=keys)
+        assert await bulk == 3000
+    written = [(r.key, r.value) for b in cluster.decoded("t", 2) for r in b.records]
+    assert written == list(zip(keys, values, strict=True))
+    assert not list(cluster.decoded("t", 0)) and not list(cluster.decoded("t", 1))
+
+
+async def test_send_many_refuses_bad_keys_and_partitions_by_name(
+    autojump_clock: trio.testing.MockClock,
+    cluster_and_transport: tuple[Cluster, MemoryTransport],
+) -> None:
+    _, transport = cluster_and_transport
+    async with producer_for(transport) as producer:
+        with pytest.raises(TypeError, match="keys= needs partition="):
+            await producer.send_many([b"v"], topic="t", keys=[b"k"])
+        with pytest.raises(ValueError, match="2 keys for 1 values"):
+            await producer.send_many([b"v"], topic="t", partition=0, keys=[b"k", b"l"])
+        with pytest.raises(TypeError, match="key must be bytes or None, not str"):
+            await producer.send_many([b"v"], topic="t", partition=0, keys=["k"])
+        with pytest.raises(TypeError, match="partition must be an int or None, not str"):
+            await producer.send_many([b"v"], topic="t", partition="0")  # type: ignore[arg-type]
+        with pytest.raises(InvalidPartitionError, match="partition 3 of topic 't'"):
+            await producer.send_many([b"v"], topic="t", partition=3)

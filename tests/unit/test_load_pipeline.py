@@ -172,10 +172,10 @@ def test_transaction_chunks_carry_their_checkpoint_on_the_last_row() -> None:
     pipe = pipeline(backend=Backend.TRANSACTIONS, resumed_after_row=1)
     feed(pipe, range(11))
     chunk = pipe.take_sealed()
-    assert chunk is not None and chunk.records is not None
-    assert (chunk.first_row, chunk.last_row, len(chunk.records)) == (2, 5, 4)
-    assert chunk.records[-1][2] == (("tk.load", b"L"), ("tk.row", b"5"))
-    assert all(headers == () for _, _, headers in chunk.records[:-1])
+    assert chunk is not None and chunk.values is not None
+    assert (chunk.first_row, chunk.last_row, len(chunk.values), chunk.keys) == (2, 5, 4, None)
+    assert chunk.values == [b"%0100d" % row for row in range(2, 6)]
+    assert chunk.headers == (("tk.load", b"L"), ("tk.row", b"5"))
     pipe.committed(chunk)
     assert pipe.checkpoint == 5 and pipe.loaded == 4
 
@@ -189,3 +189,93 @@ def test_error_codes_map_to_one_action_each() -> None:
     assert classify(ErrorCode.NOT_LEADER_OR_FOLLOWER) is Action.REFRESH_AND_RETRY
     assert classify(ErrorCode.REQUEST_TIMED_OUT) is Action.RETRY
     assert classify(ErrorCode.MESSAGE_TOO_LARGE) is Action.FAIL
+
+
+def batches_of(pipe: LoadPipeline) -> list[tuple[int, int, int]]:
+    out = []
+    while (batch := pipe.take_sealed()) is not None:
+        out.append((batch.first_row, batch.last_row, batch.count))
+    return out
+
+
+def test_a_run_is_cut_exactly_as_row_by_row_adds() -> None:
+    sizes = [(row * 37) % 300 for row in range(200)]  # uneven rows, some over a batch
+    values = [b"x" * size for size in sizes]
+    keys = [b"k%d" % row if row % 3 else None for row in range(200)]
+    by_row = pipeline(backend=Backend.TRANSACTIONS, resumed_after_row=4)
+    for row in range(200):
+        if not by_row.skip(row):
+            by_row.add(row, keys[row], values[row], 0)
+    by_row.finish(0)
+    by_run = pipeline(backend=Backend.TRANSACTIONS, resumed_after_row=4)
+    for start in range(0, 200, 45):  # runs that end mid-batch
+        by_run.add_run(
+            range(start, min(start + 45, 200)),
+            keys[start : start + 45],
+            values[start : start + 45],
+            0,
+        )
+    by_run.finish(0)
+    assert (by_run.skipped, by_row.skipped) == (5, 5)
+    assert batches_of(by_run) == batches_of(by_row)
+
+
+def test_a_run_counts_the_batches_it_sealed_and_keeps_keys_and_values_in_order() -> None:
+    pipe = pipeline(backend=Backend.TRANSACTIONS, batch_bytes=4 * (ROW + 1 + RECORD_OVERHEAD))
+    values = [b"%0100d" % row for row in range(10)]
+    keys = [None, b"a", None, None, b"b", None, None, None, None, b"c"]
+    assert pipe.add_run(range(0, 30, 3), keys, values, 0) == 2  # two full, one open
+    assert pipe.finish(0)
+    chunks = []
+    while (chunk := pipe.take_sealed()) is not None:
+        chunks.append(chunk)
+    assert [(c.first_row, c.last_row) for c in chunks] == [(0, 9), (12, 21), (24, 27)]
+    assert [v for c in chunks for v in c.values or []] == values
+    assert [c.keys for c in chunks] == [keys[0:4], keys[4:8], keys[8:10]]
+    assert chunks[2].headers == (("tk.load", b"L"), ("tk.row", b"27"))
+
+
+def test_a_cas_batch_from_a_run_encodes_its_keys_and_checkpoint() -> None:
+    pipe = pipeline()
+    pipe.add_run([0, 5, 7], [b"a", None, b"c"], [b"x", b"y", None], 0)
+    pipe.finish(0)
+    pipe.set_producer(3, 0)
+    batch = pipe.next_send(0.0)
+    assert batch is not None
+    (decoded,) = decode_batches(batch.data)
+    assert [(r.key, r.value) for r in decoded.records] == [(b"a", b"x"), (None, b"y"), (b"c", None)]
+    assert row_of(decoded.records[-1], b"L") == 7 and decoded.base_offset == 10
+
+
+def test_a_run_skips_its_rows_up_to_the_resume_checkpoint() -> None:
+    pipe = pipeline(backend=Backend.TRANSACTIONS, resumed_after_row=8)
+    assert pipe.add_run(range(0, 12, 2), None, [b"v"] * 6, 0) == 0
+    assert pipe.skipped == 5  # rows 0, 2, 4, 6, 8
+    pipe.finish(0)
+    assert batches_of(pipe) == [(10, 10, 1)]
+
+
+def test_a_run_with_mismatched_lengths_is_refused() -> None:
+    pipe = pipeline()
+    with pytest.raises(ValueError, match="3 rows, 2 values"):
+        pipe.add_run([1, 2, 3], None, [b"a", b"b"], 0)
+
+
+@pytest.mark.parametrize("sizes", [[100] * 7, [100, 3, 0, 250, 100, 1, 100], [5]])
+def test_a_cas_batch_of_unkeyed_rows_encodes_every_value_and_the_checkpoint(
+    sizes: list[int],
+) -> None:
+    pipe = pipeline(batch_bytes=10_000)
+    values: list[bytes | None] = [b"%d" % i * size for i, size in enumerate(sizes)]
+    if len(values) > 2:
+        values[2] = None
+    pipe.add_run(range(len(values)), None, values, 1_700_000_000_000)
+    pipe.finish(1_700_000_000_000)
+    pipe.set_producer(3, 0)
+    batch = pipe.next_send(0.0)
+    assert batch is not None
+    (decoded,) = decode_batches(batch.data)
+    assert [r.value for r in decoded.records] == values
+    assert {r.timestamp for r in decoded.records} == {1_700_000_000_000}
+    assert row_of(decoded.records[-1], b"L") == len(values) - 1
+    assert all(row_of(r, b"L") is None for r in decoded.records[:-1])

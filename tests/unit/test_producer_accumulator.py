@@ -314,6 +314,70 @@ def test_append_many_stops_when_the_buffer_is_full() -> None:
     assert core.accumulator.exhausted
 
 
+def test_append_many_to_a_partition_fills_each_batch_before_opening_the_next() -> None:
+    core = make_core(leaders={"t": [1, 2]}, batch_size=1000, linger=10.0)
+    values = [b"%0100d" % i for i in range(50)]
+    spans, taken = core.append_many("t", values, 0.0, partition=1)
+    assert taken == 50
+    # 116 bytes a record: 8 fit a batch of 1000 bytes, the rest open new batches.
+    assert [s.record_count for s in spans] == [8, 8, 8, 8, 8, 8, 2]
+    assert all(s.batch.partition == 1 for s in spans)
+    assert core.accumulator.buffer_used == 50 * 116
+    assert [v for s in spans for v in s.batch.values] == values  # in order
+    # The same cut as one append(partition=) per record.
+    one_by_one = make_core(leaders={"t": [1, 2]}, batch_size=1000, linger=10.0)
+    handles = [one_by_one.append("t", v, partition=1, now=0.0) for v in values]
+    assert [len(b.values) for b in one_by_one.accumulator.queues[("t", 1)]] == [
+        s.record_count for s in spans
+    ]
+    assert all(h is not None for h in handles)
+
+
+def test_append_many_to_a_partition_continues_its_open_batch() -> None:
+    core = make_core(leaders={"t": [1]}, batch_size=1000, linger=10.0)
+    first = core.append("t", VALUE, partition=0, now=0.0)
+    assert first is not None
+    spans, taken = core.append_many("t", [VALUE] * 9, 0.0, partition=0)
+    assert taken == 9
+    assert spans[0].batch is first.batch and (spans[0].start, spans[0].stop) == (1, 8)
+    assert [s.record_count for s in spans] == [7, 2]
+
+
+def test_append_many_to_a_partition_keeps_keys_and_none_values() -> None:
+    core = make_core(leaders={"t": [1, 1]}, batch_size=1000, linger=0.0)
+    values = [b"a", None, b"c"]
+    keys = [b"k1", b"k2", None]
+    spans, taken = core.append_many("t", values, 0.0, partition=1, keys=keys)
+    assert taken == 3 and len(spans) == 1
+    assert core.accumulator.buffer_used == 3 * 16 + 1 + 1 + 4
+    (batch,) = core.drain(1.0, [1])[1]
+    (decoded,) = decode_batches(batch.encode())
+    assert [(r.key, r.value) for r in decoded.records] == list(zip(keys, values, strict=True))
+
+
+def test_append_many_to_a_partition_refuses_a_partition_the_topic_lacks() -> None:
+    core = make_core(leaders={"t": [1, 1]})
+    with pytest.raises(InvalidPartitionError, match="partition 2 of topic 't'"):
+        core.append_many("t", [VALUE], 0.0, partition=2)
+    core.append("t", VALUE, partition=1, now=0.0)  # an open batch does not bypass the check
+    core.update_metadata(ClusterView.from_leaders({"t": [1]}))
+    with pytest.raises(InvalidPartitionError, match="partition 1 of topic 't'"):
+        core.append_many("t", [VALUE], 0.0, partition=1)
+
+
+def test_append_many_to_a_partition_stops_when_the_buffer_is_full() -> None:
+    core = make_core(leaders={"t": [1]}, buffer_memory=1160, batch_size=500)
+    spans, taken = core.append_many("t", [VALUE] * 50, 0.0, partition=0)
+    assert taken == 10 and sum(s.record_count for s in spans) == 10
+    assert core.accumulator.exhausted and core.accumulator.buffer_used == 1160
+
+
+def test_append_many_with_keys_but_no_partition_is_refused() -> None:
+    core = make_core(leaders={"t": [1]})
+    with pytest.raises(ValueError, match="keys= needs partition="):
+        core.append_many("t", [VALUE], 0.0, keys=[b"k"])
+
+
 def test_records_with_an_expected_offset_share_a_batch_only_when_contiguous() -> None:
     core = make_core(leaders={"t": [1]})
     h1 = core.append("t", VALUE, partition=0, now=0.0, expected_offset=10)
@@ -427,6 +491,52 @@ def test_explicit_partition_out_of_range_is_refused_even_with_open_batches() -> 
     after = core.append("t", VALUE, partition=1, now=0.0)
     assert after is not None and after.batch is good[1].batch and after.index == 2  # type: ignore[union-attr]
     assert [len(h.batch.values) for h in good[:3] if h is not None] == [2, 3, 2]
+
+
+@pytest.mark.parametrize("runs", [1, 3, 40])
+def test_a_batch_encodes_each_records_own_append_time(runs: int) -> None:
+    # Bulk appends share one `now` per run; the encoder converts each distinct time once.
+    core = make_core(leaders={"t": [1]}, batch_size=100_000, linger=0.0)
+    nows = [1.0 + run * 0.25 for run in range(runs) for _ in range(40 // runs)]
+    for now in nows:
+        core.append("t", b"v", partition=0, now=now)
+    (batch,) = core.drain(100.0, [1])[1]
+    (decoded,) = decode_batches(batch.encode())
+    assert [r.timestamp for r in decoded.records] == [int(now * 1000) for now in nows]
+
+
+def test_a_batch_with_some_keyed_or_headed_records_encodes_every_record() -> None:
+    core = make_core(leaders={"t": [1]}, batch_size=100_000, linger=0.0)
+    expected = []
+    for i in range(30):
+        key = b"k%d" % i if i % 7 == 3 else None
+        headers = [("h", b"%d" % i)] if i % 11 == 5 else None
+        timestamp = 5_000 + i if i % 13 == 12 else None
+        core.append("t", b"v%d" % i, key, headers, 0, timestamp, now=2.0)
+        expected.append((key, b"v%d" % i, tuple(headers or ()), timestamp or 2000))
+    core.append_many("t", [b"tail"] * 3, 3.0, partition=0)
+    expected += [(None, b"tail", (), 3000)] * 3
+    (batch,) = core.drain(100.0, [1])[1]
+    (decoded,) = decode_batches(batch.encode())
+    assert [(r.key, r.value, tuple(r.headers), r.timestamp) for r in decoded.records] == expected
+
+
+def test_bulk_keys_stay_with_their_records_through_a_split() -> None:
+    core = make_core(leaders={"t": [1]}, batch_size=100_000, linger=0.0)
+    keys = [b"k%d" % i if i % 4 else None for i in range(10)]
+    core.append("t", b"first", b"k-first", partition=0, now=0.0)
+    core.append_many("t", [b"v%d" % i for i in range(10)], 0.0, partition=0, keys=keys)
+    core.append("t", b"last", partition=0, now=0.0)  # after the bulk keys: no key
+    (batch,) = core.accumulator.queues[("t", 0)]
+    expected = [b"k-first", *keys, None]
+    assert [batch.record(i)[1] for i in range(12)] == expected
+    pieces = batch.split([5], [batch.size // 2, batch.size - batch.size // 2])
+    assert [p.record(i)[1] for p in pieces for i in range(p.record_count)] == expected
+    for piece in pieces:
+        (decoded,) = decode_batches(piece.encode())
+        assert [r.key for r in decoded.records] == [
+            piece.record(i)[1] for i in range(piece.record_count)
+        ]
 
 
 @pytest.mark.parametrize("seed", range(20))

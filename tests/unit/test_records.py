@@ -340,6 +340,32 @@ def test_append_values_encodes_exactly_what_append_does(size: int) -> None:
     assert [r.value for r in batch.records[1:]] == values
 
 
+@pytest.mark.parametrize(("size", "key_size"), [(0, 3), (100, 20), (20_000, 70), (100, 9_000)])
+def test_append_keyed_values_encodes_exactly_what_append_does(size: int, key_size: int) -> None:
+    count = 3 if max(size, key_size) > 5_000 else 17_000
+    timestamps = [1_700_000_000_000 + (i * 7919) % 50_000 - 20_000 for i in range(count)]
+    values: list[bytes | None] = [bytes([i % 251]) * size for i in range(count)]
+    keys: list[bytes | None] = [bytes([i % 13]) * key_size for i in range(count)]
+    values[1] = keys[2] = None
+    keys[0] = values[0] = None
+    one_by_one = BatchBuilder()
+    one_by_one.append(5, b"k", b"first", [("h", b"v")])
+    bulk = BatchBuilder()
+    bulk.append(5, b"k", b"first", [("h", b"v")])
+    for timestamp, key, value in zip(timestamps, keys, values, strict=True):
+        one_by_one.append(timestamp, key, value)
+    bulk.append_keyed_values(timestamps, keys, values)
+    assert bulk.record_count == one_by_one.record_count == count + 1
+    assert bulk.build(base_sequence=3) == one_by_one.build(base_sequence=3)
+    [batch] = decode_batches(bulk.build())
+    assert [(r.key, r.value) for r in batch.records[1:]] == list(zip(keys, values, strict=True))
+
+
+def test_append_keyed_values_refuses_lists_of_other_lengths() -> None:
+    with pytest.raises(ValueError, match="2 timestamps and 1 keys for 2 values"):
+        BatchBuilder().append_keyed_values([1, 2], [b"k"], [b"a", b"b"])
+
+
 def test_append_values_on_an_empty_builder_sets_the_base_and_max_timestamps() -> None:
     builder = BatchBuilder()
     builder.append_values([20, 10, 30], [b"a", b"b", b"c"])

@@ -167,7 +167,7 @@ def test_a_transition_not_in_the_table_raises_naming_both_states(
     m = manager()
     m.state = src
     with pytest.raises(IllegalTransactionStateError) as info:
-        m._transition(dst)
+        m.transition(dst)
     assert info.value.from_state is src and info.value.to_state is dst
     assert src.name in str(info.value) and dst.name in str(info.value)
     assert m.state is src
@@ -177,7 +177,7 @@ def test_a_transition_not_in_the_table_raises_naming_both_states(
 def test_a_transition_in_the_table_applies(src: TxnState, dst: TxnState) -> None:
     m = manager()
     m.state = src
-    m._transition(dst)
+    m.transition(dst)
     assert m.state is dst
 
 
@@ -185,13 +185,13 @@ def test_every_transition_in_the_table_is_reachable_through_the_public_api(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen: set[tuple[TxnState, TxnState]] = set()
-    original = TransactionManager._transition
+    original = TransactionManager.transition
 
     def record(self: TransactionManager, to: TxnState) -> None:
         seen.add((self.state, to))
         original(self, to)
 
-    monkeypatch.setattr(TransactionManager, "_transition", record)
+    monkeypatch.setattr(TransactionManager, "transition", record)
     # Happy commit and abort.
     m = ready()
     m.begin()

@@ -27,7 +27,7 @@ from trio_kafka.producer import (
     TransactionManager,
     TxnState,
 )
-from trio_kafka.producer._txn_types import TxnRequestKind
+from trio_kafka.producer._txn_types import AbortPlan, TxnRequestKind
 from trio_kafka.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnResponse,
@@ -112,7 +112,8 @@ def test_a_sequence_gap_in_a_transaction_is_no_epoch_bump_for_the_driver() -> No
     b0, b1 = drain(core)[0], drain(core)[0]
     answer(core, b0, 0.0, base_offset=0)
     answer(core, b1, 0.0, error_code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
-    assert txn.state is TxnState.ABORTABLE_ERROR and txn.bump_required
+    assert txn.state is TxnState.ABORTABLE_ERROR
+    assert txn.abort_plan is AbortPlan.END_TXN_THEN_BUMP
     assert not core.epoch_bump_due  # the abort bumps, through the manager
 
 
@@ -180,7 +181,8 @@ def test_unknown_producer_after_retention_restarts_the_sequences_without_a_bump(
     # Retention moved the log start past offset 5 and the broker forgot us.
     answer(core, b1, 0.1, error_code=ErrorCode.UNKNOWN_PRODUCER_ID, log_start_offset=20)
     assert txn.state is TxnState.IN_TRANSACTION  # no abort
-    assert not core.sequencing.epoch_bump_required and not txn.bump_required
+    assert not core.sequencing.epoch_bump_required
+    assert txn.abort_plan is AbortPlan.END_TXN
     retry = drain(core, 1.0)[0]
     assert retry is b1
     assert (retry.producer_id, retry.producer_epoch, retry.base_sequence) == (77, 3, 0)
@@ -199,7 +201,8 @@ def test_no_reset_while_another_request_for_the_partition_is_out() -> None:
     answer(core, b0, 0.1, error_code=ErrorCode.UNKNOWN_PRODUCER_ID, log_start_offset=20)
     # b1's old sequence may still land: the safe path (abortable, bump after abort).
     assert b1.base_sequence == 1 and not b1.sequence_reset
-    assert txn.state is TxnState.ABORTABLE_ERROR and txn.bump_required
+    assert txn.state is TxnState.ABORTABLE_ERROR
+    assert txn.abort_plan is AbortPlan.END_TXN_THEN_BUMP
 
 
 def test_no_reset_when_an_earlier_attempt_may_have_been_written() -> None:

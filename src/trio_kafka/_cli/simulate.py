@@ -290,7 +290,7 @@ def simulate(
             click.echo(
                 f"{w.name}: {w.description.strip().splitlines()[0] if w.description else ''}"
             )
-        from trio_kafka.producer._mutants import MUTANTS
+        from trio_kafka.sim.mutants import MUTANTS
 
         click.echo("mutants (--mutants):")
         for name, (what, exposed_by) in MUTANTS.items():

@@ -1,6 +1,6 @@
 """`trio-kafka simulate --mutants`: hunt the planted client bugs and print the kill rate.
 
-For each mutant (producer/_mutants.py), `sim.mutants.hunt` runs seeds of the workloads
+For each mutant (sim/mutants.py), `sim.mutants.hunt` runs seeds of the workloads
 that can expose it until the first failing one (at most `--seeds`, default 2,000), then
 minimizes its fault list. The table says, per mutant, whether it was caught, by which
 workload and seed, how many seeds that took, the failure class and the minimized fault
@@ -14,8 +14,7 @@ import concurrent.futures
 import time
 from typing import Any
 
-from trio_kafka.producer._mutants import MUTANTS
-from trio_kafka.sim.mutants import Hunt, Summary, hunt
+from trio_kafka.sim.mutants import MUTANTS, Hunt, Summary, hunt
 
 
 def run_mutants(

@@ -18,7 +18,7 @@ from trio_kafka.broker._hooks import BLACKHOLE, DROP, Delay, Hook, HookCall, Pha
 from trio_kafka.broker._sasl import MECHANISMS, SaslConfig
 from trio_kafka.broker._state import ClusterOptions, ClusterState
 from trio_kafka.broker._topics import CAS_CONFIG, TopicConfig
-from trio_kafka.broker._txn import TransactionCoordinator, TxnState
+from trio_kafka.broker._txn import TransactionCoordinator, TransactionState
 
 __all__ = [
     "BLACKHOLE",
@@ -36,7 +36,7 @@ __all__ = [
     "ThreadedCluster",
     "TopicConfig",
     "TransactionCoordinator",
-    "TxnState",
+    "TransactionState",
     "open_cluster",
     "run_in_thread",
     "wall_clock_ms",

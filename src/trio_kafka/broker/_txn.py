@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 Kafka's TransactionCoordinator, without its log: for each transactional id a
 `TxnMetadata` holds the producer id and epoch handed out, the transaction timeout, the
-partitions and consumer groups of the open transaction, and a `TxnState`:
+partitions and consumer groups of the open transaction, and a `TransactionState`:
 
     Empty --AddPartitions--> Ongoing --EndTxn--> PrepareCommit --markers--> CompleteCommit
                                       \\-EndTxn/timeout/fence-> PrepareAbort --markers--> CompleteAbort
@@ -55,7 +55,7 @@ TRANSACTIONAL_ID_EXPIRATION_MS = 7 * 24 * 3600 * 1000
 EXHAUSTED_EPOCH = 32767 - 1
 
 
-class TxnState(enum.Enum):
+class TransactionState(enum.Enum):
     EMPTY = "Empty"
     ONGOING = "Ongoing"
     PREPARE_COMMIT = "PrepareCommit"
@@ -65,9 +65,9 @@ class TxnState(enum.Enum):
     DEAD = "Dead"
 
 
-S = TxnState
+S = TransactionState
 #: state -> the states it may follow (Kafka's TransactionState.validPreviousStates).
-_ALLOWED: dict[TxnState, frozenset[TxnState]] = {
+_ALLOWED: dict[TransactionState, frozenset[TransactionState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_COMMIT: frozenset({S.ONGOING}),
@@ -91,7 +91,7 @@ class TxnMetadata:
     producer_id: int
     producer_epoch: int
     timeout_ms: int
-    state: TxnState
+    state: TransactionState
     last_update_ms: int
     # The producer id and epoch before the last bump, to recognise retried requests.
     last_producer_id: int = -1
@@ -101,7 +101,7 @@ class TxnMetadata:
     groups: set[str] = attrs.field(factory=set)
     start_ms: int = -1
 
-    def transition(self, new: TxnState, now_ms: int) -> None:
+    def transition(self, new: TransactionState, now_ms: int) -> None:
         if self.state not in _ALLOWED[new]:
             raise IllegalTransitionError(
                 f"transaction {self.transactional_id!r}: {self.state.value} -> {new.value}"
@@ -124,7 +124,7 @@ class MarkerJob:
 
 
 @attrs.frozen
-class TxnResult:
+class CoordinatorAnswer:
     """A coordinator answer: an error code, the producer id and epoch, markers to write."""
 
     error: ErrorCode
@@ -165,19 +165,19 @@ class TransactionCoordinator:
         *,
         producer_id: int = -1,
         producer_epoch: int = -1,
-    ) -> TxnResult:
+    ) -> CoordinatorAnswer:
         if transactional_id is None:
             # Idempotent only: Kafka hands out a fresh producer id, whatever was sent.
-            return TxnResult(ErrorCode.NONE, self.next_producer_id(), 0)
+            return CoordinatorAnswer(ErrorCode.NONE, self.next_producer_id(), 0)
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
-            return TxnResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+            return CoordinatorAnswer(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         meta = self.txns.get(transactional_id)
         if meta is None or meta.state is S.DEAD:
             meta = TxnMetadata(
                 transactional_id, self.next_producer_id(), 0, timeout_ms, S.EMPTY, now_ms
             )
             self.txns[transactional_id] = meta
-            return TxnResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
+            return CoordinatorAnswer(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
         # Kafka's TransactionCoordinator.handleInitProducerId: a named producer id must be
         # the current one (or the one an epoch exhaustion rotated away from); the epoch is
         # checked only when the epoch is bumped, so a stale instance arriving during a
@@ -187,14 +187,14 @@ class TransactionCoordinator:
             producer_id == meta.producer_id
             or (producer_id == meta.last_producer_id and producer_epoch >= EXHAUSTED_EPOCH)
         ):
-            return TxnResult(ErrorCode.PRODUCER_FENCED)
+            return CoordinatorAnswer(ErrorCode.PRODUCER_FENCED)
         match meta.state:
             case S.PREPARE_COMMIT | S.PREPARE_ABORT:
-                return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+                return CoordinatorAnswer(ErrorCode.CONCURRENT_TRANSACTIONS)
             case S.ONGOING:
                 # Fence the previous instance: abort its transaction under a bumped epoch.
                 job = self._abort_with_bump(meta, now_ms)
-                return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS, markers=job)
+                return CoordinatorAnswer(ErrorCode.CONCURRENT_TRANSACTIONS, markers=job)
             case S.EMPTY | S.COMPLETE_COMMIT | S.COMPLETE_ABORT:
                 if named and producer_epoch != meta.producer_epoch:
                     # prepareIncrementProducerEpoch: the epoch this producer's own last
@@ -202,14 +202,16 @@ class TransactionCoordinator:
                     # instance's init (or a fence) leaves no last epoch, so the instance
                     # it replaced cannot pass for a retry (sim transactional 3001759).
                     if producer_epoch == meta.last_producer_epoch != -1:
-                        return TxnResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
-                    return TxnResult(ErrorCode.PRODUCER_FENCED)
+                        return CoordinatorAnswer(
+                            ErrorCode.NONE, meta.producer_id, meta.producer_epoch
+                        )
+                    return CoordinatorAnswer(ErrorCode.PRODUCER_FENCED)
                 self._bump(meta, keep_last=named)
                 meta.timeout_ms = timeout_ms
                 meta.partitions.clear()
                 meta.groups.clear()
                 meta.transition(S.EMPTY, now_ms)
-                return TxnResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
+                return CoordinatorAnswer(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
             case S.DEAD:  # pragma: no cover - replaced above
                 raise IllegalTransitionError("dead transactional id still registered")
 
@@ -306,10 +308,10 @@ class TransactionCoordinator:
         now_ms: int,
         *,
         v2: bool = False,
-    ) -> TxnResult:
+    ) -> CoordinatorAnswer:
         meta = self.txns.get(transactional_id)
         if meta is None or meta.state is S.DEAD:
-            return TxnResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+            return CoordinatorAnswer(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         current = (meta.producer_id, meta.producer_epoch)
         if (
             v2
@@ -321,20 +323,20 @@ class TransactionCoordinator:
             wanted = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
             pending = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
             if meta.state is wanted:
-                return TxnResult(ErrorCode.NONE, *current)
+                return CoordinatorAnswer(ErrorCode.NONE, *current)
             if meta.state is pending:
-                return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
-            return TxnResult(ErrorCode.PRODUCER_FENCED)
+                return CoordinatorAnswer(ErrorCode.CONCURRENT_TRANSACTIONS)
+            return CoordinatorAnswer(ErrorCode.PRODUCER_FENCED)
         if producer_id != meta.producer_id:
-            return TxnResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+            return CoordinatorAnswer(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         if producer_epoch != meta.producer_epoch:
-            return TxnResult(ErrorCode.PRODUCER_FENCED)
+            return CoordinatorAnswer(ErrorCode.PRODUCER_FENCED)
         match meta.state, commit:
             case S.ONGOING, _:
                 rotated = self._bump(meta) if v2 else None
                 meta.transition(S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now_ms)
                 job = self._job(meta, commit, rotated_from=rotated)
-                return TxnResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch, job)
+                return CoordinatorAnswer(ErrorCode.NONE, meta.producer_id, meta.producer_epoch, job)
             case S.EMPTY | S.COMPLETE_COMMIT | S.COMPLETE_ABORT, False if v2:
                 # v2: an abort with nothing in flight still bumps the epoch.
                 self._bump(meta)
@@ -342,17 +344,17 @@ class TransactionCoordinator:
                 meta.groups.clear()
                 meta.transition(S.PREPARE_ABORT, now_ms)
                 job = self._job(meta, False)
-                return TxnResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch, job)
+                return CoordinatorAnswer(ErrorCode.NONE, meta.producer_id, meta.producer_epoch, job)
             case S.COMPLETE_COMMIT, True:
-                return TxnResult(ErrorCode.NONE, *current)  # retry of a completed commit
+                return CoordinatorAnswer(ErrorCode.NONE, *current)  # retry of a completed commit
             case S.COMPLETE_ABORT, False:
-                return TxnResult(ErrorCode.NONE, *current)
+                return CoordinatorAnswer(ErrorCode.NONE, *current)
             case S.PREPARE_COMMIT, True:
-                return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+                return CoordinatorAnswer(ErrorCode.CONCURRENT_TRANSACTIONS)
             case S.PREPARE_ABORT, False:
-                return TxnResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+                return CoordinatorAnswer(ErrorCode.CONCURRENT_TRANSACTIONS)
             case _:
-                return TxnResult(ErrorCode.INVALID_TXN_STATE)
+                return CoordinatorAnswer(ErrorCode.INVALID_TXN_STATE)
 
     def complete(self, transactional_id: str, now_ms: int) -> None:
         """The markers of a Prepare* transaction are written: it is complete."""

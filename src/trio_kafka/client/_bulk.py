@@ -37,15 +37,21 @@ was lost is settled by re-initialising and reading the committed checkpoint back
 go on; not in: write the chunk again); anything else (a fence: another instance of the
 load took over) stops the load, and a rerun resumes from the committed checkpoint.
 
-The feeder routes rows to their pipelines; a sealed batch is handed on through a
-zero-capacity channel, so a partition has at most its window plus one batch in memory.
+The feeder routes rows to their pipelines a block at a time: each partition's share of
+the block goes to its pipeline as one run (`add_run`: lists, not a call per row; rows
+without keys are a strided slice of the block), and a transaction's rows go to the
+producer as one `send_many(..., partition=)`, which fills whole batches. A sealed batch
+is handed on through a zero-capacity channel, so a partition has at most its window
+plus one batch, and the feeder one block, in memory.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable
+import ssl
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -55,6 +61,7 @@ from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._edge import edge_defaults
 from trio_kafka.client._producer import Producer, open_producer
 from trio_kafka.client._reader import IsolationLevel, PartitionReader
+from trio_kafka.client._security import Security, pop_security
 from trio_kafka.errors import (
     AbortableError,
     AmbiguousError,
@@ -67,7 +74,7 @@ from trio_kafka.errors import (
     error_for_code,
     error_info,
 )
-from trio_kafka.net import ExponentialBackoff, KafkaSelector, open_selector
+from trio_kafka.net import ExponentialBackoff, KafkaSelector, SaslConfig, open_selector
 from trio_kafka.producer._load import DEFAULT_BATCH_BYTES, Backend, LoadBatch, LoadPipeline, Step
 from trio_kafka.producer._rows import LOAD_HEADER, ROW_HEADER, Row, partition_of, row_of
 from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
@@ -386,22 +393,29 @@ class BulkLoader:
         )
 
     async def _feed(self, rows: Iterable[Row], parts: list[_Partition], count: int) -> None:
-        """Route rows to their partitions' pipelines; wake a partition's task when its
-        pipeline sealed a batch."""
+        """Route rows to their partitions' pipelines, `_FEED_BLOCK` input rows at a time
+        (each partition's share as one run); wake a partition's task for each batch its
+        pipeline sealed."""
         pipes = [part.pipe for part in parts]
         stamp = self._timestamp_ms()
-        for index, item in enumerate(rows):
-            if isinstance(item, tuple):
-                key, value = item
+        source = iter(rows)
+        # murmur2 partition of recently seen keys (keyed loads repeat keys), bounded.
+        key_partitions: dict[bytes, int] = {}
+        first = 0
+        while block := list(itertools.islice(source, _FEED_BLOCK)):
+            if {*map(type, block)} <= _UNKEYED:
+                runs = _unkeyed_runs(block, first, count)
             else:
-                key, value = None, item
-            partition = index % count if key is None else partition_of(index, key, count)
-            pipe = pipes[partition]
-            if pipe.skip(index):
-                continue
-            if pipe.add(index, key, value, stamp):
-                await parts[partition].sealed()
+                runs = _keyed_runs(block, first, count, key_partitions)
+            any_sealed = False
+            for partition, run_rows, run_keys, run_values in runs:
+                sealed = pipes[partition].add_run(run_rows, run_keys, run_values, stamp)
+                for _ in range(sealed):
+                    await parts[partition].sealed()
+                any_sealed = any_sealed or sealed > 0
+            if any_sealed:
                 stamp = self._timestamp_ms()
+            first += len(block)
         for part in parts:
             if part.pipe.finish(stamp):
                 await part.sealed()
@@ -409,6 +423,83 @@ class BulkLoader:
     def _progress(self, records: int, size: int) -> None:
         if self.on_progress is not None:
             self.on_progress(records, size)
+
+
+#: Input rows routed at a time: each partition's share of a block is one run (memory
+#: bounded by the block; a partition's run is under one 4 MiB chunk of 100 B rows).
+_FEED_BLOCK = 1 << 15
+_UNKEYED = frozenset((bytes, type(None)))
+_KEY_CACHE = 65536
+#: One partition's share of a block: (partition, row numbers, keys or None, values).
+_Run = tuple[int, Sequence[int], list[bytes | None] | None, list[bytes | None]]
+
+
+def _unkeyed_runs(block: list[Any], first: int, count: int) -> list[_Run]:
+    """Rows without keys go round robin by row number: partition p's share of the block
+    (rows `first` on) is a slice with step `count`."""
+    runs: list[_Run] = []
+    for partition in range(count):
+        offset = (partition - first) % count
+        values = block[offset::count]
+        if values:
+            start = first + offset
+            runs.append((partition, range(start, start + len(values) * count, count), None, values))
+    return runs
+
+
+def _keyed_runs(
+    block: list[Any], first: int, count: int, key_partitions: dict[bytes, int]
+) -> list[_Run]:
+    """Rows with keys (and maybe some without): each to its partition (`partition_of`:
+    murmur2 of the key, else round robin by row), in row order."""
+    rows: list[list[int]] = [[] for _ in range(count)]
+    keys: list[list[bytes | None]] = [[] for _ in range(count)]
+    values: list[list[bytes | None]] = [[] for _ in range(count)]
+    keyed = [False] * count
+    for index, item in enumerate(block, first):
+        if item.__class__ is tuple and len(item) == 2:
+            key, value = item
+        elif item is None or item.__class__ is bytes:
+            key, value = None, item
+        else:
+            key, value = _row_parts(index, item)
+        if value is not None and value.__class__ is not bytes:
+            value = _as_bytes(index, "value", value)
+        if key is None:
+            partition = index % count
+        else:
+            if key.__class__ is not bytes:
+                key = _as_bytes(index, "key", key)
+            partition = key_partitions.get(key, -1)
+            if partition < 0:
+                if len(key_partitions) >= _KEY_CACHE:
+                    key_partitions.clear()
+                partition = key_partitions[key] = partition_of(index, key, count)
+            keyed[partition] = True
+        rows[partition].append(index)
+        keys[partition].append(key)
+        values[partition].append(value)
+    return [(p, rows[p], keys[p] if keyed[p] else None, values[p]) for p in range(count) if rows[p]]
+
+
+def _row_parts(index: int, item: Any) -> tuple[Any, Any]:
+    """(key, value) of an input row that is not plain bytes, None or a pair."""
+    if isinstance(item, tuple):
+        if len(item) != 2:
+            raise TypeError(
+                f"row {index} is a tuple of {len(item)} items: a keyed row is a (key, value) pair"
+            )
+        return item[0], item[1]
+    return None, item
+
+
+def _as_bytes(index: int, what: str, item: Any) -> bytes:
+    if isinstance(item, bytes | bytearray | memoryview):
+        return bytes(item)
+    raise TypeError(
+        f"the {what} of row {index} is a {type(item).__name__}: a row is bytes, None, or a "
+        "(key, value) pair of bytes or None"
+    )
 
 
 def _summary(pipe: LoadPipeline, end: int) -> PartitionLoad:
@@ -562,17 +653,29 @@ class _TxnPartition(_Partition):
         loader, pipe, producer = self.loader, self.pipe, self.producer
         selector = loader.selector
         topic, partition = loader.topic, pipe.partition
-        assert chunk.records is not None
+        values, keys = chunk.values, chunk.keys
+        assert values is not None
         deadline = selector.clock.now() + loader.retry_timeout
         attempt = 0
         while True:
             try:
                 async with producer.transaction():
-                    send = producer.send
-                    for key, value, headers in chunk.records:
-                        await send(
-                            topic, value, key=key, headers=headers or None, partition=partition
+                    # The rows in bulk (full batches of the partition), the checkpoint
+                    # with its headers last.
+                    if len(values) > 1:
+                        await producer.send_many(
+                            values[:-1],
+                            topic=topic,
+                            partition=partition,
+                            keys=None if keys is None else keys[:-1],
                         )
+                    await producer.send(
+                        topic,
+                        values[-1],
+                        key=None if keys is None else keys[-1],
+                        headers=chunk.headers,
+                        partition=partition,
+                    )
                 return
             except AmbiguousError as exc:
                 # The commit's answer was lost (TransactionOutcomeUnknownError): the
@@ -618,14 +721,30 @@ async def open_bulk_loader(
     *,
     bootstrap: str | None = None,
     selector: KafkaSelector | None = None,
+    tls: ssl.SSLContext | bool | None = None,
+    sasl: SaslConfig | None = None,
     **options: Any,
 ) -> AsyncIterator[BulkLoader]:
-    """A `BulkLoader` over its own selector (`bootstrap=`) or a shared one (`selector=`)."""
+    """A `BulkLoader` over its own selector (`bootstrap=`) or a shared one (`selector=`).
+
+    With `bootstrap=`, TLS and SASL as `open_producer` takes them: `tls=` (an
+    `ssl.SSLContext`, or True: the system trust store), `sasl=SaslConfig(...)`, or
+    Kafka's names (`security_protocol`, `sasl_mechanism`, `sasl_plain_username`,
+    `sasl_plain_password`, `ssl_cafile`, ...; docs/security.md). The other `options`
+    are `BulkLoader`'s."""
+    security = pop_security(options, tls, sasl)  # Kafka's security names leave options
     async with contextlib.AsyncExitStack() as stack:
         if selector is None:
             if bootstrap is None:
                 raise ConfigError("open_bulk_loader needs bootstrap= or selector=")
-            selector = await stack.enter_async_context(open_selector(bootstrap))
+            selector = await stack.enter_async_context(
+                open_selector(bootstrap, transport=security.transport(None), sasl=security.sasl)
+            )
+        elif security != Security():
+            raise ConfigError(
+                "tls=, sasl= and the security options belong to the selector: pass them "
+                "with bootstrap=, or a selector= that has them, not both"
+            )
         yield BulkLoader(selector, topic, load_id, **options)
 
 

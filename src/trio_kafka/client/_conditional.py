@@ -44,6 +44,7 @@ landing of an abandoned append can never pass for a later one).
 from __future__ import annotations
 
 import contextlib
+import ssl
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -63,7 +64,8 @@ from trio_kafka.errors import (
     FatalError,
     ProducerFencedError,
 )
-from trio_kafka.producer import Acknowledged, _mutants
+from trio_kafka.net import SaslConfig
+from trio_kafka.producer import Acknowledged, Rules, current_rules
 from trio_kafka.records import Record
 
 WRITER_HEADER = "tk.writer"
@@ -107,6 +109,8 @@ class ConditionalWriter:
     last_read_end: int = 0
     #: "exactly_once_cas" (first writer wins) or "transactional" (newest writer wins).
     guarantee: str = "exactly_once_cas"
+    #: The rule for an expected-offset mismatch (producer/_rules.py).
+    rules: Rules = attrs.field(factory=current_rules)
 
     def __repr__(self) -> str:
         return (
@@ -164,19 +168,16 @@ class ConditionalWriter:
             try:
                 ack: Acknowledged = await handle
             except ExpectedOffsetMismatchError as exc:
-                if _mutants.active(_mutants.CAS_REBASE_ON_MISMATCH) and exc.log_end_offset >= 0:
-                    expected = exc.log_end_offset  # planted bug: CAS as a plain append
+                elsewhere = self.rules.offset_after_mismatch(exc)
+                if elsewhere is not None:
+                    expected = elsewhere
                     continue
-                if lost and _mutants.active(_mutants.CAS_MISMATCH_NO_READ):
-                    raise self._mutant_concurrent(expected) from None
-                return await self._settle(expected, sequence)
+                return await self.rules.settle_mismatch(self, expected, sequence, lost)  # type: ignore[no-any-return]
             except AmbiguousError as exc:
                 self.ambiguous += 1
                 if isinstance(getattr(exc, "cause", None), ExpectedOffsetMismatchError):
                     # A retry met a mismatch after an attempt that may have landed.
-                    if _mutants.active(_mutants.CAS_MISMATCH_NO_READ):
-                        raise self._mutant_concurrent(expected) from None
-                    return await self._settle(expected, sequence)
+                    return await self.rules.settle_mismatch(self, expected, sequence, True)  # type: ignore[no-any-return]
                 lost = True
                 continue  # retried forever: CAS lets at most one attempt land
             self.next_offset = expected + 1
@@ -238,12 +239,7 @@ class ConditionalWriter:
             offset=-1,
         ) from error
 
-    def _mutant_concurrent(self, expected: int) -> ConcurrentWriteError:
-        # Planted bug (producer/_mutants.py): a mismatch taken for a foreign write unread.
-        self.next_offset = None
-        return ConcurrentWriteError(f"offset {expected} was taken (unread)", offset=expected)
-
-    async def _settle(self, expected: int, sequence: int) -> Acknowledged:
+    async def settle_mismatch(self, expected: int, sequence: int) -> Acknowledged:
         """The log end is not `expected` any more: was the record there ours?"""
         record = await self.reader.read_at(self.topic, self.partition, expected)
         if record is not None and writer_of(record) == (self.writer_id, sequence):
@@ -284,12 +280,17 @@ async def open_conditional_writer(
     producer: Producer | None = None,
     writer_ids: Callable[[], str] | None = None,
     guarantee: str = "exactly_once_cas",
+    tls: ssl.SSLContext | bool | None = None,
+    sasl: SaslConfig | None = None,
     **producer_options: Any,
 ) -> AsyncIterator[ConditionalWriter]:
     """A `ConditionalWriter` on `topic`-`partition`.
 
     Pass `bootstrap=` (the writer opens its own producer: `linger=0`, idempotent, plus
-    `producer_options`) or `producer=` (shared; its `linger` delays each append).
+    `producer_options`) or `producer=` (shared; its `linger` delays each append). With
+    `bootstrap=`, TLS and SASL as `open_producer` takes them: `tls=`, `sasl=`, or
+    Kafka's names among `producer_options` (`security_protocol`, `sasl_mechanism`,
+    `sasl_plain_username`, `ssl_cafile`, ...; docs/security.md).
     `writer_ids` makes the writer's id (default: a random uuid4).
 
     `guarantee`: "exactly_once_cas" (the default) raises `CasNotSupportedError` at once
@@ -307,11 +308,14 @@ async def open_conditional_writer(
             if bootstrap is None:
                 raise ConfigError("open_conditional_writer needs bootstrap= or producer=")
             producer_options.setdefault("linger", 0.0)
-            producer = await stack.enter_async_context(open_producer(bootstrap, **producer_options))
-        elif producer_options:
-            raise ConfigError(
-                f"producer options {sorted(producer_options)} belong to the producer passed in"
+            producer = await stack.enter_async_context(
+                open_producer(bootstrap, tls=tls, sasl=sasl, **producer_options)
             )
+        elif producer_options or tls is not None or sasl is not None:
+            given = sorted(producer_options) + [
+                name for name, value in (("tls", tls), ("sasl", sasl)) if value is not None
+            ]
+            raise ConfigError(f"producer options {given} belong to the producer passed in")
         selector = producer.selector
         if guarantee != "transactional":
             try:

@@ -67,6 +67,7 @@ from trio_kafka.producer import (
 
 Headers = Sequence[tuple[str, bytes | None]]
 _VALUE_TYPES = (bytes, bytearray, memoryview, type(None))
+_BYTES_OR_NONE = frozenset((bytes, type(None)))
 # send() checkpoints once per this many calls (a power of two: the test is a mask).
 _CHECKPOINT_EVERY = 64
 _BULK_CHUNK = 8192
@@ -120,11 +121,11 @@ class Producer(TransactionalProducerMixin):
         self._slow = bool(self._interceptors) or (
             self._key_serializer is not None or self._value_serializer is not None
         )
-        # send() must leave its fast path: _slow, closing, or a fatal error.
-        self._detour = self._slow
+        # send() must leave its fast path (one test per send): kept by refresh_fast_path.
+        self._detour = True
         if self._txn is not None:
-            # Starts the coordinator loop; keeps _detour True outside a transaction.
-            self._txn.attach(self)
+            self._txn.attach(self)  # starts the coordinator loop
+        self.refresh_fast_path()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "closing" if self._closing else "open"
@@ -324,34 +325,70 @@ class Producer(TransactionalProducerMixin):
         self._sender.wake()
         return await handle
 
-    async def send_many(self, records: Iterable[Any], *, topic: str | None = None) -> BulkDelivery:
+    async def send_many(
+        self,
+        records: Iterable[Any],
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        keys: Sequence[bytes | None] | None = None,
+    ) -> BulkDelivery:
         """Append many records in one call.
 
-        With `topic`, `records` are values (unkeyed, partitioned by the sticky
-        partitioner) and go through the core's bulk append: far less work per record
-        than `send()`. Without it, `records` are `ProducerRecord`s. Returns a
+        With `topic`, `records` are values and go through the core's bulk append: far
+        less work per record than `send()`. They are unkeyed and spread by the sticky
+        partitioner, or with `partition=` all go to that partition, filling its batches
+        to `batch_size` (then `keys=`, one key or None per value, gives them keys; they
+        choose no partition). Without `topic`, `records` are `ProducerRecord`s. Returns a
         `BulkDelivery` (`await` it for the acknowledged count).
         """
-        if topic is None or self._slow:
-            return await self._send_many_records(records, topic)
+        if topic is None:
+            if partition is not None or keys is not None:
+                raise TypeError("send_many: partition= and keys= go with topic= (values)")
+            return await self._send_many_records(records, None)
+        if keys is not None and partition is None:
+            raise TypeError(
+                "send_many: keys= needs partition= (without it, send keyed records with "
+                "send() or as ProducerRecords, so the partitioner sees their keys)"
+            )
+        values = records if isinstance(records, list) else list(records)
+        if keys is not None and len(keys) != len(values):
+            raise ValueError(f"send_many: {len(keys)} keys for {len(values)} values")
+        if self._slow:
+            return await self._send_many_records(values, topic, partition, keys)
         if self._txn is not None:
             self._txn.check_send()
-        values = records if isinstance(records, list) else list(records)
-        for value in values:
-            if value.__class__ is not bytes:
+        check_extras(None, partition, None)
+        if not {*map(type, values)} <= _BYTES_OR_NONE:
+            for value in values:
                 _check_types(value, None)
+            values = _as_bytes(values)  # bytearray, memoryview: copied, as send() does
+        if keys is not None and not {*map(type, keys)} <= _BYTES_OR_NONE:
+            for key in keys:
+                _check_types(b"", key)
+            keys = _as_bytes(keys)
         spans: list[BatchSpan] = []
         position = 0
         deadline = self._now() + self.config.max_block
         while position < len(values):
             if self._closing or self._sender.fatal_error is not None:
                 self._refuse()
-            chunk = values[position : position + _BULK_CHUNK]
+            end = position + _BULK_CHUNK
+            chunk = values[position:end]
             try:
-                new_spans, taken = self._core.append_many(topic, chunk, self._now())
+                new_spans, taken = self._core.append_many(
+                    topic,
+                    chunk,
+                    self._now(),
+                    partition=partition,
+                    keys=None if keys is None else keys[position:end],
+                )
             except UnknownTopicError:
                 await self._wait_for_topic(topic, deadline)
                 continue
+            except KafkaError as exc:
+                self._send_raised(topic, partition, exc)
+                raise
             for span in new_spans:
                 if span.start == 0:
                     self._opened(span.batch)
@@ -364,10 +401,20 @@ class Producer(TransactionalProducerMixin):
                 await trio.lowlevel.checkpoint()
         return BulkDelivery(_merge(spans))
 
-    async def _send_many_records(self, records: Iterable[Any], topic: str | None) -> BulkDelivery:
+    async def _send_many_records(
+        self,
+        records: Iterable[Any],
+        topic: str | None,
+        partition: int | None = None,
+        keys: Sequence[bytes | None] | None = None,
+    ) -> BulkDelivery:
         spans: list[BatchSpan] = []
-        for record in records:
-            handle = await (self.send(record) if topic is None else self.send(topic, record))
+        for index, record in enumerate(records):
+            if topic is None:
+                handle = await self.send(record)
+            else:
+                key = None if keys is None else keys[index]
+                handle = await self.send(topic, record, key=key, partition=partition)
             if spans and spans[-1].batch is handle.batch and spans[-1].stop == handle.index:
                 last = spans[-1]
                 spans[-1] = BatchSpan(last.batch, last.start, handle.index + 1)
@@ -435,8 +482,21 @@ class Producer(TransactionalProducerMixin):
         if self._txn is not None:
             self._txn.send_failed(topic, partition, error)
 
+    def refresh_fast_path(self) -> None:
+        """Recompute whether `send()` may take its fast path: not with serializers or
+        interceptors, not while closing or after a fatal error, and in a transactional
+        producer only inside a transaction (the slow path then says why not). Called
+        whenever one of those changes; the one writer of `_detour`."""
+        txn = self._txn
+        self._detour = (
+            self._slow
+            or self._closing
+            or self._sender.fatal_error is not None
+            or (txn is not None and not txn.in_transaction)
+        )
+
     def _on_fatal(self) -> None:
-        self._detour = True
+        self.refresh_fast_path()
 
     def _refuse(self) -> None:
         if self._sender.fatal_error is not None:
@@ -557,7 +617,8 @@ class Producer(TransactionalProducerMixin):
         with trio.move_on_after(timeout):
             if self._txn is not None:
                 await self._txn.abort_bounded()
-            self._closing = self._detour = True
+            self._closing = True
+            self.refresh_fast_path()
             core = self._core
             core.close()
             self._sender.wake()
@@ -569,7 +630,8 @@ class Producer(TransactionalProducerMixin):
         if self._closed:
             return
         self._closed = True
-        self._closing = self._detour = True
+        self._closing = True
+        self.refresh_fast_path()
         self._core.close()
         error = ProducerClosedError(
             "the producer closed before this record was acknowledged (within its close "
@@ -618,6 +680,11 @@ def _check_types(value: Any, key: Any) -> None:
             f"key must be bytes or None, not {type(key).__name__}: pass bytes, or set "
             "key_serializer"
         )
+
+
+def _as_bytes(items: Sequence[Any]) -> list[bytes | None]:
+    """bytes-like items as bytes (a copy: the caller may reuse its buffers)."""
+    return [None if item is None else bytes(item) for item in items]
 
 
 def _merge(spans: list[BatchSpan]) -> list[BatchSpan]:

@@ -245,7 +245,8 @@ class Sender:
         self._refreshing = False
         self._last_refresh = -math.inf
         self._retry = ExponentialBackoff(config.retry_backoff, config.retry_backoff_max)
-        self.fatal_error: KafkaError | None = None
+        # Whether the core's fatal error was acted on (logged, sends refused, queue failed).
+        self._fatal_handled = False
 
     def __repr__(self) -> str:
         return f"<Sender nodes={list(self.nodes.values())!r} {self.core!r}>"
@@ -268,10 +269,10 @@ class Sender:
         while True:
             now = clock.now()
             self.sync_metadata()
-            if core.fatal_error is not None and self.fatal_error is None:
-                self.fatal(core.fatal_error)
-            if self.fatal_error is not None:
-                if core.fail_all(self.fatal_error):
+            if core.fatal_error is not None:
+                if not self._fatal_handled:
+                    self.fatal(core.fatal_error)
+                if core.fail_all(core.fatal_error):
                     self.on_progress()
             elif core.needs_producer_id and not self._init_running:
                 self._init_running = True
@@ -322,18 +323,26 @@ class Sender:
             node.start(self.nursery)
         return node
 
+    @property
+    def fatal_error(self) -> KafkaError | None:
+        """The error the producer stopped with (the core's: it owns it)."""
+        return self.core.fatal_error
+
     def fatal(self, error: KafkaError) -> None:
-        """The producer cannot go on: fail what is queued, refuse new sends."""
-        if self.fatal_error is None:
-            self.fatal_error = error
-            if self.core.fatal_error is None:
-                # Through the core, so the sequencing policy (a transaction) hears of it.
-                self.core._fatal(error)
-            logger.error("producer stopped by a fatal error: %s", error)
-            self.on_fatal()
-            self.core.fail_all(error)
-            self.on_progress()
-            self.wake()
+        """The producer cannot go on: fail what is queued, refuse new sends. The first
+        fatal error is the one kept (the core's, when it had one already)."""
+        # Through the core, so the sequencing policy (a transaction) hears of it.
+        self.core.set_fatal(error)
+        if self._fatal_handled:
+            return
+        self._fatal_handled = True
+        stopped = self.core.fatal_error
+        assert stopped is not None
+        logger.error("producer stopped by a fatal error: %s", stopped)
+        self.on_fatal()
+        self.core.fail_all(stopped)
+        self.on_progress()
+        self.wake()
 
     # -- BUGGIFY (simulator only) ----------------------------------------------------
 

@@ -26,7 +26,7 @@ One task, the coordinator loop (`run`), does every coordinator request, one at a
 The user's calls (`init_transactions`, `begin_transaction`, `commit_transaction`,
 `abort_transaction`, `send_offsets_to_transaction`, `transaction()`) change the manager's
 state and wait for its `TxnResult`. `send()` takes its fast path only inside a
-transaction (`producer._detour` is kept True otherwise), and its slow path asks
+transaction (`Producer.refresh_fast_path`), and its slow path asks
 `check_send()`, so a record outside a transaction is refused with the reason.
 
 `transaction()` commits on normal exit and aborts on an exception or a cancellation;
@@ -67,7 +67,6 @@ from trio_kafka.producer import (
     TransactionManager,
     TxnResult,
     TxnState,
-    _mutants,
 )
 from trio_kafka.producer.transactions import TxnRequest
 
@@ -135,15 +134,14 @@ class TransactionDriver:
     def wake(self) -> None:
         self._wake_event.set()
 
+    @property
+    def in_transaction(self) -> bool:
+        """A transaction is open (send()'s fast path is allowed)."""
+        return self.manager.state is TxnState.IN_TRANSACTION
+
     def update_detour(self) -> None:
-        """send()'s fast path only inside a transaction (the slow path checks why not)."""
-        p = self._p
-        p._detour = (
-            p._slow
-            or p._closing
-            or self._sender.fatal_error is not None
-            or self.manager.state is not TxnState.IN_TRANSACTION
-        )
+        """The transaction's state changed: the producer rechecks its fast path."""
+        self._p.refresh_fast_path()
 
     # -- the coordinator loop ----------------------------------------------------------
 
@@ -265,8 +263,8 @@ class TransactionDriver:
         """`send()` raised inside the transaction (no metadata within `max_block`, no
         buffer space...): the record is not in it, so the transaction becomes abortable
         and `commit` raises (Java does the same in `send`)."""
-        if _mutants.active(_mutants.COMMIT_AFTER_FAILED_SEND):
-            return  # planted bug (producer/_mutants.py)
+        if not self.manager.rules.send_failure_taints_transaction(error):
+            return
         if self.manager.state is TxnState.IN_TRANSACTION:
             self.manager.batch_failed(
                 (topic, -1 if partition is None else partition), error, sequenced=False

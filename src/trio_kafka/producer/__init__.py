@@ -74,6 +74,7 @@ from trio_kafka.errors import (
     UnknownTopicError,
 )
 from trio_kafka.producer._accumulator import BatchSpan, ReadyResult, RecordAccumulator
+from trio_kafka.producer._actions import Action
 from trio_kafka.producer._batch import (
     Acknowledged,
     Ambiguous,
@@ -89,6 +90,7 @@ from trio_kafka.producer._batch import (
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig, TimeUnitWarning
 from trio_kafka.producer._core import (
+    Decision,
     PartitionResponse,
     PartitionResponseLike,
     ProducerCore,
@@ -98,7 +100,15 @@ from trio_kafka.producer._core import (
 from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
 from trio_kafka.producer._murmur import murmur2, partition_for_key, to_positive
 from trio_kafka.producer._partitioner import RandomSource, StickyState
-from trio_kafka.producer._sequencer import NoSequencing, Sequencer, SequencingPolicy
+from trio_kafka.producer._rules import MismatchSettler, Rules, current_rules, rules_in_effect
+from trio_kafka.producer._sequencer import (
+    NoSequencing,
+    PartitionPhase,
+    PartitionSequence,
+    Sequencer,
+    SequenceVerdict,
+    SequencingPolicy,
+)
 from trio_kafka.producer._txn_policy import TransactionalSequencer
 from trio_kafka.producer._txn_state import TxnState
 from trio_kafka.producer._txn_types import GroupMetadata, OffsetAndMetadata, TxnResult
@@ -106,23 +116,28 @@ from trio_kafka.producer.transactions import TransactionManager
 
 __all__ = [
     "Acknowledged",
+    "Action",
     "Ambiguous",
     "AmbiguousWriteError",
     "BatchSpan",
     "BatchState",
     "BufferFullStrategy",
     "ClusterView",
+    "Decision",
     "DeliveryHandle",
     "Failed",
     "GroupMetadata",
     "IllegalTransactionStateError",
     "InvalidPartitionError",
     "MetricsSnapshot",
+    "MismatchSettler",
     "NoSequencing",
     "OffsetAndMetadata",
     "Outcome",
+    "PartitionPhase",
     "PartitionResponse",
     "PartitionResponseLike",
+    "PartitionSequence",
     "ProducerBatch",
     "ProducerConfig",
     "ProducerCore",
@@ -134,6 +149,8 @@ __all__ = [
     "RecordError",
     "RecordTooLargeError",
     "Result",
+    "Rules",
+    "SequenceVerdict",
     "Sequencer",
     "SequencingPolicy",
     "Settled",
@@ -148,7 +165,9 @@ __all__ = [
     "TxnResult",
     "TxnState",
     "UnknownTopicError",
+    "current_rules",
     "murmur2",
     "partition_for_key",
+    "rules_in_effect",
     "to_positive",
 ]

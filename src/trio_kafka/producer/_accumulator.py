@@ -7,6 +7,11 @@ topic's sticky batch has room) touches four attributes and a list. Everything el
 (keyed, custom partitioner, CAS, a full batch, a partition switch) takes `_append_slow`.
 An explicit partition has its own fast path: into that partition's open batch when it
 has room and the partition is below the topic's known count (else `_append_slow`).
+`append_many(..., partition=)` is that fast path for a whole run of records: the
+cumulative sizes of the run (`itertools.accumulate`, in C) and a bisection say how many
+fit the open batch, which takes them with one list extend; the record that does not fit
+opens the next batch through `_append_slow`, so batches are filled to `batch_size`
+(a load's transaction is a few full batches, not many half-filled ones).
 
 `ready(now)` reports the leaders with a sendable batch (full, lingered, backed off
 long enough or sent last to another node than its leader now, or everything when the buffer is exhausted, a flush runs or the
@@ -20,8 +25,11 @@ robin, up to `max_request_size`, obeying the sequencing policy's ordering rules 
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from itertools import accumulate, repeat
+from operator import add as _add
 from typing import Any, NamedTuple
 
 from trio_kafka.errors import InvalidPartitionError, RecordTooLargeError, UnknownTopicError
@@ -74,6 +82,37 @@ def _sealed_placeholder() -> ProducerBatch:
 
 
 _NO_BATCH = _sealed_placeholder()
+
+
+def _add_span(spans: list[BatchSpan], batch: ProducerBatch, start: int, stop: int) -> None:
+    """Append a span, joined to the last one when it continues it."""
+    if spans and spans[-1].batch is batch and spans[-1].stop == start:
+        spans[-1] = BatchSpan(batch, spans[-1].start, stop)
+    else:
+        spans.append(BatchSpan(batch, start, stop))
+
+
+def record_sizes(
+    values: Sequence[bytes | None], keys: Sequence[bytes | None] | None, overhead: int
+) -> list[int]:
+    """The cumulative estimated sizes of a run of records, from 0: entry i is the bytes
+    of the first i records (`overhead` each, plus key and value). Computed in C when no
+    value or key is None."""
+    try:
+        lengths: Iterable[int] = map(len, values)  # type: ignore[arg-type]
+        if keys is not None:
+            lengths = map(_add, lengths, map(len, keys))  # type: ignore[arg-type]
+        return list(accumulate(map(_add, lengths, repeat(overhead)), initial=0))
+    except TypeError:  # a None value or key (or not bytes: refused by the caller)
+        pass
+    if keys is None:
+        sizes = (overhead + (len(v) if v is not None else 0) for v in values)
+    else:
+        sizes = (
+            overhead + (len(v) if v is not None else 0) + (len(k) if k is not None else 0)
+            for k, v in zip(keys, values, strict=True)
+        )
+    return list(accumulate(sizes, initial=0))
 
 
 def headers_size(headers: Headers) -> int:
@@ -229,15 +268,28 @@ class RecordAccumulator:
         )
 
     def append_many(
-        self, topic: str, values: Iterable[bytes | None], now: float
+        self,
+        topic: str,
+        values: Iterable[bytes | None],
+        now: float,
+        *,
+        partition: int | None = None,
+        keys: Sequence[bytes | None] | None = None,
     ) -> tuple[list[BatchSpan], int]:
-        """Append unkeyed values to `topic` in one call.
+        """Append values to `topic` in one call: unkeyed and spread by the sticky
+        partitioner, or all to `partition` (then `keys`, one per value, may give them
+        keys; the partition is not derived from them).
 
         Returns the spans of batches the records went to (one `BatchSpan` per batch,
         `span.handles()` gives per-record handles on demand) and how many records were
         taken: fewer than given when the buffer filled (the driver waits for room and
         passes the rest).
         """
+        if partition is not None:
+            run = values if isinstance(values, Sequence) else list(values)
+            return self._append_many_to(topic, partition, run, keys, now)
+        if keys is not None:
+            raise ValueError("append_many: keys= needs partition= (keys choose no partition here)")
         spans: list[BatchSpan] = []
         limit = self.buffer_limit
         used = self.buffer_used
@@ -275,6 +327,69 @@ class RecordAccumulator:
             self._close_span(topic, batch, room, produced, spans, start)
         self.buffer_used = used
         return spans, sum(stop - first for _, first, stop in spans)
+
+    def _append_many_to(
+        self,
+        topic: str,
+        partition: int,
+        values: Sequence[bytes | None],
+        keys: Sequence[bytes | None] | None,
+        now: float,
+    ) -> tuple[list[BatchSpan], int]:
+        """`append_many` to one partition: fill its open batch with as many records as
+        fit (by the run's cumulative sizes), open the next one through `_append_slow`
+        (which checks the partition and the record's size), repeat."""
+        total = len(values)
+        if keys is not None and len(keys) != total:
+            raise ValueError(f"append_many: {len(keys)} keys for {total} values")
+        cumulative = record_sizes(values, keys, RECORD_OVERHEAD)
+        spans: list[BatchSpan] = []
+        tp = (topic, partition)
+        limit = self.buffer_limit
+        position = 0
+        while position < total:
+            batch = self._open.get(tp)
+            stop = position
+            if (
+                batch is not None
+                and batch.expected_offset < 0
+                and batch.room > 0
+                and partition < len(self.cluster.leaders.get(topic, ()))
+            ):
+                budget = min(batch.room, limit - self.buffer_used)
+                stop = bisect_right(cumulative, cumulative[position] + budget, position) - 1
+            if stop <= position:
+                # No open batch, or the next record does not fit it: one record through
+                # the slow path (it seals the full batch and opens the next), or no room.
+                size = cumulative[position + 1] - cumulative[position]
+                if self.buffer_used + size > limit:
+                    self._no_room(size)
+                    break
+                key = keys[position] if keys is not None else None
+                handle = self._append_slow(
+                    topic, values[position], key, None, partition, None, now, -1, size
+                )
+                _add_span(spans, handle.batch, handle.index, handle.index + 1)
+                position += 1
+                continue
+            added = cumulative[stop] - cumulative[position]
+            assert batch is not None  # (stop > position: the open batch took records)
+            start = len(batch.values)
+            batch.values.extend(values[position:stop])
+            if now >= batch.tick:
+                batch.stamp(start, now)  # (the whole run shares this `now`)
+            if keys is not None:  # in the batch's key list: no tuple per record
+                batch_keys = batch.keys
+                if batch_keys is None:
+                    batch_keys = batch.keys = []
+                if len(batch_keys) < start:
+                    batch_keys.extend(repeat(None, start - len(batch_keys)))
+                batch_keys.extend(keys[position:stop])
+            batch.room -= added
+            self.buffer_used += added
+            _add_span(spans, batch, start, start + stop - position)
+            position = stop
+        return spans, position
 
     def _close_span(
         self,

@@ -4,7 +4,8 @@ Theory of operation: records are appended raw to the open `ProducerBatch` of the
 partition: the value to `values` (one list append, and no container object per record:
 every object that the garbage collector tracks and that lives as long as the batch makes
 its collections slower; a key, an explicit timestamp or headers go to the `extras` dict,
-by index). Create times are kept as *runs*: a record's timestamp has millisecond
+by index; the keys of a bulk append with keys go to the `keys` list, by index, without a
+tuple per record). Create times are kept as *runs*: a record's timestamp has millisecond
 resolution, and thousands of records are appended within one millisecond, so the batch
 notes the index where each new millisecond starts (`run_starts`, `run_ms`) and the clock
 reading at which the next one begins (`tick`); an append compares `now` with `tick` and
@@ -150,6 +151,7 @@ class ProducerBatch:
         "extras",
         "hooks",
         "is_transactional",
+        "keys",
         "last_attempt",
         "last_node",
         "log_append_time",
@@ -194,6 +196,10 @@ class ProducerBatch:
         self.tick = -inf
         # index -> (timestamp_ms | None, key, headers) for the records that have any.
         self.extras: dict[int, tuple[int | None, bytes | None, Headers | None]] | None = None
+        # Keys of records appended in bulk with keys (append_many), by index; shorter
+        # than `values` when later records have none. A record in `extras` has its key
+        # there. None: no such record.
+        self.keys: list[bytes | None] | None = None
         # Bytes this batch may still take; -1 once sealed (drained: no more appends).
         self.capacity = capacity
         self.room = capacity
@@ -252,7 +258,9 @@ class ProducerBatch:
         extra = self.extras.get(index) if self.extras else None
         value = self.values[index]
         if extra is None:
-            return self.create_time(index), None, value, None
+            keys = self.keys
+            key = keys[index] if keys is not None and index < len(keys) else None
+            return self.create_time(index), key, value, None
         ts = extra[0]
         return (self.create_time(index) if ts is None else ts), extra[1], value, extra[2]
 
@@ -327,19 +335,10 @@ class ProducerBatch:
 
             builder = self.builder = BatchBuilder(Compression(compression), compression_level)
             extras = self.extras
-            if extras is None:  # no keys, headers or explicit timestamps: the bulk path
+            if extras is None and self.keys is None:  # no keys, headers or timestamps
                 builder.append_runs(self.run_starts, self.run_ms, self.values)
             else:
-                append = builder.append
-                for index, (created, value) in enumerate(
-                    zip(self.create_times(), self.values, strict=True)
-                ):
-                    extra = extras.get(index)
-                    if extra is None:
-                        append(created, None, value)
-                    else:
-                        ts, key, headers = extra
-                        append(created if ts is None else ts, key, value, headers or ())
+                _encode_with_extras(builder, self.create_times(), self.values, extras, self.keys)
         return builder.build(
             base_offset=self.expected_offset,
             producer_id=self.producer_id,
@@ -432,6 +431,8 @@ class ProducerBatch:
                     extra = extras.get(index)
                     if extra is not None:
                         piece.set_extras(index - start, *extra)
+            if self.keys is not None and start < len(self.keys):
+                piece.keys = self.keys[start:stop]
             piece.room = -1  # sealed: nothing more is appended to a piece
             piece.reserved = size
             piece.attempts = self.attempts
@@ -524,6 +525,48 @@ class ProducerBatch:
 
 
 RecordTuple = tuple[int, bytes | None, bytes | None, Headers | None]
+
+
+def _encode_with_extras(
+    builder: BatchBuilder,
+    stamps: list[int],
+    values: list[bytes | None],
+    extras: dict[int, tuple[int | None, bytes | None, Headers | None]] | None,
+    bulk_keys: list[bytes | None] | None,
+) -> None:
+    """Encode records some of which have a key, an explicit timestamp or headers: the
+    runs between records with a timestamp or headers go in bulk, keyed or not (a load's
+    batch is keyed rows, or plain rows, with one checkpoint record with headers)."""
+    keys: list[bytes | None] | None = None
+    if bulk_keys is not None:
+        keys = bulk_keys + [None] * (len(values) - len(bulk_keys))
+    special: list[int] = []
+    extras = extras or {}
+    for index, (ts, key, headers) in extras.items():
+        if ts is not None or headers:
+            special.append(index)
+        elif key is not None:
+            if keys is None:
+                keys = [None] * len(values)
+            keys[index] = key
+    special.sort()
+    start = 0
+    for stop in [*special, len(values)]:
+        if stop > start:
+            if keys is None:
+                times = stamps[start:stop]
+                if times.count(times[0]) == len(times):  # one millisecond: fixed layout
+                    builder.append_runs([0], times[:1], values[start:stop])
+                else:
+                    builder.append_values(times, values[start:stop])
+            else:
+                builder.append_keyed_values(
+                    stamps[start:stop], keys[start:stop], values[start:stop]
+                )
+        if stop < len(values):
+            ts, key, headers = extras[stop]
+            builder.append(stamps[stop] if ts is None else ts, key, values[stop], headers or ())
+        start = stop + 1
 
 
 class RecordsView(Sequence[RecordTuple]):

@@ -30,14 +30,19 @@ from trio_kafka.errors import (
     error_for_code,
     error_info,
 )
-from trio_kafka.producer import _mutants
 from trio_kafka.producer._accumulator import ReadyResult, RecordAccumulator
 from trio_kafka.producer._batch import BatchState, DeliveryHandle, Headers, ProducerBatch, Result
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import ProducerConfig
 from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
 from trio_kafka.producer._partitioner import RandomSource
-from trio_kafka.producer._sequencer import NoSequencing, Sequencer, SequencingPolicy
+from trio_kafka.producer._rules import Rules, current_rules
+from trio_kafka.producer._sequencer import (
+    NoSequencing,
+    Sequencer,
+    SequenceVerdict,
+    SequencingPolicy,
+)
 
 
 class Decision(enum.Enum):
@@ -133,12 +138,15 @@ class ProducerCore:
         cluster: ClusterView | None = None,
         wall_offset: float = 0.0,
         handle_class: type[DeliveryHandle] = DeliveryHandle,
+        rules: Rules | None = None,
     ) -> None:
         self.config = config
         self.rng = rng
+        #: The decisions where a wrong rule loses or duplicates writes (producer/_rules.py).
+        self.rules = current_rules() if rules is None else rules
         if sequencing is None:
             sequencing = (
-                Sequencer(is_transactional=config.transactional_id is not None)
+                Sequencer(is_transactional=config.transactional_id is not None, rules=self.rules)
                 if config.enable_idempotence
                 else NoSequencing()
             )
@@ -217,7 +225,7 @@ class ProducerCore:
             self.metrics.epoch_bumps += 1
         for batch in dropped:
             self._remove_queued(batch)
-            self._finish_ambiguous(
+            self.finish_ambiguous(
                 batch,
                 _ambiguous(
                     "the producer epoch was bumped while an earlier attempt of this batch "
@@ -246,9 +254,7 @@ class ProducerCore:
         seq = self.sequencing
         if not self.epoch_bump_due or seq.producer_id < 0 or self.fatal_error is not None:
             return []
-        producer_id, epoch = seq.next_local_epoch()
-        if _mutants.ACTIVE and _mutants.active(_mutants.NEW_PRODUCER_ID_ON_BUMP):
-            producer_id, epoch = -1, -1  # planted bug: the bump takes a new producer id
+        producer_id, epoch = self.rules.epoch_bump(seq)
         return self.set_producer_id(producer_id, epoch, now)
 
     # -- the send loop ---------------------------------------------------------------
@@ -298,14 +304,14 @@ class ProducerCore:
                     f"expired after {age:.3f}s; an earlier attempt may have been written"
                 )
                 self.sequencing.on_final(batch, gap=False, error=ambiguous)
-                self._finish_ambiguous(batch, ambiguous)
+                self.finish_ambiguous(batch, ambiguous)
             else:
                 failed = DeliveryTimeoutError(
                     f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} "
                     f"expired after {age:.3f}s without being written"
                 )
                 self.sequencing.on_final(batch, gap=False, error=failed)
-                self._finish_failed(batch, failed)
+                self.finish_failed(batch, failed)
         seq = self.sequencing
         seq.resolve_sequences()
         if seq.epoch_bump_required:
@@ -346,7 +352,7 @@ class ProducerCore:
                 # A broker that does not answer for a partition it was sent: treat as
                 # a lost response for that batch (it may have been appended).
                 batch.maybe_written = True
-                outcome = self._lost(batch, now, KafkaError("no answer for this partition"))
+                outcome = self.lost(batch, now, KafkaError("no answer for this partition"))
             else:
                 outcome = self._settle(batch, response, now)
                 if response.error_code in _LEADER_MOVED:
@@ -379,14 +385,10 @@ class ProducerCore:
             if batch.state is not BatchState.IN_FLIGHT:
                 continue
             self.accumulator.settle_in_flight(batch)
-            if sent and _mutants.ACTIVE and _mutants.active(_mutants.TIMEOUT_NOT_WRITTEN):
-                self._mutant_forget_sequence(batch)
-                outcome = self._retry_or_fail(batch, now, error, refresh=True)
-            elif sent:
-                batch.maybe_written = True
-                outcome = self._lost(batch, now, error)
+            if sent:
+                outcome = self.rules.lost_request(self, batch, now, error)
             else:
-                outcome = self._retry_or_fail(batch, now, error, refresh=True)
+                outcome = self.retry_or_fail(batch, now, error, refresh=True)
             if outcome.retried:
                 retried += 1
             else:
@@ -415,10 +417,10 @@ class ProducerCore:
                 not_sent = BrokerConnectionError(
                     "not sent: another batch of the same request could not be encoded"
                 )
-                outcome = self._retry_or_fail(batch, now, not_sent, refresh=False)
+                outcome = self.retry_or_fail(batch, now, not_sent, refresh=False)
             else:
                 self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
-                self._finish_failed(batch, error)
+                self.finish_failed(batch, error)
                 outcome = Decision.FINAL
             if outcome.retried:
                 retried += 1
@@ -433,7 +435,7 @@ class ProducerCore:
             and self.fatal_error is None
         )
 
-    def _backoff(self, attempts: int) -> float:
+    def backoff(self, attempts: int) -> float:
         """KIP-580: exponential from retry_backoff up to retry_backoff_max, ±20% jitter."""
         base, top = self.config.retry_backoff, self.config.retry_backoff_max
         if base >= top:
@@ -443,53 +445,35 @@ class ProducerCore:
         return min(term * jitter, top)
 
     def _retry(self, batch: ProducerBatch, now: float) -> None:
-        if (
-            _mutants.ACTIVE
-            and _mutants.active(_mutants.REORDER_RETRIES)
-            and not batch.maybe_written
-        ):
-            self._mutant_forget_sequence(batch)
-            self.accumulator.reenqueue(batch, now, self._backoff(batch.attempts))
-            queue = self.accumulator.queues[(batch.topic, batch.partition)]
-            queue.remove(batch)
-            queue.append(batch)
-            return
+        self.rules.requeue(self, batch, now)
+
+    # -- the settle actions (each decision in producer/_rules.py ends in one) ---------
+
+    def requeue(self, batch: ProducerBatch, now: float) -> None:
+        """Back to the front of its queue in sequence order, sendable after a backoff."""
         self.sequencing.on_retry(batch)
-        self.accumulator.reenqueue(batch, now, self._backoff(batch.attempts))
+        self.accumulator.reenqueue(batch, now, self.backoff(batch.attempts))
 
-    # -- planted bugs (producer/_mutants.py; never active outside the simulator) -------
-
-    def _mutant_forget_sequence(self, batch: ProducerBatch) -> None:
-        seq = self.sequencing
-        if isinstance(seq, Sequencer) and batch.base_sequence >= 0:
-            seq.entry((batch.topic, batch.partition)).remove(batch)
-        batch.base_sequence = -1
-        batch.maybe_written = False
-
-    def _lost(self, batch: ProducerBatch, now: float, error: KafkaError) -> Decision:
+    def lost(self, batch: ProducerBatch, now: float, error: KafkaError) -> Decision:
         """No definite answer: retry with the same sequence and epoch, or Ambiguous."""
         if self._can_retry(batch, now):
             self._retry(batch, now)
             return Decision.RETRY_REFRESH
+        return self.rules.give_up_lost(self, batch, now, error)
+
+    def end_ambiguous(self, batch: ProducerBatch, now: float, error: KafkaError) -> Decision:
+        """A batch that may have been written and can no longer be retried."""
         cause = error if isinstance(error, AmbiguousError) else RequestTimeoutError(str(error))
         if now - batch.created >= self.config.delivery_timeout:
-            if _mutants.ACTIVE and _mutants.active(_mutants.EXPIRE_IN_FLIGHT):
-                # Planted bug: the batch in flight at its delivery timeout is dropped as
-                # not written.
-                batch.maybe_written = False
-                timed_out = DeliveryTimeoutError(f"delivery_timeout passed ({error})")
-                self.sequencing.on_final(batch, gap=True, error=timed_out)
-                self._finish_failed(batch, timed_out)
-                return Decision.FINAL
             cause = AmbiguousDeliveryTimeoutError(
                 f"{batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
                 f"delivery_timeout passed with a request in flight ({error})"
             )
         self.sequencing.on_final(batch, gap=False, error=cause)
-        self._finish_ambiguous(batch, cause)
+        self.finish_ambiguous(batch, cause)
         return Decision.FINAL
 
-    def _retry_or_fail(
+    def retry_or_fail(
         self, batch: ProducerBatch, now: float, error: KafkaError, *, refresh: bool
     ) -> Decision:
         if self._can_retry(batch, now):
@@ -498,7 +482,7 @@ class ProducerCore:
         if now - batch.created >= self.config.delivery_timeout and not batch.maybe_written:
             error = DeliveryTimeoutError(f"delivery_timeout passed; last error: {error}")
         self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
-        self._finish_failed(batch, error)
+        self.finish_failed(batch, error)
         return Decision.FINAL_REFRESH if refresh else Decision.FINAL
 
     def _settle(
@@ -528,19 +512,14 @@ class ProducerCore:
                 log_end_offset=response.base_offset,
             )
             self.sequencing.on_final(batch, gap=True, error=mismatch)
-            self._finish_failed(batch, mismatch)
-            return Decision.FINAL
-        if code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND and (
-            _mutants.ACTIVE and _mutants.active(_mutants.NOT_ENOUGH_REPLICAS_NOT_WRITTEN)
-        ):
-            batch.maybe_written = False
-            self.sequencing.on_final(batch, gap=True, error=error_for_code(code, message))
-            self._finish_failed(batch, error_for_code(code, message))
+            self.finish_failed(batch, mismatch)
             return Decision.FINAL
         if code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
             # Written, to fewer replicas than asked: retry (dedup makes it safe); it can
             # never be reported as failed.
-            batch.maybe_written = True
+            decided = self.rules.written_to_fewer_replicas(self, batch, now, code, message)
+            if decided is not None:
+                return decided
         error = error_for_code(code, message)
         if (
             code == ErrorCode.PRODUCER_FENCED
@@ -559,13 +538,17 @@ class ProducerCore:
                 "a new producer id, under which a late request of the old one could land "
                 "after newer records",
             )
-        decision = self.sequencing.retry_decision(batch, code, response.log_start_offset)
-        retriable = info.retriable if decision is None else decision
+        verdict = self.sequencing.on_sequence_error(batch, code, response.log_start_offset)
+        retriable = (
+            info.retriable
+            if verdict is SequenceVerdict.BY_ERROR_TABLE
+            else verdict is SequenceVerdict.RETRY
+        )
         if info.fatal:
-            self._fatal(error)
+            self.set_fatal(error)
             retriable = False
         if retriable:
-            return self._retry_or_fail(batch, now, error, refresh=info.invalid_metadata)
+            return self.retry_or_fail(batch, now, error, refresh=info.invalid_metadata)
         record_errors: dict[int, KafkaError] | None = None
         if response.record_errors:
             record_errors = {
@@ -573,7 +556,7 @@ class ProducerCore:
                 for e in response.record_errors
             }
         self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
-        self._finish_failed(batch, error, record_errors)
+        self.finish_failed(batch, error, record_errors)
         return Decision.FINAL_REFRESH if info.invalid_metadata else Decision.FINAL
 
     def _too_large(self, batch: ProducerBatch, message: str | None, now: float) -> Decision:
@@ -605,7 +588,7 @@ class ProducerCore:
             + (f": {message}" if message else "")
         )
         self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
-        self._finish_failed(batch, error)
+        self.finish_failed(batch, error)
         return Decision.FINAL
 
     # -- final states ----------------------------------------------------------------
@@ -615,7 +598,7 @@ class ProducerCore:
             self.metrics.records_acknowledged += batch.record_count
             self.accumulator.release(batch)
 
-    def _finish_failed(
+    def finish_failed(
         self,
         batch: ProducerBatch,
         error: KafkaError,
@@ -628,7 +611,7 @@ class ProducerCore:
                 self.metrics.records_ambiguous += batch.record_count
             self.accumulator.release(batch)
 
-    def _finish_ambiguous(self, batch: ProducerBatch, error: AmbiguousError) -> None:
+    def finish_ambiguous(self, batch: ProducerBatch, error: AmbiguousError) -> None:
         if batch.fail_ambiguous(error):
             self.metrics.records_ambiguous += batch.record_count
             self.accumulator.release(batch)
@@ -640,7 +623,9 @@ class ProducerCore:
             if not queue:
                 del self.accumulator.queues[(batch.topic, batch.partition)]
 
-    def _fatal(self, error: KafkaError) -> None:
+    def set_fatal(self, error: KafkaError) -> None:
+        """The producer cannot go on: `error` is kept (the first one only) and the
+        sequencing policy hears of it."""
         if self.fatal_error is None:
             self.fatal_error = error
             self.sequencing.on_fatal(error)
@@ -654,7 +639,7 @@ class ProducerCore:
         batches = self.accumulator.take_all_queued()
         for batch in batches:
             self.sequencing.on_final(batch, gap=False, error=error)
-            self._finish_failed(batch, error)
+            self.finish_failed(batch, error)
         return len(batches)
 
     # -- flush, close, metrics -------------------------------------------------------

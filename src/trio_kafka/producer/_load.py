@@ -11,9 +11,12 @@ Resume. The shell reads the partition first (`resume point`: the log end offset 
 last checkpoint row of this load found there) and builds the pipeline with it: rows up
 to that row are skipped (`skip(row)`), the rest are appended after the log end.
 
-Batches (`add`, `finish`). Rows go into the open batch until the next one would push it
-past `batch_bytes`; the batch is then sealed (its last row carries the checkpoint
-headers) and queued. A batch is the unit of everything below: it is written whole or
+Batches (`add`, `add_run`, `finish`). Rows go into the open batch until the next one
+would push it past `batch_bytes`; the batch is then sealed (its last row carries the
+checkpoint headers) and queued. `add_run` takes a whole run of a partition's rows at
+once (row numbers, values, keys as lists): the cut is found from the run's cumulative
+sizes by bisection and the rows move as list slices, so the per-row work of a load is
+C work, not a Python call per row. A batch is the unit of everything below: it is written whole or
 not at all, and its checkpoint covers every row in it.
 
 Backends. `Backend.CAS`: each batch is one Produce request of one idempotent record
@@ -58,7 +61,9 @@ from __future__ import annotations
 
 import collections
 import enum
-from collections.abc import Callable
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from itertools import repeat
 
 import attrs
 
@@ -69,15 +74,16 @@ from trio_kafka.errors import (
     KafkaError,
     error_for_code,
 )
-from trio_kafka.producer import _mutants
-from trio_kafka.producer._actions import Action, classify
+from trio_kafka.producer._accumulator import record_sizes
+from trio_kafka.producer._actions import Action
 from trio_kafka.producer._rows import RECORD_OVERHEAD, checkpoint_headers
+from trio_kafka.producer._rules import Rules, current_rules
 from trio_kafka.records import BatchBuilder
 
 #: Default batch size of a load (the broker's default max.message.bytes is 1 MiB).
 DEFAULT_BATCH_BYTES = 512 * 1024
-#: A row of a transaction chunk: (key, value, headers); the checkpoint has headers.
-LoadRecord = tuple[bytes | None, bytes | None, tuple[tuple[str, bytes], ...]]
+#: The headers of a checkpoint record.
+CheckpointHeaders = tuple[tuple[str, bytes], tuple[str, bytes]]
 
 
 class Backend(enum.Enum):
@@ -113,8 +119,11 @@ class LoadBatch:
     size: int
     #: CAS: the encoded records (rebuilt with new header fields on a new producer id).
     builder: BatchBuilder | None
-    #: Transactions: (key, value, headers) of each row, the checkpoint last.
-    records: list[LoadRecord] | None
+    #: Transactions: the rows' values and keys (None: no row has a key), in row order;
+    #: the last row is the checkpoint and carries `headers`.
+    values: list[bytes | None] | None = None
+    keys: list[bytes | None] | None = None
+    headers: CheckpointHeaders | None = None
     expected_offset: int = -1
     base_sequence: int = -1
     state: BatchState = BatchState.UNSENT
@@ -125,12 +134,36 @@ class LoadBatch:
 
 @attrs.define(eq=False)
 class _Open:
-    """The batch being filled: its rows' (key, value) and size."""
+    """The batch being filled: its rows' values and keys (None while no row has one),
+    first and last row, and estimated size."""
 
-    rows: list[tuple[bytes | None, bytes | None]] = attrs.Factory(list)
+    values: list[bytes | None] = attrs.Factory(list)
+    keys: list[bytes | None] | None = None
     first_row: int = -1
     last_row: int = -1
     size: int = 0
+
+    def take(
+        self,
+        rows: Sequence[int],
+        keys: Sequence[bytes | None] | None,
+        values: Sequence[bytes | None],
+        start: int,
+        stop: int,
+        size: int,
+    ) -> None:
+        """Rows `start` to `stop - 1` of a run, `size` bytes in all."""
+        if not self.values:
+            self.first_row = rows[start]
+        if keys is not None:
+            if self.keys is None:
+                self.keys = [None] * len(self.values)
+            self.keys.extend(keys[start:stop])
+        elif self.keys is not None:
+            self.keys.extend(repeat(None, stop - start))
+        self.values.extend(values[start:stop])
+        self.last_row = rows[stop - 1]
+        self.size += size
 
 
 class LoadPipeline:
@@ -150,7 +183,10 @@ class LoadPipeline:
         max_in_flight: int = 5,
         retry_timeout: float = 120.0,
         backoff: Callable[[int], float] = lambda attempts: 0.0,
+        rules: Rules | None = None,
     ) -> None:
+        #: The decisions where a wrong rule loses or duplicates rows (producer/_rules.py).
+        self.rules = current_rules() if rules is None else rules
         if not 1 <= max_in_flight <= 5:
             raise ConfigError(
                 f"max_in_flight={max_in_flight}: use 1 to 5 (the broker's dedup window)"
@@ -207,12 +243,13 @@ class LoadPipeline:
 
     # -- rows in -------------------------------------------------------------------------
 
+    def _resumed_through(self) -> int:
+        """The last row already loaded: rows up to it are skipped."""
+        return self.rules.loaded_through(self.resumed_after_row)
+
     def skip(self, row: int) -> bool:
         """Whether `row` is already loaded (at or before the resume checkpoint)."""
-        resumed = self.resumed_after_row
-        if _mutants.active(_mutants.LOAD_RESUME_PAST_CHECKPOINT) and resumed >= 0:
-            resumed += 1  # planted bug: the row after the checkpoint taken as loaded
-        if row <= resumed:
+        if row <= self._resumed_through():
             self.skipped += 1
             return True
         return False
@@ -220,55 +257,88 @@ class LoadPipeline:
     def add(self, row: int, key: bytes | None, value: bytes | None, timestamp_ms: int) -> bool:
         """Append `row` to the open batch; True when that sealed the previous batch first
         (it is then queued: hand it on with `take_sealed`)."""
-        size = RECORD_OVERHEAD + (len(value) if value else 0) + (len(key) if key else 0)
-        current = self._open
-        sealed = False
-        if current.rows:
-            if current.size + size > self.batch_bytes:
-                self._seal(timestamp_ms)
-                current = self._open
-                sealed = True
-        elif self.foreign_after and self.backend is Backend.CAS:
-            raise ConcurrentWriteError(
-                f"{self.topic}-{self.partition} holds records of other writers after the "
-                f"last record of load {self.load_id.decode(errors='replace')!r} (row "
-                f"{self.resumed_after_row}); appending the rest there would split the load "
-                "around them",
-                offset=self.start_offset,
+        return self.add_run((row,), None if key is None else (key,), (value,), timestamp_ms) > 0
+
+    def add_run(
+        self,
+        rows: Sequence[int],
+        keys: Sequence[bytes | None] | None,
+        values: Sequence[bytes | None],
+        timestamp_ms: int,
+    ) -> int:
+        """Append a run of rows (ascending row numbers, with their keys or None for none,
+        and values); rows already loaded are skipped (counted in `skipped`). Returns how
+        many batches this sealed (queued: hand them on with `take_sealed`)."""
+        resumed = self._resumed_through()
+        if rows and rows[0] <= resumed:
+            cut = bisect_right(rows, resumed)
+            self.skipped += cut
+            rows, values = rows[cut:], values[cut:]
+            keys = None if keys is None else keys[cut:]
+        total = len(rows)
+        if not total:
+            return 0
+        if len(values) != total or (keys is not None and len(keys) != total):
+            raise ValueError(
+                f"add_run: {total} rows, {len(values)} values, "
+                f"{'no' if keys is None else len(keys)} keys"
             )
-        if not current.rows:
-            current.first_row = row
-        current.rows.append((key, value))
-        current.last_row = row
-        current.size += size
+        cumulative = record_sizes(values, keys, RECORD_OVERHEAD)
+        sealed = 0
+        position = 0
+        while position < total:
+            current = self._open
+            if not current.values:
+                if self.foreign_after and self.backend is Backend.CAS:
+                    raise ConcurrentWriteError(
+                        f"{self.topic}-{self.partition} holds records of other writers after "
+                        f"the last record of load {self.load_id.decode(errors='replace')!r} "
+                        f"(row {self.resumed_after_row}); appending the rest there would "
+                        "split the load around them",
+                        offset=self.start_offset,
+                    )
+                # An empty batch takes at least one row, however large.
+                room = max(self.batch_bytes, cumulative[position + 1] - cumulative[position])
+            else:
+                room = self.batch_bytes - current.size
+            stop = bisect_right(cumulative, cumulative[position] + room, position) - 1
+            if stop <= position:  # the next row does not fit: seal, go on in a new batch
+                self._seal(timestamp_ms)
+                sealed += 1
+                continue
+            current.take(
+                rows, keys, values, position, stop, cumulative[stop] - cumulative[position]
+            )
+            position = stop
         return sealed
 
     def finish(self, timestamp_ms: int) -> bool:
         """No more rows: seal the open batch; True when there was one."""
-        if not self._open.rows:
+        if not self._open.values:
             return False
         self._seal(timestamp_ms)
         return True
 
     def _seal(self, timestamp_ms: int) -> None:
         current, self._open = self._open, _Open()
-        rows = current.rows
-        last_key, last_value = rows[-1]
+        values, keys = current.values, current.keys
         headers = checkpoint_headers(self.load_id, current.last_row)
-        count = len(rows)
-        batch = LoadBatch(current.first_row, current.last_row, count, current.size, None, None)
+        count = len(values)
+        batch = LoadBatch(current.first_row, current.last_row, count, current.size, None)
         if self.backend is Backend.CAS:
             builder = BatchBuilder()
-            for key, value in rows[:-1]:
-                builder.append(timestamp_ms, key, value)
-            builder.append(timestamp_ms, last_key, last_value, headers)
+            if keys is None:
+                if count > 1:  # (fixed-size values: laid out without a step per row)
+                    builder.append_runs([0], [timestamp_ms], values[:-1])
+                builder.append(timestamp_ms, None, values[-1], headers)
+            else:
+                builder.append_keyed_values([timestamp_ms] * (count - 1), keys[:-1], values[:-1])
+                builder.append(timestamp_ms, keys[-1], values[-1], headers)
             batch.builder = builder
             batch.expected_offset = self.next_offset
             self.next_offset += count
         else:
-            records: list[LoadRecord] = [(key, value, ()) for key, value in rows[:-1]]
-            records.append((last_key, last_value, headers))
-            batch.records = records
+            batch.values, batch.keys, batch.headers = values, keys, headers
         self._batches.append(batch)
 
     def take_sealed(self) -> LoadBatch | None:
@@ -301,7 +371,7 @@ class LoadPipeline:
     @property
     def done(self) -> bool:
         """Every sealed batch acknowledged and no row waiting in an open batch."""
-        return not self._batches and not self._open.rows
+        return not self._batches and not self._open.values
 
     def set_producer(self, producer_id: int, producer_epoch: int) -> None:
         """A new producer id (first, or after the broker forgot ours): the unacknowledged
@@ -344,9 +414,8 @@ class LoadPipeline:
             built = (self.producer_id, self.producer_epoch, batch.base_sequence)
             if batch._built_for != built:
                 assert batch.builder is not None
-                without_cas = _mutants.active(_mutants.BULK_WITHOUT_CAS)  # planted bug
                 batch.data = batch.builder.build(
-                    base_offset=-1 if without_cas else batch.expected_offset,
+                    base_offset=self.rules.load_batch_offset(batch.expected_offset),
                     producer_id=self.producer_id,
                     producer_epoch=self.producer_epoch,
                     base_sequence=batch.base_sequence,
@@ -371,17 +440,11 @@ class LoadPipeline:
         if self._rewinding:
             batch.state = BatchState.UNSENT  # drained: resent once the window is empty
             return Step.IGNORED
-        action = classify(code)
-        if action is Action.RETRY and _mutants.active(_mutants.LOAD_LOST_AS_WRITTEN):
-            action = Action.ACKNOWLEDGED  # planted bug: a lost or refused batch taken as written
-        match action:
+        match self.rules.load_answer(code):
             case Action.ACKNOWLEDGED:
                 self._acknowledge(batch)
                 return Step.ACKNOWLEDGED
             case Action.RESOLVE_MISMATCH:
-                if _mutants.active(_mutants.LOAD_MISMATCH_AS_WRITTEN):
-                    self._acknowledge(batch)  # planted bug: a mismatch taken as our landing
-                    return Step.ACKNOWLEDGED
                 return Step.READ
             case Action.FAIL:
                 assert code is not None
@@ -422,7 +485,7 @@ class LoadPipeline:
         self.loaded += batch.count
         self.loaded_bytes += batch.size
         batch.builder = None
-        batch.records = None
+        batch.values = batch.keys = None
         batch.data = b""
         self._attempts = 0
         self._stuck_since = None

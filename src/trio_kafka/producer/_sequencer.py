@@ -44,15 +44,45 @@ one).
 
 from __future__ import annotations
 
+import enum
 from typing import Protocol
 
 from trio_kafka.errors import ErrorCode, KafkaError
-from trio_kafka.producer import _mutants
 from trio_kafka.producer._batch import BatchState, ProducerBatch
+from trio_kafka.producer._rules import Rules, current_rules
 
 TopicPartition = tuple[str, int]
 _MAX_EPOCH = 32767
 _SEQUENCE_WRAP = 2**31
+
+
+class PartitionPhase(enum.Enum):
+    """Where one partition's sequences stand (`Sequencer.phase`, from its state).
+
+    | phase | new batches | retried batches | left when |
+    | --- | --- | --- | --- |
+    | SEQUENCING | take the next sequences, pipelined | (none) | a batch is retried, ends ambiguous, or the epoch moves on |
+    | RETRYING | held | lowest sequence first, one request at a time | the retried batches settle |
+    | UNRESOLVED | held | lowest sequence first | its other batches settle: the sequences line up (SEQUENCING) or the epoch is bumped |
+    | OLD_EPOCH | held | lowest sequence first | its old-epoch batches settle: it restarts at sequence 0 |
+
+    Above all of them: nothing is drained without a producer id, while an epoch bump is
+    due (every partition waits; the partitions with a gap are then rewritten from 0) or
+    after a fatal error, and a transaction's hooks may hold a partition back.
+    """
+
+    SEQUENCING = "sequencing"
+    RETRYING = "retrying"
+    UNRESOLVED = "unresolved"
+    OLD_EPOCH = "old_epoch"
+
+
+class SequenceVerdict(enum.Enum):
+    """What an idempotence error means for the batch it answered (`on_sequence_error`)."""
+
+    RETRY = "retry"  # resend it (the sequencer may have asked for a bump or a reset)
+    FAIL = "fail"  # it ends with the error
+    BY_ERROR_TABLE = "by_error_table"  # not an idempotence matter: the error table decides
 
 
 class SequencingPolicy(Protocol):
@@ -75,9 +105,9 @@ class SequencingPolicy(Protocol):
     ) -> None: ...
     def request_epoch_bump(self, tp: TopicPartition) -> None: ...
     def on_fatal(self, error: KafkaError) -> None: ...
-    def retry_decision(
+    def on_sequence_error(
         self, batch: ProducerBatch, code: int, log_start_offset: int
-    ) -> bool | None: ...
+    ) -> SequenceVerdict: ...
     def resolve_sequences(self) -> None: ...
     def next_local_epoch(self) -> tuple[int, int]: ...
     def new_producer_id(self, producer_id: int, producer_epoch: int) -> list[ProducerBatch]: ...
@@ -145,8 +175,10 @@ class NoSequencing:
     def on_fatal(self, error: KafkaError) -> None:
         pass
 
-    def retry_decision(self, batch: ProducerBatch, code: int, log_start_offset: int) -> bool | None:
-        return None
+    def on_sequence_error(
+        self, batch: ProducerBatch, code: int, log_start_offset: int
+    ) -> SequenceVerdict:
+        return SequenceVerdict.BY_ERROR_TABLE
 
     def resolve_sequences(self) -> None:
         pass
@@ -201,10 +233,15 @@ class Sequencer:
     enabled = True
 
     def __init__(
-        self, *, is_transactional: bool = False, hooks: SequencerHooks | None = None
+        self,
+        *,
+        is_transactional: bool = False,
+        hooks: SequencerHooks | None = None,
+        rules: Rules | None = None,
     ) -> None:
         self.is_transactional = is_transactional
         self.hooks = hooks
+        self.rules = current_rules() if rules is None else rules
         # A transaction's manager runs InitProducerId itself.
         self.owns_producer_id = hooks is not None
         # Current producer id and epoch (-1: InitProducerId not done yet).
@@ -231,21 +268,30 @@ class Sequencer:
 
     # -- drain -----------------------------------------------------------------------
 
+    def phase(self, e: PartitionSequence) -> PartitionPhase:
+        """The phase of partition `e` (see `PartitionPhase`)."""
+        if e.inflight and (e.producer_id, e.producer_epoch) != (
+            self.producer_id,
+            self.producer_epoch,
+        ):
+            return PartitionPhase.OLD_EPOCH
+        if e.unresolved_next is not None:
+            return PartitionPhase.UNRESOLVED
+        if e.retrying:
+            return PartitionPhase.RETRYING
+        return PartitionPhase.SEQUENCING
+
     def drain_blocked(self, batch: ProducerBatch) -> bool:
-        """May `batch` (its partition's first queued) not be sent now?"""
+        """May `batch` (its partition's first queued) not be sent now? (The table in
+        `PartitionPhase`.)"""
         hooks = self.hooks
         if hooks is not None and not hooks.may_drain((batch.topic, batch.partition)):
             return True
         if self.producer_id < 0 or self.epoch_bump_required or self.fatal_error is not None:
             return True
         e = self.entry((batch.topic, batch.partition))
-        if batch.base_sequence < 0:
-            if e.inflight and (
-                e.producer_id != self.producer_id or e.producer_epoch != self.producer_epoch
-            ):
-                return True  # old-epoch batches first, then restart at 0
-            # No new sequences while the state of earlier ones is unknown or recovering.
-            return e.unresolved_next is not None or bool(e.retrying)
+        if batch.base_sequence < 0:  # a new batch
+            return self.phase(e) is not PartitionPhase.SEQUENCING
         if batch.base_sequence != e.first_sequence():
             return True  # a retry waits until every lower sequence is settled
         # One request at a time while retrying.
@@ -375,53 +421,54 @@ class Sequencer:
         e.last_acked_sequence = -1
         return True
 
+    def unknown_producer(
+        self, batch: ProducerBatch, e: PartitionSequence, log_start_offset: int
+    ) -> SequenceVerdict:
+        """UNKNOWN_PRODUCER_ID for `batch` (sequenced, of the partition `e`): retried
+        after asking for an epoch bump (or, in a transaction whose writes retention
+        removed, after restarting the partition's sequences in place); failed in a
+        transaction that cannot bump (it becomes abortable)."""
+        tp = (batch.topic, batch.partition)
+        if log_start_offset == -1 or batch.sequence_reset:
+            return SequenceVerdict.RETRY
+        if e.last_acked_offset < log_start_offset:
+            # Retention removed our last write: expected to lose producer state.
+            # A transaction restarts the partition's sequences rather than bump
+            # (a bump would abort it), when that cannot duplicate a write.
+            if not (self.is_transactional and self.reset_sequences(tp, failed=batch)):
+                self.request_epoch_bump(tp)
+            return SequenceVerdict.RETRY
+        if not self.is_transactional:
+            self.request_epoch_bump(tp)
+            return SequenceVerdict.RETRY
+        return SequenceVerdict.FAIL
+
     def _is_next(self, e: PartitionSequence, sequence: int) -> bool:
         return sequence - e.last_acked_sequence == 1
 
-    def retry_decision(self, batch: ProducerBatch, code: int, log_start_offset: int) -> bool | None:
-        """Java's `TransactionManager.canRetry` for the idempotence errors.
-
-        True: retry (maybe after requesting an epoch bump); None: not an idempotence
-        error, decide by the error table.
-        """
+    def on_sequence_error(
+        self, batch: ProducerBatch, code: int, log_start_offset: int
+    ) -> SequenceVerdict:
+        """Java's `TransactionManager.canRetry` for the idempotence errors: what the
+        error means for `batch`, after recording what it says of the partition (an
+        epoch bump requested, or its sequences reset)."""
         if batch.base_sequence < 0:
-            return None
+            return SequenceVerdict.BY_ERROR_TABLE
         tp = (batch.topic, batch.partition)
         e = self.entry(tp)
         if code == ErrorCode.UNKNOWN_PRODUCER_ID:
-            if _mutants.ACTIVE and _mutants.active(_mutants.SAME_EPOCH_ON_UNKNOWN_PRODUCER):
-                sequence = 0  # planted bug: restart at 0, same epoch, no bump
-                for b in e.inflight:
-                    b.base_sequence = sequence
-                    b.sequence_reset = True
-                    sequence += len(b.records)
-                e.next_sequence = sequence
-                e.last_acked_sequence = -1
-                return True
-            if log_start_offset == -1 or batch.sequence_reset:
-                return True
-            if e.last_acked_offset < log_start_offset:
-                # Retention removed our last write: expected to lose producer state.
-                # A transaction restarts the partition's sequences rather than bump
-                # (a bump would abort it), when that cannot duplicate a write.
-                if not (self.is_transactional and self.reset_sequences(tp, failed=batch)):
-                    self.request_epoch_bump(tp)
-                return True
-            if not self.is_transactional:
-                self.request_epoch_bump(tp)
-                return True
-            return False
+            return self.rules.unknown_producer(self, batch, e, log_start_offset)
         if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             if e.unresolved_next is None and (
                 batch.sequence_reset or not self._is_next(e, batch.base_sequence)
             ):
-                return True  # an earlier batch failed; this one follows it back
+                return SequenceVerdict.RETRY  # an earlier batch failed; this one follows it
             if not self.is_transactional:
                 if e.unresolved_next is None or e.unresolved_next == batch.base_sequence:
                     self.request_epoch_bump(tp)  # a real gap in the broker's log
-                return True
-            return False
-        return None
+                return SequenceVerdict.RETRY
+            return SequenceVerdict.FAIL
+        return SequenceVerdict.BY_ERROR_TABLE
 
     def resolve_sequences(self) -> None:
         """Java's `maybeResolveSequences`: settle partitions left unresolved."""
@@ -459,9 +506,7 @@ class Sequencer:
             sequence = 0
             keep = []
             for batch in e.inflight:
-                if batch.maybe_written and not (
-                    _mutants.ACTIVE and _mutants.active(_mutants.RESEND_AFTER_BUMP)
-                ):
+                if self.rules.drop_on_rewrite(batch):
                     dropped.append(batch)
                     e.retrying.discard(batch)
                     continue

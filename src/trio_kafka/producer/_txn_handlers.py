@@ -25,10 +25,10 @@ from trio_kafka.errors import (
     error_for_code,
     error_info,
 )
-from trio_kafka.producer import _mutants
 from trio_kafka.producer import _txn_requests as read
 from trio_kafka.producer._txn_state import TxnState
 from trio_kafka.producer._txn_types import (
+    AbortPlan,
     CoordinatorType,
     Priority,
     TopicPartition,
@@ -82,7 +82,7 @@ def _settle_orphan(m: TransactionManager, work: Work) -> None:
     """A caller's result whose request neither succeeded nor went back in the queue
     (the transaction failed under it) fails with the transaction's error."""
     result = work.result
-    if result is None or result.done() or any(w.result is result for w in m._queue):
+    if result is None or result.done() or m.is_queued(result):
         return
     if m.state in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR, TxnState.ABORTING):
         result.set_error(m.last_error or TransactionAbortedError("the transaction was aborted"))
@@ -98,7 +98,7 @@ def _retriable(code: int) -> bool:
 
 
 def _unexpected(m: TransactionManager, request: TxnRequest, code: int, message: str | None) -> None:
-    m._fatal(
+    m.set_fatal(
         FatalBrokerError(
             code,
             f"unexpected {error_info(code).name} in {request.kind.value} response"
@@ -108,8 +108,8 @@ def _unexpected(m: TransactionManager, request: TxnRequest, code: int, message: 
 
 
 def _rediscover(m: TransactionManager, work: Work, now: float) -> None:
-    m._lookup(work.key_type, work.key or m.transactional_id)
-    m._retry(work, now)
+    m.lookup_coordinator(work.key_type, work.key or m.transactional_id)
+    m.retry_work(work, now)
 
 
 def _find_coordinator(
@@ -123,11 +123,11 @@ def _find_coordinator(
         else:
             m.coordinator = found
     elif _retriable(code):
-        m._retry(work, now)
+        m.retry_work(work, now)
     elif code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-        m._fatal(error_for_code(code, message))
+        m.set_fatal(error_for_code(code, message))
     elif code in (E.GROUP_AUTHORIZATION_FAILED, E.TRANSACTION_ABORTABLE):
-        m._abortable(error_for_code(code, message), bump=False)
+        m.make_abortable(error_for_code(code, message), bump=False)
     else:
         _unexpected(m, request, code, message)
 
@@ -137,24 +137,24 @@ def _init_producer_id(
 ) -> TxnUpdate:
     work, code = request.work, response.error_code
     if code == E.NONE:
-        update = m._set_producer_id(response.producer_id, response.producer_epoch)
-        m.bump_required = m.skip_end_txn = False
+        update = m.install_producer_id(response.producer_id, response.producer_epoch)
+        m.abort_plan = AbortPlan.END_TXN
         if m.state is TxnState.ABORTING:
-            m._finish_transaction()
+            m.finish_transaction()
         elif m.state is TxnState.INITIALIZING:
-            m._transition(TxnState.READY)
-            pending, m._pending = m._pending, None
+            m.transition(TxnState.READY)
+            pending, m.pending_result = m.pending_result, None
             if pending is not None:
                 pending.set_done()
         return update
     if code in _COORDINATOR_GONE:
         _rediscover(m, work, now)
     elif _retriable(code) or code == E.TRANSACTION_ABORTABLE:
-        m._retry(work, now)
+        m.retry_work(work, now)
     elif code in _EPOCH:
-        m._fatal(fenced(m, code, "InitProducerId"))
+        m.set_fatal(fenced(m, code, "InitProducerId"))
     elif code in _FATAL or code == E.CLUSTER_AUTHORIZATION_FAILED:
-        m._fatal(error_for_code(code))
+        m.set_fatal(error_for_code(code))
     else:
         _unexpected(m, request, code, None)
     return _NO_UPDATE
@@ -177,19 +177,19 @@ def _add_partitions(m: TransactionManager, request: TxnRequest, response: Any, n
             # written: retry soon, as Java does (ADD_PARTITIONS_RETRY_BACKOFF_MS,
             # KAFKA-5477), not after retry_backoff (100 ms and growing): on Kafka
             # that would be every short transaction's cost.
-            return m._retry(work, now, backoff=ADD_PARTITIONS_RETRY_BACKOFF)
+            return m.retry_work(work, now, backoff=ADD_PARTITIONS_RETRY_BACKOFF)
         if _retriable(code):
-            return m._retry(work, now)
+            return m.retry_work(work, now)
         if code in _EPOCH:
             return epoch_error(m, code, "AddPartitionsToTxn")
         if code in _FATAL:
-            return m._fatal(error_for_code(code))
+            return m.set_fatal(error_for_code(code))
         if code in _UNKNOWN_PRODUCER:
-            return m._abortable(
+            return m.make_abortable(
                 error_for_code(code), skip_end=code == E.INVALID_PRODUCER_ID_MAPPING
             )
         if code == E.TRANSACTION_ABORTABLE:
-            return m._abortable(error_for_code(code), bump=False)
+            return m.make_abortable(error_for_code(code), bump=False)
         if code == E.TOPIC_AUTHORIZATION_FAILED:
             unauthorized.append(tp)
         elif code != E.OPERATION_NOT_ATTEMPTED:
@@ -199,7 +199,7 @@ def _add_partitions(m: TransactionManager, request: TxnRequest, response: Any, n
     m.pending_partitions -= work.partitions
     if unauthorized:
         topics = sorted({t for t, _ in unauthorized})
-        m._abortable(
+        m.make_abortable(
             TransactionAbortableError(
                 f"not authorised to write to topic(s) {', '.join(topics)} in a transaction",
                 error_for_code(E.TOPIC_AUTHORIZATION_FAILED),
@@ -208,7 +208,7 @@ def _add_partitions(m: TransactionManager, request: TxnRequest, response: Any, n
         )
     elif failed:
         names = ", ".join(f"{t}-{p}: {error_info(c).name}" for (t, p), c in failed.items())
-        m._abortable(
+        m.make_abortable(
             TransactionAbortableError(f"could not add partitions to the transaction: {names}"),
             bump=False,
         )
@@ -224,7 +224,7 @@ def _add_offsets(m: TransactionManager, request: TxnRequest, response: Any, now:
         assert work.group is not None
         if m.state not in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
             return  # aborting: the offsets go nowhere (the result fails below)
-        m._enqueue(
+        m.enqueue(
             Work(
                 K.TXN_OFFSET_COMMIT,
                 Priority.ADD_PARTITIONS_OR_OFFSETS,
@@ -238,13 +238,13 @@ def _add_offsets(m: TransactionManager, request: TxnRequest, response: Any, now:
     elif code in _COORDINATOR_GONE:
         _rediscover(m, work, now)
     elif _retriable(code):
-        m._retry(work, now)
+        m.retry_work(work, now)
     elif code in _UNKNOWN_PRODUCER:
         _fail(m, work, error_for_code(code), skip_end=code == E.INVALID_PRODUCER_ID_MAPPING)
     elif code in _EPOCH:
         epoch_error(m, code, "AddOffsetsToTxn")
     elif code in _FATAL:
-        m._fatal(error_for_code(code))
+        m.set_fatal(error_for_code(code))
     elif code in (E.GROUP_AUTHORIZATION_FAILED, E.TRANSACTION_ABORTABLE):
         _fail(m, work, error_for_code(code), bump=False)
     else:
@@ -252,7 +252,7 @@ def _add_offsets(m: TransactionManager, request: TxnRequest, response: Any, now:
 
 
 def _fail(m: TransactionManager, work: Work, error: KafkaError, **abortable: bool) -> None:
-    m._abortable(error, **abortable)
+    m.make_abortable(error, **abortable)
     if work.result is not None:
         work.result.set_error(error)
 
@@ -268,7 +268,7 @@ def _txn_offset_commit(
             work.offsets.pop(tp, None)
         elif code in _COORDINATOR_GONE or code == E.REQUEST_TIMED_OUT:
             if not retry:
-                m._lookup(CoordinatorType.GROUP, work.key)
+                m.lookup_coordinator(CoordinatorType.GROUP, work.key)
             retry = True
         elif _retriable(code):
             retry = True
@@ -283,11 +283,11 @@ def _txn_offset_commit(
         elif code in _EPOCH:
             return epoch_error(m, code, "TxnOffsetCommit")
         elif code in (E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, E.UNSUPPORTED_FOR_MESSAGE_FORMAT):
-            return m._fatal(error_for_code(code))
+            return m.set_fatal(error_for_code(code))
         else:
             return _unexpected(m, request, code, None)
     if work.offsets and (retry or codes):
-        m._retry(work, now)
+        m.retry_work(work, now)
     elif work.result is not None:
         work.result.set_done()
 
@@ -298,11 +298,11 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
     if work.settle and code != E.NONE and code not in _COORDINATOR_GONE and not _retriable(code):
         # The resent EndTxn(commit) of an unanswered one: anything but an answer or a
         # retry means this producer can no longer settle it (fenced, or timed out).
-        m._fatal(fenced(m, code, "EndTxn") if code in _EPOCH else error_for_code(code))
+        m.set_fatal(fenced(m, code, "EndTxn") if code in _EPOCH else error_for_code(code))
         return _NO_UPDATE
     if code == E.NONE:
         update = _NO_UPDATE
-        v2 = m.transaction_v2 or _mutants.active(_mutants.V1_END_TXN_EPOCH)
+        v2 = m.rules.end_txn_bumps_epoch(m)
         if v2 and request.version >= 5 and response.producer_id >= 0:
             # Transactions v2: every EndTxn bumps the epoch (or, when it is exhausted,
             # hands out a new producer id); that bump also settles an abort's bump.
@@ -310,35 +310,37 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
             # epoch, and taking that for a bump restarted a failed partition's sequences
             # at 0 under the same epoch, so the broker deduplicated new records against
             # old ones (lost writes; simulations/regressions/transactional-lite-16.toml).
-            update = m._set_producer_id(response.producer_id, response.producer_epoch)
-            m.bump_required = False
-        if (committing and work.settle) or (not committing and m.bump_required):
+            update = m.install_producer_id(response.producer_id, response.producer_epoch)
+            m.abort_plan = AbortPlan.END_TXN
+        if (committing and work.settle) or (
+            not committing and m.abort_plan is not AbortPlan.END_TXN
+        ):
             # An abort that must bump (a failed batch, or an unanswered abort), or a
             # settled unanswered commit: bump, so a late copy of an old EndTxn can never
             # end a later transaction.
-            m._enqueue(m._bump_work())
+            m.enqueue(m.bump_work())
         else:
-            m._finish_transaction()
+            m.finish_transaction()
         return update
     if code in _COORDINATOR_GONE:
         _rediscover(m, work, now)
     elif _retriable(code):
-        m._retry(work, now)
+        m.retry_work(work, now)
     elif code == E.PRODUCER_FENCED:
-        m._fatal(fenced(m, code, "EndTxn"))
+        m.set_fatal(fenced(m, code, "EndTxn"))
     elif code == E.INVALID_PRODUCER_EPOCH:
         epoch_error(m, code, "EndTxn", during_abort=not committing)
     elif code in _FATAL:
-        m._fatal(error_for_code(code))
+        m.set_fatal(error_for_code(code))
     elif code in _UNKNOWN_PRODUCER or code == E.TRANSACTION_ABORTABLE:
         if committing:
-            m._abortable(
+            m.make_abortable(
                 error_for_code(code),
                 bump=code != E.TRANSACTION_ABORTABLE,
                 skip_end=code == E.INVALID_PRODUCER_ID_MAPPING,
             )
         else:
-            m._enqueue(m._bump_work())
+            m.enqueue(m.bump_work())
     else:
         _unexpected(m, request, code, None)
     return _NO_UPDATE
@@ -353,12 +355,12 @@ SETTLE_ATTEMPTS = 5
 
 def end_txn_unknown(m: TransactionManager, work: Work, error: KafkaError, now: float) -> None:
     """EndTxn left and no answer came back (`handle_failure` with `sent=True`)."""
-    m._lookup(CoordinatorType.TRANSACTION, m.transactional_id)
+    m.lookup_coordinator(CoordinatorType.TRANSACTION, m.transactional_id)
     if work.settle:
         if work.attempts >= SETTLE_ATTEMPTS:
-            m._enqueue(m._bump_work())
+            m.enqueue(m.bump_work())
         else:
-            m._retry(work, now)  # the resent EndTxn went unanswered too: again, later
+            m.retry_work(work, now)  # the resent EndTxn went unanswered too: again, later
         return
     if not work.committed:
         # Resend the abort at the same epoch (Kafka answers a repeated abort; a v2
@@ -366,21 +368,22 @@ def end_txn_unknown(m: TransactionManager, work: Work, error: KafkaError, now: f
         # arrive and must not abort the next transaction (sim transactional 3011302).
         # Not a bump at once: Kafka fences a bump that finds the transaction open
         # (sim transactional 3001759).
-        m.bump_required = True
-        m._retry(Work(K.END_TXN, Priority.END_TXN, committed=False, settle=True), now)
+        m.escalate(AbortPlan.END_TXN_THEN_BUMP)
+        m.retry_work(Work(K.END_TXN, Priority.END_TXN, committed=False, settle=True), now)
         return
-    pending = m._pending
-    if _mutants.ACTIVE and _mutants.active(_mutants.STALE_END_TXN):
-        # Planted bug: no re-initialisation; the next transaction keeps this epoch.
-        m._finish_transaction()
-        m._pending = None
-        if pending is not None:
-            pending.set_error(TransactionOutcomeUnknownError("EndTxn got no answer", error))
-        return
-    m._transition(TxnState.INITIALIZING)
-    m._clear_transaction()
-    m._pending = TxnResult("init (settling an EndTxn with unknown outcome, then an epoch bump)")
-    m._retry(Work(K.END_TXN, Priority.END_TXN, committed=True, settle=True), now)
+    m.rules.unknown_commit_outcome(m, error, now)
+
+
+def reinitialise_after_unknown_commit(m: TransactionManager, error: KafkaError, now: float) -> None:
+    """An EndTxn(commit) got no answer: resend it at the same epoch to settle it, then
+    bump (INITIALIZING until then), and tell the caller the outcome is unknown."""
+    pending = m.pending_result
+    m.transition(TxnState.INITIALIZING)
+    m.clear_transaction()
+    m.pending_result = TxnResult(
+        "init (settling an EndTxn with unknown outcome, then an epoch bump)"
+    )
+    m.retry_work(Work(K.END_TXN, Priority.END_TXN, committed=True, settle=True), now)
     if pending is not None:
         pending.set_error(
             TransactionOutcomeUnknownError(
@@ -430,9 +433,9 @@ def epoch_error(m: TransactionManager, code: int, what: str, *, during_abort: bo
     kip588 = (m.version_of(K.INIT_PRODUCER_ID) or 0) >= 4
     if code == ErrorCode.INVALID_PRODUCER_EPOCH and kip588:
         if during_abort:
-            m.skip_end_txn = True
-            m._enqueue(m._bump_work())
+            m.escalate(AbortPlan.BUMP_INSTEAD)
+            m.enqueue(m.bump_work())
         else:
-            m._abortable(timed_out(m, what, error_for_code(code)), skip_end=True)
+            m.make_abortable(timed_out(m, what, error_for_code(code)), skip_end=True)
     else:
-        m._fatal(fenced(m, code, what))
+        m.set_fatal(fenced(m, code, what))

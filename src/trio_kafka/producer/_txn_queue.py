@@ -10,6 +10,10 @@ backoff. Only `_in_flight` may be answered: anything else is stale.
 
 The state this reads and writes is the manager's (declared below, set in
 `TransactionManager.__init__`); the queue's own is `_queue`, `_seq` and `_in_flight`.
+The response handlers (`_txn_handlers`) act on the manager only through its public
+actions (`enqueue`, `retry_work`, `lookup_coordinator`, `bump_work`, `transition`,
+`make_abortable`, `set_fatal`, `finish_transaction`, `install_producer_id`...), never
+its private members.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from trio_kafka.errors import ErrorCode, FatalBrokerError, KafkaError
 from trio_kafka.producer import _txn_requests as build
 from trio_kafka.producer._txn_state import TxnState
 from trio_kafka.producer._txn_types import (
+    AbortPlan,
     Coordinator,
     CoordinatorType,
     Priority,
@@ -68,18 +73,17 @@ class TxnRequestQueue:
     new_partitions: set[TopicPartition]
     pending_partitions: set[TopicPartition]
     transaction_started: bool
-    bump_required: bool
-    skip_end_txn: bool
-    _pending: TxnResult | None
+    abort_plan: AbortPlan
+    pending_result: TxnResult | None
     # The queue's own: queued work, its order counter, the request being answered.
     _queue: list[Work]
     _seq: int
     _in_flight: TxnRequest | None
 
-    def _fatal(self, error: KafkaError) -> None:
+    def set_fatal(self, error: KafkaError) -> None:
         raise NotImplementedError  # the manager's
 
-    def _finish_transaction(self) -> None:
+    def finish_transaction(self) -> None:
         raise NotImplementedError  # the manager's
 
     # -- driver inputs ------------------------------------------------------------------
@@ -105,10 +109,14 @@ class TxnRequestQueue:
 
     # -- the request queue ------------------------------------------------------------
 
-    def _enqueue(self, work: Work) -> None:
+    def enqueue(self, work: Work) -> None:
         self._seq += 1
         work.seq = self._seq
         self._queue.append(work)
+
+    def is_queued(self, result: TxnResult) -> bool:
+        """Whether queued work will still settle `result`."""
+        return any(w.result is result for w in self._queue)
 
     def _head(self) -> Work | None:
         return min(self._queue, key=lambda w: (w.priority, w.seq), default=None)
@@ -143,7 +151,7 @@ class TxnRequestQueue:
             and self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING)
             and not any(w.kind is K.ADD_PARTITIONS for w in self._queue)
         ):
-            self._enqueue(Work(K.ADD_PARTITIONS, Priority.ADD_PARTITIONS_OR_OFFSETS))
+            self.enqueue(Work(K.ADD_PARTITIONS, Priority.ADD_PARTITIONS_OR_OFFSETS))
         while (work := self._head()) is not None:
             if work.not_before > now:
                 return None
@@ -154,7 +162,7 @@ class TxnRequestQueue:
             if work.kind is not K.FIND_COORDINATOR:
                 coordinator = self._coordinator_for(work)
                 if coordinator is None:
-                    self._lookup(work.key_type, work.key or self.transactional_id)
+                    self.lookup_coordinator(work.key_type, work.key or self.transactional_id)
                     continue
             else:
                 coordinator = None
@@ -171,7 +179,7 @@ class TxnRequestQueue:
             return self.group_coordinators.get(work.key)
         return self.coordinator
 
-    def _lookup(self, key_type: CoordinatorType, key: str) -> None:
+    def lookup_coordinator(self, key_type: CoordinatorType, key: str) -> None:
         """Forget the coordinator and queue a FindCoordinator for it (once)."""
         if key_type is CoordinatorType.GROUP:
             self.group_coordinators.pop(key, None)
@@ -180,7 +188,7 @@ class TxnRequestQueue:
         for w in self._queue:
             if w.kind is K.FIND_COORDINATOR and w.key_type is key_type and w.key == key:
                 return
-        self._enqueue(
+        self.enqueue(
             Work(K.FIND_COORDINATOR, Priority.FIND_COORDINATOR, key_type=key_type, key=key)
         )
 
@@ -188,23 +196,26 @@ class TxnRequestQueue:
         """EndTxn needs no request: nothing was added, or the bump replaces it."""
         if work.settle:
             return False  # the transaction is cleared, but the coordinator may hold it
-        if self.skip_end_txn or (self.bump_required and not self.transaction_started):
+        plan = self.abort_plan
+        if plan is AbortPlan.BUMP_INSTEAD or (
+            plan is AbortPlan.END_TXN_THEN_BUMP and not self.transaction_started
+        ):
             self._queue.remove(work)
-            self._enqueue(self._bump_work())
+            self.enqueue(self.bump_work())
             return True
         if self.transaction_started:
             return False
         self._queue.remove(work)
-        self._finish_transaction()
+        self.finish_transaction()
         return True
 
-    def _bump_work(self) -> Work:
+    def bump_work(self) -> Work:
         return Work(K.INIT_PRODUCER_ID, Priority.EPOCH_BUMP, bump=True)
 
     def _build(self, work: Work, coordinator: Coordinator | None) -> TxnRequest | None:
         version = self.version_of(work.kind)
         if version is None or (work.kind is K.FIND_COORDINATOR and version < 1):
-            self._fatal(
+            self.set_fatal(
                 FatalBrokerError(
                     ErrorCode.UNSUPPORTED_VERSION,
                     f"the broker does not support {work.kind.value} at a version "
@@ -247,7 +258,7 @@ class TxnRequestQueue:
             self.retry_backoff * (1 << min(max(attempts - 1, 0), 30)), self.retry_backoff_max
         )
 
-    def _retry(self, work: Work, now: float, backoff: float | None = None) -> None:
+    def retry_work(self, work: Work, now: float, backoff: float | None = None) -> None:
         """Queue `work` again after `backoff` (None: retry_backoff, growing)."""
         if (
             self.state in (TxnState.ABORTING, TxnState.ABORTABLE_ERROR)
@@ -264,7 +275,7 @@ class TxnRequestQueue:
             return
         work.attempts += 1
         work.not_before = now + (self._backoff(work.attempts) if backoff is None else backoff)
-        self._enqueue(work)
+        self.enqueue(work)
 
     def _drop_queued(self, error: KafkaError) -> None:
         """Drop queued transaction work (keep coordinator lookups, bumps and the resend

@@ -1,6 +1,6 @@
 """The states of a transactional producer and the one table of allowed transitions.
 
-`TransactionManager._transition` applies this table and nothing else changes the state.
+`TransactionManager.transition` applies this table and nothing else changes the state.
 See `trio_kafka.producer.transactions` for what each state means to the caller.
 """
 

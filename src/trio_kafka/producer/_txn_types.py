@@ -129,6 +129,20 @@ class TxnRequestKind(enum.Enum):
     END_TXN = "EndTxn"
 
 
+class AbortPlan(enum.IntEnum):
+    """How the open transaction must end if it aborts; it only ever escalates (`max`)
+    until the transaction is finished."""
+
+    #: EndTxn(abort) at the current epoch.
+    END_TXN = 0
+    #: EndTxn(abort), then an epoch bump (KIP-360: a failed batch left a sequence gap, or
+    #: an unanswered abort may still arrive and must not end the next transaction).
+    END_TXN_THEN_BUMP = 1
+    #: No EndTxn: the coordinator no longer accepts our epoch or id, and the bump alone
+    #: aborts the transaction.
+    BUMP_INSTEAD = 2
+
+
 class Priority(enum.IntEnum):
     """Java's order: lower goes first."""
 

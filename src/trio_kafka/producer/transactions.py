@@ -10,7 +10,7 @@ It never does I/O: the caller's methods (`init`, `begin`, `commit`, `abort`,
 `send_offsets`) change the state and queue work; the driver takes requests out with
 `next_request(now)` and feeds back `handle_response` or `handle_failure`.
 
-States are `TxnState`; every move goes through `_transition`, checked against one
+States are `TxnState`; every move goes through `transition`, checked against one
 table, `ALLOWED`. The life of a transaction: UNINITIALIZED -> INITIALIZING (FindCoordinator,
 InitProducerId) -> READY -> IN_TRANSACTION (partitions added as batches become ready;
 offsets sent) -> COMMITTING or ABORTING (EndTxn) -> READY. Errors:
@@ -103,8 +103,9 @@ from trio_kafka.errors import (
     KafkaError,
     ProducerClosedError,
 )
-from trio_kafka.producer import _mutants, _txn_handlers
+from trio_kafka.producer import _txn_handlers
 from trio_kafka.producer._batch import AmbiguousWriteError
+from trio_kafka.producer._rules import Rules, current_rules
 from trio_kafka.producer._txn_queue import TxnRequestQueue
 from trio_kafka.producer._txn_requests import (
     add_partitions_to_txn,
@@ -115,6 +116,7 @@ from trio_kafka.producer._txn_requests import (
 )
 from trio_kafka.producer._txn_state import ALLOWED, TxnState
 from trio_kafka.producer._txn_types import (
+    AbortPlan,
     Coordinator,
     CoordinatorType,
     GroupMetadata,
@@ -147,8 +149,11 @@ class TransactionManager(TxnRequestQueue):
         retry_backoff: float = 0.1,
         retry_backoff_max: float = 1.0,
         add_partitions_max_version: int = 3,
+        rules: Rules | None = None,
     ) -> None:
         self.transactional_id = transactional_id
+        #: The decisions where a wrong rule tears transactions (producer/_rules.py).
+        self.rules = current_rules() if rules is None else rules
         self.transaction_timeout = transaction_timeout
         self.retry_backoff = retry_backoff
         self.retry_backoff_max = retry_backoff_max
@@ -173,12 +178,10 @@ class TransactionManager(TxnRequestQueue):
         self.partitions: set[TopicPartition] = set()
         # The coordinator may know of this transaction (EndTxn must be sent).
         self.transaction_started = False
-        # The abort must bump the epoch (KIP-360); and must skip EndTxn because the
-        # coordinator no longer accepts our epoch or id (then the bump alone aborts).
-        self.bump_required = False
-        self.skip_end_txn = False
+        # How an abort must end the transaction (escalates; reset when it is finished).
+        self.abort_plan = AbortPlan.END_TXN
         # The result of init/commit/abort in progress (returned again if called again).
-        self._pending: TxnResult | None = None
+        self.pending_result: TxnResult | None = None
         self._queue: list[Work] = []
         self._seq = 0
         self._in_flight: TxnRequest | None = None
@@ -205,7 +208,7 @@ class TransactionManager(TxnRequestQueue):
 
     # -- the one place states change ---------------------------------------------------
 
-    def _transition(self, to: TxnState) -> None:
+    def transition(self, to: TxnState) -> None:
         if to not in ALLOWED[self.state]:
             raise IllegalTransactionStateError(
                 f"transactional id {self.transactional_id!r}: no transition from "
@@ -221,6 +224,11 @@ class TransactionManager(TxnRequestQueue):
         if self.state in (TxnState.FATAL_ERROR, TxnState.ABORTABLE_ERROR):
             assert self.last_error is not None
             raise self.last_error
+
+    def reinitialise_after_unknown_commit(self, error: KafkaError, now: float) -> None:
+        """EndTxn(commit) got no answer: settle it, then bump, before the next
+        transaction (`Rules.unknown_commit_outcome`)."""
+        _txn_handlers.reinitialise_after_unknown_commit(self, error, now)
 
     def _refuse(self, operation: str) -> IllegalTransactionStateError:
         hint = ""
@@ -239,18 +247,18 @@ class TransactionManager(TxnRequestQueue):
         it returns the result in progress."""
         if self.state is TxnState.FATAL_ERROR:
             self._raise_if_failed()
-        if self.state is TxnState.INITIALIZING and self._pending is not None:
-            return self._pending
-        if self.state is TxnState.READY and _mutants.active(_mutants.STALE_END_TXN):
-            done = TxnResult("init (planted bug: nothing to re-initialise)")
-            done.set_done()
-            return done
+        if self.state is TxnState.INITIALIZING and self.pending_result is not None:
+            return self.pending_result
+        if self.state is TxnState.READY:
+            again = self.rules.init_when_ready(self)
+            if again is not None:
+                return again
         if self.state is not TxnState.UNINITIALIZED:
             raise self._refuse("init")
-        self._transition(TxnState.INITIALIZING)
-        self._pending = TxnResult("init")
-        self._enqueue(Work(K.INIT_PRODUCER_ID, Priority.INIT_PRODUCER_ID))
-        return self._pending
+        self.transition(TxnState.INITIALIZING)
+        self.pending_result = TxnResult("init")
+        self.enqueue(Work(K.INIT_PRODUCER_ID, Priority.INIT_PRODUCER_ID))
+        return self.pending_result
 
     def begin(self) -> None:
         self._raise_if_failed()
@@ -259,8 +267,8 @@ class TransactionManager(TxnRequestQueue):
         self.transaction_v2 = (
             self.transaction_version >= 2 and (self.version_of(K.END_TXN) or 0) >= 5
         )
-        self._clear_transaction()
-        self._transition(TxnState.IN_TRANSACTION)
+        self.clear_transaction()
+        self.transition(TxnState.IN_TRANSACTION)
 
     def maybe_add_partition(self, tp: TopicPartition) -> None:
         """A record for `tp` joins the transaction (call on send; cheap when known)."""
@@ -306,7 +314,7 @@ class TransactionManager(TxnRequestQueue):
             raise self._refuse("send offsets")
         group = GroupMetadata(group_metadata) if isinstance(group_metadata, str) else group_metadata
         result = TxnResult(f"send_offsets({group.group_id})")
-        self._enqueue(
+        self.enqueue(
             Work(
                 K.ADD_OFFSETS,
                 Priority.ADD_PARTITIONS_OR_OFFSETS,
@@ -321,29 +329,29 @@ class TransactionManager(TxnRequestQueue):
         return result
 
     def commit(self) -> TxnResult:
-        if self.state is TxnState.COMMITTING and self._pending is not None:
-            return self._pending
+        if self.state is TxnState.COMMITTING and self.pending_result is not None:
+            return self.pending_result
         self._raise_if_failed()
         if self.state is not TxnState.IN_TRANSACTION:
             raise self._refuse("commit")
-        self._transition(TxnState.COMMITTING)
-        self._pending = TxnResult("commit")
-        self._enqueue(Work(K.END_TXN, Priority.END_TXN, committed=True))
-        return self._pending
+        self.transition(TxnState.COMMITTING)
+        self.pending_result = TxnResult("commit")
+        self.enqueue(Work(K.END_TXN, Priority.END_TXN, committed=True))
+        return self.pending_result
 
     def abort(self) -> TxnResult:
-        if self.state is TxnState.ABORTING and self._pending is not None:
-            return self._pending
+        if self.state is TxnState.ABORTING and self.pending_result is not None:
+            return self.pending_result
         if self.state is TxnState.FATAL_ERROR:
             self._raise_if_failed()
         if self.state not in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
             raise self._refuse("abort")
-        self._transition(TxnState.ABORTING)
+        self.transition(TxnState.ABORTING)
         self.new_partitions.clear()
         self._drop_queued(TransactionAbortedError("the transaction is being aborted"))
-        self._pending = TxnResult("abort")
-        self._enqueue(Work(K.END_TXN, Priority.END_TXN, committed=False))
-        return self._pending
+        self.pending_result = TxnResult("abort")
+        self.enqueue(Work(K.END_TXN, Priority.END_TXN, committed=False))
+        return self.pending_result
 
     def hand_off(self) -> tuple[int, int]:
         """Leave the open transaction, as it is, to another process that ends it:
@@ -381,7 +389,7 @@ class TransactionManager(TxnRequestQueue):
     def close(self) -> None:
         """Fail everything pending; later calls raise `ProducerClosedError`."""
         if self.state is not TxnState.FATAL_ERROR:
-            self._fatal(ProducerClosedError("the transactional producer was closed"))
+            self.set_fatal(ProducerClosedError("the transactional producer was closed"))
 
     def undrained_error(self) -> KafkaError | None:
         """When not None, the driver fails every batch not yet sent with it
@@ -405,11 +413,11 @@ class TransactionManager(TxnRequestQueue):
         code = getattr(error, "code", None)
         where = f"a batch for {tp[0]}-{tp[1]}"
         if isinstance(error, FatalError):
-            self._fatal(error)
+            self.set_fatal(error)
         elif code == ErrorCode.INVALID_PRODUCER_EPOCH:
-            self._abortable(_txn_handlers.timed_out(self, where, error), skip_end=True)
+            self.make_abortable(_txn_handlers.timed_out(self, where, error), skip_end=True)
         else:
-            self._abortable(
+            self.make_abortable(
                 TransactionAbortableError(f"{where} failed: {error}", error),
                 bump=sequenced,
                 skip_end=code == ErrorCode.INVALID_PRODUCER_ID_MAPPING,
@@ -418,12 +426,12 @@ class TransactionManager(TxnRequestQueue):
     def producer_failed(self, error: KafkaError) -> None:
         """The producer core hit a fatal error (the policy's `on_fatal`): so does the
         transaction; every later call raises `error`."""
-        self._fatal(error)
+        self.set_fatal(error)
 
     def epoch_bump_needed(self, tp: TopicPartition) -> None:
         """The sequences of `tp` must restart under a new epoch (KIP-360): never done
         mid-transaction, so the transaction becomes abortable and the abort bumps."""
-        self._abortable(
+        self.make_abortable(
             TransactionAbortableError(
                 f"the sequences of {tp[0]}-{tp[1]} must be rewritten under a new epoch"
             )
@@ -453,56 +461,66 @@ class TransactionManager(TxnRequestQueue):
             self.transaction_started = True  # it may have been applied: EndTxn must go
             work.unanswered = True
         if work.kind is not K.FIND_COORDINATOR:
-            self._lookup(work.key_type, work.key or self.transactional_id)
-        self._retry(work, now)
+            self.lookup_coordinator(work.key_type, work.key or self.transactional_id)
+        self.retry_work(work, now)
         return TxnUpdate()
 
     # -- outcomes, used by the handlers -------------------------------------------------
 
-    def _clear_transaction(self) -> None:
+    def clear_transaction(self) -> None:
         self.new_partitions.clear()
         self.pending_partitions.clear()
         self.partitions.clear()
         self.transaction_started = False
 
-    def _finish_transaction(self) -> None:
+    def escalate(self, plan: AbortPlan) -> None:
+        """The abort must end the transaction at least as `plan` says."""
+        self.abort_plan = max(self.abort_plan, plan)
+
+    def finish_transaction(self) -> None:
         """EndTxn (or the abort's bump) succeeded: READY, and the result is done."""
-        self._clear_transaction()
-        self.bump_required = False
-        self.skip_end_txn = False
+        self.clear_transaction()
+        self.abort_plan = AbortPlan.END_TXN
         self.last_error = None
-        self._transition(TxnState.READY)
-        pending, self._pending = self._pending, None
+        self.transition(TxnState.READY)
+        pending, self.pending_result = self.pending_result, None
         if pending is not None:
             pending.set_done()
 
-    def _set_producer_id(self, producer_id: int, producer_epoch: int) -> TxnUpdate:
+    def install_producer_id(self, producer_id: int, producer_epoch: int) -> TxnUpdate:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         return TxnUpdate(new_producer_id=(producer_id, producer_epoch))
 
-    def _abortable(self, error: KafkaError, *, bump: bool = True, skip_end: bool = False) -> None:
+    def make_abortable(
+        self, error: KafkaError, *, bump: bool = True, skip_end: bool = False
+    ) -> None:
         if self.state is TxnState.FATAL_ERROR:
             return
-        self.bump_required = self.bump_required or bump
-        self.skip_end_txn = self.skip_end_txn or skip_end
+        self.escalate(
+            AbortPlan.BUMP_INSTEAD
+            if skip_end
+            else AbortPlan.END_TXN_THEN_BUMP
+            if bump
+            else AbortPlan.END_TXN
+        )
         if self.state not in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
             return  # already failing or aborting: the first error stands
-        pending = self._pending if self.state is TxnState.COMMITTING else None
-        self._transition(TxnState.ABORTABLE_ERROR)
+        pending = self.pending_result if self.state is TxnState.COMMITTING else None
+        self.transition(TxnState.ABORTABLE_ERROR)
         self.last_error = error
         self._drop_queued(error)
         if pending is not None:
-            self._pending = None
+            self.pending_result = None
             pending.set_error(error)
 
-    def _fatal(self, error: KafkaError) -> None:
+    def set_fatal(self, error: KafkaError) -> None:
         if self.state is TxnState.FATAL_ERROR:
             return
-        self._transition(TxnState.FATAL_ERROR)
+        self.transition(TxnState.FATAL_ERROR)
         self.last_error = error
         queue, self._queue = self._queue, []
-        pending, self._pending = self._pending, None
+        pending, self.pending_result = self.pending_result, None
         for work in queue:
             if work.result is not None:
                 work.result.set_error(error)

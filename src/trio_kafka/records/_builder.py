@@ -7,7 +7,8 @@ record's index, key, value, headers), taking the varints of small lengths and de
 from a table computed at import, and keeps the running count and maxTimestamp. Nothing
 else happens per record: no object per record, no CRC, no compression. `append_values`
 does the same for many records without key or headers in one call (the producer's
-common case): it collects the pieces and joins them once, the values copied once.
+common case): it collects the pieces and joins them once, the values copied once;
+`append_keyed_values` likewise for records with keys (a keyed load).
 
 `build` turns the records into the wire bytes. The record section (the buffer itself
 when uncompressed, never copied; compressed if a codec is set) is computed once and cached, keyed by the record count so that an append after a
@@ -198,6 +199,59 @@ class BatchBuilder:
             self._buffer += b"".join(parts)
         else:
             self._buffer = bytearray().join(parts)  # one copy of the values, not two
+        self._count = delta
+
+    def append_keyed_values(
+        self,
+        timestamps: Sequence[int],
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+    ) -> None:
+        """`append(timestamp, key, value)` for each triple: records with keys (None
+        allowed) and no headers, with the per-call overhead paid once (a keyed load)."""
+        count = len(values)
+        if count == 0:
+            return
+        if len(timestamps) != count or len(keys) != count:
+            raise ValueError(
+                f"{len(timestamps)} timestamps and {len(keys)} keys for {count} values"
+            )
+        base = self._base_timestamp
+        if base is None:
+            base = self._base_timestamp = self._max_timestamp = timestamps[0]
+        top = max(timestamps)
+        self._max_timestamp = max(self._max_timestamp, top)
+        table = ZIGZAG
+        cached = ZIGZAG_CACHED
+        delta = self._count
+        parts: list[bytes] = []
+        add = parts.append
+        for timestamp, key, value in zip(timestamps, keys, values):
+            ts = timestamp - base
+            head = b"\x00" + (table[ts] if 0 <= ts < cached else zigzag(ts))
+            head += table[delta] if delta < cached else zigzag(delta)
+            if key is None:
+                head += _NULL
+            else:
+                length = len(key)
+                head += (table[length] if length < cached else zigzag(length)) + key
+            if value is None:
+                head += _NULL
+                length = 0
+            else:
+                length = len(value)
+                head += table[length] if length < cached else zigzag(length)
+            size = len(head) + length + 1
+            add(table[size] if size < cached else zigzag(size))
+            add(head)
+            if value is not None:
+                add(value)
+            add(_NO_HEADERS)
+            delta += 1
+        if self._buffer:
+            self._buffer += b"".join(parts)
+        else:
+            self._buffer = bytearray().join(parts)
         self._count = delta
 
     def append_runs(

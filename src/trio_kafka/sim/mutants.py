@@ -1,15 +1,24 @@
-"""The mutant search: does the simulator catch each planted client bug, and how fast?
+"""Planted client bugs (mutants) and the search for them: does the simulator catch each,
+and how fast?
 
 Theory of operation
 -------------------
-`producer/_mutants.py` plants known bugs behind a switch. For each mutant, `hunt` runs
-the seeds of each workload that can expose it (0, 1, 2... up to a budget) with the
-mutant enabled, until the first seed whose check fails: the mutant is *killed*, and the
-number of seeds it took is the simulator's cost to find that bug. The failing seed is
-then minimized as any failure is (ddmin over the faults it fired, the mutant still
-enabled, keeping the failure class). The kill rate over all mutants, the seeds each
-needed and the median minimized fault list are the simulator's own quality measure
-(research/simulation.md: every bug within 2,000 seeds, median at most 3 faults).
+The simulator must catch known client bugs: if it does not, its faults or its checker
+are too weak (the kill rate, as in mutation testing). Each mutant breaks one rule of
+`trio_kafka.producer.Rules` (the client's decisions where a wrong rule loses,
+duplicates, reorders or tears writes): a subclass here overrides one method with the
+wrong rule. Nothing in the client knows mutants exist: `enabled(name)` puts the broken
+rules in effect for a block (`rules_in_effect`, a context variable the client's objects
+read when they are built), and `trio-kafka simulate --mutants` does so in each worker.
+
+For each mutant, `hunt` runs the seeds of each workload that can expose it (0, 1, 2...
+up to a budget) with the mutant enabled, until the first seed whose check fails: the
+mutant is *killed*, and the number of seeds it took is the simulator's cost to find
+that bug. The failing seed is then minimized as any failure is (ddmin over the faults it
+fired, the mutant still enabled, keeping the failure class). The kill rate over all
+mutants, the seeds each needed and the median minimized fault list are the simulator's
+own quality measure (research/simulation.md: every bug within 2,000 seeds, median at
+most 3 faults).
 
 Seeds run in worker processes in chunks (`jobs`); each worker enables the mutant
 itself, so nothing depends on how processes are started. Chunks are consumed in seed
@@ -19,16 +28,324 @@ order and the lowest failing seed wins, so the answer does not depend on `jobs`.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import statistics
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
 
-from trio_kafka.producer import _mutants
+from trio_kafka.errors import (
+    ConcurrentWriteError,
+    DeliveryTimeoutError,
+    ExpectedOffsetMismatchError,
+    KafkaError,
+    TransactionOutcomeUnknownError,
+    error_for_code,
+)
+from trio_kafka.producer import (
+    Action,
+    Decision,
+    MismatchSettler,
+    PartitionSequence,
+    ProducerBatch,
+    ProducerCore,
+    Rules,
+    Sequencer,
+    SequenceVerdict,
+    SequencingPolicy,
+    TransactionManager,
+    TxnResult,
+    rules_in_effect,
+)
 from trio_kafka.sim.faults import FaultIdentity
 from trio_kafka.sim.minimize import ddmin, fault_id
 from trio_kafka.sim.runner import SeedResult, run_seed
+
+# -- the planted bugs ---------------------------------------------------------------------
+
+TIMEOUT_NOT_WRITTEN = "timeout-not-written"
+SAME_EPOCH_ON_UNKNOWN_PRODUCER = "same-epoch-on-unknown-producer"
+RESEND_AFTER_BUMP = "resend-after-bump"
+STALE_END_TXN = "stale-end-txn"
+CAS_MISMATCH_NO_READ = "cas-mismatch-no-read"
+REORDER_RETRIES = "reorder-retries"
+NOT_ENOUGH_REPLICAS_NOT_WRITTEN = "not-enough-replicas-not-written"
+EXPIRE_IN_FLIGHT = "expire-in-flight"
+CAS_REBASE_ON_MISMATCH = "cas-rebase-on-mismatch"
+BULK_WITHOUT_CAS = "bulk-without-cas"
+COMMIT_AFTER_FAILED_SEND = "commit-after-failed-send"
+V1_END_TXN_EPOCH = "v1-end-txn-epoch"
+NEW_PRODUCER_ID_ON_BUMP = "new-producer-id-on-bump"
+# -- the load pipeline (producer/_load.py) --
+LOAD_LOST_AS_WRITTEN = "load-lost-as-written"
+LOAD_MISMATCH_AS_WRITTEN = "load-mismatch-as-written"
+LOAD_RESUME_PAST_CHECKPOINT = "load-resume-past-checkpoint"
+# -- end of the load pipeline's mutants --
+
+#: name -> (the bug, the workloads that can expose it).
+MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    TIMEOUT_NOT_WRITTEN: (
+        "a request lost or timed out is taken as not written and resent with a new sequence",
+        ("idempotent",),
+    ),
+    SAME_EPOCH_ON_UNKNOWN_PRODUCER: (
+        "UNKNOWN_PRODUCER_ID restarts the partition's sequences at 0 without bumping the epoch",
+        ("idempotent",),
+    ),
+    RESEND_AFTER_BUMP: (
+        "after an epoch bump, a batch that may have been written is resent under the new "
+        "epoch (the sequence it reuses no longer deduplicates)",
+        ("idempotent",),
+    ),
+    STALE_END_TXN: (
+        "after an EndTxn(commit) with unknown outcome the producer goes on with the same "
+        "epoch (no re-initialisation), so the late EndTxn can decide the next transaction",
+        ("transactional",),
+    ),
+    CAS_MISMATCH_NO_READ: (
+        "a CAS mismatch after a lost response is reported as a concurrent write without "
+        "reading the expected offset",
+        ("cas",),
+    ),
+    REORDER_RETRIES: (
+        "a batch retried after a definite error goes to the back of its queue with a new "
+        "sequence (retries reorder with 5 requests in flight)",
+        ("idempotent",),
+    ),
+    NOT_ENOUGH_REPLICAS_NOT_WRITTEN: (
+        "NOT_ENOUGH_REPLICAS_AFTER_APPEND is reported as not written (Failed)",
+        ("idempotent",),
+    ),
+    EXPIRE_IN_FLIGHT: (
+        "a batch whose request was in flight when delivery_timeout passed is dropped "
+        "as not written (Failed) instead of Ambiguous",
+        ("idempotent",),
+    ),
+    CAS_REBASE_ON_MISMATCH: (
+        "a CAS mismatch is retried at the log end the broker named, without reading whose "
+        "record took the expected offset (CAS treated as a plain append)",
+        ("cas",),
+    ),
+    BULK_WITHOUT_CAS: (
+        "the bulk loader sends its batches without an expected offset (idempotence only)",
+        ("bulk",),
+    ),
+    # Two bugs the simulator found in this client (simulations/regressions/), planted
+    # back: the simulator must keep catching them.
+    COMMIT_AFTER_FAILED_SEND: (
+        "a send() that raised inside a transaction leaves it committable (torn commit)",
+        ("transactional",),
+    ),
+    V1_END_TXN_EPOCH: (
+        "a transactions-v1 abort takes EndTxn v5's current epoch for a bump, restarting "
+        "a failed partition's sequences at 0 under the same epoch",
+        ("transactional",),
+    ),
+    NEW_PRODUCER_ID_ON_BUMP: (
+        "the idempotent producer's epoch bump takes a new producer id (InitProducerId) "
+        "instead of the next epoch of its id, so a late request of the old id is not "
+        "fenced and lands after newer records",
+        ("idempotent",),
+    ),
+    # -- the load pipeline (producer/_load.py) --
+    LOAD_LOST_AS_WRITTEN: (
+        "the load pipeline takes a batch without an answer (or with a retriable error) "
+        "as written, and never resends it",
+        ("bulk",),
+    ),
+    LOAD_MISMATCH_AS_WRITTEN: (
+        "the load pipeline takes an expected-offset mismatch as its own earlier attempt "
+        "without reading the record at the offset",
+        ("bulk",),
+    ),
+    LOAD_RESUME_PAST_CHECKPOINT: (
+        "a resumed load skips the row after its last checkpoint as if it were loaded",
+        ("bulk",),
+    ),
+    # -- end of the load pipeline's mutants --
+}
+
+
+def _forget_sequence(core: ProducerCore, batch: ProducerBatch) -> None:
+    """Take `batch` back to unsequenced (it gets a new sequence when drained again)."""
+    sequencing = core.sequencing
+    if isinstance(sequencing, Sequencer) and batch.base_sequence >= 0:
+        sequencing.entry((batch.topic, batch.partition)).remove(batch)
+    batch.base_sequence = -1
+    batch.maybe_written = False
+
+
+class _TimeoutNotWritten(Rules):
+    def lost_request(
+        self, core: ProducerCore, batch: ProducerBatch, now: float, error: KafkaError
+    ) -> Decision:
+        _forget_sequence(core, batch)
+        return core.retry_or_fail(batch, now, error, refresh=True)
+
+
+class _SameEpochOnUnknownProducer(Rules):
+    def unknown_producer(
+        self,
+        sequencer: Sequencer,
+        batch: ProducerBatch,
+        entry: PartitionSequence,
+        log_start_offset: int,
+    ) -> SequenceVerdict:
+        sequence = 0  # restart at 0, same epoch, no bump
+        for unfinished in entry.inflight:
+            unfinished.base_sequence = sequence
+            unfinished.sequence_reset = True
+            sequence += unfinished.record_count
+        entry.next_sequence = sequence
+        entry.last_acked_sequence = -1
+        return SequenceVerdict.RETRY
+
+
+class _ResendAfterBump(Rules):
+    def drop_on_rewrite(self, batch: ProducerBatch) -> bool:
+        return False
+
+
+class _StaleEndTxn(Rules):
+    def unknown_commit_outcome(
+        self, manager: TransactionManager, error: KafkaError, now: float
+    ) -> None:
+        # No re-initialisation: the next transaction keeps this epoch. (Reaches into the
+        # manager: the bug is a different end of the transaction than any it has.)
+        pending = manager.pending_result
+        manager.finish_transaction()
+        manager.pending_result = None
+        if pending is not None:
+            pending.set_error(TransactionOutcomeUnknownError("EndTxn got no answer", error))
+
+    def init_when_ready(self, manager: TransactionManager) -> TxnResult | None:
+        done = TxnResult("init (planted bug: nothing to re-initialise)")
+        done.set_done()
+        return done
+
+
+class _CasMismatchNoRead(Rules):
+    async def settle_mismatch(
+        self, writer: MismatchSettler, expected: int, sequence: int, after_lost_attempt: bool
+    ) -> Any:
+        if after_lost_attempt:
+            writer.next_offset = None
+            raise ConcurrentWriteError(f"offset {expected} was taken (unread)", offset=expected)
+        return await super().settle_mismatch(writer, expected, sequence, after_lost_attempt)
+
+
+class _ReorderRetries(Rules):
+    def requeue(self, core: ProducerCore, batch: ProducerBatch, now: float) -> None:
+        if batch.maybe_written:
+            super().requeue(core, batch, now)
+            return
+        _forget_sequence(core, batch)  # to the back of the queue, with a new sequence
+        core.accumulator.reenqueue(batch, now, core.backoff(batch.attempts))
+        queue = core.accumulator.queues[(batch.topic, batch.partition)]
+        queue.remove(batch)
+        queue.append(batch)
+
+
+class _NotEnoughReplicasNotWritten(Rules):
+    def written_to_fewer_replicas(
+        self, core: ProducerCore, batch: ProducerBatch, now: float, code: int, message: str | None
+    ) -> Decision | None:
+        batch.maybe_written = False
+        error = error_for_code(code, message)
+        core.sequencing.on_final(batch, gap=True, error=error)
+        core.finish_failed(batch, error)
+        return Decision.FINAL
+
+
+class _ExpireInFlight(Rules):
+    def give_up_lost(
+        self, core: ProducerCore, batch: ProducerBatch, now: float, error: KafkaError
+    ) -> Decision:
+        if now - batch.created < core.config.delivery_timeout:
+            return super().give_up_lost(core, batch, now, error)
+        batch.maybe_written = False  # dropped as not written
+        timed_out = DeliveryTimeoutError(f"delivery_timeout passed ({error})")
+        core.sequencing.on_final(batch, gap=True, error=timed_out)
+        core.finish_failed(batch, timed_out)
+        return Decision.FINAL
+
+
+class _CasRebaseOnMismatch(Rules):
+    def offset_after_mismatch(self, mismatch: ExpectedOffsetMismatchError) -> int | None:
+        return mismatch.log_end_offset if mismatch.log_end_offset >= 0 else None
+
+
+class _BulkWithoutCas(Rules):
+    def load_batch_offset(self, expected_offset: int) -> int:
+        return -1
+
+
+class _CommitAfterFailedSend(Rules):
+    def send_failure_taints_transaction(self, error: KafkaError) -> bool:
+        return False
+
+
+class _V1EndTxnEpoch(Rules):
+    def end_txn_bumps_epoch(self, manager: TransactionManager) -> bool:
+        return True
+
+
+class _NewProducerIdOnBump(Rules):
+    def epoch_bump(self, sequencing: SequencingPolicy) -> tuple[int, int]:
+        return -1, -1
+
+
+class _LoadLostAsWritten(Rules):
+    def load_answer(self, code: int | None) -> Action:
+        action = super().load_answer(code)
+        return Action.ACKNOWLEDGED if action is Action.RETRY else action
+
+
+class _LoadMismatchAsWritten(Rules):
+    def load_answer(self, code: int | None) -> Action:
+        action = super().load_answer(code)
+        return Action.ACKNOWLEDGED if action is Action.RESOLVE_MISMATCH else action
+
+
+class _LoadResumePastCheckpoint(Rules):
+    def loaded_through(self, resumed_after_row: int) -> int:
+        return resumed_after_row + 1 if resumed_after_row >= 0 else resumed_after_row
+
+
+#: name -> the rules with that one bug.
+BROKEN_RULES: dict[str, type[Rules]] = {
+    TIMEOUT_NOT_WRITTEN: _TimeoutNotWritten,
+    SAME_EPOCH_ON_UNKNOWN_PRODUCER: _SameEpochOnUnknownProducer,
+    RESEND_AFTER_BUMP: _ResendAfterBump,
+    STALE_END_TXN: _StaleEndTxn,
+    CAS_MISMATCH_NO_READ: _CasMismatchNoRead,
+    REORDER_RETRIES: _ReorderRetries,
+    NOT_ENOUGH_REPLICAS_NOT_WRITTEN: _NotEnoughReplicasNotWritten,
+    EXPIRE_IN_FLIGHT: _ExpireInFlight,
+    CAS_REBASE_ON_MISMATCH: _CasRebaseOnMismatch,
+    BULK_WITHOUT_CAS: _BulkWithoutCas,
+    COMMIT_AFTER_FAILED_SEND: _CommitAfterFailedSend,
+    V1_END_TXN_EPOCH: _V1EndTxnEpoch,
+    NEW_PRODUCER_ID_ON_BUMP: _NewProducerIdOnBump,
+    LOAD_LOST_AS_WRITTEN: _LoadLostAsWritten,
+    LOAD_MISMATCH_AS_WRITTEN: _LoadMismatchAsWritten,
+    LOAD_RESUME_PAST_CHECKPOINT: _LoadResumePastCheckpoint,
+}
+
+
+@contextlib.contextmanager
+def enabled(name: str) -> Iterator[None]:
+    """Mutant `name`'s broken rules in effect for the block (objects built inside it)."""
+    broken = BROKEN_RULES.get(name)
+    if broken is None:
+        raise KeyError(f"unknown mutant {name!r} (known: {', '.join(MUTANTS)})")
+    with rules_in_effect(broken()):
+        yield
+
+
+# -- the search ------------------------------------------------------------------------
+
 
 #: Seeds a mutant may take before it counts as surviving.
 BUDGET = 2000
@@ -59,7 +376,7 @@ class Hunt:
 def run_with_mutant(args: tuple[str, str, int, str]) -> SeedResult:
     """One seed of `workload` with `mutant` enabled (a worker's task)."""
     mutant, workload, seed, profile = args
-    with _mutants.enabled(mutant):
+    with enabled(mutant):
         return run_seed(workload, seed, profile=profile).result
 
 
@@ -93,7 +410,7 @@ def hunt(
     progress: Callable[[str, int], None] | None = None,
 ) -> Hunt:
     """Search seeds for the first that catches `mutant` (see the module doc)."""
-    description, workloads = _mutants.MUTANTS[mutant]
+    description, workloads = MUTANTS[mutant]
     per_workload = max(1, budget // len(workloads))
     run = 0
     for workload in workloads:
@@ -125,7 +442,7 @@ def _minimized(found: Hunt, result: SeedResult, profile: str, max_replays: int) 
     workload, seed, wanted = found.workload, found.seed, result.failure_class
 
     def still_fails(faults: tuple[FaultIdentity, ...]) -> bool:
-        with _mutants.enabled(found.mutant):
+        with enabled(found.mutant):
             replay = run_seed(workload, seed, profile=profile, faults=faults).result
         return wanted in replay.classes
 
@@ -168,4 +485,13 @@ class Summary:
         }
 
 
-__all__ = ["BUDGET", "Hunt", "Summary", "hunt", "run_with_mutant"]
+__all__ = [
+    "BROKEN_RULES",
+    "BUDGET",
+    "MUTANTS",
+    "Hunt",
+    "Summary",
+    "enabled",
+    "hunt",
+    "run_with_mutant",
+]

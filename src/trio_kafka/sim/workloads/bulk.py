@@ -9,18 +9,23 @@ readers see it (sim/_check_index.py `Index.where`), so a chunk aborted and loade
 is no duplicate, and a row only in aborted chunks is a lost write.
 
 With fault COMPETING_INSTANCE a second process of the same load starts at a seeded
-moment and runs alongside (an operator started the job twice).
+moment and runs alongside (an operator started the job twice). Whichever process says
+the load is done first completes it: if that is the second one, the first is stopped
+(so a process that wrongly believes it finished, such as one that takes a mismatch for
+its own write without reading, leaves rows unloaded: a lost write).
 
 The input is a fixed list of rows (unique values; every third one keyed, so both the
 murmur2 and the round-robin routes are used). Each row is one `Produce` op of writer
 "bulk" in the history, invoked before the first run with the partition the loader will
-give it (`partition_of`), and completed `Ok` once a run of the loader returns: at that
-point every row is loaded, whichever run wrote it.
+give it (`partition_of`), and completed `Ok` once a process of the load returns: at
+that point every row is loaded, whichever process wrote it.
 
 A run is one process of the application: its own selector (its own connections), a
 `BulkLoader` with the load id of the whole load, and `run(rows)`. During the fault
 phase a run may "crash": it is cancelled at a seeded moment, whatever it was doing
-(its requests in flight may still land, as a killed process's do). A run that fails
+(its requests in flight may still land, as a killed process's do; runs alternate
+between two batch sizes, as an operator rerunning the job with other settings would, so
+such a late batch does not line up with the next run's). A run that fails
 (`AmbiguousError` after its retry budget, a `ConcurrentWriteError` because a crashed
 run's late batch took the offset) is restarted too. Each restart resumes from the
 manifest in the log. The checker then proves exactly-once and order: each row is in the
@@ -94,13 +99,30 @@ async def _bulk(ctx: SimContext, topic: str, guarantee: str) -> None:
         op = Produce(WRITER, topic, partition, value, key)
         op_ids.append((ctx.history.invoke(op, time=trio.current_time()), partition))
     load = _Load(ctx, topic, guarantee, rows, batch_bytes)
+    completed = False
+
+    def loaded() -> None:
+        # A process said the load is done: every row is loaded, whichever process wrote it.
+        nonlocal completed
+        if not completed:
+            completed = True
+            for op_id, partition in op_ids:
+                ctx.history.complete(op_id, Ok(partition, None), time=trio.current_time())
+
     async with trio.open_nursery() as nursery:
         if ctx.competing_instances:
-            nursery.start_soon(_competitor, load)
+
+            async def competitor() -> None:
+                if await _competitor(load):
+                    # Done first: the operator stops the other process (its requests in
+                    # flight may still land).
+                    loaded()
+                    nursery.cancel_scope.cancel()
+
+            nursery.start_soon(competitor)
         for run in range(_MAX_RUNS):
             if await _run(load, run):
-                for op_id, partition in op_ids:
-                    ctx.history.complete(op_id, Ok(partition, None), time=trio.current_time())
+                loaded()
                 return
             await trio.sleep(_RESTART_BACKOFF)
 
@@ -114,16 +136,18 @@ class _Load:
     batch_bytes: int
 
 
-async def _competitor(load: _Load) -> None:
+async def _competitor(load: _Load) -> bool:
     """A second process of the same load (an operator started it twice, with another
     batch size) at a seeded moment: CAS lets one of the two write each batch, the other
     stops or skips; with transactions the one that initialised last fences the other.
     Its batches do not line up with the first process's, so a batch that loses its
-    offset meets a record of other rows there (a mismatch must be read, not assumed)."""
+    offset meets a record of other rows there (a mismatch must be read, not assumed).
+    True when it finished the load (then the load is done, as the operator sees it)."""
     ctx = load.ctx
     await trio.sleep(_RUN_TIME * ctx.draws.uniform("bulk.competitor.start"))
     if ctx.fires_competitor("bulk.start", 0):
-        await _run(load, -1)
+        return await _run(load, -1)
+    return False
 
 
 async def _run(load: _Load, run: int) -> bool:
@@ -131,6 +155,10 @@ async def _run(load: _Load, run: int) -> bool:
     ctx, batch_bytes = load.ctx, load.batch_bytes
     if run < 0:
         batch_bytes = batch_bytes * 5 // 2  # the competitor's batches straddle ours
+    elif run % 2:
+        # Every other rerun with other settings: a crashed run's late batch does not
+        # line up with the next run's batches, so the mismatch it causes must be read.
+        batch_bytes = batch_bytes * 3 // 2
     now = trio.current_time()
     crash_at = float("inf")
     if run >= 0 and now < ctx.fault_phase_end and ctx.draws.chance(_CRASH, "bulk.crash", run):
