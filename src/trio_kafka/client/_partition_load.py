@@ -85,16 +85,61 @@ class _HeldTxnPartition(_Partition):
         await self._append_sealed()
 
     async def _append_sealed(self) -> None:
-        loader, pipe, send = self.loader, self.pipe, self.producer.send
+        loader, pipe, producer = self.loader, self.pipe, self.producer
         topic, partition = loader.topic, pipe.partition
         while (chunk := pipe.take_sealed()) is not None:
-            assert chunk.records is not None
-            for key, value, headers in chunk.records:
-                await send(topic, value, key=key, headers=headers or None, partition=partition)
+            values, keys = chunk.values, chunk.keys
+            assert values is not None
+            # As `_TxnPartition`: the rows in bulk, the checkpoint with its headers last.
+            if len(values) > 1:
+                await producer.send_many(
+                    values[:-1],
+                    topic=topic,
+                    partition=partition,
+                    keys=None if keys is None else keys[:-1],
+                )
+            await producer.send(
+                topic,
+                values[-1],
+                key=None if keys is None else keys[-1],
+                headers=chunk.headers,
+                partition=partition,
+            )
             # Appended to the transaction: `hand_off_transaction` flushes and checks
             # every record before anything can commit.
             pipe.committed(chunk)
             loader._progress(chunk.count, chunk.size)
+
+
+def _check(chunk: RowChunk, last: int, topic: str, partition: int, count: int) -> None:
+    """Rows increase (from `last` on) and each is this partition's by the one rule."""
+    rows, keys = chunk.rows, chunk.keys
+    if len(chunk.values) != len(rows) or (keys is not None and len(keys) != len(rows)):
+        raise ConfigError(
+            f"a chunk of {len(rows)} rows with {len(chunk.values)} values and "
+            f"{'no' if keys is None else len(keys)} keys"
+        )
+    previous = last
+    for row in rows:
+        if row <= previous:
+            raise ConfigError(
+                f"{topic}-{partition}: row {row} after row {previous}; the rows of a "
+                "partition must come in increasing order (sortWithinPartitions('row'))"
+            )
+        previous = row
+    if keys is None:
+        wrong = next((row for row in rows if row % count != partition), None)
+        key: bytes | None = None
+    else:
+        pairs = zip(rows, keys, strict=True)
+        found = next(((r, k) for r, k in pairs if partition_of(r, k, count) != partition), None)
+        wrong, key = (None, None) if found is None else found
+    if wrong is not None:
+        raise ConfigError(
+            f"row {wrong} belongs to partition {partition_of(wrong, key, count)} of "
+            f"{topic}, not {partition} (murmur2 of the key, else row % {count}: the rule "
+            "every load uses)"
+        )
 
 
 async def load_partition(
@@ -147,30 +192,16 @@ async def load_partition(
                 try:
                     stamp = loader._timestamp_ms()
                     async for chunk in chunks:
-                        keys = chunk.keys
-                        for index, row in enumerate(chunk.rows):
-                            if row <= last:
-                                raise ConfigError(
-                                    f"{topic}-{partition}: row {row} after row {last}; the "
-                                    "rows of a partition must come in increasing order "
-                                    "(sortWithinPartitions('row'))"
-                                )
-                            last = row
-                            key = None if keys is None else keys[index]
-                            if (row % count if key is None else partition_of(row, key, count)) != (
-                                partition
-                            ):
-                                raise ConfigError(
-                                    f"row {row} belongs to partition "
-                                    f"{partition_of(row, key, count)} of {topic}, not "
-                                    f"{partition} (murmur2 of the key, else row % "
-                                    f"{count}: the rule every load uses)"
-                                )
-                            if pipe.skip(row):
-                                continue
-                            if pipe.add(row, key, chunk.values[index], stamp):
-                                await part.sealed()
-                                stamp = loader._timestamp_ms()
+                        _check(chunk, last, topic, partition, count)
+                        if chunk.rows:
+                            last = chunk.rows[-1]
+                        # The whole chunk as one run (batches cut by cumulative sizes);
+                        # each sealed batch is handed on before the next chunk.
+                        sealed = pipe.add_run(chunk.rows, chunk.keys, chunk.values, stamp)
+                        for _ in range(sealed):
+                            await part.sealed()
+                        if sealed:
+                            stamp = loader._timestamp_ms()
                         given += len(chunk.rows)
                     if pipe.finish(stamp):
                         await part.sealed()

@@ -366,7 +366,7 @@ class TransactionManager(TxnRequestQueue):
             raise self._refuse("hand off the transaction while partitions are being added")
         if not self.transaction_started:
             raise self._refuse("hand off a transaction the coordinator does not know yet")
-        self._transition(TxnState.HANDED_OFF)
+        self.transition(TxnState.HANDED_OFF)
         return self.producer_id, self.producer_epoch
 
     def adopt(self, producer_id: int, producer_epoch: int) -> None:
@@ -380,11 +380,11 @@ class TransactionManager(TxnRequestQueue):
                 f"adopt(producer_id={producer_id}, producer_epoch={producer_epoch}): "
                 "both must be >= 0 (the handed-off transaction's)"
             )
-        self._set_producer_id(producer_id, producer_epoch)
+        self.install_producer_id(producer_id, producer_epoch)
         self.transaction_v2 = False
-        self._clear_transaction()
+        self.clear_transaction()
         self.transaction_started = True
-        self._transition(TxnState.IN_TRANSACTION)
+        self.transition(TxnState.IN_TRANSACTION)
 
     def close(self) -> None:
         """Fail everything pending; later calls raise `ProducerClosedError`."""
