@@ -1,15 +1,56 @@
-"""Helpers the integration tests share: topic creation over our wire client, and a
-confluent-kafka reader (imported when called, so a module that needs only
-`create_topic` does not need confluent-kafka)."""
+"""Helpers the integration tests share: topic creation over our wire client, raw TCP
+clients of the mock broker closed with it, and a confluent-kafka reader (imported when
+called, so a module that needs only `create_topic` does not need confluent-kafka)."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator
+from typing import Any
 
+import trio
+
+from trio_kafka.broker import Cluster, open_cluster
 from trio_kafka.errors import ErrorCode
 from trio_kafka.net import open_selector
 from trio_kafka.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
+
+#: Raw client streams `tcp_client` opened, closed when their `open_cluster_for_clients`
+#: block ends. (An autouse async fixture would not do: pytest-trio runs only the async
+#: fixtures a test names, so such a fixture never ran and each stream stayed open until
+#: the interpreter exited: "ResourceWarning: unclosed <socket.socket ...>".)
+_CLIENTS: list[trio.abc.Stream] = []
+
+
+@contextlib.asynccontextmanager
+async def open_cluster_for_clients(*args: Any, **kwargs: Any) -> AsyncIterator[Cluster]:
+    """`open_cluster(*args, **kwargs)`; on the way out, every `tcp_client` is closed."""
+    async with open_cluster(*args, **kwargs) as cluster:
+        try:
+            yield cluster
+        finally:
+            while _CLIENTS:
+                await _CLIENTS.pop().aclose()
+
+
+async def tcp_client(cluster: Cluster, node: int = 0) -> trio.SocketStream:
+    """A raw TCP connection to `node`, closed with its `open_cluster_for_clients` block."""
+    host, port = cluster.state.endpoints[node]
+    stream = await trio.open_tcp_stream(host, port)
+    _CLIENTS.append(stream)
+    return stream
+
+
+#: Producer options for tests that wait out retries on the real clock: short backoffs.
+FAST: dict[str, Any] = {"retry_backoff": 0.01, "retry_backoff_max": 0.05, "reconnect_backoff": 0.01}
+
+
+def rows(count: int) -> list[bytes]:
+    """`count` distinct rows in load order: b"row-000000", b"row-000001", ..."""
+    return [b"row-%06d" % i for i in range(count)]
+
 
 #: librdkafka options that keep its log lines out of the test output.
 QUIET = {"log_level": 0, "logger": lambda *a: None}

@@ -1,10 +1,12 @@
-"""Integration fixtures: Tansu, a real Kafka-compatible broker, on a free loopback port."""
+"""Integration fixtures: Tansu, a real Kafka-compatible broker, on a free loopback port;
+a certificate authority for the TLS tests."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+import trustme
 
 from trio_kafka.testing import TansuBroker, tansu_broker
 
@@ -19,3 +21,9 @@ def tansu() -> Iterator[TansuBroker]:
     """
     with tansu_broker() as broker:
         yield broker
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    """A throwaway certificate authority (trustme) for the module's TLS brokers."""
+    return trustme.CA()

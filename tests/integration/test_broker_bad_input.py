@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import trio
 
-from trio_kafka.broker import Cluster, open_cluster
+from tests.integration._helpers import open_cluster_for_clients, tcp_client
+from trio_kafka.broker import Cluster
 from trio_kafka.errors import ErrorCode
 from trio_kafka.protocol import FrameSplitter, decode_response, encode_request
 from trio_kafka.protocol.messages.metadata import MetadataRequest
@@ -19,21 +20,9 @@ from trio_kafka.protocol.messages.produce import (
 )
 from trio_kafka.records import BatchBuilder
 
-_OPEN: list[trio.SocketStream] = []
-
-
-@pytest.fixture(autouse=True)
-async def _close_clients() -> Any:
-    yield
-    while _OPEN:
-        await _OPEN.pop().aclose()
-
 
 async def connect(cluster: Cluster) -> trio.SocketStream:
-    host, port = cluster.state.endpoints[0]
-    stream = await trio.open_tcp_stream(host, port)
-    _OPEN.append(stream)
-    return stream
+    return await tcp_client(cluster)
 
 
 async def closed_by_broker(stream: trio.SocketStream) -> bool:
@@ -106,7 +95,7 @@ async def still_serving(cluster: Cluster) -> None:
     ids=["negative-size", "huge-size", "tiny-frame", "truncated-header", "random"],
 )
 async def test_garbage_closes_the_connection_and_the_broker_goes_on(garbage: bytes) -> None:
-    async with open_cluster(topics={"good": 1}) as cluster:
+    async with open_cluster_for_clients(topics={"good": 1}) as cluster:
         await still_serving(cluster)
         bad = await connect(cluster)
         await bad.send_all(garbage)
@@ -116,7 +105,7 @@ async def test_garbage_closes_the_connection_and_the_broker_goes_on(garbage: byt
 
 
 async def test_frame_that_lies_about_its_size_waits_then_closes_on_eof() -> None:
-    async with open_cluster(topics={"good": 1}) as cluster:
+    async with open_cluster_for_clients(topics={"good": 1}) as cluster:
         bad = await connect(cluster)
         await bad.send_all(struct.pack(">i", 1000) + b"\x00" * 10)  # promises 1000 bytes, sends 10
         await still_serving(cluster)  # the liar does not block anyone
@@ -126,7 +115,7 @@ async def test_frame_that_lies_about_its_size_waits_then_closes_on_eof() -> None
 
 @pytest.mark.parametrize(("api_key", "version"), [(999, 0), (0, 99), (3, 42)])
 async def test_unknown_api_key_or_version_closes_the_connection(api_key: int, version: int) -> None:
-    async with open_cluster(topics={"good": 1}) as cluster:
+    async with open_cluster_for_clients(topics={"good": 1}) as cluster:
         bad = await connect(cluster)
         body = struct.pack(">hhih", api_key, version, 5, 1) + b"t"
         await bad.send_all(struct.pack(">i", len(body)) + body)
@@ -135,7 +124,7 @@ async def test_unknown_api_key_or_version_closes_the_connection(api_key: int, ve
 
 
 async def test_bad_crc_is_corrupt_message_and_loses_nothing_else() -> None:
-    async with open_cluster(topics={"t": 2, "good": 1}) as cluster:
+    async with open_cluster_for_clients(topics={"t": 2, "good": 1}) as cluster:
         stream = await connect(cluster)
         corrupt = bytearray(batch(3))
         corrupt[-2] ^= 0x55
@@ -152,7 +141,7 @@ async def test_bad_crc_is_corrupt_message_and_loses_nothing_else() -> None:
 
 
 async def test_truncated_batch_and_bad_length_are_corrupt_message() -> None:
-    async with open_cluster(topics={"t": 1}) as cluster:
+    async with open_cluster_for_clients(topics={"t": 1}) as cluster:
         stream = await connect(cluster)
         good = batch(3)
         lying = good[:8] + struct.pack(">i", len(good) + 100) + good[12:]
@@ -163,7 +152,7 @@ async def test_truncated_batch_and_bad_length_are_corrupt_message() -> None:
 
 
 async def test_invalid_acks_and_unknown_partition() -> None:
-    async with open_cluster(topics={"t": 1}) as cluster:
+    async with open_cluster_for_clients(topics={"t": 1}) as cluster:
         stream = await connect(cluster)
         req = produce("t", {0: batch(1), 7: batch(1)})
         resp = await request(stream, req, 9)

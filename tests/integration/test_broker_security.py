@@ -22,11 +22,6 @@ QUIET = {"log_level": 0, "logger": lambda *a: None}
 
 
 @pytest.fixture(scope="module")
-def ca() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture(scope="module")
 def tls_cluster(
     ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[ThreadedCluster, Path]]:

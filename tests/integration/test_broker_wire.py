@@ -9,7 +9,8 @@ import pytest
 import trio
 import trio.testing
 
-from trio_kafka.broker import DROP, Cluster, ClusterOptions, HookCall, open_cluster
+from tests.integration._helpers import open_cluster_for_clients, tcp_client
+from trio_kafka.broker import DROP, Cluster, ClusterOptions, HookCall
 from trio_kafka.errors import ErrorCode
 from trio_kafka.protocol import FrameSplitter, decode_response, encode_request
 from trio_kafka.protocol.messages.api_versions import ApiVersionsRequest
@@ -34,6 +35,7 @@ from trio_kafka.protocol.messages.produce import (
     TopicProduceData,
 )
 from trio_kafka.records import BatchBuilder
+from trio_kafka.testing import make_cluster
 
 NOW = 1_700_000_000_000
 
@@ -132,25 +134,19 @@ def connect(cluster: Cluster, node: int = 0) -> tuple[RawClient, Any]:
     return RawClient(client_side), (cluster.serve_stream, node, server_side)
 
 
-_OPEN: list[trio.abc.Stream] = []
-
-
-@pytest.fixture(autouse=True)
-async def _close_clients() -> Any:
-    yield
-    while _OPEN:
-        await _OPEN.pop().aclose()
+def memory_client(cluster: Cluster, nursery: trio.Nursery, node: int = 0) -> RawClient:
+    """A client connected to `node` over an in-memory stream served in `nursery`."""
+    client, (serve, node, server_side) = connect(cluster, node)
+    nursery.start_soon(serve, node, server_side)
+    return client
 
 
 async def tcp(cluster: Cluster, node: int = 0) -> RawClient:
-    host, port = cluster.state.endpoints[node]
-    stream = await trio.open_tcp_stream(host, port)
-    _OPEN.append(stream)
-    return RawClient(stream)
+    return RawClient(await tcp_client(cluster, node))
 
 
 async def test_api_versions_advertises_the_cas_feature() -> None:
-    async with open_cluster() as cluster:
+    async with open_cluster_for_clients() as cluster:
         client = await tcp(cluster)
         resp = await client.request(
             ApiVersionsRequest(client_software_name="raw", client_software_version="1"), 3
@@ -164,7 +160,7 @@ async def test_api_versions_advertises_the_cas_feature() -> None:
 
 
 async def test_transaction_version_feature_when_v2_enabled() -> None:
-    async with open_cluster(options=ClusterOptions(transaction_version=2)) as cluster:
+    async with open_cluster_for_clients(options=ClusterOptions(transaction_version=2)) as cluster:
         client = await tcp(cluster)
         resp = await client.request(ApiVersionsRequest(), 3)
         assert any(
@@ -176,7 +172,7 @@ async def test_transaction_version_feature_when_v2_enabled() -> None:
 
 
 async def test_unsupported_api_versions_version_is_answered_in_v0_with_our_ranges() -> None:
-    async with open_cluster() as cluster:
+    async with open_cluster_for_clients() as cluster:
         client = await tcp(cluster)
         # ApiVersions v99 with a v2 header: api key 18, version 99, correlation 7.
         header = struct.pack(">hhih", 18, 99, 7, 3) + b"raw" + b"\x00"
@@ -190,7 +186,7 @@ async def test_unsupported_api_versions_version_is_answered_in_v0_with_our_range
 
 
 async def test_cas_over_the_wire() -> None:
-    async with open_cluster() as cluster:
+    async with open_cluster_for_clients() as cluster:
         client = await tcp(cluster)
         created = await client.request(
             CreateTopicsRequest(
@@ -220,7 +216,7 @@ async def test_cas_over_the_wire() -> None:
 
 
 async def test_metadata_auto_creates_and_lists_every_broker() -> None:
-    async with open_cluster(brokers=3) as cluster:
+    async with open_cluster_for_clients(brokers=3) as cluster:
         client = await tcp(cluster, 1)
         resp = await client.request(MetadataRequest(topics=[MetadataRequestTopic(name="auto")]), 12)
         assert [b.node_id for b in resp.brokers] == [0, 1, 2]
@@ -236,7 +232,7 @@ async def test_metadata_auto_creates_and_lists_every_broker() -> None:
 
 
 async def test_moved_leader_answers_not_leader_or_follower() -> None:
-    async with open_cluster(brokers=2, topics={"t": 1}) as cluster:
+    async with open_cluster_for_clients(brokers=2, topics={"t": 1}) as cluster:
         leader = cluster.state.partition("t", 0).leader  # type: ignore[union-attr]
         other = 1 - leader
         client = await tcp(cluster, leader)
@@ -258,7 +254,7 @@ async def test_moved_leader_answers_not_leader_or_follower() -> None:
 
 
 async def test_moved_transaction_coordinator() -> None:
-    async with open_cluster(brokers=2) as cluster:
+    async with open_cluster_for_clients(brokers=2) as cluster:
         client = await tcp(cluster, 0)
         found = await client.request(FindCoordinatorRequest(key="tx", key_type=1), 3)
         assert found.node_id == 0
@@ -274,7 +270,7 @@ async def test_moved_transaction_coordinator() -> None:
 
 
 async def test_hook_can_inject_an_error_response() -> None:
-    async with open_cluster(topics={"t": 1}) as cluster:
+    async with open_cluster_for_clients(topics={"t": 1}) as cluster:
         from trio_kafka.protocol.messages.produce import (
             PartitionProduceResponse,
             ProduceResponse,
@@ -338,35 +334,38 @@ async def test_hook_after_apply_then_drop_the_connection() -> None:
     assert cluster.state.partition("t", 0).log.log_end_offset == 3  # type: ignore[union-attr]
 
 
-async def test_fetch_waits_for_data_up_to_max_wait() -> None:
-    async with open_cluster(topics={"t": 1}) as cluster:
-        reader = await tcp(cluster)
-        writer = await tcp(cluster)
-        fetch = fetch_req("t", 0, max_wait_ms=5000)
-        result: list[Any] = []
+async def test_fetch_waits_for_data_up_to_max_wait(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    cluster = make_cluster(topics={"t": 1})
+    reader = memory_client(cluster, nursery)
+    writer = memory_client(cluster, nursery)
+    fetch = fetch_req("t", 0, max_wait_ms=5000)
+    result: list[Any] = []
 
-        async def read() -> None:
-            result.append(await reader.request(fetch, 11))
+    async def read() -> None:
+        result.append(await reader.request(fetch, 11))
 
-        start = trio.current_time()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(read)
-            await trio.sleep(0.2)
-            assert not result
-            await writer.request(produce_req("t", batch(2)), 9)
-        assert trio.current_time() - start < 2
-        part = result[0].responses[0].partitions[0]
-        assert part.high_watermark == 2
-        assert part.records
-        empty = fetch_req("t", 2, max_wait_ms=100)
-        start = trio.current_time()
-        out = await reader.request(empty, 11)
-        assert 0.09 < trio.current_time() - start < 1
-        assert out.responses[0].partitions[0].records == b""
+    start = trio.current_time()
+    async with trio.open_nursery() as inner:
+        inner.start_soon(read)
+        await trio.sleep(0.2)
+        assert not result
+        await writer.request(produce_req("t", batch(2)), 9)
+    # Answered when the data came, not at max_wait.
+    assert trio.current_time() - start == pytest.approx(0.2)
+    part = result[0].responses[0].partitions[0]
+    assert part.high_watermark == 2
+    assert part.records
+    empty = fetch_req("t", 2, max_wait_ms=100)
+    start = trio.current_time()
+    out = await reader.request(empty, 11)
+    assert trio.current_time() - start == pytest.approx(0.1)  # nothing came: max_wait
+    assert out.responses[0].partitions[0].records == b""
 
 
 async def test_list_offsets_read_committed_answers_the_last_stable_offset() -> None:
-    async with open_cluster(topics={"t": 1}) as cluster:
+    async with open_cluster_for_clients(topics={"t": 1}) as cluster:
         client = await tcp(cluster)
         init = await client.request(
             InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000), 4
@@ -429,7 +428,7 @@ async def test_list_offsets_read_committed_answers_the_last_stable_offset() -> N
 
 @pytest.mark.parametrize("version", [3, 5])
 async def test_transactional_produce_outside_the_transaction_is_refused(version: int) -> None:
-    async with open_cluster(topics={"t": 1}) as cluster:
+    async with open_cluster_for_clients(topics={"t": 1}) as cluster:
         client = await tcp(cluster)
         init = await client.request(
             InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000), version
@@ -446,7 +445,7 @@ async def test_transactional_produce_outside_the_transaction_is_refused(version:
 
 
 async def test_transactions_v2_add_partitions_implicitly_and_bump_at_end_txn() -> None:
-    async with open_cluster(
+    async with open_cluster_for_clients(
         topics={"t": 2}, options=ClusterOptions(transaction_version=2)
     ) as cluster:
         client = await tcp(cluster)
@@ -479,7 +478,7 @@ async def test_transactions_v2_add_partitions_implicitly_and_bump_at_end_txn() -
 
 
 async def test_crash_node_cuts_connections_and_can_lose_producer_state() -> None:
-    async with open_cluster(topics={"t": 1}) as cluster:
+    async with open_cluster_for_clients(topics={"t": 1}) as cluster:
         client = await tcp(cluster)
         await client.request(produce_req("t", batch(2, pid=5, epoch=0, seq=0)), 9)
         cluster.crash_node(0, lose_producer_state=True)
@@ -497,7 +496,7 @@ async def test_describe_configs_and_delete_topics() -> None:
         DescribeConfigsResource,
     )
 
-    async with open_cluster() as cluster:
+    async with open_cluster_for_clients() as cluster:
         cluster.create_topic(
             "t", 1, {"max.message.bytes": "5000", "expected.offset.check.enable": "true"}
         )
@@ -526,25 +525,27 @@ async def test_describe_configs_and_delete_topics() -> None:
         assert "t" not in cluster.state.topics
 
 
-async def test_hook_delay_and_blackhole() -> None:
+async def test_hook_delay_and_blackhole(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
     from trio_kafka.broker import BLACKHOLE, Delay
 
-    async with open_cluster(topics={"t": 1}) as cluster:
-        cluster.add_hook(MetadataRequest, lambda call: Delay(0.2), times=1)
-        client = await tcp(cluster)
-        start = trio.current_time()
-        await client.request(MetadataRequest(topics=None), 12)
-        assert trio.current_time() - start >= 0.19
+    cluster = make_cluster(topics={"t": 1})
+    cluster.add_hook(MetadataRequest, lambda call: Delay(0.2), times=1)
+    client = memory_client(cluster, nursery)
+    start = trio.current_time()
+    await client.request(MetadataRequest(topics=None), 12)
+    assert trio.current_time() - start == pytest.approx(0.2)
 
-        async def async_hook(call: HookCall) -> object:
-            await trio.sleep(0)
-            return BLACKHOLE
+    async def async_hook(call: HookCall) -> object:
+        await trio.sleep(0)
+        return BLACKHOLE
 
-        cluster.add_hook(ProduceRequest, async_hook, after=True, node=0, times=1)
-        await client.send_raw(
-            encode_request(produce_req("t", batch(1)), version=9, correlation_id=99, client_id=None)
-        )
-        with trio.move_on_after(0.3) as scope:
-            await client.read_frame()
-        assert scope.cancelled_caught  # applied, never answered
-        assert cluster.state.partition("t", 0).log.log_end_offset == 1  # type: ignore[union-attr]
+    cluster.add_hook(ProduceRequest, async_hook, after=True, node=0, times=1)
+    await client.send_raw(
+        encode_request(produce_req("t", batch(1)), version=9, correlation_id=99, client_id=None)
+    )
+    with trio.move_on_after(3600) as scope:
+        await client.read_frame()
+    assert scope.cancelled_caught  # applied, never answered (in an hour of virtual time)
+    assert cluster.state.partition("t", 0).log.log_end_offset == 1  # type: ignore[union-attr]

@@ -5,23 +5,15 @@ from __future__ import annotations
 import pytest
 import trio
 
-from trio_kafka.broker import DROP, Cluster, HookCall, open_cluster
+from tests.integration._helpers import rows
+from trio_kafka.broker import DROP, HookCall, open_cluster
 from trio_kafka.client import BulkLoader, open_bulk_loader, row_of
 from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError
 from trio_kafka.net import open_selector
 from trio_kafka.protocol.messages.produce import ProduceRequest
+from trio_kafka.testing import log_values
 
 CAS = {"expected.offset.check.enable": "true"}
-
-
-def values(cluster: Cluster, topic: str, partition: int = 0) -> list[bytes | None]:
-    return [
-        r.value for b in cluster.decoded(topic, partition) if not b.is_control for r in b.records
-    ]
-
-
-def rows(count: int) -> list[bytes]:
-    return [b"row-%06d" % i for i in range(count)]
 
 
 async def test_a_load_writes_every_row_once_in_order() -> None:
@@ -32,7 +24,7 @@ async def test_a_load_writes_every_row_once_in_order() -> None:
         ) as loader:
             result = await loader.run(rows(5000))
         assert (result.loaded, result.skipped, result.guarantee) == (5000, 0, "exactly_once_cas")
-        assert values(cluster, "t") == rows(5000)
+        assert log_values(cluster, "t", 0) == rows(5000)
 
 
 async def test_rows_spread_over_partitions_by_row_or_key() -> None:
@@ -48,7 +40,7 @@ async def test_rows_spread_over_partitions_by_row_or_key() -> None:
 
         for p in range(3):
             expected = [v for k, v in data if partition_for_key(k, 3) == p]
-            assert values(cluster, "t", p) == expected
+            assert log_values(cluster, "t", p) == expected
 
 
 async def test_running_the_same_load_again_skips_everything() -> None:
@@ -59,7 +51,8 @@ async def test_running_the_same_load_again_skips_everything() -> None:
             again = await BulkLoader(selector, "t", "L", batch_bytes=1024).run(rows(2000))
         assert (first.loaded, again.loaded, again.skipped) == (2000, 0, 2000)
         assert (
-            values(cluster, "t", 0) + values(cluster, "t", 1) == rows(2000)[0::2] + rows(2000)[1::2]
+            log_values(cluster, "t", 0) + log_values(cluster, "t", 1)
+            == rows(2000)[0::2] + rows(2000)[1::2]
         )
 
 
@@ -71,7 +64,7 @@ async def test_a_partial_load_resumes_after_its_last_batch() -> None:
             result = await BulkLoader(selector, "t", "L", batch_bytes=1024).run(rows(2000))
         assert (result.loaded, result.skipped) == (1300, 700)
         assert result.partitions[0].resumed_after_row == 699
-        assert values(cluster, "t") == rows(2000)
+        assert log_values(cluster, "t", 0) == rows(2000)
 
 
 async def test_lost_answers_are_resent_and_deduplicated() -> None:
@@ -89,7 +82,7 @@ async def test_lost_answers_are_resent_and_deduplicated() -> None:
         ) as loader:
             result = await loader.run(rows(3000))
         assert result.loaded == 3000
-        assert values(cluster, "t") == rows(3000)
+        assert log_values(cluster, "t", 0) == rows(3000)
 
 
 async def test_two_loaders_racing_one_fails_cleanly_never_interleaved() -> None:
@@ -112,7 +105,7 @@ async def test_two_loaders_racing_one_fails_cleanly_never_interleaved() -> None:
                 nursery.start_soon(run, "B", s2, b)
         failed = [n for n, o in outcomes.items() if isinstance(o, ConcurrentWriteError)]
         assert len(failed) >= 1
-        log = values(cluster, "t")
+        log = log_values(cluster, "t", 0)
         # The log is a prefix of one load followed by (a prefix of) the other, never mixed.
         first = log[0][:1] if log else b""
         switch = next((i for i, v in enumerate(log) if not v.startswith(first)), len(log))
@@ -135,7 +128,7 @@ async def test_a_topic_without_the_check_is_refused_when_cas_is_forced() -> None
         ) as loader:
             with pytest.raises(CasNotSupportedError, match=r"expected\.offset\.check\.enable=true"):
                 await loader.run(rows(10))
-        assert values(cluster, "plain") == []
+        assert log_values(cluster, "plain", 0) == []
 
 
 def test_row_of_reads_the_manifest_headers() -> None:

@@ -15,16 +15,13 @@ from pathlib import Path
 
 import trio
 
-from trio_kafka.broker import Cluster, open_cluster
+from trio_kafka.broker import open_cluster
+from trio_kafka.testing import log_values
 
 ROWS = 200_000
 POINTS = 5
 SEED = int(os.environ.get("TRIO_KAFKA_SIGKILL_SEED", "20240611"))
 LOAD = [sys.executable, "-c", "from trio_kafka.cli import main; main()", "load"]
-
-
-def values(cluster: Cluster, topic: str) -> list[bytes | None]:
-    return [r.value for b in cluster.decoded(topic, 0) if not b.is_control for r in b.records]
 
 
 async def _run_until(command: list[str], kill_at: int | None) -> tuple[int, str]:
@@ -80,11 +77,11 @@ async def test_a_load_killed_at_random_points_resumes_to_exactly_its_input(
                 "65536",
             ]
             reported, _ = await _run_until(command, kill_at)
-            landed = len(values(cluster, topic))
+            landed = len(log_values(cluster, topic, 0))
             print(f"point {point}: kill at {kill_at}, reported {reported}, in the log {landed}")
             assert reported < ROWS, "the loader finished before it could be killed"
             _, log = await _run_until(command, None)
-            final = values(cluster, topic)
+            final = log_values(cluster, topic, 0)
             assert len(final) == ROWS
             assert final == expected, "the partition differs from the input"
             skipped = int(log.split(" already there")[0].rsplit(", ", 1)[1].split()[0])

@@ -10,17 +10,13 @@ from __future__ import annotations
 import pytest
 import trio
 
-from tests.integration._helpers import consume_all
+from tests.integration._helpers import consume_all, rows
 from trio_kafka.client import BulkLoader, PartitionReader, create_topic
 from trio_kafka.errors import CasNotSupportedError
 from trio_kafka.net import open_selector
 from trio_kafka.testing import TansuBroker
 
 pytestmark = pytest.mark.tansu
-
-
-def rows(count: int) -> list[bytes]:
-    return [b"row-%06d" % i for i in range(count)]
 
 
 async def test_a_load_on_tansu_completes_in_transactions_and_resumes(tansu: TansuBroker) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import trio
 
-from tests.integration._helpers import consume_all
-from trio_kafka.broker import DROP, Cluster, HookCall, open_cluster
+from tests.integration._helpers import consume_all, rows
+from trio_kafka.broker import DROP, HookCall, open_cluster
 from trio_kafka.client import BulkLoader, open_bulk_loader
 from trio_kafka.errors import ConfigError
 from trio_kafka.net import open_selector
@@ -16,17 +16,7 @@ from trio_kafka.producer._rows import RECORD_OVERHEAD
 from trio_kafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.produce import ProduceRequest
-
-
-def rows(count: int) -> list[bytes]:
-    return [b"row-%06d" % i for i in range(count)]
-
-
-def in_log(cluster: Cluster, topic: str, partition: int) -> list[bytes | None]:
-    """Every data record's value in log order (the broker's own view, aborted included)."""
-    return [
-        r.value for b in cluster.decoded(topic, partition) if not b.is_control for r in b.records
-    ]
+from trio_kafka.testing import log_values
 
 
 async def test_auto_loads_a_topic_without_cas_in_transactions() -> None:
@@ -49,7 +39,7 @@ async def test_auto_loads_a_topic_without_cas_in_transactions() -> None:
                 if (partition_for_key(k, 3) if k is not None else i % 3) == p
             ]
             # Nothing was aborted: the log is each partition's rows in row order.
-            assert in_log(cluster, "plain", p) == expected
+            assert log_values(cluster, "plain", p) == expected
 
 
 async def test_a_transactional_load_run_again_skips_what_committed() -> None:
@@ -178,7 +168,7 @@ async def test_bytes_like_rows_are_loaded_as_bytes() -> None:
         async with open_bulk_loader("plain", "L", bootstrap=cluster.bootstrap) as loader:
             result = await loader.run(rows)  # type: ignore[arg-type]
         assert result.loaded == 4
-        assert sorted(in_log(cluster, "plain", 0) + in_log(cluster, "plain", 1)) == [
+        assert sorted(log_values(cluster, "plain", 0) + log_values(cluster, "plain", 1)) == [
             b"a",
             b"b",
             b"c",

@@ -27,11 +27,6 @@ async def echo_port(nursery: trio.Nursery) -> AsyncIterator[int]:
     yield listeners[0].socket.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def ca() -> trustme.CA:
-    return trustme.CA()
-
-
 @pytest.fixture
 async def tls_port(nursery: trio.Nursery, ca: trustme.CA) -> AsyncIterator[int]:
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

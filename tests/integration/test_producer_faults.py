@@ -8,22 +8,19 @@ fate is unknown reported as Ambiguous, never as Failed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
-import trio
 
+from tests.integration._helpers import FAST
 from trio_kafka.broker import BLACKHOLE, DROP, Cluster, HookCall, open_cluster
 from trio_kafka.client import Acknowledged, Ambiguous, RecordHandle, open_producer
-from trio_kafka.errors import AmbiguousError, BrokerConnectionError, ErrorCode
+from trio_kafka.errors import AmbiguousError, ErrorCode
 from trio_kafka.protocol.messages.produce import (
     PartitionProduceResponse,
     ProduceRequest,
     ProduceResponse,
     TopicProduceResponse,
 )
-
-FAST: dict[str, Any] = {"retry_backoff": 0.01, "retry_backoff_max": 0.05, "reconnect_backoff": 0.01}
 
 
 def log_values(cluster: Cluster, topic: str, partition: int) -> list[tuple[int, bytes | None]]:
@@ -167,25 +164,3 @@ async def test_acks_1_without_idempotence_and_no_retries_is_ambiguous_on_timeout
             handle = await producer.send("t", b"x")
             with pytest.raises(AmbiguousError):
                 await handle
-
-
-async def test_close_returns_within_its_timeout_when_the_broker_never_answers() -> None:
-    async with open_cluster(topics={"t": 1}) as cluster:
-        cluster.add_hook(ProduceRequest, lambda call: BLACKHOLE)
-        start = trio.current_time()
-        async with open_producer(bootstrap=cluster.bootstrap, close_timeout=0.3) as producer:
-            handle = await producer.send("t", b"x")
-            queued = await producer.send("t", b"y" * 20_000)  # a second batch, never sent
-        assert trio.current_time() - start < 2.0
-        assert isinstance(handle.outcome, Ambiguous)  # it left: may have been written
-        assert queued.done() and not queued.succeeded()
-
-
-async def test_no_broker_at_all_fails_sends_and_closes_promptly() -> None:
-    async with open_cluster() as cluster:
-        bootstrap = cluster.bootstrap
-    start = trio.current_time()
-    async with open_producer(bootstrap=bootstrap, max_block=0.3, close_timeout=0.3) as producer:
-        with pytest.raises(BrokerConnectionError, match="'t'"):
-            await producer.send("t", b"x")
-    assert trio.current_time() - start < 2.0

@@ -34,11 +34,6 @@ USERS = {"alice": "alice-secret"}
 
 
 @pytest.fixture(scope="module")
-def ca() -> Any:
-    return trustme.CA()
-
-
-@pytest.fixture(scope="module")
 def ca_file(ca: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("tls") / "ca.pem"
     ca.cert_pem.write_to_path(str(path))

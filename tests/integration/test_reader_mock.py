@@ -1,4 +1,5 @@
-"""PartitionReader against the mock broker, in-process over real TCP.
+"""PartitionReader against the mock broker, in-process over real TCP, or over memory
+streams in virtual time (`memory_topic`) where a test measures waits.
 
 Records are written with raw ProduceRequests (BatchBuilder through the selector) or with
 confluent-kafka (in a worker thread, the broker stays in this trio run).
@@ -32,6 +33,7 @@ from trio_kafka.protocol.messages.produce import (
     TopicProduceData,
 )
 from trio_kafka.records import BatchBuilder
+from trio_kafka.testing import BOOTSTRAP, MemoryTransport, make_cluster
 
 if TYPE_CHECKING:
     from confluent_kafka import Producer
@@ -97,6 +99,15 @@ async def one_topic(
         open_selector(cluster.bootstrap, **selector_options) as selector,
     ):
         yield topic, cluster, selector
+
+
+@contextlib.asynccontextmanager
+async def memory_topic(nursery: trio.Nursery) -> AsyncIterator[tuple[str, KafkaSelector]]:
+    """`one_topic()` over memory streams: with the autojump clock, waits are exact."""
+    topic = topic_name()
+    cluster = make_cluster(topics={topic: 1})
+    async with open_selector(BOOTSTRAP, transport=MemoryTransport(cluster, nursery)) as selector:
+        yield topic, selector
 
 
 def transactional_producer(bootstrap: str) -> Producer:
@@ -187,8 +198,10 @@ async def test_reading_beyond_the_log_end_is_a_clear_error() -> None:
         )
 
 
-async def test_an_end_past_the_log_end_waits_for_new_records_then_times_out() -> None:
-    async with one_topic() as (topic, _, selector):
+async def test_an_end_past_the_log_end_waits_for_new_records_then_times_out(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    async with memory_topic(nursery) as (topic, selector):
         await produce_values(selector, topic, [2])
         reader = PartitionReader(selector, max_wait=0.1)
 
@@ -196,19 +209,22 @@ async def test_an_end_past_the_log_end_waits_for_new_records_then_times_out() ->
             await trio.sleep(0.2)
             await produce(selector, topic, [(None, b"late", ())])
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(late_write)
+        start = trio.current_time()
+        async with trio.open_nursery() as inner:
+            inner.start_soon(late_write)
             records = await reader.read_all(topic, 0, start=0, end=3, timeout=5)
         assert [r.value for r in records] == [b"v0", b"v1", b"late"]
+        assert trio.current_time() - start == pytest.approx(0.2)  # when "late" came
 
-        with trio.fail_after(3):
-            read = reader.read(topic, 0, start=0, end=10, timeout=0.5)
-            got = []
-            with pytest.raises(ReadTimeoutError, match="stuck at offset 3"):
-                async for record in read:
-                    got.append(record.offset)
+        read = reader.read(topic, 0, start=0, end=10, timeout=0.5)
+        got = []
+        start = trio.current_time()
+        with pytest.raises(ReadTimeoutError, match="stuck at offset 3"):
+            async for record in read:
+                got.append(record.offset)
         assert got == [0, 1, 2]
         assert read.position == 3
+        assert trio.current_time() - start == pytest.approx(0.5)
 
 
 async def test_a_leader_move_in_the_middle_of_a_read() -> None:
@@ -405,12 +421,15 @@ async def test_the_end_is_fixed_when_the_read_begins() -> None:
         assert len(await reader.read_all(topic, 0)) == 7
 
 
-async def test_an_empty_partition_does_not_cost_a_long_poll() -> None:
-    async with one_topic() as (topic, _, selector):
+async def test_an_empty_partition_does_not_cost_a_long_poll(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    async with memory_topic(nursery) as (topic, selector):
         reader = PartitionReader(selector, max_wait=10)
-        with trio.fail_after(2):
-            assert await reader.read_all(topic, 0) == []
-            assert await reader.read_at(topic, 0, 0) is None
+        start = trio.current_time()
+        assert await reader.read_all(topic, 0) == []
+        assert await reader.read_at(topic, 0, 0) is None
+        assert trio.current_time() - start < 1.0  # virtual time: max_wait is 10 s
 
 
 async def test_below_the_log_start_is_an_error_for_read_at_and_read() -> None:

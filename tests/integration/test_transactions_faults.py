@@ -1,7 +1,8 @@
 """The transactional producer against the mock broker with faults injected by hooks.
 
 Each test checks the broker's ground truth (markers in the log, what the coordinator
-answered) against what the producer reported.
+answered) against what the producer reported. The broker is served over memory streams
+(`trio_kafka.testing`) in virtual time, so timeouts are exact and cost nothing.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from typing import Any
 import pytest
 import trio
 
-from trio_kafka.broker import Cluster, HookCall, open_cluster
-from trio_kafka.client import open_producer
+from tests.integration._helpers import FAST
+from trio_kafka.broker import HookCall
 from trio_kafka.errors import (
     ErrorCode,
     ProducerFencedError,
@@ -23,149 +24,150 @@ from trio_kafka.errors import (
 from trio_kafka.producer import Acknowledged, Failed
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.find_coordinator import FindCoordinatorRequest
-from trio_kafka.records import parse_control_record
+from trio_kafka.testing import (
+    MemoryTransport,
+    log_values,
+    make_cluster,
+    producer_for,
+    transaction_markers,
+    virtual_clock_ms,
+)
 
-FAST: dict[str, Any] = {"retry_backoff": 0.01, "retry_backoff_max": 0.05, "reconnect_backoff": 0.01}
 COMMIT, ABORT = 1, 0
 
 
-def markers(cluster: Cluster, topic: str, partition: int) -> list[tuple[int, int]]:
-    """(producer epoch, control type) of each control batch."""
-    return [
-        (b.producer_epoch, int(parse_control_record(b.records[0]).type))
-        for b in cluster.decoded(topic, partition)
-        if b.is_control
-    ]
+async def test_lost_end_txn_is_ambiguous_and_the_stale_request_decides_nothing(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    cluster = make_cluster(topics={"t": 1})
+    release = trio.Event()
+    stale_answered = trio.Event()
+    stale_codes: list[int] = []
 
+    held: list[Any] = []
 
-def values(cluster: Cluster, topic: str, partition: int) -> list[bytes | None]:
-    return [
-        r.value for b in cluster.decoded(topic, partition) if not b.is_control for r in b.records
-    ]
+    async def hold(call: HookCall) -> None:
+        held.append(call.request)
+        await release.wait()  # the zombie: applied long after the client gave up
 
+    def answered(call: HookCall) -> None:
+        if held and call.request is held[0]:
+            stale_codes.append(call.response.error_code)
+            stale_answered.set()
 
-async def test_lost_end_txn_is_ambiguous_and_the_stale_request_decides_nothing() -> None:
-    async with open_cluster(topics={"t": 1}) as cluster:
-        release = trio.Event()
-        stale_answered = trio.Event()
-        stale_codes: list[int] = []
-
-        held: list[Any] = []
-
-        async def hold(call: HookCall) -> None:
-            held.append(call.request)
-            await release.wait()  # the zombie: applied long after the client gave up
-
-        def answered(call: HookCall) -> None:
-            if held and call.request is held[0]:
-                stale_codes.append(call.response.error_code)
-                stale_answered.set()
-
-        cluster.add_hook(EndTxnRequest, hold, times=1)
-        cluster.add_hook(EndTxnRequest, answered, after=True)
-        async with open_producer(
-            bootstrap=cluster.bootstrap,
-            transactional_id="tx-lost-end",
-            request_timeout=0.3,
-            **FAST,
-        ) as producer:
-            await producer.init_transactions()
-            producer.begin_transaction()
-            first = await producer.send("t", b"first", partition=0)
-            with trio.fail_after(10):
-                try:
-                    await producer.commit_transaction()
-                except TransactionOutcomeUnknownError as exc:
-                    assert "may or may not be committed" in str(exc)
-                else:
-                    raise AssertionError("the commit without an answer was not ambiguous")
-                await producer.init_transactions()  # the re-initialisation (epoch bump)
-            epoch = producer._core.sequencing.producer_epoch
-            assert epoch >= 1
-            producer.begin_transaction()
-            await producer.send("t", b"second", partition=0)
-            await producer.flush()
-            release.set()  # the stale EndTxn(commit, epoch 0) reaches the coordinator now
-            with trio.fail_after(10):
-                await stale_answered.wait()
+    cluster.add_hook(EndTxnRequest, hold, times=1)
+    cluster.add_hook(EndTxnRequest, answered, after=True)
+    async with producer_for(
+        MemoryTransport(cluster, nursery),
+        transactional_id="tx-lost-end",
+        request_timeout=0.3,
+        **FAST,
+    ) as producer:
+        await producer.init_transactions()
+        producer.begin_transaction()
+        first = await producer.send("t", b"first", partition=0)
+        with trio.fail_after(10):
+            try:
                 await producer.commit_transaction()
-        assert isinstance(first.outcome, Acknowledged)
-        assert stale_codes[0] in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH)
-        # The re-initialisation resent EndTxn(commit) at epoch 0 (which committed the
-        # first transaction), then bumped; the stale copy decided nothing.
-        assert [kind for _, kind in markers(cluster, "t", 0)] == [COMMIT, COMMIT]
-        assert markers(cluster, "t", 0)[1][0] == epoch
-        assert values(cluster, "t", 0) == [b"first", b"second"]
+            except TransactionOutcomeUnknownError as exc:
+                assert "may or may not be committed" in str(exc)
+            else:
+                raise AssertionError("the commit without an answer was not ambiguous")
+            await producer.init_transactions()  # the re-initialisation (epoch bump)
+        epoch = producer._core.sequencing.producer_epoch
+        assert epoch >= 1
+        producer.begin_transaction()
+        await producer.send("t", b"second", partition=0)
+        await producer.flush()
+        release.set()  # the stale EndTxn(commit, epoch 0) reaches the coordinator now
+        with trio.fail_after(10):
+            await stale_answered.wait()
+            await producer.commit_transaction()
+    assert isinstance(first.outcome, Acknowledged)
+    assert stale_codes[0] in (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH)
+    # The re-initialisation resent EndTxn(commit) at epoch 0 (which committed the
+    # first transaction), then bumped; the stale copy decided nothing.
+    assert [kind for _, kind in transaction_markers(cluster, "t", 0)] == [COMMIT, COMMIT]
+    assert transaction_markers(cluster, "t", 0)[1][0] == epoch
+    assert log_values(cluster, "t", 0) == [b"first", b"second"]
 
 
-async def test_coordinator_moved_mid_transaction_is_found_again() -> None:
-    async with open_cluster(3, topics={"t": 3}) as cluster:
-        lookups: list[HookCall] = []
-        cluster.add_hook(FindCoordinatorRequest, lookups.append)
-        async with open_producer(
-            bootstrap=cluster.bootstrap, transactional_id="tx-moved", **FAST
-        ) as producer:
-            await producer.init_transactions()
-            old = cluster.state.txn_coordinator
-            before = len(lookups)
-            async with producer.transaction():
-                for i in range(30):
-                    await producer.send("t", b"m%d" % i, partition=i % 3)
-                await producer.flush()
-                cluster.move_transaction_coordinator((old + 1) % 3)
-            assert len(lookups) > before  # NOT_COORDINATOR sent it looking again
-        for partition in range(3):
-            assert [kind for _, kind in markers(cluster, "t", partition)] == [COMMIT]
+async def test_coordinator_moved_mid_transaction_is_found_again(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    cluster = make_cluster(3, topics={"t": 3})
+    lookups: list[HookCall] = []
+    cluster.add_hook(FindCoordinatorRequest, lookups.append)
+    async with producer_for(
+        MemoryTransport(cluster, nursery), transactional_id="tx-moved", **FAST
+    ) as producer:
+        await producer.init_transactions()
+        old = cluster.state.txn_coordinator
+        before = len(lookups)
+        async with producer.transaction():
+            for i in range(30):
+                await producer.send("t", b"m%d" % i, partition=i % 3)
+            await producer.flush()
+            cluster.move_transaction_coordinator((old + 1) % 3)
+        assert len(lookups) > before  # NOT_COORDINATOR sent it looking again
+    for partition in range(3):
+        assert [kind for _, kind in transaction_markers(cluster, "t", partition)] == [COMMIT]
 
 
-async def test_transaction_timed_out_on_the_broker_fences_the_producer_as_kafka_does() -> None:
+async def test_transaction_timed_out_on_the_broker_fences_the_producer_as_kafka_does(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
     # Kafka's coordinator aborts a timed-out transaction with prepareFenceProducerEpoch,
     # which bumps the epoch and keeps no last epoch: the producer's KIP-360 bump is then
     # refused with PRODUCER_FENCED (Java's producer ends the same way). The commit says
     # the broker aborted it; the abort's bump says the producer is fenced, naming both.
-    async with open_cluster(topics={"t": 1}) as cluster:
-        async with open_producer(
-            bootstrap=cluster.bootstrap,
-            transactional_id="tx-timeout",
-            transaction_timeout=0.2,
-            **FAST,
-        ) as producer:
-            await producer.init_transactions()
-            producer.begin_transaction()
-            await producer.send("t", b"too-slow", partition=0)
-            await producer.flush()
-            await trio.sleep(0.5)  # the coordinator aborts it and bumps the epoch
-            # The partition leader refuses the old epoch: INVALID_PRODUCER_EPOCH, which
-            # the producer reads as "the broker aborted the transaction" (KIP-588).
-            late = await producer.send("t", b"late", partition=0)
-            with trio.fail_after(10):
-                with pytest.raises(TransactionTimedOutError, match="aborted the transaction"):
-                    await producer.commit_transaction()
-                with pytest.raises(ProducerFencedError, match="transaction_timeout"):
-                    await producer.abort_transaction()
-            assert isinstance(late.outcome, Failed)
-        assert [kind for _, kind in markers(cluster, "t", 0)] == [ABORT]
-        assert values(cluster, "t", 0) == [b"too-slow"]
+    cluster = make_cluster(topics={"t": 1}, clock=virtual_clock_ms)
+    nursery.start_soon(cluster.tick_forever)  # the coordinator's timer, as open_cluster's
+    async with producer_for(
+        MemoryTransport(cluster, nursery),
+        transactional_id="tx-timeout",
+        transaction_timeout=0.2,
+        **FAST,
+    ) as producer:
+        await producer.init_transactions()
+        producer.begin_transaction()
+        await producer.send("t", b"too-slow", partition=0)
+        await producer.flush()
+        await trio.sleep(0.5)  # the coordinator aborts it and bumps the epoch
+        assert transaction_markers(cluster, "t", 0) == [(1, ABORT)]
+        # The partition leader refuses the old epoch: INVALID_PRODUCER_EPOCH, which
+        # the producer reads as "the broker aborted the transaction" (KIP-588).
+        late = await producer.send("t", b"late", partition=0)
+        with trio.fail_after(10):
+            with pytest.raises(TransactionTimedOutError, match="aborted the transaction"):
+                await producer.commit_transaction()
+            with pytest.raises(ProducerFencedError, match="transaction_timeout"):
+                await producer.abort_transaction()
+        assert isinstance(late.outcome, Failed)
+    assert [kind for _, kind in transaction_markers(cluster, "t", 0)] == [ABORT]
+    assert log_values(cluster, "t", 0) == [b"too-slow"]
 
 
-async def test_cancellation_inside_transaction_aborts() -> None:
-    async with open_cluster(topics={"t": 1}) as cluster:
-        async with open_producer(
-            bootstrap=cluster.bootstrap, transactional_id="tx-cancel", linger=0.9, **FAST
-        ) as producer:
-            await producer.init_transactions()
-            with trio.move_on_after(0.2) as scope:
-                async with producer.transaction():
-                    written = await producer.send("t", b"written", partition=0)
-                    await producer.flush()
-                    lingering = await producer.send("t", b"lingering", partition=0)
-                    await trio.sleep_forever()
-            assert scope.cancelled_caught
-            assert isinstance(written.outcome, Acknowledged)
-            outcome = lingering.outcome
-            assert isinstance(outcome, Failed)
-            assert isinstance(outcome.error, TransactionAbortedError)
+async def test_cancellation_inside_transaction_aborts(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    cluster = make_cluster(topics={"t": 1})
+    async with producer_for(
+        MemoryTransport(cluster, nursery), transactional_id="tx-cancel", linger=0.9, **FAST
+    ) as producer:
+        await producer.init_transactions()
+        with trio.move_on_after(0.2) as scope:
             async with producer.transaction():
-                await producer.send("t", b"next", partition=0)
-        assert [kind for _, kind in markers(cluster, "t", 0)] == [ABORT, COMMIT]
-        assert values(cluster, "t", 0) == [b"written", b"next"]
+                written = await producer.send("t", b"written", partition=0)
+                await producer.flush()
+                lingering = await producer.send("t", b"lingering", partition=0)
+                await trio.sleep_forever()
+        assert scope.cancelled_caught
+        assert isinstance(written.outcome, Acknowledged)
+        outcome = lingering.outcome
+        assert isinstance(outcome, Failed)
+        assert isinstance(outcome.error, TransactionAbortedError)
+        async with producer.transaction():
+            await producer.send("t", b"next", partition=0)
+    assert [kind for _, kind in transaction_markers(cluster, "t", 0)] == [ABORT, COMMIT]
+    assert log_values(cluster, "t", 0) == [b"written", b"next"]

@@ -6,13 +6,11 @@ consumer runs in a worker thread (`trio.to_thread.run_sync`).
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import trio
 
-from tests.integration._helpers import QUIET, consume_all
-from trio_kafka.broker import Cluster, ClusterOptions, HookCall, open_cluster
+from tests.integration._helpers import FAST, QUIET, consume_all
+from trio_kafka.broker import ClusterOptions, HookCall, open_cluster
 from trio_kafka.client import GroupMetadata, open_producer
 from trio_kafka.errors import (
     ErrorCode,
@@ -22,11 +20,10 @@ from trio_kafka.errors import (
     TransactionAbortableError,
 )
 from trio_kafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
+from trio_kafka.testing import transaction_markers
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
-
-FAST: dict[str, Any] = {"retry_backoff": 0.01, "retry_backoff_max": 0.05, "reconnect_backoff": 0.01}
 
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
@@ -36,17 +33,6 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
     finally:
         consumer.close()
     return {tp.partition: tp.offset for tp in tps}
-
-
-def markers(cluster: Cluster, topic: str, partition: int) -> list[tuple[int, int]]:
-    """(producer epoch, control type) of each control batch: 0 abort, 1 commit."""
-    from trio_kafka.records import parse_control_record
-
-    return [
-        (b.producer_epoch, int(parse_control_record(b.records[0]).type))
-        for b in cluster.decoded(topic, partition)
-        if b.is_control
-    ]
 
 
 async def test_committed_and_aborted_transactions_as_confluent_reads_them() -> None:
@@ -75,7 +61,7 @@ async def test_committed_and_aborted_transactions_as_confluent_reads_them() -> N
         )
         assert sorted(seen) == sorted(committed_values | aborted_values)
         for partition in range(3):
-            assert [kind for _, kind in markers(cluster, "t", partition)] == [1, 0]
+            assert [kind for _, kind in transaction_markers(cluster, "t", partition)] == [1, 0]
 
 
 async def test_send_outside_a_transaction_is_refused() -> None:
@@ -129,7 +115,7 @@ async def test_a_second_producer_fences_the_first() -> None:
         assert b"first-2" not in values and b"first-3" not in values
         assert b"second" in values
         # first-1 was written under the old epoch and aborted by the fence.
-        assert [kind for _, kind in markers(cluster, "t", 0)] == [0, 1]
+        assert [kind for _, kind in transaction_markers(cluster, "t", 0)] == [0, 1]
 
 
 async def test_offsets_are_committed_with_the_transaction_and_only_with_it() -> None:
@@ -184,7 +170,7 @@ async def test_transactions_v2_add_partitions_with_produce_and_bump_at_commit() 
         assert add_partitions == []
         assert epochs == [0, 1, 2, 3, 4]
         # The markers carry the bumped epoch (KIP-890): commit, commit, commit, abort.
-        assert markers(cluster, "t", 0) == [(1, 1), (2, 1), (3, 1), (4, 0)]
+        assert transaction_markers(cluster, "t", 0) == [(1, 1), (2, 1), (3, 1), (4, 0)]
         seen = await trio.to_thread.run_sync(
             consume_all, cluster.bootstrap, "t", 3, "read_committed"
         )

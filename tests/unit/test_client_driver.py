@@ -1,25 +1,22 @@
 """The trio driver over in-memory streams to the mock broker's handlers, in virtual time.
 
-No sockets: a `Transport` that hands out `trio.testing` memory stream pairs, the other
-end served by `Cluster.serve_stream`. `MockClock(autojump_threshold=0)` makes every
+No sockets: `trio_kafka.testing.MemoryTransport` hands out `trio.testing` memory stream
+pairs, the other end served by `Cluster.serve_stream`. `MockClock(autojump_threshold=0)` makes every
 timeout instant, so max_block, close_timeout and delivery timeouts are cheap to test.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import AsyncIterator
 from typing import Any
 
-import attrs
 import pytest
 import trio
 import trio.testing
 
 from trio_kafka.broker import BLACKHOLE, Cluster
-from trio_kafka.client import Acknowledged, ProducerRecord, open_producer
-from trio_kafka.client._producer import Producer
+from trio_kafka.client import Acknowledged, Ambiguous, Producer, ProducerRecord, open_producer
 from trio_kafka.errors import (
+    BrokerConnectionError,
     BufferFullError,
     ConfigError,
     InvalidPartitionError,
@@ -27,52 +24,7 @@ from trio_kafka.errors import (
 )
 from trio_kafka.producer import Failed
 from trio_kafka.protocol.messages.produce import ProduceRequest
-
-WALL = 1_700_000_000.0
-
-
-@attrs.define(eq=False)
-class MemoryTransport:
-    """Connects "brokerN:9092" to node N of `cluster` over a memory stream pair."""
-
-    cluster: Cluster
-    nursery: trio.Nursery
-    refuse: bool = False
-
-    async def connect(self, host: str, port: int) -> trio.abc.Stream:
-        if self.refuse:
-            raise OSError("connection refused")
-        node = int(host.removeprefix("broker"))
-        client, server = trio.testing.memory_stream_pair()
-        self.nursery.start_soon(self.cluster.serve_stream, node, server)
-        return client
-
-
-def make_cluster(brokers: int = 1, topics: dict[str, int] | None = None, **kw: Any) -> Cluster:
-    cluster = Cluster.create(brokers, clock=lambda: int(WALL * 1000), **kw)
-    for node in range(brokers):
-        cluster.state.endpoints[node] = (f"broker{node}", 9092)
-    for name, partitions in (topics or {}).items():
-        cluster.create_topic(name, partitions)
-    return cluster
-
-
-@pytest.fixture
-async def cluster_and_transport(
-    nursery: trio.Nursery,
-) -> AsyncIterator[tuple[Cluster, MemoryTransport]]:
-    cluster = make_cluster(topics={"t": 3})
-    yield cluster, MemoryTransport(cluster, nursery)
-
-
-def producer_for(transport: MemoryTransport, **options: Any) -> Any:
-    return open_producer(
-        bootstrap="broker0:9092",
-        transport=transport,
-        rng=random.Random(7),
-        wall_clock=lambda: WALL,
-        **options,
-    )
+from trio_kafka.testing import WALL_CLOCK, MemoryTransport, make_cluster, producer_for
 
 
 async def test_records_are_acknowledged_with_offsets_and_create_time(
@@ -87,7 +39,7 @@ async def test_records_are_acknowledged_with_offsets_and_create_time(
     assert [(await h).offset for h in handles] == list(range(10))
     ack = record.result()
     assert (ack.offset, ack.timestamp) == (10, 123)
-    assert handles[0].result().timestamp == int(WALL * 1000)
+    assert handles[0].result().timestamp == int(WALL_CLOCK * 1000)
 
 
 async def test_log_append_time_comes_from_the_response(
@@ -100,7 +52,7 @@ async def test_log_append_time_comes_from_the_response(
         bootstrap="broker0:9092", transport=transport, wall_clock=lambda: 1.0
     ) as producer:
         ack = await producer.send_and_wait("lat", b"x")
-    assert ack.timestamp == int(WALL * 1000)
+    assert ack.timestamp == int(WALL_CLOCK * 1000)
 
 
 async def test_send_yields_to_trio_only_every_64_calls(
@@ -258,6 +210,33 @@ async def test_unreachable_brokers_expire_records_as_failed_not_ambiguous(
                 await trio.sleep(0.5)
         outcome = handle.outcome
     assert isinstance(outcome, Failed), outcome
+
+
+async def test_close_returns_at_its_timeout_when_the_broker_never_answers(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    cluster = make_cluster(topics={"t": 1})
+    cluster.add_hook(ProduceRequest, lambda call: BLACKHOLE)
+    async with producer_for(MemoryTransport(cluster, nursery), close_timeout=0.3) as producer:
+        handle = await producer.send("t", b"x")
+        queued = await producer.send("t", b"y" * 20_000)  # a second batch, never sent
+        closing = trio.current_time()
+    assert trio.current_time() - closing == pytest.approx(0.3)
+    assert isinstance(handle.outcome, Ambiguous)  # it left: may have been written
+    assert queued.done() and not queued.succeeded()
+
+
+async def test_no_broker_at_all_fails_sends_at_max_block_and_closes_at_once(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    transport = MemoryTransport(make_cluster(), nursery, refuse=True)
+    start = trio.current_time()
+    async with producer_for(transport, max_block=0.3, close_timeout=0.3) as producer:
+        with pytest.raises(BrokerConnectionError, match="'t'"):
+            await producer.send("t", b"x")
+        failed = trio.current_time()
+    assert failed - start == pytest.approx(0.3)
+    assert trio.current_time() == failed  # nothing to flush: no close_timeout spent
 
 
 async def test_send_many_takes_values_in_bulk(

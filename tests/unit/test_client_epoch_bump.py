@@ -12,17 +12,14 @@ died with ProducerFencedError).
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import trio
 import trio.testing
 
-from tests.unit.test_client_driver import WALL, MemoryTransport, make_cluster
 from trio_kafka.broker import DROP, HookCall
 from trio_kafka.broker._context import RequestContext
 from trio_kafka.broker.handlers import produce as produce_handler
-from trio_kafka.client import open_producer
 from trio_kafka.errors import ErrorCode
 from trio_kafka.producer import Acknowledged, Ambiguous
 from trio_kafka.protocol.messages.init_producer_id import (
@@ -35,6 +32,7 @@ from trio_kafka.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
+from trio_kafka.testing import MemoryTransport, make_cluster, producer_for
 
 
 def refuse(call: HookCall, code: ErrorCode) -> ProduceResponse:
@@ -73,11 +71,8 @@ async def test_a_bump_keeps_the_producer_id_and_fences_the_old_epochs_late_reque
     cluster.add_hook(InitProducerIdRequest, tansu_like)
     produced: list[HookCall] = []
     cluster.add_hook(ProduceRequest, produced.append)
-    async with open_producer(
-        bootstrap="broker0:9092",
-        transport=transport,
-        rng=random.Random(7),
-        wall_clock=lambda: WALL,
+    async with producer_for(
+        transport,
         linger=0.0,
         retries=1,
         request_timeout=1.0,

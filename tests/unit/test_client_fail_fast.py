@@ -7,7 +7,6 @@ when no broker ever answered, the connection is blamed, not the topic.
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import attrs
@@ -15,7 +14,6 @@ import pytest
 import trio
 import trio.testing
 
-from tests.unit.test_client_driver import WALL, MemoryTransport, make_cluster
 from trio_kafka import (
     BrokerConnectionError,
     InvalidPartitionError,
@@ -28,19 +26,9 @@ from trio_kafka import (
 from trio_kafka.broker import BLACKHOLE, ClusterOptions, HookCall
 from trio_kafka.errors import ErrorCode
 from trio_kafka.protocol.messages.metadata import MetadataRequest
+from trio_kafka.testing import MemoryTransport, make_cluster, producer_for
 
 MAX_BLOCK = 60.0
-
-
-def producer_for(transport: Any, **options: Any) -> Any:
-    return open_producer(
-        bootstrap="broker0:9092",
-        transport=transport,
-        rng=random.Random(7),
-        wall_clock=lambda: WALL,
-        max_block=MAX_BLOCK,
-        **options,
-    )
 
 
 @pytest.mark.parametrize(
@@ -58,7 +46,7 @@ async def test_an_invalid_topic_name_fails_at_once_naming_it(
     autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, topic: str, why: str
 ) -> None:
     transport = MemoryTransport(make_cluster(topics={"t": 1}), nursery)
-    async with producer_for(transport) as producer:
+    async with producer_for(transport, max_block=MAX_BLOCK) as producer:
         start = trio.current_time()
         with pytest.raises(InvalidTopicError) as info:
             await producer.send(topic, b"v")
@@ -74,7 +62,7 @@ async def test_a_missing_topic_with_auto_creation_off_fails_once_metadata_says_s
     cluster = make_cluster(topics={"t": 1}, options=ClusterOptions(auto_create_topics=False))
     metadata_requests: list[int] = []
     cluster.add_hook(MetadataRequest, lambda call: metadata_requests.append(1))
-    async with producer_for(MemoryTransport(cluster, nursery)) as producer:
+    async with producer_for(MemoryTransport(cluster, nursery), max_block=MAX_BLOCK) as producer:
         start = trio.current_time()
         with pytest.raises(UnknownTopicError) as info:
             await producer.send("missing", b"v")
@@ -102,7 +90,7 @@ async def test_a_topic_the_broker_calls_invalid_fails_at_once(
 
     cluster = make_cluster(topics={"t": 1})
     cluster.add_hook(MetadataRequest, invalid, after=True)
-    async with producer_for(MemoryTransport(cluster, nursery)) as producer:
+    async with producer_for(MemoryTransport(cluster, nursery), max_block=MAX_BLOCK) as producer:
         start = trio.current_time()
         with pytest.raises(InvalidTopicError) as info:
             await producer.send("reserved", b"v")
@@ -165,7 +153,10 @@ async def test_send_offsets_to_a_missing_topic_or_partition_fails_at_once_naming
         topics={"t": 1, "in": 2}, options=ClusterOptions(auto_create_topics=False)
     )
     async with producer_for(
-        MemoryTransport(cluster, nursery), transactional_id="tx", transaction_timeout=60.0
+        MemoryTransport(cluster, nursery),
+        max_block=MAX_BLOCK,
+        transactional_id="tx",
+        transaction_timeout=60.0,
     ) as producer:
         await producer.init_transactions()
         producer.begin_transaction()
@@ -184,7 +175,7 @@ async def test_a_send_waiting_for_metadata_is_released_by_aclose(
     autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
 ) -> None:
     cluster = make_cluster(topics={"t": 1})
-    async with producer_for(MemoryTransport(cluster, nursery)) as producer:
+    async with producer_for(MemoryTransport(cluster, nursery), max_block=MAX_BLOCK) as producer:
         await producer.send_and_wait("t", b"warm up")
         cluster.add_hook(MetadataRequest, lambda call: BLACKHOLE)  # no answer, ever
         outcome: list[BaseException] = []

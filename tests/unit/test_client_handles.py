@@ -7,25 +7,16 @@ own task: one per yield to trio.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
-from tests.unit.test_client_driver import MemoryTransport, make_cluster, producer_for
 from trio_kafka.broker import Cluster
 from trio_kafka.client import Acknowledged, ProducerRecord
 from trio_kafka.client._handles import AWAIT_CHECKPOINT_EVERY
-
-
-@pytest.fixture
-async def cluster_and_transport(
-    nursery: trio.Nursery,
-) -> AsyncIterator[tuple[Cluster, MemoryTransport]]:
-    cluster = make_cluster(topics={"t": 3})
-    yield cluster, MemoryTransport(cluster, nursery)
+from trio_kafka.testing import MemoryTransport, producer_for
 
 
 class _Steps(trio.abc.Instrument):

@@ -6,29 +6,16 @@ that broker until it has passed)."""
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import attrs
 import trio
 import trio.testing
 
-from tests.unit.test_client_driver import WALL, MemoryTransport, make_cluster
 from trio_kafka.broker import HookCall
-from trio_kafka.client import open_producer
 from trio_kafka.protocol.messages.metadata import MetadataRequest
 from trio_kafka.protocol.messages.produce import ProduceRequest
-
-
-def producer_for(transport: MemoryTransport, **options: Any) -> Any:
-    return open_producer(
-        bootstrap="broker0:9092",
-        transport=transport,
-        rng=random.Random(7),
-        wall_clock=lambda: WALL,
-        linger=0.0,
-        **options,
-    )
+from trio_kafka.testing import MemoryTransport, make_cluster, producer_for
 
 
 async def test_a_moved_leader_named_in_the_answer_gets_the_retry_at_once(
@@ -41,7 +28,9 @@ async def test_a_moved_leader_named_in_the_answer_gets_the_retry_at_once(
     cluster.add_hook(
         ProduceRequest, lambda call: produced.append((call.node_id, trio.current_time()))
     )
-    async with producer_for(transport, retry_backoff=5.0, retry_backoff_max=5.0) as producer:
+    async with producer_for(
+        transport, linger=0.0, retry_backoff=5.0, retry_backoff_max=5.0
+    ) as producer:
         await producer.send_and_wait("t", b"first")
         # The leader moves; every Metadata answer from now on is stale (the old leader),
         # so only the Produce answer's CurrentLeader can tell the producer.
@@ -79,7 +68,7 @@ async def test_a_throttled_broker_gets_nothing_until_the_throttle_time_passed(
         answered.append(trio.current_time())
         return attrs.evolve(call.response, throttle_time_ms=3000)
 
-    async with producer_for(transport) as producer:
+    async with producer_for(transport, linger=0.0) as producer:
         await producer.send_and_wait("t", b"warm up")
         cluster.add_hook(ProduceRequest, throttle, after=True, times=1)
         cluster.add_hook(ProduceRequest, lambda call: sent.append(trio.current_time()))

@@ -6,7 +6,6 @@ No sockets: the mock broker's handlers serve memory stream pairs, and
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import attrs
@@ -15,7 +14,6 @@ import trio
 import trio.testing
 
 from trio_kafka.broker import BLACKHOLE, Cluster, HookCall
-from trio_kafka.client import open_producer
 from trio_kafka.errors import (
     AbortableError,
     ConfigError,
@@ -27,46 +25,17 @@ from trio_kafka.errors import (
 from trio_kafka.producer import Failed, TxnState
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.produce import ProduceRequest
-
-WALL = 1_700_000_000.0
-
-
-@attrs.define(eq=False)
-class MemoryTransport:
-    """Connects "brokerN:9092" to node N of `cluster` over a memory stream pair."""
-
-    cluster: Cluster
-    nursery: trio.Nursery
-
-    async def connect(self, host: str, port: int) -> trio.abc.Stream:
-        node = int(host.removeprefix("broker"))
-        client, server = trio.testing.memory_stream_pair()
-        self.nursery.start_soon(self.cluster.serve_stream, node, server)
-        return client
+from trio_kafka.testing import MemoryTransport, make_cluster, producer_for
 
 
-def make_cluster(topics: dict[str, int]) -> Cluster:
-    cluster = Cluster.create(1, clock=lambda: int(WALL * 1000))
-    cluster.state.endpoints[0] = ("broker0", 9092)
-    for name, partitions in topics.items():
-        cluster.create_topic(name, partitions)
-    return cluster
-
-
-def producer_for(cluster: Cluster, nursery: trio.Nursery, **options: Any) -> Any:
-    return open_producer(
-        bootstrap="broker0:9092",
-        transport=MemoryTransport(cluster, nursery),
-        rng=random.Random(7),
-        wall_clock=lambda: WALL,
-        retry_backoff=0.01,
-        **options,
-    )
+def producer_of(cluster: Cluster, nursery: trio.Nursery, **options: Any) -> Any:
+    """A producer on a fresh `MemoryTransport` to `cluster`, retrying after 10 ms."""
+    return producer_for(MemoryTransport(cluster, nursery), retry_backoff=0.01, **options)
 
 
 async def test_transactional_calls_need_a_transactional_id(nursery: trio.Nursery) -> None:
-    cluster = make_cluster({"t": 1})
-    async with producer_for(cluster, nursery) as producer:
+    cluster = make_cluster(topics={"t": 1})
+    async with producer_of(cluster, nursery) as producer:
         with pytest.raises(ConfigError, match="transactional_id"):
             await producer.init_transactions()
         with pytest.raises(ConfigError, match="transactional_id"):
@@ -76,8 +45,8 @@ async def test_transactional_calls_need_a_transactional_id(nursery: trio.Nursery
 async def test_the_body_exception_aborts_and_propagates_unwrapped(
     autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
 ) -> None:
-    cluster = make_cluster({"t": 1})
-    async with producer_for(cluster, nursery, transactional_id="tx") as producer:
+    cluster = make_cluster(topics={"t": 1})
+    async with producer_of(cluster, nursery, transactional_id="tx") as producer:
         await producer.init_transactions()
         with pytest.raises(KeyError, match="boom"):
             async with producer.transaction():
@@ -94,8 +63,8 @@ async def test_the_body_exception_aborts_and_propagates_unwrapped(
 async def test_abort_after_cancellation_is_bounded_when_the_coordinator_is_silent(
     autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
 ) -> None:
-    cluster = make_cluster({"t": 1})
-    async with producer_for(
+    cluster = make_cluster(topics={"t": 1})
+    async with producer_of(
         cluster, nursery, transactional_id="tx", request_timeout=5.0, close_timeout=0.0
     ) as producer:
         await producer.init_transactions()
@@ -116,8 +85,8 @@ async def test_abort_after_cancellation_is_bounded_when_the_coordinator_is_silen
 async def test_a_failed_batch_makes_commit_raise_an_abortable_error(
     autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
 ) -> None:
-    cluster = make_cluster({"t": 1})
-    async with producer_for(cluster, nursery, transactional_id="tx") as producer:
+    cluster = make_cluster(topics={"t": 1})
+    async with producer_of(cluster, nursery, transactional_id="tx") as producer:
         await producer.init_transactions()
 
         def corrupt(call: HookCall) -> Any:
@@ -162,9 +131,9 @@ async def test_a_send_that_raised_makes_commit_raise_an_abortable_error(
     autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
 ) -> None:
     # The record is not in the transaction: committing the others would tear it.
-    cluster = make_cluster({"t": 1})
+    cluster = make_cluster(topics={"t": 1})
     cluster.state.options = attrs.evolve(cluster.state.options, auto_create_topics=False)
-    async with producer_for(cluster, nursery, transactional_id="tx", max_block=0.5) as producer:
+    async with producer_of(cluster, nursery, transactional_id="tx", max_block=0.5) as producer:
         await producer.init_transactions()
         for bad in ({"topic": "missing"}, {"topic": "t", "partition": 7}):
             producer.begin_transaction()
@@ -204,18 +173,11 @@ async def test_init_retries_find_coordinator_after_a_slow_connect(
     # used to ask with the `now` from before that connect, saw the retry as not due,
     # then took "due now" for "blocked on batches" and waited forever for a wake-up
     # (simulator transactional seed 1100).
-    cluster = make_cluster({"t": 1})
+    cluster = make_cluster(topics={"t": 1})
     # Refused: the loop's first look for versions (at open), its second (after init
     # woke it) and the FindCoordinator; then the versions take 0.5 s to come.
     transport = FlakyConnectTransport(MemoryTransport(cluster, nursery), refused=3, slow=0.5)
-    async with open_producer(
-        bootstrap="broker0:9092",
-        transport=transport,
-        rng=random.Random(7),
-        wall_clock=lambda: WALL,
-        retry_backoff=0.01,
-        transactional_id="tx",
-    ) as producer:
+    async with producer_for(transport, retry_backoff=0.01, transactional_id="tx") as producer:
         await trio.sleep(1.0)  # the loop is idle, no wake-up pending
         with trio.fail_after(30):
             await producer.init_transactions()

@@ -111,7 +111,7 @@ class ReadBack:
 
 async def read_back(bootstrap: str, topic: str, count: int, bar: Bar) -> ReadBack:
     """Read every partition with `PartitionReader` and compare with the input."""
-    from trio_kafka.client._reader import PartitionReader
+    from trio_kafka.client import PartitionReader
     from trio_kafka.net import open_selector
 
     result = ReadBack()

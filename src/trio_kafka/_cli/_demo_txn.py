@@ -57,8 +57,7 @@ async def _write(bootstrap: str, topic: str, writer: _Writer, appends: int) -> N
 async def commit_log_step(
     console: Console, bootstrap: str, appends: int, suffix: str
 ) -> list[Check]:
-    from trio_kafka.client import create_topic, writer_of
-    from trio_kafka.client._reader import PartitionReader
+    from trio_kafka.client import PartitionReader, create_topic, writer_of
     from trio_kafka.net import open_selector
 
     topic = f"demo-log-{suffix}"
@@ -140,8 +139,7 @@ async def transactions_step(
                 None,
             )
         ]
-    from trio_kafka.client import create_topic, open_producer
-    from trio_kafka.client._reader import IsolationLevel, PartitionReader
+    from trio_kafka.client import IsolationLevel, PartitionReader, create_topic, open_producer
     from trio_kafka.net import open_selector
 
     topic = f"demo-txn-{suffix}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,34 +23,19 @@ from trio_kafka._cli.simulate_options import (
     default_jobs,
     import_workloads,
     parse_duration,
+    quiet_client_logs,
     resolve_workload,
 )
 from trio_kafka.sim.faults import BUGGIFY_SITES, FaultKind
-from trio_kafka.sim.minimize import fault_id, parse_fault_ids, replay_command, resolve_fault_ids
+from trio_kafka.sim.minimize import (
+    case_faults,
+    fault_id,
+    parse_fault_ids,
+    replay_command,
+    resolve_fault_ids,
+)
 from trio_kafka.sim.runner import SeedResult, run_seed, still_fails
 from trio_kafka.sim.workloads import WORKLOADS
-
-
-def quiet_client_logs() -> Callable[[], None]:
-    """Keep the client's own log lines off the console: a fenced producer's "producer
-    stopped by a fatal error" is what a fencing fault is for, and the report (the
-    checker's verdict) says what went wrong. Called in this process (undone when the
-    command ends, by the returned function) and in each worker (`initializer=`); a
-    `trio_kafka` logger someone configured keeps its handlers."""
-    import logging
-
-    client = logging.getLogger("trio_kafka")
-    if client.handlers:
-        return lambda: None
-    handler, propagate = logging.NullHandler(), client.propagate
-    client.addHandler(handler)
-    client.propagate = False
-
-    def restore() -> None:
-        client.removeHandler(handler)
-        client.propagate = propagate
-
-    return restore
 
 
 def _init_worker(imports: Sequence[str]) -> None:
@@ -617,7 +602,9 @@ def _replay(console: Any, path: Path) -> None:
         identities = None
         if faults is not None:
             full = run_seed(case["workload"], case["seed"], profile=case.get("profile", "lite"))
-            identities = resolve_fault_ids(list(faults), full.result.fired_identities())
+            identities = case_faults(
+                list(faults), case.get("fault_identities", ()), full.result.fired_identities()
+            )
         r = run_seed(
             case["workload"], case["seed"], profile=case.get("profile", "lite"), faults=identities
         ).result

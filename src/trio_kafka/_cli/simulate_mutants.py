@@ -14,6 +14,7 @@ import concurrent.futures
 import time
 from typing import Any
 
+from trio_kafka._cli.simulate_options import quiet_client_logs
 from trio_kafka.sim.mutants import MUTANTS, Hunt, Summary, hunt
 
 
@@ -40,7 +41,6 @@ def run_mutants(
     chosen = list(names) or list(MUTANTS)
     hunts: list[Hunt] = []
     started = time.perf_counter()
-    from trio_kafka._cli.simulate import quiet_client_logs
 
     pool = (
         concurrent.futures.ProcessPoolExecutor(max_workers=jobs, initializer=quiet_client_logs)

@@ -1,10 +1,11 @@
 """What `trio-kafka simulate` makes of its options: the default number of jobs, a time
-budget, and the user's own workloads (`--import MODULE`, `--workload MODULE:FUNCTION`)."""
+budget, and the user's own workloads (`--import MODULE`, `--workload MODULE:FUNCTION`);
+and the quiet client logs every simulate process (the hunt's workers too) runs with."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import click
 
@@ -72,3 +73,25 @@ def resolve_workload(spec: str, imports: Sequence[str]) -> str:
 
 
 __all__ = ["default_jobs", "import_workloads", "parse_duration", "resolve_workload"]
+
+
+def quiet_client_logs() -> Callable[[], None]:
+    """Keep the client's own log lines off the console: a fenced producer's "producer
+    stopped by a fatal error" is what a fencing fault is for, and the report (the
+    checker's verdict) says what went wrong. Called in this process (undone when the
+    command ends, by the returned function) and in each worker (`initializer=`); a
+    `trio_kafka` logger someone configured keeps its handlers."""
+    import logging
+
+    client = logging.getLogger("trio_kafka")
+    if client.handlers:
+        return lambda: None
+    handler, propagate = logging.NullHandler(), client.propagate
+    client.addHandler(handler)
+    client.propagate = False
+
+    def restore() -> None:
+        client.removeHandler(handler)
+        client.propagate = propagate
+
+    return restore

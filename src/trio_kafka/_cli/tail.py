@@ -29,7 +29,7 @@ def tail(
     """Print what TOPIC holds: `partition:offset<TAB>key<TAB>value` per record."""
     import trio
 
-    from trio_kafka.client._reader import PartitionReader
+    from trio_kafka.client import PartitionReader
     from trio_kafka.errors import KafkaError
     from trio_kafka.net import open_selector
 

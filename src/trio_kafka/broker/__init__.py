@@ -14,6 +14,7 @@ from trio_kafka.broker._cluster import (
     run_in_thread,
     wall_clock_ms,
 )
+from trio_kafka.broker._context import RequestContext
 from trio_kafka.broker._hooks import BLACKHOLE, DROP, Delay, Hook, HookCall, Phase
 from trio_kafka.broker._sasl import MECHANISMS, SaslConfig
 from trio_kafka.broker._state import ClusterOptions, ClusterState
@@ -32,6 +33,7 @@ __all__ = [
     "Hook",
     "HookCall",
     "Phase",
+    "RequestContext",
     "SaslConfig",
     "ThreadedCluster",
     "TopicConfig",

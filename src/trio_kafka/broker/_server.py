@@ -31,13 +31,15 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import trio
 
 from trio_kafka.broker._context import RequestContext
-from trio_kafka.broker._hooks import BLACKHOLE, DROP, Delay, HookCall, Phase
-from trio_kafka.broker._sasl import SaslSession, SaslStage
+from trio_kafka.broker._hooks import BLACKHOLE, DROP, Delay, Hook, HookCall, Phase
+from trio_kafka.broker._sasl import SaslConfig, SaslSession, SaslStage
+from trio_kafka.broker._state import ClusterState
 from trio_kafka.broker.handlers import HANDLERS, PRE_AUTH_KEYS, api_versions, fetch
 from trio_kafka.errors import ProtocolError, UnsupportedRequestError
 from trio_kafka.protocol import (
@@ -47,9 +49,6 @@ from trio_kafka.protocol import (
     encode_response,
 )
 from trio_kafka.protocol.messages.produce import ProduceRequest
-
-if TYPE_CHECKING:
-    from trio_kafka.broker._cluster import Cluster
 
 log = logging.getLogger("trio_kafka.broker")
 
@@ -63,7 +62,20 @@ class _Close(Exception):
     """Close this connection (after sending what is already sent)."""
 
 
-async def _apply_hooks(cluster: Cluster, phase: Phase, call: HookCall) -> Any:
+class Served(Protocol):
+    """What serving a connection needs of its cluster (`_cluster.Cluster` is one): kept
+    here so that this module does not import the cluster that imports it."""
+
+    state: ClusterState
+    hooks: list[Hook]
+    sasl: SaslConfig | None
+    sasl_nonce: Callable[[], str] | None
+    max_frame_size: int
+
+    async def wait_changed(self) -> None: ...
+
+
+async def _apply_hooks(cluster: Served, phase: Phase, call: HookCall) -> Any:
     """Run the hooks of `phase`; returns None (go on) or the first decisive result."""
     for hook in list(cluster.hooks):
         if not hook.matches(phase, call.node_id, call.api_key):
@@ -83,7 +95,7 @@ async def _apply_hooks(cluster: Cluster, phase: Phase, call: HookCall) -> Any:
 
 
 async def serve_connection(
-    cluster: Cluster, node_id: int, stream: trio.abc.Stream, *, peer: str = ""
+    cluster: Served, node_id: int, stream: trio.abc.Stream, *, peer: str = ""
 ) -> None:
     """Serve one client connection until it closes (or must be closed)."""
     session = SaslSession(cluster.sasl, nonce=cluster.sasl_nonce)
@@ -119,7 +131,7 @@ async def serve_connection(
 
 
 async def _serve_frame(
-    cluster: Cluster,
+    cluster: Served,
     node_id: int,
     stream: trio.abc.Stream,
     session: SaslSession,
@@ -198,9 +210,7 @@ async def _send(stream: trio.abc.Stream, response: Any, header: RequestHeader) -
     )
 
 
-async def _wait_for_fetch(
-    cluster: Cluster, ctx: RequestContext, request: Any, response: Any
-) -> Any:
+async def _wait_for_fetch(cluster: Served, ctx: RequestContext, request: Any, response: Any) -> Any:
     """Hold a Fetch until it has MinBytes or MaxWaitMs passed, re-reading on each change."""
     if fetch.ready(request, response) or request.max_wait_ms <= 0:
         return response

@@ -51,8 +51,15 @@ from trio_kafka.errors import (
     ProducerClosedError,
 )
 from trio_kafka.errors import UnknownTopicError as TopicNotFoundError
-from trio_kafka.net import Clock, KafkaSelector, SaslConfig, Transport, TrioClock, open_selector
-from trio_kafka.net._groups import only_error
+from trio_kafka.net import (
+    Clock,
+    KafkaSelector,
+    SaslConfig,
+    Transport,
+    TrioClock,
+    only_error,
+    open_selector,
+)
 from trio_kafka.producer import (
     BatchSpan,
     BufferFullStrategy,

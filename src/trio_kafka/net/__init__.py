@@ -16,6 +16,7 @@ from trio_kafka.net._connection import (
     expects_response,
     open_connection,
 )
+from trio_kafka.net._groups import only_error
 from trio_kafka.net._metadata import (
     BrokerMetadata,
     ClusterMetadata,
@@ -58,6 +59,7 @@ __all__ = [
     "check_topic_name",
     "expects_response",
     "invalidates_metadata",
+    "only_error",
     "open_connection",
     "open_selector",
     "parse_bootstrap",

@@ -30,6 +30,7 @@ import attrs
 from ..errors import ProtocolError
 from ._types import (
     DECODE_ERRORS,
+    Array,
     Codec,
     ElementFailure,
     Malformed,
@@ -178,6 +179,11 @@ def as_wire_type(type_: Any) -> WireType:
             found = _STRUCT_TYPES[type_] = StructType(type_)
         return found
     raise TypeError(f"not a wire type or struct class: {type_!r}")
+
+
+def array(element: Any) -> Array:
+    """`array(INT32)`, `array(SomeStruct)`: an array of a wire type or of a struct."""
+    return Array(as_wire_type(element))
 
 
 # --- plans ---------------------------------------------------------------------------------

@@ -426,13 +426,6 @@ BYTES = _Sized("bytes", text=False)
 RECORDS = _Sized("records", text=False, gather=True)
 
 
-def array(element: Any) -> Array:
-    """`array(INT32)`, `array(SomeStruct)`: the schema layer wraps struct classes."""
-    from ._schema import as_wire_type
-
-    return Array(as_wire_type(element))
-
-
 #: Kafka's JSON uses these as defaults (MaxBytes, "authorized operations not requested").
 INT32_MAX = 0x7FFFFFFF
 INT32_MIN = -(2**31)

@@ -15,14 +15,11 @@ import enum
 import operator
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import attrs
 import trio
 import trio.lowlevel
-
-if TYPE_CHECKING:
-    from trio_kafka.sim.network import SimNetwork
 
 Handler = Callable[[trio.abc.Stream], Awaitable[None]]
 Address = tuple[str, int]
@@ -141,10 +138,29 @@ class Connection:
         return self.c2s if direction == C2S else self.s2c
 
 
+class StreamNetwork(Protocol):
+    """What a `SimStream` asks of the network that made it (`network.SimNetwork`), so
+    that this module does not import the network that imports it."""
+
+    @property
+    def window(self) -> int:
+        """Chunks a writer may have unacknowledged before `send_all` waits."""
+        ...
+
+    async def write(self, conn: Connection, pipe: Pipe, data: bytes, writer: SimStream) -> None:
+        """Queue `data` on `pipe` (the network decides its delivery time and fate)."""
+
+    def queue_eof(self, conn: Connection, pipe: Pipe) -> None:
+        """Queue the end of `pipe` behind its data."""
+
+    def stream_closed(self, conn: Connection, stream: SimStream) -> None:
+        """`stream` was closed by its owner."""
+
+
 class SimStream(trio.abc.HalfCloseableStream):
     """One end of a simulated connection."""
 
-    def __init__(self, net: SimNetwork, conn: Connection, end: str) -> None:
+    def __init__(self, net: StreamNetwork, conn: Connection, end: str) -> None:
         self._net = net
         self._conn = conn
         #: "client" or "server".
@@ -186,7 +202,7 @@ class SimStream(trio.abc.HalfCloseableStream):
             payload = bytes(data)
             if not payload:
                 return
-            await self._net._write(self._conn, self._out, payload, self)
+            await self._net.write(self._conn, self._out, payload, self)
         finally:
             self._sending = False
 
@@ -200,7 +216,7 @@ class SimStream(trio.abc.HalfCloseableStream):
                 if self.closed:
                     raise trio.ClosedResourceError("this end of the connection is closed")
                 out = self._out
-                if self.broken or out.finished or out.unacked < self._net.profile.window:
+                if self.broken or out.finished or out.unacked < self._net.window:
                     return
                 await out.lot.park()
         finally:
@@ -246,10 +262,10 @@ class SimStream(trio.abc.HalfCloseableStream):
         if self.closed:
             raise trio.ClosedResourceError("this end of the connection is closed")
         await trio.lowlevel.checkpoint()
-        self._net._queue_eof(self._conn, self._out)
+        self._net.queue_eof(self._conn, self._out)
 
     async def aclose(self) -> None:
         if not self.closed:
             self.closed = True
-            self._net._closed(self._conn, self)
+            self._net.stream_closed(self._conn, self)
         await trio.lowlevel.checkpoint()

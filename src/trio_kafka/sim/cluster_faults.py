@@ -38,8 +38,7 @@ from typing import Any
 import attrs
 import trio
 
-from trio_kafka.broker import Cluster, HookCall
-from trio_kafka.broker._context import RequestContext
+from trio_kafka.broker import Cluster, HookCall, RequestContext
 from trio_kafka.broker.handlers import produce as produce_handler
 from trio_kafka.errors import ErrorCode
 from trio_kafka.protocol.messages.produce import (

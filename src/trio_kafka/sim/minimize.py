@@ -164,6 +164,34 @@ def resolve_fault_ids(
     return tuple(table[i] for i in wanted)
 
 
+def case_faults(
+    ids: Sequence[str], pinned: Sequence[str], fired: Iterable[FaultIdentity]
+) -> tuple[FaultIdentity, ...]:
+    """The identities a regression case names (`simulations/regressions/*.toml`).
+
+    `ids` are its `faults`; `pinned` its `fault_identities` (canonical JSON, one per id,
+    in the same order) for a case whose full run no longer reaches them, else empty and
+    the ids are resolved among `fired`. Raises KeyError naming the ids that no fired
+    fault has, and ValueError naming a pinned identity whose id is not the one listed
+    (the id scheme or the fault's key changed): a regression must never replay silently
+    without the faults that made it one.
+    """
+    if not pinned:
+        return resolve_fault_ids(ids, fired)
+    identities = tuple(FaultIdentity.from_json(text) for text in pinned)
+    drifted = [
+        f"{text} is {fault_id(identity)}, not {name}"
+        for name, text, identity in zip(ids, pinned, identities, strict=False)
+        if fault_id(identity) != name
+    ]
+    if len(pinned) != len(ids) or drifted:
+        raise ValueError(
+            f"fault_identities do not match faults ({len(pinned)} for {len(ids)} ids): "
+            + "; ".join(drifted)
+        )
+    return identities
+
+
 def replay_command(
     workload: str,
     seed: int,

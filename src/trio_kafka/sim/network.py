@@ -113,6 +113,11 @@ class SimNetwork:
     def plan(self) -> FaultPlan:
         return self.decider.plan
 
+    @property
+    def window(self) -> int:
+        """Chunks a writer may have unacknowledged (the profile's TCP window)."""
+        return self.profile.window
+
     def __repr__(self) -> str:
         return (
             f"<SimNetwork seed={self.draws.seed} servers={sorted(self._servers)} "
@@ -242,7 +247,7 @@ class SimNetwork:
 
     # -- writing ------------------------------------------------------------------------
 
-    async def _write(self, conn: Connection, pipe: Pipe, data: bytes, writer: SimStream) -> None:
+    async def write(self, conn: Connection, pipe: Pipe, data: bytes, writer: SimStream) -> None:
         now = self._now()
         write_no = pipe.writes
         pipe.writes += 1
@@ -307,7 +312,7 @@ class SimNetwork:
         pipe.unacked += len(data)
         self._wake_pump(pipe, at)
 
-    def _queue_eof(self, conn: Connection, pipe: Pipe) -> None:
+    def queue_eof(self, conn: Connection, pipe: Pipe) -> None:
         if pipe.writer_done:
             return
         pipe.writer_done = True
@@ -410,7 +415,7 @@ class SimNetwork:
         for queued in c2s.in_flight:
             queued.deliver_at += delay
         c2s.last_deliver_at += delay
-        self._queue_eof(conn, c2s)
+        self.queue_eof(conn, c2s)
         c2s.wake_all()
         self._connections.pop(conn.serial, None)
 
@@ -422,12 +427,12 @@ class SimNetwork:
         await trio.sleep(delay)
         self._reset(conn, "black-holed connection timed out")
 
-    def _closed(self, conn: Connection, stream: SimStream) -> None:
+    def stream_closed(self, conn: Connection, stream: SimStream) -> None:
         """`stream` was closed locally: EOF to the peer, drop what it would have read."""
         out = conn.c2s if stream.end == "client" else conn.s2c
         inp = conn.s2c if stream.end == "client" else conn.c2s
         self._note(f"c{conn.serial} {stream.end} close")
-        self._queue_eof(conn, out)
+        self.queue_eof(conn, out)
         inp.reader_closed = True
         inp.drop()
         for pipe in (out, inp):

@@ -41,8 +41,7 @@ import trio
 import trio.testing
 
 from trio_kafka.broker import Cluster
-from trio_kafka.client import Producer, open_producer
-from trio_kafka.client._reader import PartitionReader
+from trio_kafka.client import PartitionReader, Producer, open_producer
 from trio_kafka.net import KafkaSelector, open_selector
 from trio_kafka.sim.checker import CheckResult, Violation, ViolationKind, check
 from trio_kafka.sim.cluster_faults import BROKER_PORT, ClusterFaults, broker_host

@@ -8,10 +8,29 @@ wheel), on a free 127.0.0.1 port and stops it afterwards. The mock broker of
 `FaultProxy` (started with `open_fault_proxy`) forwards TCP connections to a broker and
 cuts, blackholes, delays, holds, fragments or refuses them on demand, or on a seeded
 random schedule (`run_schedule`). See docs/fault-proxy.md.
+
+The in-memory harness runs the real producer against the mock broker with no socket:
+`make_cluster()` builds a cluster whose nodes are "broker0:9092", ...; `MemoryTransport`
+connects to them over memory streams; `producer_for()` opens a seeded producer on it;
+`log_values()` and `transaction_markers()` read a partition back as the broker holds it.
+Under `trio.testing.MockClock(autojump_threshold=0)` every timeout is instant. See
+docs/fault-proxy.md, "In memory".
 """
 
 from __future__ import annotations
 
+from trio_kafka.testing._memory import (
+    BOOTSTRAP,
+    PORT,
+    WALL_CLOCK,
+    MemoryTransport,
+    broker_host,
+    log_values,
+    make_cluster,
+    producer_for,
+    transaction_markers,
+    virtual_clock_ms,
+)
 from trio_kafka.testing._proxy import (
     CutMode,
     Direction,
@@ -25,19 +44,29 @@ from trio_kafka.testing._schedule import FaultKind, ScheduleConfig, parse_kinds,
 from trio_kafka.testing._tansu import TansuBroker, free_port, tansu_binary, tansu_broker
 
 __all__ = [
+    "BOOTSTRAP",
+    "PORT",
+    "WALL_CLOCK",
     "CutMode",
     "Direction",
     "FaultEvent",
     "FaultKind",
     "FaultProxy",
+    "MemoryTransport",
     "ScheduleConfig",
     "Side",
     "TansuBroker",
+    "broker_host",
     "free_port",
+    "log_values",
+    "make_cluster",
     "open_fault_proxy",
     "parse_kinds",
+    "producer_for",
     "run_schedule",
     "summarize",
     "tansu_binary",
     "tansu_broker",
+    "transaction_markers",
+    "virtual_clock_ms",
 ]

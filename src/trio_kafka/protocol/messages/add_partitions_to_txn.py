@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import attrs
 
-from .._schema import Request, Response, Struct, field
-from .._types import BOOL, INT16, INT32, INT64, STRING, array
+from .._schema import Request, Response, Struct, array, field
+from .._types import BOOL, INT16, INT32, INT64, STRING
 
 
 @attrs.frozen

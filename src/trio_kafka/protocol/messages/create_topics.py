@@ -13,8 +13,8 @@ import uuid
 
 import attrs
 
-from .._schema import Request, Response, Struct, field
-from .._types import BOOL, INT8, INT16, INT32, STRING, UUID, array
+from .._schema import Request, Response, Struct, array, field
+from .._types import BOOL, INT8, INT16, INT32, STRING, UUID
 
 
 @attrs.frozen

@@ -12,8 +12,8 @@ import uuid
 
 import attrs
 
-from .._schema import Request, Response, Struct, field
-from .._types import INT16, INT32, STRING, UUID, array
+from .._schema import Request, Response, Struct, array, field
+from .._types import INT16, INT32, STRING, UUID
 
 
 @attrs.frozen

@@ -14,8 +14,8 @@ import uuid
 
 import attrs
 
-from .._schema import Request, Response, Struct, field
-from .._types import INT8, INT16, INT32, INT32_MAX, INT64, RECORDS, STRING, UUID, array
+from .._schema import Request, Response, Struct, array, field
+from .._types import INT8, INT16, INT32, INT32_MAX, INT64, RECORDS, STRING, UUID
 
 
 @attrs.frozen

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import attrs
 
-from .._schema import Request, Response, Struct, field
-from .._types import INT8, INT16, INT32, STRING, array
+from .._schema import Request, Response, Struct, array, field
+from .._types import INT8, INT16, INT32, STRING
 
 
 @attrs.frozen

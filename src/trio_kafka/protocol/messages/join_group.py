@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import attrs
 
-from .._schema import Request, Response, Struct, field
-from .._types import BOOL, BYTES, INT16, INT32, STRING, array
+from .._schema import Request, Response, Struct, array, field
+from .._types import BOOL, BYTES, INT16, INT32, STRING
 
 
 @attrs.frozen

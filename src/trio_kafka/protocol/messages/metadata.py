@@ -13,8 +13,8 @@ import uuid
 
 import attrs
 
-from .._schema import Request, Response, Struct, field
-from .._types import BOOL, INT16, INT32, INT32_MIN, STRING, UUID, array
+from .._schema import Request, Response, Struct, array, field
+from .._types import BOOL, INT16, INT32, INT32_MIN, STRING, UUID
 
 
 @attrs.frozen

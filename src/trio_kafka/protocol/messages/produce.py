@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import attrs
 
-from .._schema import Request, Response, Struct, field
-from .._types import INT16, INT32, INT64, RECORDS, STRING, array
+from .._schema import Request, Response, Struct, array, field
+from .._types import INT16, INT32, INT64, RECORDS, STRING
 
 
 @attrs.frozen

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import attrs
 
-from .._schema import Request, Response, field
-from .._types import INT16, STRING, array
+from .._schema import Request, Response, array, field
+from .._types import INT16, STRING
 
 
 @attrs.frozen

@@ -21,7 +21,7 @@ from __future__ import annotations
 import trio
 
 from trio_kafka.broker import CAS_CONFIG
-from trio_kafka.client._conditional import ConditionalWriter, open_conditional_writer
+from trio_kafka.client import ConditionalWriter, open_conditional_writer
 from trio_kafka.errors import ConcurrentWriteError, KafkaError
 from trio_kafka.sim.history import CasAppend, Fail, Info, Ok, Produce
 from trio_kafka.sim.workloads._api import SimContext, register
