@@ -9,7 +9,13 @@ from trio_kafka.protocol.messages.describe_configs import (
     DescribeConfigsRequest,
     DescribeConfigsResource,
 )
-from trio_kafka.spark._manifest import Manifest, ensure_control_topic, read_manifest, write_manifest
+from trio_kafka.spark._manifest import (
+    LoadState,
+    Manifest,
+    ensure_control_topic,
+    read_manifest,
+    write_manifest,
+)
 
 
 async def test_the_manifest_topic_is_created_compacted_and_keeps_the_last_record() -> None:
@@ -27,10 +33,10 @@ async def test_the_manifest_topic_is_created_compacted_and_keeps_the_last_record
         )
         configs = {c.name: c.value for c in response.results[0].configs}
         assert configs["cleanup.policy"] == "compact"
-        started = Manifest("L", "t", "transactional", {0: -1})
+        started = Manifest("L", "t", "transactional", 1)
         await write_manifest(selector, started, "__loads")
         await write_manifest(
-            selector, Manifest("L", "t", "transactional", {0: -1}, "complete"), "__loads"
+            selector, Manifest("L", "t", "transactional", 1, LoadState.COMPLETE), "__loads"
         )
         found = await read_manifest(selector, "L", "__loads")
-        assert found is not None and found.state == "complete"
+        assert found is not None and found.state is LoadState.COMPLETE

@@ -10,16 +10,18 @@ import trio
 
 from tests.spark.conftest import create_topic, read_topic
 from trio_kafka.broker import ThreadedCluster
-from trio_kafka.errors import ConfigError
+from trio_kafka.client import BulkLoader, RowChunk, describe_topic_config, load_partition, row_of
+from trio_kafka.errors import ConcurrentWriteError, ConfigError
 from trio_kafka.net import open_selector
 from trio_kafka.spark import (
-    CasPartitionWriter,
+    LoadState,
     Manifest,
+    chunks_of,
     kafka_partition,
-    load_row,
     read_manifest,
     write_dataframe,
 )
+from trio_kafka.spark._manifest import ensure_control_topic
 
 ROWS = 12_000
 PARTITIONS = 6
@@ -40,15 +42,20 @@ def _manifest(bootstrap: str, load_id: str) -> Manifest:
 
 
 def _check_exact(bootstrap: str, topic: str, load_id: str, rows: int) -> dict[int, list[Any]]:
-    """The topic holds exactly the rows, each once, in row order per partition."""
+    """The topic holds exactly the rows, each once, in row order per partition, each in
+    the partition of the one rule (murmur2 of the key), every batch closed by a
+    checkpoint of this load."""
     log = read_topic(bootstrap, topic, PARTITIONS)
     seen: collections.Counter[tuple[bytes, bytes]] = collections.Counter()
     for partition, records in log.items():
-        numbers = [load_row(r, load_id.encode()) for r in records]
-        assert numbers == list(range(len(records))), f"partition {partition} out of order"
+        numbers = [int(r.value[1:]) for r in records if r.value is not None]
+        assert numbers == sorted(numbers), f"partition {partition} out of order"
+        assert row_of(records[-1], load_id.encode()) == numbers[-1]
         for record in records:
             assert record.key is not None and record.value is not None
-            assert kafka_partition(record.key, record.value, PARTITIONS) == partition
+            assert kafka_partition(int(record.value[1:]), record.key, PARTITIONS) == partition
+            checkpoint = row_of(record, load_id.encode())
+            assert checkpoint in (None, int(record.value[1:]))
             seen[(record.key, record.value)] += 1
     expected = {(f"k{i}".encode(), f"v{i}".encode()) for i in range(rows)}
     assert set(seen) == expected
@@ -66,21 +73,22 @@ def test_load_with_task_failures_is_exact(spark: Any, broker: ThreadedCluster) -
         value="value",
         load_id=load_id,
         bootstrap=broker.bootstrap,
-        batch_records=500,
+        batch_bytes=8192,
         # Partition 1: raise after 1000 acknowledged rows; partition 4: the Python worker
         # dies with a batch in flight.
         fail="partition=1,attempt=0,after=1000,how=raise;partition=4,attempt=0,after=1000,how=exit",
     )
     _check_exact(broker.bootstrap, topic, load_id, ROWS)
     manifest = _manifest(broker.bootstrap, load_id)
-    assert manifest.state == "complete"
+    assert manifest.state is LoadState.COMPLETE
+    assert manifest.guarantee == "exactly_once_cas"  # auto found CAS
     assert sum(manifest.counts.values()) == ROWS
     retried = {r["partition"]: r for r in manifest.reports if r["attempt"] >= 1}
     assert set(retried) == {1, 4}
-    assert retried[1]["skipped"] == 1000
-    assert retried[4]["skipped"] >= 1000  # the batch in flight may have landed
+    assert retried[1]["skipped"] >= 1000  # resumed from the last checkpoint
+    assert retried[4]["skipped"] >= 1000  # the batches in flight may have landed
     for report in retried.values():
-        assert report["skipped"] + report["written"] == report["count"]
+        assert report["skipped"] + report["loaded"] == report["count"]
 
 
 def test_failed_job_then_rerun_with_same_load_id(spark: Any, broker: ThreadedCluster) -> None:
@@ -99,15 +107,15 @@ def test_failed_job_then_rerun_with_same_load_id(spark: Any, broker: ThreadedClu
             key="key",
             load_id=load_id,
             bootstrap=broker.bootstrap,
-            batch_records=100,
+            batch_bytes=2048,
             fail=always,
         )
-    assert _manifest(broker.bootstrap, load_id).state == "aborted"
+    assert _manifest(broker.bootstrap, load_id).state is LoadState.ABORTED
     partial = sum(len(r) for r in read_topic(broker.bootstrap, topic, PARTITIONS).values())
     assert 200 <= partial < 3000
     write_dataframe(frame, topic=topic, key="key", load_id=load_id, bootstrap=broker.bootstrap)
     _check_exact(broker.bootstrap, topic, load_id, 3000)
-    assert _manifest(broker.bootstrap, load_id).state == "complete"
+    assert _manifest(broker.bootstrap, load_id).state is LoadState.COMPLETE
     # A third run finds the load complete and writes nothing.
     write_dataframe(frame, topic=topic, key="key", load_id=load_id, bootstrap=broker.bootstrap)
     _check_exact(broker.bootstrap, topic, load_id, 3000)
@@ -133,7 +141,7 @@ def test_format_write_with_prepared_columns(spark: Any, broker: ThreadedCluster)
     frame = spark.createDataFrame(
         [(0, i, f"k{i}", f"v{i}") for i in range(10)],
         "partition int, row long, key string, value string",
-    ).repartition(1)
+    ).coalesce(1)
     (
         frame.write.format("trio-kafka")
         .mode("append")
@@ -146,43 +154,143 @@ def test_format_write_with_prepared_columns(spark: Any, broker: ThreadedCluster)
     assert [r.value for r in records] == [f"v{i}".encode() for i in range(10)]
 
 
+def test_same_rows_make_the_same_log_as_bulk_loader(spark: Any, broker: ThreadedCluster) -> None:
+    """One row identity: a keyless DataFrame and the same values given to BulkLoader
+    place every row in the same partition (row % partitions) with the same checkpoints."""
+    create_topic(broker, "same-spark", 3, cas=True)
+    create_topic(broker, "same-bulk", 3, cas=True)
+    values = [f"v{i}".encode() for i in range(3000)]
+    frame = spark.createDataFrame([(v,) for v in values], "value binary")
+    write_dataframe(
+        frame, topic="same-spark", load_id="same", bootstrap=broker.bootstrap, batch_bytes=4096
+    )
+
+    async def bulk() -> None:
+        async with open_selector(broker.bootstrap) as selector:
+            await BulkLoader(selector, "same-bulk", "same", batch_bytes=4096).run(values)
+
+    trio.run(bulk)
+    spark_log = read_topic(broker.bootstrap, "same-spark", 3)
+    bulk_log = read_topic(broker.bootstrap, "same-bulk", 3)
+    for partition in range(3):
+        assert [r.value for r in spark_log[partition]] == values[partition::3]
+        assert [(r.value, r.headers) for r in spark_log[partition]] == [
+            (r.value, r.headers) for r in bulk_log[partition]
+        ]
+
+
 def test_two_concurrent_writers_write_each_row_once(broker: ThreadedCluster) -> None:
-    """A zombie: two attempts at one partition at the same time, outside Spark."""
+    """A zombie: two attempts at one partition at the same time, outside Spark. At each
+    offset one copy wins; the loser stops (another writer took its offset) or resyncs,
+    and the log holds each row once, in order."""
     topic, load_id = "zombie", "zombie-1"
     create_topic(broker, topic, 1, cas=True)
     rows = [(f"k{i}".encode(), f"v{i}".encode()) for i in range(2000)]
 
     async def race() -> list[Any]:
         async with open_selector(broker.bootstrap) as selector:
-            writers = [
-                CasPartitionWriter(selector, topic, 0, load_id, 0, attempt=a, batch_records=50)
-                for a in range(2)
-            ]
-            reports: list[Any] = [None, None]
+            outcomes: list[Any] = [None, None]
 
             async def run(i: int) -> None:
-                reports[i] = await writers[i].run(rows)
+                loader = BulkLoader(
+                    selector, topic, load_id, guarantee="exactly_once_cas", batch_bytes=1024
+                )
+
+                async def chunks() -> Any:
+                    for start in range(0, 2000, 100):
+                        part = rows[start : start + 100]
+                        yield RowChunk(
+                            range(start, start + len(part)),
+                            None,
+                            [f"{k.decode()}={v.decode()}".encode() for k, v in part],
+                        )
+
+                try:
+                    outcomes[i] = await load_partition(loader, 0, chunks())
+                except ConcurrentWriteError as exc:
+                    outcomes[i] = exc
 
             async with trio.open_nursery() as nursery:
                 for i in range(2):
                     nursery.start_soon(run, i)
-            return reports
+            return outcomes
 
-    reports = trio.run(race)
+    outcomes = trio.run(race)
     records = read_topic(broker.bootstrap, topic, 1)[0]
-    assert [(r.key, r.value) for r in records] == rows
-    assert [load_row(r, load_id.encode()) for r in records] == list(range(2000))
-    assert sum(r.written for r in reports) == 2000
-    assert sum(r.conflicts for r in reports) > 0
+    assert [r.value for r in records] == [f"k{i}=v{i}".encode() for i in range(2000)]
+    assert any(not isinstance(o, ConcurrentWriteError) for o in outcomes)
 
 
-def test_rows_of_one_partition_in_two_tasks_are_refused() -> None:
+def test_rows_of_one_partition_out_of_order_are_refused(broker: ThreadedCluster) -> None:
+    create_topic(broker, "unsorted", 1, cas=True)
+
+    async def load() -> None:
+        async with open_selector(broker.bootstrap) as selector:
+            loader = BulkLoader(selector, "unsorted", "u", guarantee="exactly_once_cas")
+
+            async def chunks() -> Any:
+                yield RowChunk([0, 2], None, [b"x", b"y"])
+                yield RowChunk([1], None, [b"z"])
+
+            await load_partition(loader, 0, chunks())
+
+    with pytest.raises(ConfigError, match=r"row 1 after row 2.*increasing"):
+        trio.run(load)
+
+
+def test_a_row_in_the_wrong_partition_is_refused(broker: ThreadedCluster) -> None:
+    create_topic(broker, "wrong-part", 2, cas=True)
+
+    async def load() -> None:
+        async with open_selector(broker.bootstrap) as selector:
+            loader = BulkLoader(selector, "wrong-part", "w", guarantee="exactly_once_cas")
+
+            async def chunks() -> Any:
+                yield RowChunk([0, 1], None, [b"x", b"y"])  # row 1 belongs to partition 1
+
+            await load_partition(loader, 0, chunks())
+
+    with pytest.raises(ConfigError, match="row 1 belongs to partition 1"):
+        trio.run(load)
+
+
+def test_an_arrow_batch_is_split_by_partition_in_row_order() -> None:
     import pyarrow as pa
 
-    from trio_kafka.spark._source import collect_rows
-
     batch = pa.RecordBatch.from_pydict(
-        {"partition": [0, 0], "row": [0, 2], "key": [b"a", b"b"], "value": [b"x", b"y"]}
+        {
+            "partition": pa.array([0, 1, 0, 1], pa.int32()),
+            "row": pa.array([0, 1, 2, 3], pa.int64()),
+            "key": pa.array([None, None, None, None], pa.binary()),
+            "value": pa.array(["a", "b", "c", "d"]),
+        }
     )
-    with pytest.raises(ConfigError, match="exactly one"):
-        collect_rows(iter([batch]))
+    chunks = dict(chunks_of(batch))
+    assert list(chunks[0].rows) == [0, 2] and list(chunks[0].values) == [b"a", b"c"]
+    assert list(chunks[1].rows) == [1, 3] and list(chunks[1].values) == [b"b", b"d"]
+    assert chunks[0].keys is None
+    with pytest.raises(ConfigError, match="needs the columns"):
+        list(chunks_of(pa.RecordBatch.from_pydict({"value": [b"x"]})))
+
+
+def test_the_manifest_topic_is_created_compacted_and_a_deleting_one_is_refused(
+    broker: ThreadedCluster,
+) -> None:
+    broker.call(broker.cluster.create_topic, "ctl-deleting", 1, {"cleanup.policy": "delete"})
+
+    async def check() -> None:
+        async with open_selector(broker.bootstrap) as selector:
+            await ensure_control_topic(selector, "ctl-new")
+            policy = await describe_topic_config(selector, "ctl-new", "cleanup.policy")
+            assert policy == "compact"
+            await ensure_control_topic(selector, "ctl-new")  # exists, compacted: fine
+            with pytest.raises(ConfigError, match="must be compacted"):
+                await ensure_control_topic(selector, "ctl-deleting")
+
+    trio.run(check)
+
+
+def test_a_manifest_of_the_older_format_is_refused_by_name() -> None:
+    old = b'{"load_id": "x", "topic": "t", "guarantee": "exactly_once", "bases": {"0": 5}}'
+    with pytest.raises(ConfigError, match="older trio-kafka"):
+        Manifest.from_json(old)

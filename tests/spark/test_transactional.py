@@ -6,10 +6,12 @@ import collections
 from typing import Any
 
 import pytest
+import trio
 
 from tests.spark.conftest import create_topic, read_topic
 from trio_kafka.broker import ThreadedCluster
-from trio_kafka.spark import TRANSACTIONAL, write_dataframe
+from trio_kafka.net import open_selector
+from trio_kafka.spark import TRANSACTIONAL, read_manifest, write_dataframe
 from trio_kafka.testing import tansu_broker
 
 PARTITIONS = 4
@@ -36,7 +38,7 @@ def test_transactional_load_with_task_failures_is_exact_for_read_committed(
         load_id="txn-1",
         bootstrap=broker.bootstrap,
         guarantee=TRANSACTIONAL,
-        batch_records=250,
+        batch_bytes=4096,
         max_attempts=4,
         fail="partition=1,attempt=0,after=500;partition=3,attempt=0,after=250",
     )
@@ -44,9 +46,19 @@ def test_transactional_load_with_task_failures_is_exact_for_read_committed(
     values = _values(committed)
     assert set(values) == {f"v{i}".encode() for i in range(rows)}
     assert max(values.values()) == 1
-    # The failed attempts did write (then were aborted): read_uncommitted sees them.
-    everything = _values(read_topic(broker.bootstrap, topic, PARTITIONS))
-    assert sum(everything.values()) == rows + 500 + 250
+
+    # Partitions 1 and 3 were committed from their retries (what the failed first
+    # attempts had sent was aborted when they were fenced).
+    async def manifest() -> Any:
+        async with open_selector(broker.bootstrap) as selector:
+            return await read_manifest(selector, "txn-1")
+
+    reports = {r["partition"]: r for r in trio.run(manifest).reports}
+    assert {p for p, r in reports.items() if r["attempt"] >= 1} == {1, 3}
+    assert all(
+        r["transaction"]["transactional_id"].endswith(f"-{p}-{r['attempt']}")
+        for p, r in reports.items()
+    )
 
 
 @pytest.mark.tansu
@@ -68,9 +80,14 @@ def test_transactional_load_completes_on_tansu(spark: Any) -> None:
             key="key",
             load_id="tansu-1",
             bootstrap=tansu.bootstrap,
-            guarantee=TRANSACTIONAL,
             max_attempts=2,
         )
+
+        async def manifest() -> Any:
+            async with open_selector(tansu.bootstrap) as selector:
+                return await read_manifest(selector, "tansu-1")
+
+        assert trio.run(manifest).guarantee == TRANSACTIONAL  # what auto picks on Tansu
         values = _values(read_topic(tansu.bootstrap, "tansu-load", 2))
         assert set(values) == {f"v{i}".encode() for i in range(1000)}
         assert max(values.values()) == 1
@@ -82,4 +99,5 @@ def test_transactional_load_completes_on_tansu(spark: Any) -> None:
                 key="key",
                 load_id="tansu-cas",
                 bootstrap=tansu.bootstrap,
+                guarantee="exactly_once_cas",
             )

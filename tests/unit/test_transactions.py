@@ -220,8 +220,21 @@ def test_every_transition_in_the_table_is_reachable_through_the_public_api(
     answer(m, K.FIND_COORDINATOR, found())
     answer(m, K.END_TXN, ended(), now=5.0)  # resent at the same epoch, after a backoff
     answer(m, K.INIT_PRODUCER_ID, pid(1), now=5.0)
+    # A transaction handed off, and adopted by another manager that commits it.
+    _handed_off()
+    adopter = manager()
+    adopter.adopt(PID, 0)
     # Closing from every state that can be closed.
-    for reach in (_uninitialized, _initializing, _ready, _in_txn, _committing, _aborting, _aerr):
+    for reach in (
+        _uninitialized,
+        _initializing,
+        _ready,
+        _in_txn,
+        _committing,
+        _aborting,
+        _aerr,
+        _handed_off,
+    ):
         reach().close()
     assert seen == {(a, b) for a, targets in ALLOWED.items() for b in targets}
 
@@ -262,6 +275,76 @@ def _aerr() -> TransactionManager:
     m = _in_txn()
     m.batch_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE))
     return m
+
+
+def _handed_off() -> TransactionManager:
+    m = _in_txn()
+    add(m, ("t", 0))
+    assert m.hand_off() == (PID, 0)
+    return m
+
+
+# -- handing a transaction to another process (Spark: tasks write, the driver commits) --
+
+
+def test_a_handed_off_transaction_is_neither_sent_to_nor_ended_by_its_writer() -> None:
+    m = _handed_off()
+    assert m.state is S.HANDED_OFF
+    for call in (m.commit, m.abort, m.begin):
+        with pytest.raises(IllegalTransactionStateError, match="HANDED_OFF"):
+            call()
+    with pytest.raises(IllegalTransactionStateError):
+        m.maybe_add_partition(("t", 1))
+    assert m.next_request(0.0) is None  # no EndTxn, ever
+
+
+def test_a_transaction_is_not_handed_off_before_the_coordinator_has_its_partitions() -> None:
+    m = _in_txn()
+    m.maybe_add_partition(("t", 0))
+    with pytest.raises(IllegalTransactionStateError, match="partitions are being added"):
+        m.hand_off()
+    empty = _in_txn()
+    with pytest.raises(IllegalTransactionStateError, match="does not know"):
+        empty.hand_off()
+
+
+def test_a_failed_transaction_is_not_handed_off() -> None:
+    m = _in_txn()
+    add(m, ("t", 0))
+    m.batch_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE))
+    with pytest.raises(AbortableError):
+        m.hand_off()
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_an_adopted_transaction_is_ended_with_the_writers_id_and_epoch(commit: bool) -> None:
+    m = manager()
+    m.adopt(PID, 3)
+    result = m.commit() if commit else m.abort()
+    answer(m, K.FIND_COORDINATOR, found())
+    request = expect(m, K.END_TXN)
+    assert request.message.producer_id == PID and request.message.producer_epoch == 3
+    assert request.message.committed is commit
+    m.handle_response(request, ended(), 0.0)
+    assert result.done() and result.error is None
+    assert m.state is S.READY
+
+
+def test_adopting_needs_a_fresh_manager_and_a_real_id() -> None:
+    with pytest.raises(IllegalTransactionStateError):
+        ready().adopt(PID, 0)
+    with pytest.raises(ValueError, match="producer_id=-1"):
+        manager().adopt(-1, 0)
+
+
+def test_an_adopted_commit_past_the_coordinators_timeout_is_fatal() -> None:
+    """The coordinator aborted the transaction (timeout) and bumped the epoch."""
+    m = manager()
+    m.adopt(PID, 0)
+    result = m.commit()
+    answer(m, K.FIND_COORDINATOR, found())
+    answer(m, K.END_TXN, ended(ErrorCode.PRODUCER_FENCED))
+    assert isinstance(result.error, FatalError)
 
 
 # -- happy paths -----------------------------------------------------------------------

@@ -6,6 +6,7 @@ See docs/design.md for what this layer does and may import.
 from __future__ import annotations
 
 from trio_kafka.client._bulk import (
+    GUARANTEES,
     LOAD_HEADER,
     ROW_HEADER,
     BulkLoader,
@@ -13,18 +14,30 @@ from trio_kafka.client._bulk import (
     PartitionLoad,
     one_batch_request,
     open_bulk_loader,
+    partition_of,
     row_of,
 )
-from trio_kafka.client._cas import CAS_TOPIC_CONFIG, CasGate, create_topic
+from trio_kafka.client._cas import (
+    CAS_TOPIC_CONFIG,
+    CasGate,
+    create_topic,
+    describe_topic_config,
+)
 from trio_kafka.client._conditional import (
     ConditionalWriter,
     open_conditional_writer,
     writer_of,
 )
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
+from trio_kafka.client._partition_load import PartitionLoadResult, RowChunk, load_partition
 from trio_kafka.client._producer import Producer, open_producer
 from trio_kafka.client._reader import FetchResult, IsolationLevel, PartitionRead, PartitionReader
-from trio_kafka.client._transactions import GroupMetadata, OffsetAndMetadata
+from trio_kafka.client._transactions import (
+    GroupMetadata,
+    HandedOffTransaction,
+    OffsetAndMetadata,
+)
+from trio_kafka.net import KafkaSelector, open_selector
 from trio_kafka.producer import (
     Acknowledged,
     Ambiguous,
@@ -37,6 +50,7 @@ from trio_kafka.producer import (
 
 __all__ = [
     "CAS_TOPIC_CONFIG",
+    "GUARANTEES",
     "LOAD_HEADER",
     "ROW_HEADER",
     "Acknowledged",
@@ -48,23 +62,31 @@ __all__ = [
     "Failed",
     "FetchResult",
     "GroupMetadata",
+    "HandedOffTransaction",
     "IsolationLevel",
+    "KafkaSelector",
     "LoadResult",
     "MetricsSnapshot",
     "OffsetAndMetadata",
     "Outcome",
     "PartitionLoad",
+    "PartitionLoadResult",
     "PartitionRead",
     "PartitionReader",
     "Producer",
     "ProducerConfig",
     "ProducerRecord",
     "RecordHandle",
+    "RowChunk",
     "create_topic",
+    "describe_topic_config",
+    "load_partition",
     "one_batch_request",
     "open_bulk_loader",
     "open_conditional_writer",
     "open_producer",
+    "open_selector",
+    "partition_of",
     "row_of",
     "writer_of",
 ]

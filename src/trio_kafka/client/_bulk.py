@@ -273,6 +273,23 @@ class BulkLoader:
         logger.info("load %s into %s: exactly_once_cas", self.load_id, self.topic)
         return Backend.CAS
 
+    def transactional_producer(self, transactional_id: str) -> Any:
+        """`open_producer(...)` of the transactional backend (an async context manager)."""
+        selector = self.selector
+        return open_producer(
+            selector=selector,
+            clock=selector.clock,
+            rng=selector.rng,
+            wall_clock=self._wall_clock,
+            transactional_id=transactional_id,
+            transaction_timeout=self.transaction_timeout,
+            batch_size=self.batch_bytes,
+            max_request_size=max(self.batch_bytes * 2, 1024 * 1024),
+            buffer_memory=max(4 * self.chunk_bytes, 32 * 1024 * 1024),
+            linger=0.002,
+            request_timeout=self.request_timeout,
+        )
+
     # -- resuming ----------------------------------------------------------------------
 
     async def resume_point(
@@ -339,18 +356,8 @@ class BulkLoader:
                     parts.append(_CasPartition(self, self._pipeline(backend, partition, point)))
                 else:
                     producer = await stack.enter_async_context(
-                        open_producer(
-                            selector=selector,
-                            clock=selector.clock,
-                            rng=selector.rng,
-                            wall_clock=self._wall_clock,
-                            transactional_id=transactional_id_for(self.load_id, topic, partition),
-                            transaction_timeout=self.transaction_timeout,
-                            batch_size=self.batch_bytes,
-                            max_request_size=max(self.batch_bytes * 2, 1024 * 1024),
-                            buffer_memory=max(4 * self.chunk_bytes, 32 * 1024 * 1024),
-                            linger=0.002,
-                            request_timeout=self.request_timeout,
+                        self.transactional_producer(
+                            transactional_id_for(self.load_id, topic, partition)
                         )
                     )
                     await producer.init_transactions()

@@ -129,38 +129,42 @@ def cas_gate(selector: KafkaSelector) -> CasGate:
     return gate
 
 
-async def topic_cas_enabled(selector: KafkaSelector, topic: str, node: int | None = None) -> bool:
-    """Whether `topic` has `expected.offset.check.enable=true` (DescribeConfigs)."""
+async def describe_topic_config(
+    selector: KafkaSelector, topic: str, name: str, node: int | None = None
+) -> str | None:
+    """The value of topic config `name` (DescribeConfigs; None: not reported). A failed
+    request or an error answer raises `KafkaError`."""
     if node is None:
         node = selector.least_loaded_node()
     request = DescribeConfigsRequest(
         resources=[
             DescribeConfigsResource(
-                resource_type=_TOPIC_RESOURCE,
-                resource_name=topic,
-                configuration_keys=[CAS_TOPIC_CONFIG],
+                resource_type=_TOPIC_RESOURCE, resource_name=topic, configuration_keys=[name]
             )
         ]
     )
+    response = await selector.request(node, request)
+    for result in response.results:
+        if result.resource_name != topic:
+            continue
+        if result.error_code != ErrorCode.NONE:
+            raise error_for_code(result.error_code, result.error_message)
+        for config in result.configs:
+            if config.name == name:
+                return str(config.value) if config.value is not None else None
+    return None
+
+
+async def topic_cas_enabled(selector: KafkaSelector, topic: str, node: int | None = None) -> bool:
+    """Whether `topic` has `expected.offset.check.enable=true` (DescribeConfigs)."""
     try:
-        response = await selector.request(node, request)
+        value = await describe_topic_config(selector, topic, CAS_TOPIC_CONFIG, node)
     except KafkaError as exc:
         raise CasNotSupportedError(
             f"cannot learn whether topic {topic!r} has {CAS_TOPIC_CONFIG}=true: "
             f"DescribeConfigs failed ({exc}); refusing the CAS write"
         ) from exc
-    for result in response.results:
-        if result.resource_name != topic:
-            continue
-        if result.error_code != ErrorCode.NONE:
-            raise CasNotSupportedError(
-                f"cannot learn whether topic {topic!r} has {CAS_TOPIC_CONFIG}=true: "
-                f"DescribeConfigs answered {error_for_code(result.error_code, result.error_message)}"
-            )
-        for config in result.configs:
-            if config.name == CAS_TOPIC_CONFIG:
-                return (config.value or "").strip().lower() == "true"
-    return False
+    return (value or "").strip().lower() == "true"
 
 
 async def create_topic(
@@ -212,5 +216,6 @@ __all__ = [
     "CasGate",
     "cas_gate",
     "create_topic",
+    "describe_topic_config",
     "topic_cas_enabled",
 ]

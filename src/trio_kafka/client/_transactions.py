@@ -46,6 +46,7 @@ import math
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING
 
+import attrs
 import trio
 
 from trio_kafka.errors import (
@@ -381,6 +382,15 @@ class TransactionDriver:
             )
 
 
+@attrs.frozen
+class HandedOffTransaction:
+    """An open transaction one process left for another to end (picklable)."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+
+
 class TransactionalProducerMixin:
     """The transactional calls of `Producer` (they need `transactional_id=`)."""
 
@@ -429,6 +439,39 @@ class TransactionalProducerMixin:
         id, group instance id) or just the group id."""
         await self._transactions().send_offsets(offsets, group_metadata)
 
+    async def hand_off_transaction(self) -> HandedOffTransaction:
+        """Flush, check that every record of the open transaction was acknowledged, and
+        leave the transaction open for another process to end with
+        `complete_transaction` (a Spark task writes, the driver commits). This producer
+        can then send nothing more, and closing it does not abort the transaction: the
+        coordinator aborts it after `transaction_timeout` unless it is ended before."""
+        driver = self._transactions()
+        await self.flush()  # type: ignore[attr-defined]
+        producer_id, epoch = driver.manager.hand_off()
+        driver.update_detour()
+        return HandedOffTransaction(driver.manager.transactional_id, producer_id, epoch)
+
+    async def complete_transaction(
+        self, transaction: HandedOffTransaction, *, commit: bool = True
+    ) -> None:
+        """End a transaction another producer handed off (`hand_off_transaction`), on a
+        producer opened with the same `transactional_id` and not initialised (its
+        `init_transactions()` would abort it). Raises like `commit_transaction`; a
+        `FatalError` (fenced, or past the coordinator's timeout) means this id's
+        transaction cannot be committed any more."""
+        driver = self._transactions()
+        if transaction.transactional_id != driver.manager.transactional_id:
+            raise ConfigError(
+                f"complete_transaction: the transaction belongs to transactional id "
+                f"{transaction.transactional_id!r}, this producer is "
+                f"{driver.manager.transactional_id!r}"
+            )
+        driver.manager.adopt(transaction.producer_id, transaction.producer_epoch)
+        if commit:
+            await driver.commit()
+        else:
+            await driver.abort()
+
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
         """Begin a transaction; commit on normal exit, abort on an exception or a
@@ -458,6 +501,7 @@ def transaction_driver(config: ProducerConfig) -> TransactionDriver | None:
 
 __all__ = [
     "GroupMetadata",
+    "HandedOffTransaction",
     "OffsetAndMetadata",
     "TransactionDriver",
     "TransactionalProducerMixin",

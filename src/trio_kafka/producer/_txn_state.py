@@ -19,21 +19,28 @@ class TxnState(enum.Enum):
     ABORTING = "aborting"
     ABORTABLE_ERROR = "abortable error"
     FATAL_ERROR = "fatal error"
+    #: The open transaction was handed to another process, which ends it (`adopt`, then
+    #: commit or abort there): this producer sends, commits and aborts nothing more.
+    HANDED_OFF = "handed off"
 
 
 S = TxnState
 #: Every allowed transition (from -> the states it may go to). FATAL_ERROR is final.
 ALLOWED: Mapping[TxnState, frozenset[TxnState]] = {
-    S.UNINITIALIZED: frozenset({S.INITIALIZING, S.FATAL_ERROR}),
+    # -> IN_TRANSACTION: `adopt`, ending a transaction another process handed off.
+    S.UNINITIALIZED: frozenset({S.INITIALIZING, S.IN_TRANSACTION, S.FATAL_ERROR}),
     S.INITIALIZING: frozenset({S.READY, S.FATAL_ERROR}),
     S.READY: frozenset({S.IN_TRANSACTION, S.FATAL_ERROR}),
-    S.IN_TRANSACTION: frozenset({S.COMMITTING, S.ABORTING, S.ABORTABLE_ERROR, S.FATAL_ERROR}),
+    S.IN_TRANSACTION: frozenset(
+        {S.COMMITTING, S.ABORTING, S.ABORTABLE_ERROR, S.FATAL_ERROR, S.HANDED_OFF}
+    ),
     # -> INITIALIZING: the EndTxn outcome is unknown; re-initialise (epoch bump).
     S.COMMITTING: frozenset({S.READY, S.ABORTABLE_ERROR, S.INITIALIZING, S.FATAL_ERROR}),
     # An abort that needs an epoch bump stays ABORTING until the bump answers.
     S.ABORTING: frozenset({S.READY, S.FATAL_ERROR}),
     S.ABORTABLE_ERROR: frozenset({S.ABORTING, S.FATAL_ERROR}),
     S.FATAL_ERROR: frozenset(),
+    S.HANDED_OFF: frozenset({S.FATAL_ERROR}),  # closing
 }
 
 __all__ = ["ALLOWED", "TxnState"]

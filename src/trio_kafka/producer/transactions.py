@@ -353,6 +353,39 @@ class TransactionManager(TxnRequestQueue):
         self.enqueue(Work(K.END_TXN, Priority.END_TXN, committed=False))
         return self.pending_result
 
+    def hand_off(self) -> tuple[int, int]:
+        """Leave the open transaction, as it is, to another process that ends it:
+        (producer id, epoch) for its `adopt`. The caller has flushed and every batch of
+        the transaction was acknowledged (a failed one made the state ABORTABLE_ERROR,
+        raised here). Afterwards this manager sends nothing, and closing it does not
+        abort (KIP-939's prepared transaction, with the coordinator's timeout as limit)."""
+        self._raise_if_failed()
+        if self.state is not TxnState.IN_TRANSACTION:
+            raise self._refuse("hand off the transaction")
+        if self.new_partitions or self.pending_partitions or self._in_flight is not None:
+            raise self._refuse("hand off the transaction while partitions are being added")
+        if not self.transaction_started:
+            raise self._refuse("hand off a transaction the coordinator does not know yet")
+        self.transition(TxnState.HANDED_OFF)
+        return self.producer_id, self.producer_epoch
+
+    def adopt(self, producer_id: int, producer_epoch: int) -> None:
+        """Take over an open transaction another process handed off (`hand_off`), so
+        that `commit()` or `abort()` ends it: instead of `init()`, which would abort it.
+        The EndTxn is the v1 kind (the coordinator knows the partitions)."""
+        if self.state is not TxnState.UNINITIALIZED:
+            raise self._refuse("adopt a transaction")
+        if producer_id < 0 or producer_epoch < 0:
+            raise ValueError(
+                f"adopt(producer_id={producer_id}, producer_epoch={producer_epoch}): "
+                "both must be >= 0 (the handed-off transaction's)"
+            )
+        self.install_producer_id(producer_id, producer_epoch)
+        self.transaction_v2 = False
+        self.clear_transaction()
+        self.transaction_started = True
+        self.transition(TxnState.IN_TRANSACTION)
+
     def close(self) -> None:
         """Fail everything pending; later calls raise `ProducerClosedError`."""
         if self.state is not TxnState.FATAL_ERROR:

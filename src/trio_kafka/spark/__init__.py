@@ -9,14 +9,15 @@ from __future__ import annotations
 from trio_kafka.spark._frame import (
     foreach_batch_writer,
     kafka_partition,
+    number_rows,
     prepare_dataframe,
     topic_partitions,
     write_dataframe,
 )
-from trio_kafka.spark._manifest import CONTROL_TOPIC, Manifest, read_manifest
+from trio_kafka.spark._manifest import CONTROL_TOPIC, LoadState, Manifest, Winner, read_manifest
 from trio_kafka.spark._source import (
+    AUTO,
     EXACTLY_ONCE,
-    NAME,
     TRANSACTIONAL,
     KafkaDataSource,
     LoadCommitMessage,
@@ -28,38 +29,34 @@ from trio_kafka.spark._sweep import (
     simulate_seed,
     spark_session,
 )
-from trio_kafka.spark._wire import (
-    LOAD_HEADER,
-    ROW_HEADER,
-    CasPartitionWriter,
+from trio_kafka.spark._task import (
+    NAME,
     FailurePlan,
     InjectedFailure,
     PartitionReport,
-    TxnPartitionWriter,
-    end_transaction,
-    load_row,
+    chunks_of,
+    transactional_id,
 )
 
 __all__ = [
+    "AUTO",
     "CONTROL_TOPIC",
     "EXACTLY_ONCE",
-    "LOAD_HEADER",
     "NAME",
-    "ROW_HEADER",
     "TRANSACTIONAL",
-    "CasPartitionWriter",
     "FailurePlan",
     "InjectedFailure",
     "KafkaDataSource",
     "LoadCommitMessage",
     "LoadError",
+    "LoadState",
     "Manifest",
     "PartitionReport",
-    "TxnPartitionWriter",
-    "end_transaction",
+    "Winner",
+    "chunks_of",
     "foreach_batch_writer",
     "kafka_partition",
-    "load_row",
+    "number_rows",
     "prepare_dataframe",
     "read_manifest",
     "run_seeds_on_spark",
@@ -67,5 +64,6 @@ __all__ = [
     "simulate_seed",
     "spark_session",
     "topic_partitions",
+    "transactional_id",
     "write_dataframe",
 ]

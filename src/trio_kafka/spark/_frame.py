@@ -1,16 +1,19 @@
 """`write_dataframe`: shape a DataFrame for the `trio-kafka` data source, then write it.
 
-Shaping (all deterministic for a deterministic input):
+Shaping gives every row the identity `BulkLoader` gives it (producer/_rows.py), so a
+DataFrame and the same rows given to `BulkLoader` make the same log:
 
 1. `key` and `value` become binary (strings as UTF-8; other types through their string
    form; without a `value` column, each row is its JSON);
-2. `partition` is the Kafka partition the Java client would pick for the key: our
-   murmur2 (`partition_for_key`), computed in `mapInArrow`, not Spark's Murmur3
-   `hash()`. A row without a key is placed by the murmur2 of its value;
-3. `row` numbers the rows of each Kafka partition 0, 1, 2... in the order of
-   `order_by` (default: key, then value), so a retry or a rerun numbers them the same;
+2. `row` numbers the rows 0, 1, 2... in the DataFrame's order (after `order_by`, when
+   given): a first job counts the rows of each Spark partition (what `zipWithIndex`
+   does), then row = the rows of the partitions before + the index within its own;
+3. `partition` is the Kafka partition by the one rule: murmur2 of the key (Java's
+   default partitioner; in `mapInArrow`), else `row % partitions` (in SQL);
 4. `repartitionById(n, partition)` makes Spark partition i exactly Kafka partition i,
-   one task each (Spark 4.1+), and `sortWithinPartitions(row)` orders the task's input.
+   one task each (Spark 4.1+), and `sortWithinPartitions(row)` streams each task's rows
+   in order (Spark sorts in the JVM, spilling to disk: the Python task holds one Arrow
+   batch at a time).
 """
 
 from __future__ import annotations
@@ -20,10 +23,8 @@ from typing import Any
 
 import trio
 
-from trio_kafka.net import open_selector
-from trio_kafka.producer import murmur2, partition_for_key, to_positive
-from trio_kafka.spark._source import EXACTLY_ONCE, NAME, KafkaDataSource
-from trio_kafka.spark._wire import partition_count
+from trio_kafka.client import open_selector, partition_of
+from trio_kafka.spark._source import AUTO, NAME, KafkaDataSource
 
 
 def topic_partitions(bootstrap: str, topic: str) -> int:
@@ -31,15 +32,14 @@ def topic_partitions(bootstrap: str, topic: str) -> int:
 
     async def ask() -> int:
         async with open_selector(bootstrap) as selector:
-            return await partition_count(selector, topic)
+            return (await selector.wait_for_topic(topic)).partition_count
 
     return trio.run(ask)
 
 
-def kafka_partition(key: bytes | None, value: bytes | None, partitions: int) -> int:
-    if key is not None:
-        return partition_for_key(key, partitions)
-    return to_positive(murmur2(value or b"")) % partitions
+def kafka_partition(row: int, key: bytes | None, partitions: int) -> int:
+    """The Kafka partition of input row `row` (the rule of every load)."""
+    return partition_of(row, key, partitions)
 
 
 def _partitioner(partitions: int) -> Any:
@@ -48,14 +48,32 @@ def _partitioner(partitions: int) -> Any:
 
         for batch in batches:
             keys = batch.column("key").to_pylist()
-            values = batch.column("value").to_pylist()
-            parts = [kafka_partition(k, v, partitions) for k, v in zip(keys, values)]
+            rows = batch.column("row").to_pylist()
+            parts = [partition_of(r, k, partitions) for r, k in zip(rows, keys, strict=True)]
             yield pa.RecordBatch.from_arrays(
-                [batch.column("key"), batch.column("value"), pa.array(parts, pa.int32())],
-                names=["key", "value", "partition"],
+                [*batch.columns, pa.array(parts, pa.int32())],
+                names=[*batch.schema.names, "partition"],
             )
 
     return add_partition
+
+
+def number_rows(df: Any) -> Any:
+    """`df` with a `row` column: 0, 1, 2... in the DataFrame's order (one counting job)."""
+    from pyspark.sql import functions as F
+
+    spark_partition = F.spark_partition_id()
+    counts = {int(p): int(n) for p, n in df.groupBy(spark_partition.alias("p")).count().collect()}
+    offsets, total = [], 0
+    for index in range(df.rdd.getNumPartitions()):
+        offsets.append(total)
+        total += counts.get(index, 0)
+    if not offsets:
+        return df.withColumn("row", F.lit(0).cast("long"))
+    first = F.element_at(F.array(*[F.lit(o).cast("long") for o in offsets]), spark_partition + 1)
+    # monotonically_increasing_id = (Spark partition << 33) + index within it.
+    within = F.monotonically_increasing_id() - F.shiftleft(spark_partition.cast("long"), 33)
+    return df.withColumn("row", first + within)
 
 
 def prepare_dataframe(
@@ -66,31 +84,34 @@ def prepare_dataframe(
     value: str | None = None,
     order_by: Sequence[str] | None = None,
 ) -> Any:
-    """`df` with the columns key, value, partition, row, shaped for the data source."""
-    from pyspark.sql import Window
+    """`df` with the columns key, value, row, partition, shaped for the data source."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import BinaryType
 
-    def binary(column: Any, name: str) -> Any:
-        field = df.schema[name] if isinstance(column, str) else None
-        col = F.col(column) if isinstance(column, str) else column
-        if field is not None and isinstance(field.dataType, BinaryType):
-            return col
-        return col.cast("string").cast("binary")
+    def binary(column: str) -> Any:
+        if isinstance(df.schema[column].dataType, BinaryType):
+            return F.col(column)
+        return F.col(column).cast("string").cast("binary")
 
-    key_col = binary(key, key) if key is not None else F.lit(None).cast("binary")
+    if order_by:
+        df = df.orderBy(*order_by)
+    key_col = binary(key) if key is not None else F.lit(None).cast("binary")
     if value is not None:
-        value_col = binary(value, value)
+        value_col = binary(value)
     elif "value" in df.columns:
-        value_col = binary("value", "value")
+        value_col = binary("value")
     else:
         value_col = F.to_json(F.struct(*[F.col(c) for c in df.columns])).cast("binary")
-    shaped = df.select(key_col.alias("key"), value_col.alias("value"))
-    shaped = shaped.mapInArrow(_partitioner(partitions), "key binary, value binary, partition int")
-    order = [F.col(c) for c in (order_by or ("key", "value"))]
-    window = Window.partitionBy("partition").orderBy(*order)
-    numbered = shaped.withColumn("row", (F.row_number().over(window) - 1).cast("long"))
-    return numbered.repartitionById(partitions, F.col("partition")).sortWithinPartitions("row")
+    numbered = number_rows(df.select(key_col.alias("key"), value_col.alias("value")))
+    if key is None:
+        shaped = numbered.withColumn(
+            "partition", F.pmod(F.col("row"), F.lit(partitions)).cast("int")
+        )
+    else:
+        shaped = numbered.mapInArrow(
+            _partitioner(partitions), "key binary, value binary, row long, partition int"
+        )
+    return shaped.repartitionById(partitions, F.col("partition")).sortWithinPartitions("row")
 
 
 def write_dataframe(
@@ -101,18 +122,20 @@ def write_dataframe(
     bootstrap: str,
     key: str | None = None,
     value: str | None = None,
-    guarantee: str = EXACTLY_ONCE,
+    guarantee: str = AUTO,
     order_by: Sequence[str] | None = None,
     **options: Any,
 ) -> None:
     """Load `df` into `topic` exactly once (see docs/spark.md).
 
     `key`/`value` name columns (default: no key; the `value` column, else each row as
-    JSON). `guarantee` is "exactly_once" (CAS, needs the expected-offset extension) or
-    "transactional" (any broker with transactions). `options` go to the data source
-    (`batch_records`, `request_timeout`, `transaction_timeout`, `control_topic`, ...).
-    Rerunning with the same `load_id` resumes a failed load, or does nothing after a
-    successful one.
+    JSON). `guarantee`: "auto" (CAS where the brokers and the topic do the
+    expected-offset check, transactions elsewhere), "exactly_once_cas" or
+    "transactional" (refused where impossible). `order_by` sorts the rows first (the
+    input must otherwise be deterministic in content and order). `options` go to the
+    data source (`batch_bytes`, `request_timeout`, `transaction_timeout`,
+    `control_topic`, ...). Rerunning with the same `load_id` resumes a failed load, or
+    does nothing after a successful one.
     """
     spark = df.sparkSession
     spark.dataSource.register(KafkaDataSource)
@@ -154,6 +177,7 @@ def foreach_batch_writer(
 __all__ = [
     "foreach_batch_writer",
     "kafka_partition",
+    "number_rows",
     "prepare_dataframe",
     "topic_partitions",
     "write_dataframe",

@@ -1,39 +1,71 @@
-"""The load manifest: where each load began, kept in a Kafka control topic.
+"""The load manifest: what the driver decided about a load, kept in a Kafka control topic.
 
 Theory of operation
 -------------------
-A load is named by its `load_id`. The driver records, before any task runs, the offset
-each partition of the target topic started at (its log end then). Every task attempt of
-this run and of any later run with the same `load_id` uses those bases, so "row r of
-partition p belongs at base[p] + r" holds across retries, zombies and reruns.
+A load is named by its `load_id`. Its rows' identity needs no manifest (every record
+batch of a load ends with a checkpoint naming the load and its last row, and a writer
+resumes from the last one in the log: producer/_rows.py). The manifest keeps what only
+the driver knows:
+
+- the guarantee the load uses (decided once, so a rerun never switches backend);
+- `started` -> `committing` -> `complete`, or `aborted`;
+- transactional loads: the *winners*, one open transaction per partition that the
+  driver is about to commit, written (state `committing`) BEFORE the first EndTxn, so a
+  rerun after a driver crash between two EndTxns finishes every one of them (or names
+  the ones the coordinator had already aborted: `lost`, whose partitions the rerun
+  loads again);
+- what each partition's winning attempt did (`reports`).
 
 The manifest lives in a one-partition topic (`__trio_kafka_loads` by default), one JSON
-record per state change, keyed by the load id; the last record of a load wins, so the topic
-is created compacted (`cleanup.policy=compact`). States: `started` (bases fixed), `complete` (the driver's `commit()`
-checked every partition), `aborted` (Spark gave up; a rerun resumes from `started`'s
-bases, which the `aborted` record repeats). Writing a manifest record twice is harmless:
-it is the same content, and reading keeps the last.
-
-Reading scans the control topic from its start: it holds a few records per load, so
-this is cheap until there are very many loads (then compact the topic, or give each
-pipeline its own `control_topic`).
+record per state change, keyed by the load id; the last record of a load wins, so the
+topic is compacted (`cleanup.policy=compact`): created so, and checked when it exists
+(a topic that deletes old records would forget the winners of a crashed commit).
+Writing a manifest record twice is harmless: reading keeps the last.
 """
 
 from __future__ import annotations
 
+import enum
 import json
-import time
+import logging
 from typing import Any
 
 import attrs
 
-from trio_kafka.client import PartitionReader, create_topic
-from trio_kafka.errors import ErrorCode, KafkaError, error_for_code
-from trio_kafka.net import KafkaSelector
-from trio_kafka.records import BatchBuilder
-from trio_kafka.spark._wire import _Sender
+from trio_kafka.client import (
+    KafkaSelector,
+    PartitionReader,
+    create_topic,
+    describe_topic_config,
+    open_producer,
+)
+from trio_kafka.errors import ConfigError, KafkaError
+
+logger = logging.getLogger("trio_kafka.spark")
 
 CONTROL_TOPIC = "__trio_kafka_loads"
+#: The control topic keeps the last record of each load (its key): compacted.
+CONTROL_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
+
+
+class LoadState(enum.Enum):
+    STARTED = "started"
+    #: Transactional: the winners are fixed; EndTxn(commit) of each is under way.
+    COMMITTING = "committing"
+    COMPLETE = "complete"
+    ABORTED = "aborted"
+
+
+@attrs.frozen
+class Winner:
+    """The transaction of one partition's winning attempt (transactional loads)."""
+
+    partition: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    #: The partition's last row: its checkpoint shows the transaction committed.
+    last_row: int
 
 
 @attrs.frozen
@@ -42,14 +74,16 @@ class Manifest:
 
     load_id: str
     topic: str
+    #: "exactly_once_cas" or "transactional" (never "auto": decided at the start).
     guarantee: str
-    #: Kafka partition -> the offset the load began at (exactly_once), or -1.
-    bases: dict[int, int]
-    state: str = "started"
+    partitions: int
+    state: LoadState = LoadState.STARTED
     #: Rows per partition, known once the load is complete.
     counts: dict[int, int] = attrs.field(factory=dict)
-    #: Transactional mode: the transactions committed, (id, producer id, epoch).
-    transactions: tuple[tuple[str, int, int], ...] = ()
+    winners: tuple[Winner, ...] = ()
+    #: Transactional ids of winners the coordinator aborted before their commit (past
+    #: `transaction.timeout.ms`): their partitions were loaded again.
+    lost: tuple[str, ...] = ()
     #: What the winning attempts did, one dict per partition (`PartitionReport` fields).
     reports: tuple[dict[str, Any], ...] = ()
 
@@ -59,10 +93,11 @@ class Manifest:
                 "load_id": self.load_id,
                 "topic": self.topic,
                 "guarantee": self.guarantee,
-                "bases": {str(p): b for p, b in sorted(self.bases.items())},
-                "state": self.state,
+                "partitions": self.partitions,
+                "state": self.state.value,
                 "counts": {str(p): c for p, c in sorted(self.counts.items())},
-                "transactions": [list(t) for t in self.transactions],
+                "winners": [attrs.asdict(w) for w in self.winners],
+                "lost": list(self.lost),
                 "reports": list(self.reports),
             },
             sort_keys=True,
@@ -71,34 +106,46 @@ class Manifest:
     @classmethod
     def from_json(cls, data: bytes) -> Manifest:
         raw: dict[str, Any] = json.loads(data)
+        if "partitions" not in raw:
+            raise ConfigError(
+                f"the manifest of load {raw.get('load_id')!r} was written by an older "
+                "trio-kafka (per-partition base offsets, before loads resumed from their "
+                "checkpoints); finish it with that version, or use another load_id"
+            )
         return cls(
             load_id=raw["load_id"],
             topic=raw["topic"],
             guarantee=raw["guarantee"],
-            bases={int(p): int(b) for p, b in raw["bases"].items()},
-            state=raw["state"],
+            partitions=int(raw["partitions"]),
+            state=LoadState(raw["state"]),
             counts={int(p): int(c) for p, c in raw.get("counts", {}).items()},
-            transactions=tuple(
-                (str(t[0]), int(t[1]), int(t[2])) for t in raw.get("transactions", [])
-            ),
+            winners=tuple(Winner(**w) for w in raw.get("winners", [])),
+            lost=tuple(raw.get("lost", [])),
             reports=tuple(raw.get("reports", [])),
         )
 
 
-#: The control topic keeps the last record of each load (its key): compacted.
-CONTROL_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
-
-
 async def ensure_control_topic(selector: KafkaSelector, control_topic: str) -> None:
-    """Create the control topic (one partition, compacted, no CAS so any broker can
-    hold it)."""
-    try:
-        await create_topic(selector, control_topic, 1, cas=False, configs=CONTROL_TOPIC_CONFIGS)
-    except KafkaError as exc:
-        code = getattr(exc, "code", None)
-        if code != ErrorCode.TOPIC_ALREADY_EXISTS:
-            raise
+    """Create the control topic (one partition, compacted, no CAS so any broker can hold
+    it), or check that the existing one is compacted."""
+    created = await create_topic(
+        selector, control_topic, 1, cas=False, configs=CONTROL_TOPIC_CONFIGS
+    )
     await selector.wait_for_topic(control_topic)
+    if created:
+        return
+    try:
+        policy = await describe_topic_config(selector, control_topic, "cleanup.policy")
+    except KafkaError as exc:
+        logger.warning("cannot check that %s is compacted: %s", control_topic, exc)
+        return
+    if policy is not None and "compact" not in policy:
+        raise ConfigError(
+            f"the load manifest topic {control_topic!r} has cleanup.policy={policy}: it "
+            "must be compacted (cleanup.policy=compact), or the manifests of older loads "
+            "are deleted and a rerun after a crashed commit cannot finish it; alter the "
+            "topic, or name another with the control_topic option"
+        )
 
 
 async def read_manifest(
@@ -118,19 +165,20 @@ async def read_manifest(
 async def write_manifest(
     selector: KafkaSelector, manifest: Manifest, control_topic: str = CONTROL_TOPIC
 ) -> None:
+    """Append `manifest` to the control topic and wait for its acknowledgement."""
     await ensure_control_topic(selector, control_topic)
-    builder = BatchBuilder()
-    builder.append(int(time.time() * 1000), manifest.load_id.encode(), manifest.to_json())
-    sender = _Sender(selector, control_topic, 0, request_timeout=30.0, retry_timeout=120.0)
-    code, _ = await sender.send(builder.build(base_offset=-1))
-    if code != ErrorCode.NONE:
-        raise error_for_code(code, f"writing the manifest of load {manifest.load_id!r}")
+    async with open_producer(selector=selector, linger=0.0) as producer:
+        await producer.send_and_wait(
+            control_topic, manifest.to_json(), key=manifest.load_id.encode(), partition=0
+        )
 
 
 __all__ = [
     "CONTROL_TOPIC",
     "CONTROL_TOPIC_CONFIGS",
+    "LoadState",
     "Manifest",
+    "Winner",
     "ensure_control_topic",
     "read_manifest",
     "write_manifest",

@@ -1,4 +1,4 @@
-"""The `trio-kafka` Spark data source: the driver's and the tasks' halves of a load.
+"""The `trio-kafka` Spark data source: the driver's half of a load.
 
 Theory of operation
 -------------------
@@ -7,60 +7,67 @@ job, `write(batches)` in every task attempt, and `commit(messages)` / `abort(mes
 on the driver after it (each of the driver hooks may run in a Python process of its own:
 all state travels in the pickled writer or in Kafka, never in driver globals).
 
-The input has the columns `partition` (int, the Kafka partition), `row` (long, the row's
-number within its Kafka partition, 0, 1, 2...), `key` and `value` (binary or string):
-`write_dataframe()` computes them and puts each Kafka partition in exactly one Spark
-task. A task checks that what it got of each Kafka partition is rows 0..n-1; a Kafka
-partition split over two tasks, or numbered with gaps, is refused at once.
+The rows are the load's rows in `BulkLoader`'s sense (producer/_rows.py): numbered in
+the input, placed by murmur2 of the key or row % partitions, each record batch closed
+by a checkpoint, so every attempt and every rerun resumes from the log (`_task.py`).
 
-- `writer()`: refuses overwrite; opens the load: reads the manifest of `load_id` from
-  the control topic (a rerun reuses its bases), or fixes the bases at the partitions'
-  current log ends and writes a `started` manifest. In exactly_once mode it first checks
-  that the brokers and the topic do the CAS check (`CasNotSupportedError` otherwise).
-- `write()`: collects the task's rows, then `trio.run`s one writer per Kafka partition
-  (`_wire.py`), and returns a `LoadCommitMessage` (what each partition's attempt did).
-- `commit()`: exactly_once: every partition must end at `base + count`; transactional:
-  EndTxn(commit) for each winning attempt's transaction, then fence every other
-  candidate transactional id (earlier or concurrent attempts). Then the manifest says
-  `complete`. `abort()`: transactional mode fences every candidate id; the manifest says
-  `aborted` (a rerun with the same load_id resumes).
+- `writer()` (`open_load`): refuses overwrite; decides the guarantee ("auto": CAS where
+  every partition is CAS-checked, transactions elsewhere; a forced one is checked) and
+  records it in the manifest (`_manifest.py`), or takes the recorded one on a rerun. A
+  rerun that finds a commit under way (`committing`: the driver died between EndTxns)
+  first finishes it (`_finish_commit`).
+- `write()` (`_task.py`): streams the task's rows through `load_partition` and returns
+  a `LoadCommitMessage` (what each partition's attempt did).
+- `commit()`: CAS: each partition's last checkpoint must be its last row. Transactions:
+  the winning attempts' transactions go into the manifest (`committing`) BEFORE the
+  first EndTxn; then every other candidate transactional id is fenced and each winner
+  committed (`_finish_commit`). Then the manifest says `complete`.
+- `abort()`: transactional loads fence every candidate id; the manifest says `aborted`
+  (a rerun with the same load_id resumes).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Iterator
+import logging
+import os
+import signal
+from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import trio
 from pyspark import TaskContext
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
-    WriterCommitMessage,
-)
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
-from trio_kafka.client import CasGate
+from trio_kafka.client import (
+    GUARANTEES,
+    BulkLoader,
+    HandedOffTransaction,
+    IsolationLevel,
+    KafkaSelector,
+    PartitionReader,
+    open_producer,
+    open_selector,
+)
 from trio_kafka.errors import ConfigError, KafkaError
-from trio_kafka.net import KafkaSelector, open_selector
-from trio_kafka.spark._manifest import CONTROL_TOPIC, Manifest, read_manifest, write_manifest
-from trio_kafka.spark._wire import (
-    CasPartitionWriter,
-    FailurePlan,
-    PartitionReport,
-    Row,
-    TxnPartitionWriter,
-    end_transaction,
-    fence,
-    partition_count,
+from trio_kafka.spark._manifest import (
+    CONTROL_TOPIC,
+    LoadState,
+    Manifest,
+    Winner,
+    read_manifest,
+    write_manifest,
 )
+from trio_kafka.spark._task import NAME, PartitionReport, transactional_id, write_partitions
 
-EXACTLY_ONCE = "exactly_once"
+logger = logging.getLogger("trio_kafka.spark")
+
+AUTO = "auto"
+EXACTLY_ONCE = "exactly_once_cas"
 TRANSACTIONAL = "transactional"
-GUARANTEES = (EXACTLY_ONCE, TRANSACTIONAL)
-NAME = "trio-kafka"
+#: Accepted for `guarantee` (plus "exactly_once", the name before issue 12).
+_ALIASES = {"exactly_once": EXACTLY_ONCE}
 
 
 @dataclasses.dataclass
@@ -83,13 +90,18 @@ class LoadOptions:
     bootstrap: str
     topic: str
     load_id: str
-    guarantee: str = EXACTLY_ONCE
+    guarantee: str = AUTO
     control_topic: str = CONTROL_TOPIC
-    batch_records: int = 1000
+    batch_bytes: int = 512 * 1024
     request_timeout: float = 30.0
     transaction_timeout: float = 600.0
     max_attempts: int = 8
+    #: Test-only: task failures (`_task.FailurePlan`), and killing the driver's process
+    #: group (`crash_driver_pgid`, default the committing process's) after this many
+    #: EndTxn(commit)s (0: never).
     fail: str = ""
+    crash_driver_after_commits: int = 0
+    crash_driver_pgid: int = 0
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> LoadOptions:
@@ -100,7 +112,12 @@ class LoadOptions:
                 f"the {NAME} data source needs the option(s) {', '.join(missing)}: "
                 '.option("bootstrap", "host:9092").option("topic", "t")'
             )
-        guarantee = opts.get("guarantee", EXACTLY_ONCE)
+        if "batch_records" in opts:
+            raise ConfigError(
+                "the option batch_records is gone: batches are cut by bytes now "
+                "(batch_bytes, default 524288)"
+            )
+        guarantee = _ALIASES.get(opts.get("guarantee", AUTO), opts.get("guarantee", AUTO))
         if guarantee not in GUARANTEES:
             raise ConfigError(f"guarantee={guarantee!r}: use one of {', '.join(GUARANTEES)}")
         return cls(
@@ -109,21 +126,25 @@ class LoadOptions:
             load_id=opts.get("load_id", ""),
             guarantee=guarantee,
             control_topic=opts.get("control_topic", CONTROL_TOPIC),
-            batch_records=int(opts.get("batch_records", 1000)),
+            batch_bytes=int(opts.get("batch_bytes", 512 * 1024)),
             request_timeout=float(opts.get("request_timeout", 30.0)),
             transaction_timeout=float(opts.get("transaction_timeout", 600.0)),
             max_attempts=int(opts.get("max_attempts", 8)),
             fail=opts.get("fail", ""),
+            crash_driver_after_commits=int(opts.get("crash_driver_after_commits", 0)),
+            crash_driver_pgid=int(opts.get("crash_driver_pgid", 0)),
         )
 
-    def transactional_id(self, partition: int, attempt: int) -> str:
-        return f"trio-kafka-{self.load_id}-{partition}-{attempt}"
 
-
-@contextlib.asynccontextmanager
-async def _selector(options: LoadOptions) -> AsyncIterator[KafkaSelector]:
-    async with open_selector(options.bootstrap, request_timeout=options.request_timeout) as sel:
-        yield sel
+def _loader(selector: KafkaSelector, options: LoadOptions, guarantee: str) -> BulkLoader:
+    return BulkLoader(
+        selector,
+        options.topic,
+        options.load_id,
+        guarantee=guarantee,
+        request_timeout=options.request_timeout,
+        transaction_timeout=options.transaction_timeout,
+    )
 
 
 async def open_load(options: LoadOptions) -> Manifest:
@@ -133,122 +154,35 @@ async def open_load(options: LoadOptions) -> Manifest:
             f'the {NAME} data source needs .option("load_id", ...): it names the load, so '
             "that a rerun resumes it instead of writing the rows again"
         )
-    async with _selector(options) as selector:
-        count = await partition_count(selector, options.topic)
-        if options.guarantee == EXACTLY_ONCE:
-            gate = CasGate(selector)
-            for partition in range(count):
-                await gate.check(options.topic, partition)
-        manifest = await read_manifest(selector, options.load_id, options.control_topic)
+    async with open_selector(options.bootstrap, request_timeout=options.request_timeout) as sel:
+        count = (await sel.wait_for_topic(options.topic)).partition_count
+        manifest = await read_manifest(sel, options.load_id, options.control_topic)
         if manifest is not None:
-            if (manifest.topic, manifest.guarantee) != (options.topic, options.guarantee):
+            if manifest.topic != options.topic or options.guarantee not in (
+                AUTO,
+                manifest.guarantee,
+            ):
                 raise ConfigError(
-                    f"load_id {options.load_id!r} already names a {manifest.guarantee} load "
-                    f"into topic {manifest.topic!r}; use another load_id"
+                    f"load_id {options.load_id!r} already names a {manifest.guarantee} "
+                    f"load into topic {manifest.topic!r}; use another load_id"
                 )
+            if manifest.partitions != count:
+                raise ConfigError(
+                    f"{options.topic} has {count} partitions, but {manifest.partitions} when "
+                    f"load {options.load_id!r} began: rows would change partition; use "
+                    "another load_id"
+                )
+            if manifest.state is LoadState.COMMITTING:
+                # The driver died between EndTxns: finish them before any task runs.
+                manifest = await _finish_commit(sel, options, manifest)
+                if not manifest.lost:
+                    manifest = attrs.evolve(manifest, state=LoadState.COMPLETE)
+                await write_manifest(sel, manifest, options.control_topic)
             return manifest
-        from trio_kafka.client import PartitionReader
-
-        reader = PartitionReader(selector)
-        bases = {}
-        for partition in range(count):
-            if options.guarantee == EXACTLY_ONCE:
-                bases[partition] = await reader.log_end_offset(options.topic, partition)
-            else:
-                bases[partition] = -1
-        manifest = Manifest(options.load_id, options.topic, options.guarantee, bases)
-        await write_manifest(selector, manifest, options.control_topic)
+        backend = await _loader(sel, options, options.guarantee).choose_backend(count)
+        manifest = Manifest(options.load_id, options.topic, backend.value, count)
+        await write_manifest(sel, manifest, options.control_topic)
         return manifest
-
-
-def _as_bytes(value: Any) -> bytes | None:
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode()
-    return bytes(value)
-
-
-def collect_rows(batches: Iterator[Any]) -> dict[int, list[Row]]:
-    """The task's rows per Kafka partition, in row order (checked to be 0..n-1)."""
-    numbered: dict[int, list[tuple[int, bytes | None, bytes | None]]] = {}
-    for batch in batches:
-        names = batch.schema.names
-        for column in ("partition", "row", "value"):
-            if column not in names:
-                raise ConfigError(
-                    f"the {NAME} data source needs the columns partition, row, key, value "
-                    f"(got {names}); use trio_kafka.spark.write_dataframe(), which adds them"
-                )
-        parts = batch.column("partition").to_pylist()
-        rows = batch.column("row").to_pylist()
-        values = batch.column("value").to_pylist()
-        keys = batch.column("key").to_pylist() if "key" in names else [None] * len(values)
-        for p, r, k, v in zip(parts, rows, keys, values):
-            numbered.setdefault(int(p), []).append((int(r), _as_bytes(k), _as_bytes(v)))
-    result: dict[int, list[Row]] = {}
-    for partition, items in numbered.items():
-        items.sort(key=lambda item: item[0])
-        for expected, (row, _, _) in enumerate(items):
-            if row != expected:
-                raise ConfigError(
-                    f"Kafka partition {partition}: this task has row {row} where row "
-                    f"{expected} should be; each Kafka partition must be in exactly one "
-                    "Spark task and numbered 0, 1, 2... (use write_dataframe())"
-                )
-        result[partition] = [(k, v) for _, k, v in items]
-    return result
-
-
-async def _write_partitions(
-    options: LoadOptions,
-    manifest: Manifest,
-    rows: dict[int, list[Row]],
-    task: int,
-    attempt: int,
-) -> list[PartitionReport]:
-    plans = FailurePlan.parse(options.fail)
-    reports: list[PartitionReport] = []
-    async with _selector(options) as selector:
-        for partition in sorted(rows):
-            if partition not in manifest.bases:
-                raise ConfigError(
-                    f"row for partition {partition}, but {options.topic} had "
-                    f"{len(manifest.bases)} partitions when load {options.load_id!r} began"
-                )
-            plan = next(
-                (p for p in plans if (p.partition, p.attempt) == (partition, attempt)), None
-            )
-            if options.guarantee == EXACTLY_ONCE:
-                cas = CasPartitionWriter(
-                    selector,
-                    options.topic,
-                    partition,
-                    options.load_id,
-                    manifest.bases[partition],
-                    attempt=attempt,
-                    task=task,
-                    batch_records=options.batch_records,
-                    request_timeout=options.request_timeout,
-                    failure=plan,
-                )
-                reports.append(await cas.run(rows[partition]))
-            else:
-                txn = TxnPartitionWriter(
-                    selector,
-                    options.topic,
-                    partition,
-                    options.load_id,
-                    options.transactional_id(partition, attempt),
-                    attempt=attempt,
-                    task=task,
-                    batch_records=options.batch_records,
-                    transaction_timeout=options.transaction_timeout,
-                    request_timeout=options.request_timeout,
-                    failure=plan,
-                )
-                reports.append(await txn.run(rows[partition]))
-    return reports
 
 
 def write_task(
@@ -258,101 +192,160 @@ def write_task(
     context = TaskContext.get()
     task = context.partitionId() if context is not None else 0
     attempt = context.attemptNumber() if context is not None else 0
-    rows = collect_rows(batches)  # read everything first: no yield inside trio.run
-    if manifest.state == "complete":
-        reports = [
-            PartitionReport(p, attempt, task, manifest.bases[p], len(r), skipped=len(r))
-            for p, r in sorted(rows.items())
-        ]
-    else:
-        reports = trio.run(_write_partitions, options, manifest, rows, task, attempt)
+    if manifest.state is LoadState.COMPLETE:
+        return LoadCommitMessage(task, attempt, [])
+    reports = trio.run(write_partitions, options, manifest.guarantee, batches, task, attempt)
     return LoadCommitMessage(task, attempt, reports)
+
+
+def _report_json(report: PartitionReport) -> dict[str, Any]:
+    fields = attrs.asdict(report, recurse=False)
+    if report.transaction is not None:
+        fields["transaction"] = attrs.asdict(report.transaction)
+    return fields
 
 
 async def commit_load(
     options: LoadOptions, manifest: Manifest, messages: list[LoadCommitMessage]
 ) -> Manifest:
     """The driver's end of a successful job (see the module doc)."""
-    reports = [r for m in messages if m is not None for r in m.partitions]
-    counts = dict.fromkeys(manifest.bases, 0)
-    for report in reports:
-        counts[report.partition] = report.count
-    async with _selector(options) as selector:
-        committed: list[tuple[str, int, int]] = list(manifest.transactions)
-        if options.guarantee == EXACTLY_ONCE:
-            from trio_kafka.client import PartitionReader
-
-            reader = PartitionReader(selector)
-            wrong = []
-            for partition, base in sorted(manifest.bases.items()):
-                end = await reader.log_end_offset(options.topic, partition)
-                if end != base + counts[partition]:
-                    wrong.append(f"{partition}: ends at {end}, not {base} + {counts[partition]}")
-            if wrong:
-                raise LoadError(
-                    f"load {options.load_id!r} into {options.topic} is not exact "
-                    f"(partition: {'; '.join(wrong)}): another writer used these partitions "
-                    "during the load, or the input is not deterministic"
-                )
-        elif manifest.state != "complete":
-            winners = {r.transaction[0] for r in reports if r.transaction is not None}
-            for report in reports:
-                assert report.transaction is not None
-                txn_id, producer_id, epoch = report.transaction
-                await end_transaction(
-                    selector,
-                    txn_id,
-                    producer_id,
-                    epoch,
-                    commit=True,
-                    timeout=options.request_timeout,
-                )
-                committed.append(report.transaction)
-            await _fence_candidates(selector, options, manifest, exclude=winners)
-        done = attr_evolve(
-            manifest,
-            state="complete",
-            counts=counts,
-            transactions=tuple(committed),
-            reports=tuple(_report_json(r) for r in reports) or manifest.reports,
+    if manifest.state is LoadState.COMPLETE:
+        return manifest
+    reports = sorted(
+        (r for m in messages if m is not None for r in m.partitions), key=lambda r: r.partition
+    )
+    counts = {r.partition: r.count for r in reports}
+    async with open_selector(options.bootstrap, request_timeout=options.request_timeout) as sel:
+        manifest = attrs.evolve(
+            manifest, counts=counts, reports=tuple(_report_json(r) for r in reports)
         )
-        await write_manifest(selector, done, options.control_topic)
+        if manifest.guarantee == EXACTLY_ONCE:
+            await _check_tails(sel, options, manifest, reports)
+        else:
+            winners = tuple(
+                Winner(
+                    r.partition,
+                    r.transaction.transactional_id,
+                    r.transaction.producer_id,
+                    r.transaction.producer_epoch,
+                    r.last_row,
+                )
+                for r in reports
+                if r.transaction is not None
+            )
+            manifest = attrs.evolve(manifest, state=LoadState.COMMITTING, winners=winners)
+            await write_manifest(sel, manifest, options.control_topic)  # before any EndTxn
+            manifest = await _finish_commit(sel, options, manifest)
+            if manifest.lost:
+                await write_manifest(sel, manifest, options.control_topic)
+                raise LoadError(
+                    f"load {options.load_id!r}: the transactions {', '.join(manifest.lost)} "
+                    "were aborted by the coordinator before their commit (past "
+                    "transaction_timeout); the other partitions are committed. Run the "
+                    "load again with the same load_id: it loads those partitions again"
+                )
+        done = attrs.evolve(manifest, state=LoadState.COMPLETE)
+        await write_manifest(sel, done, options.control_topic)
         return done
+
+
+async def _check_tails(
+    selector: KafkaSelector, options: LoadOptions, manifest: Manifest, reports: list[Any]
+) -> None:
+    """CAS: each partition's last checkpoint of this load is its last row."""
+    loader = _loader(selector, options, EXACTLY_ONCE)
+    wrong = []
+    for report in reports:
+        if report.last_row < 0:
+            continue
+        _, row, foreign = await loader.resume_point(report.partition)
+        if row != report.last_row or foreign:
+            after = " followed by other records" if foreign else ""
+            wrong.append(f"{report.partition}: ends at row {row}{after}, not {report.last_row}")
+    if wrong:
+        raise LoadError(
+            f"load {options.load_id!r} into {options.topic} is not exact (partition: "
+            f"{'; '.join(wrong)}): another writer used these partitions during the load, "
+            "or the input is not deterministic"
+        )
+
+
+async def _finish_commit(
+    selector: KafkaSelector, options: LoadOptions, manifest: Manifest
+) -> Manifest:
+    """Fence every candidate that did not win, then commit each winner not committed
+    yet; a winner the coordinator already aborted goes to `lost`. Returns the manifest
+    `started` again (lost partitions must be loaded again) or still `committing`."""
+    winners = {w.transactional_id for w in manifest.winners}
+    await _fence_candidates(selector, options, manifest, exclude=winners)
+    committed_reader = PartitionReader(
+        selector, timeout=options.request_timeout, isolation=IsolationLevel.READ_COMMITTED
+    )
+    loader = _loader(selector, options, TRANSACTIONAL)
+    lost: list[str] = []
+    commits = 0
+    for winner in manifest.winners:
+        _, row, _ = await loader.resume_point(winner.partition, committed_reader)
+        if row >= winner.last_row:
+            continue  # committed before the driver died
+        transaction = HandedOffTransaction(
+            winner.transactional_id, winner.producer_id, winner.producer_epoch
+        )
+        try:
+            async with open_producer(
+                selector=selector,
+                transactional_id=winner.transactional_id,
+                request_timeout=options.request_timeout,
+            ) as producer:
+                await producer.complete_transaction(transaction, commit=True)
+        except KafkaError as exc:
+            logger.warning(
+                "load %s: the transaction %s of partition %d cannot be committed: %s",
+                options.load_id,
+                winner.transactional_id,
+                winner.partition,
+                exc,
+            )
+            lost.append(winner.transactional_id)
+            continue
+        commits += 1
+        if commits == options.crash_driver_after_commits:
+            # Test-only: the driver (its process group: the JVM too) dies here.
+            os.killpg(options.crash_driver_pgid or os.getpgrp(), signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL)  # this process may be in another group
+    if lost:
+        return attrs.evolve(manifest, state=LoadState.STARTED, lost=tuple(lost), winners=())
+    return manifest
 
 
 async def _fence_candidates(
     selector: KafkaSelector, options: LoadOptions, manifest: Manifest, exclude: set[str]
 ) -> None:
-    """Abort whatever any attempt's transactional id still has open."""
-    for partition in sorted(manifest.bases):
-        for attempt in range(options.max_attempts):
-            txn_id = options.transactional_id(partition, attempt)
-            if txn_id not in exclude:
-                await fence(selector, txn_id, options.transaction_timeout, options.request_timeout)
+    """Abort whatever any attempt's transactional id still has open (InitProducerId)."""
+
+    async def fence(txn_id: str) -> None:
+        async with open_producer(
+            selector=selector,
+            transactional_id=txn_id,
+            transaction_timeout=options.transaction_timeout,
+            request_timeout=options.request_timeout,
+        ) as producer:
+            await producer.init_transactions()
+
+    async with trio.open_nursery() as nursery:
+        for partition in range(manifest.partitions):
+            for attempt in range(options.max_attempts):
+                txn_id = transactional_id(options.load_id, partition, attempt)
+                if txn_id not in exclude:
+                    nursery.start_soon(fence, txn_id)
 
 
 async def abort_load(options: LoadOptions, manifest: Manifest) -> None:
-    async with _selector(options) as selector:
-        if options.guarantee == TRANSACTIONAL:
-            await _fence_candidates(selector, options, manifest, exclude=set())
-        await write_manifest(
-            selector, attr_evolve(manifest, state="aborted"), options.control_topic
-        )
-
-
-def _report_json(report: PartitionReport) -> dict[str, Any]:
-    import attrs
-
-    fields = attrs.asdict(report)
-    if report.transaction is not None:
-        fields["transaction"] = list(report.transaction)
-    return fields
-
-
-def attr_evolve(manifest: Manifest, **changes: Any) -> Manifest:
-    import attrs
-
-    return attrs.evolve(manifest, **changes)
+    async with open_selector(options.bootstrap, request_timeout=options.request_timeout) as sel:
+        if manifest.guarantee == TRANSACTIONAL:
+            await _fence_candidates(sel, options, manifest, exclude=set())
+        aborted = attrs.evolve(manifest, state=LoadState.ABORTED)
+        await write_manifest(sel, aborted, options.control_topic)
 
 
 class KafkaWriter(DataSourceArrowWriter):
@@ -372,42 +365,11 @@ class KafkaWriter(DataSourceArrowWriter):
         trio.run(abort_load, self.options, self.manifest)
 
 
-class KafkaStreamWriter(DataSourceStreamArrowWriter):
-    """The streaming writer: each micro-batch is a load named `<load_id>-<batch id>`.
-
-    The bases of a micro-batch's load are fixed by its first task attempt to run (each
-    Kafka partition is in one task, so there is no race between partitions); a replayed
-    micro-batch finds its manifest and resumes or skips."""
-
-    def __init__(self, options: LoadOptions) -> None:
-        self.options = options
-
-    def _batch_options(self, batch_id: int) -> LoadOptions:
-        return dataclasses.replace(self.options, load_id=f"{self.options.load_id}-{batch_id}")
-
-    def write(self, iterator: Iterator[Any]) -> LoadCommitMessage:
-        context = TaskContext.get()
-        batch = context.getLocalProperty("streaming.sql.batchId") if context else None
-        if batch is None:
-            raise RuntimeError("a streaming write task without streaming.sql.batchId")
-        batch_id = int(batch)
-        options = self._batch_options(batch_id)
-        manifest = trio.run(open_load, options)
-        return write_task(options, manifest, iterator)
-
-    def commit(self, messages: list[Any], batchId: int) -> None:
-        options = self._batch_options(batchId)
-        manifest = trio.run(open_load, options)
-        trio.run(commit_load, options, manifest, messages)
-
-    def abort(self, messages: list[Any], batchId: int) -> None:
-        options = self._batch_options(batchId)
-        manifest = trio.run(open_load, options)
-        trio.run(abort_load, options, manifest)
-
-
 class KafkaDataSource(DataSource):
-    """`df.write.format("trio-kafka")`: see the module doc and docs/spark.md."""
+    """`df.write.format("trio-kafka")`: see the module doc and docs/spark.md.
+
+    Batch writes only: a stream is loaded with `foreach_batch_writer` (each micro-batch
+    a load of its own), because the `row` column needs the whole micro-batch."""
 
     @classmethod
     def name(cls) -> str:
@@ -423,32 +385,18 @@ class KafkaDataSource(DataSource):
         manifest = trio.run(open_load, options)
         return KafkaWriter(options, manifest)
 
-    def streamWriter(self, schema: Any, overwrite: bool) -> KafkaStreamWriter:
-        if overwrite:
-            raise ConfigError(f"the {NAME} data source only appends (outputMode append)")
-        options = LoadOptions.parse(dict(self.options))
-        if not options.load_id:
-            raise ConfigError(
-                f'a streaming write to {NAME} needs .option("load_id", ...): a name stable '
-                "across restarts from the same checkpoint (e.g. the query's name); each "
-                "micro-batch is loaded as <load_id>-<batch id>"
-            )
-        return KafkaStreamWriter(options)
-
 
 __all__ = [
+    "AUTO",
     "EXACTLY_ONCE",
-    "GUARANTEES",
     "NAME",
     "TRANSACTIONAL",
     "KafkaDataSource",
-    "KafkaStreamWriter",
     "KafkaWriter",
     "LoadCommitMessage",
     "LoadError",
     "LoadOptions",
     "abort_load",
-    "collect_rows",
     "commit_load",
     "open_load",
     "write_task",
