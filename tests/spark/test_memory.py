@@ -27,7 +27,7 @@ import pytest
 import trio
 
 from trio_kafka.client import create_topic, open_selector
-from trio_kafka.spark._source import LoadOptions
+from trio_kafka.spark._options import LoadOptions
 from trio_kafka.spark._task import write_partitions
 
 pa = pytest.importorskip("pyarrow")

@@ -15,10 +15,8 @@ from trio_kafka.spark._frame import (
     write_dataframe,
 )
 from trio_kafka.spark._manifest import CONTROL_TOPIC, LoadState, Manifest, Winner, read_manifest
+from trio_kafka.spark._options import AUTO, EXACTLY_ONCE, NAME, TRANSACTIONAL
 from trio_kafka.spark._source import (
-    AUTO,
-    EXACTLY_ONCE,
-    TRANSACTIONAL,
     KafkaDataSource,
     LoadCommitMessage,
     LoadError,
@@ -30,7 +28,6 @@ from trio_kafka.spark._sweep import (
     spark_session,
 )
 from trio_kafka.spark._task import (
-    NAME,
     FailurePlan,
     InjectedFailure,
     PartitionReport,

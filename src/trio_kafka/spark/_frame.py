@@ -24,7 +24,8 @@ from typing import Any
 import trio
 
 from trio_kafka.client import open_selector, partition_of
-from trio_kafka.spark._source import AUTO, NAME, KafkaDataSource
+from trio_kafka.spark._options import AUTO, NAME
+from trio_kafka.spark._source import KafkaDataSource
 
 
 def topic_partitions(bootstrap: str, topic: str) -> int:

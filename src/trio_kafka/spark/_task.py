@@ -35,11 +35,10 @@ from trio_kafka.client import (
     open_selector,
 )
 from trio_kafka.errors import ConfigError
+from trio_kafka.spark._options import NAME
 
 if TYPE_CHECKING:
-    from trio_kafka.spark._source import LoadOptions
-
-NAME = "trio-kafka"
+    from trio_kafka.spark._options import LoadOptions
 
 
 class InjectedFailure(RuntimeError):
