@@ -630,6 +630,27 @@ class _CasPartition(_Partition):
         return answer.error_code, answer.error_message or "", answer.base_offset
 
 
+async def send_chunk(producer: Producer, topic: str, partition: int, chunk: LoadBatch) -> None:
+    """Append a transactional chunk to `partition`: its rows in bulk (full batches of the
+    partition), then the checkpoint row with its headers, last."""
+    values, keys = chunk.values, chunk.keys
+    assert values is not None
+    if len(values) > 1:
+        await producer.send_many(
+            values[:-1],
+            topic=topic,
+            partition=partition,
+            keys=None if keys is None else keys[:-1],
+        )
+    await producer.send(
+        topic,
+        values[-1],
+        key=None if keys is None else keys[-1],
+        headers=chunk.headers,
+        partition=partition,
+    )
+
+
 class _TxnPartition(_Partition):
     """Drives a transactional pipeline: one transaction per chunk (see the module doc)."""
 
@@ -653,29 +674,12 @@ class _TxnPartition(_Partition):
         loader, pipe, producer = self.loader, self.pipe, self.producer
         selector = loader.selector
         topic, partition = loader.topic, pipe.partition
-        values, keys = chunk.values, chunk.keys
-        assert values is not None
         deadline = selector.clock.now() + loader.retry_timeout
         attempt = 0
         while True:
             try:
                 async with producer.transaction():
-                    # The rows in bulk (full batches of the partition), the checkpoint
-                    # with its headers last.
-                    if len(values) > 1:
-                        await producer.send_many(
-                            values[:-1],
-                            topic=topic,
-                            partition=partition,
-                            keys=None if keys is None else keys[:-1],
-                        )
-                    await producer.send(
-                        topic,
-                        values[-1],
-                        key=None if keys is None else keys[-1],
-                        headers=chunk.headers,
-                        partition=partition,
-                    )
+                    await send_chunk(producer, topic, partition, chunk)
                 return
             except AmbiguousError as exc:
                 # The commit's answer was lost (TransactionOutcomeUnknownError): the

@@ -32,7 +32,7 @@ from collections.abc import AsyncIterable, Sequence
 import attrs
 import trio
 
-from trio_kafka.client._bulk import BulkLoader, _CasPartition, _leaves, _Partition
+from trio_kafka.client._bulk import BulkLoader, _CasPartition, _leaves, _Partition, send_chunk
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._transactions import HandedOffTransaction
@@ -88,23 +88,7 @@ class _HeldTxnPartition(_Partition):
         loader, pipe, producer = self.loader, self.pipe, self.producer
         topic, partition = loader.topic, pipe.partition
         while (chunk := pipe.take_sealed()) is not None:
-            values, keys = chunk.values, chunk.keys
-            assert values is not None
-            # As `_TxnPartition`: the rows in bulk, the checkpoint with its headers last.
-            if len(values) > 1:
-                await producer.send_many(
-                    values[:-1],
-                    topic=topic,
-                    partition=partition,
-                    keys=None if keys is None else keys[:-1],
-                )
-            await producer.send(
-                topic,
-                values[-1],
-                key=None if keys is None else keys[-1],
-                headers=chunk.headers,
-                partition=partition,
-            )
+            await send_chunk(producer, topic, partition, chunk)
             # Appended to the transaction: `hand_off_transaction` flushes and checks
             # every record before anything can commit.
             pipe.committed(chunk)
