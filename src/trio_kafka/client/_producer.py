@@ -218,14 +218,7 @@ class Producer(TransactionalProducerMixin):
         timestamp: int | None,
     ) -> RecordHandle:
         if topic.__class__ is not str:
-            if not isinstance(topic, ProducerRecord):
-                raise TypeError(
-                    f"topic must be a str or a ProducerRecord, not {type(topic).__name__}"
-                )
-            record = topic
-            topic, value, key = record.topic, record.value, record.key
-            headers = record.headers or None
-            partition, timestamp = record.partition, record.timestamp
+            topic, value, key, headers, partition, timestamp = _record_fields(topic)
         if self._closing or self._sender.fatal_error is not None:
             self._refuse()
         if self._txn is not None:
@@ -267,16 +260,9 @@ class Producer(TransactionalProducerMixin):
         """`send(..., expected_offset=N)`: checked, then appended as a batch of its own
         that must land at offset N (see client/_cas.py)."""
         if topic.__class__ is not str:
-            if not isinstance(topic, ProducerRecord):
-                raise TypeError(
-                    f"topic must be a str or a ProducerRecord, not {type(topic).__name__}"
-                )
-            record = topic
-            topic, value, key = record.topic, record.value, record.key
-            headers = record.headers or None
-            timestamp = record.timestamp
-            partition = record.partition if partition is None else partition
-        assert isinstance(topic, str)
+            given = partition
+            topic, value, key, headers, partition, timestamp = _record_fields(topic)
+            partition = partition if given is None else given
         if partition is None:
             raise ConfigError(
                 f"expected_offset={expected_offset} needs partition=: an expected offset only "
@@ -674,6 +660,23 @@ def _fast_now(clock: Clock) -> Callable[[], float]:
     if isinstance(clock, TrioClock):
         return trio.lowlevel.current_clock().current_time
     return clock.now
+
+
+def _record_fields(
+    record: object,
+) -> tuple[str, Any, Any, Headers | None, int | None, int | None]:
+    """A `ProducerRecord`'s fields as `send()` takes them (no headers: None); anything
+    else in `topic`'s place is a `TypeError` naming its type."""
+    if not isinstance(record, ProducerRecord):
+        raise TypeError(f"topic must be a str or a ProducerRecord, not {type(record).__name__}")
+    return (
+        record.topic,
+        record.value,
+        record.key,
+        record.headers or None,
+        record.partition,
+        record.timestamp,
+    )
 
 
 def _check_types(value: Any, key: Any) -> None:
