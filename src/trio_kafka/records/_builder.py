@@ -156,6 +156,22 @@ class BatchBuilder:
         self._count = delta + 1
         return delta
 
+    def _timestamps_seen(self, first: int, top: int) -> int:
+        """Bulk appends: the batch's base timestamp (the first record's, set by the first
+        append), with `top` counted into its max timestamp."""
+        base = self._base_timestamp
+        if base is None:
+            base = self._base_timestamp = self._max_timestamp = first
+        self._max_timestamp = max(self._max_timestamp, top)
+        return base
+
+    def _extend(self, parts: list[bytes]) -> None:
+        """Bulk appends: the records' pieces, joined once onto the buffer."""
+        if self._buffer:
+            self._buffer += b"".join(parts)
+        else:
+            self._buffer = bytearray().join(parts)  # one copy of the values, not two
+
     def append_values(self, timestamps: Sequence[int], values: Sequence[bytes | None]) -> None:
         """`append(timestamp, None, value)` for each pair: records without key or
         headers (the producer's common case), with the per-call overhead paid once."""
@@ -164,11 +180,7 @@ class BatchBuilder:
             return
         if len(timestamps) != count:
             raise ValueError(f"{len(timestamps)} timestamps for {count} values")
-        base = self._base_timestamp
-        if base is None:
-            base = self._base_timestamp = self._max_timestamp = timestamps[0]
-        top = max(timestamps)
-        self._max_timestamp = max(self._max_timestamp, top)
+        base = self._timestamps_seen(timestamps[0], max(timestamps))
         table = ZIGZAG
         cached = ZIGZAG_CACHED
         delta = self._count
@@ -195,10 +207,7 @@ class BatchBuilder:
                 add(value)
             add(_NO_HEADERS)
             delta += 1
-        if self._buffer:
-            self._buffer += b"".join(parts)
-        else:
-            self._buffer = bytearray().join(parts)  # one copy of the values, not two
+        self._extend(parts)
         self._count = delta
 
     def append_keyed_values(
@@ -216,11 +225,7 @@ class BatchBuilder:
             raise ValueError(
                 f"{len(timestamps)} timestamps and {len(keys)} keys for {count} values"
             )
-        base = self._base_timestamp
-        if base is None:
-            base = self._base_timestamp = self._max_timestamp = timestamps[0]
-        top = max(timestamps)
-        self._max_timestamp = max(self._max_timestamp, top)
+        base = self._timestamps_seen(timestamps[0], max(timestamps))
         table = ZIGZAG
         cached = ZIGZAG_CACHED
         delta = self._count
@@ -248,10 +253,7 @@ class BatchBuilder:
                 add(value)
             add(_NO_HEADERS)
             delta += 1
-        if self._buffer:
-            self._buffer += b"".join(parts)
-        else:
-            self._buffer = bytearray().join(parts)
+        self._extend(parts)
         self._count = delta
 
     def append_runs(
@@ -295,9 +297,7 @@ class BatchBuilder:
                 timestamps += [ms] * (stop - start)
             self.append_values(timestamps, values)
             return
-        if self._base_timestamp is None:
-            self._base_timestamp = self._max_timestamp = base
-        self._max_timestamp = max(self._max_timestamp, base + high)
+        self._timestamps_seen(base, base + high)
         table = ZIGZAG
         value_length = table[length]
         # Record size without its timestamp and offset delta varints: attributes, null
@@ -322,10 +322,7 @@ class BatchBuilder:
                 at = end
         parts[0] = parts[0][1:]  # type: ignore[index]  # (no record before the first)
         parts.append(_NO_HEADERS)
-        if self._buffer:
-            self._buffer += b"".join(parts)  # type: ignore[arg-type]
-        else:
-            self._buffer = bytearray().join(parts)  # type: ignore[arg-type]
+        self._extend(parts)  # type: ignore[arg-type]
         self._count = first + count
 
     def _record_section(self) -> bytes | bytearray:
