@@ -1,24 +1,27 @@
-"""The one bridge between calling threads and a trio run in its own thread.
+"""The one bridge between calling threads and the event loop in the producer's thread.
 
 Theory of operation
 -------------------
-`TrioThread(main)` starts a daemon thread running `trio.run(main, portal)`; the
-constructor returns once `main` calls `portal.started()` (or re-raises what `main` raised
-before that). From then on other threads talk to the run in two ways only:
+`LoopThread(main)` starts anyio's blocking portal (`anyio.from_thread.
+start_blocking_portal`, trio backend: trio stays first): a daemon thread running an event
+loop that other threads reach through the portal. The constructor starts `main` with
+`portal.start_task_soon` and returns once `main` calls `portal.started()` (or re-raises what
+`main` raised before that). From then on other threads talk to `main` in two ways only:
 
 - `put(item)`: hand an item to the run's inbox, in order. The inbox is a deque; the run
-  is woken with `TrioToken.run_sync_soon` (trio's one thread-safe entry) only when no
-  wakeup is already on its way, so a burst of a thousand puts costs one wakeup. The
-  trio side takes everything queued with `await portal.take()`.
-- `run_sync_soon(fn, *args)`: run a plain function in the run's thread, out of band
-  (for what must not wait behind the inbox, such as hurrying a close).
+  is woken only when no wakeup is already on its way, so a burst of a thousand puts costs
+  one wakeup. The wakeup is anyio's event loop token (`anyio.lowlevel.current_token()`,
+  trio's `TrioToken.run_sync_soon` underneath), which never waits for the loop: callers
+  put while holding the ledger's lock, which the loop thread also takes, so a put that
+  waited for the loop (as the portal's own `call` and `start_task_soon` do) could wait
+  forever. The loop side takes everything queued with `await portal.take()`.
+- `run_soon(fn, *args)`: run a plain function in the loop thread, out of band (for
+  what must not wait behind the inbox, such as hurrying a close), through the portal.
 
-When the run ends, for whatever reason, every item still in the inbox is passed to
+When `main` ends, for whatever reason, every item still in the inbox is passed to
 `on_abandoned(item)`, and later `put`s return False: nothing handed over is ever left
-without an answer. `join(timeout)` waits for the thread.
-
-Kept small and in one place on purpose: a later issue replaces it with anyio's blocking
-portal (docs/design.md, "asyncio too").
+without an answer. `join(timeout)` waits for `main` to end (bounded: a close never hangs
+on the thread), then stops the portal, which ends the thread.
 """
 
 from __future__ import annotations
@@ -31,51 +34,65 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
-import trio
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
 
 _Item = TypeVar("_Item")
 
 _names = itertools.count(1)
 
 
-class TrioThread(Generic[_Item]):
-    """A trio run in a daemon thread with an ordered inbox (see the module doc)."""
+class LoopThread(Generic[_Item]):
+    """`main` on an event loop in a daemon thread, with an ordered inbox (module doc)."""
 
     def __init__(
         self,
-        main: Callable[[TrioThread[_Item]], Awaitable[None]],
+        main: Callable[[LoopThread[_Item]], Awaitable[None]],
         *,
         name: str,
         on_abandoned: Callable[[_Item], None],
         startup_timeout: float,
+        backend: str = "trio",
     ) -> None:
         self._main = main
         self._on_abandoned = on_abandoned
-        # Items from calling threads, taken in order by the trio side.
+        # Items from calling threads, taken in order by the loop side.
         self._inbox: collections.deque[_Item] = collections.deque()
-        # Guards _kicked, _finished and the token (calling threads and the trio thread).
+        # Guards _kicked, _finished and the token (calling threads and the loop thread).
         self._lock = threading.Lock()
-        # True while a wakeup of the trio side is scheduled and has not run yet.
+        # True while a wakeup of the loop side is scheduled and has not run yet.
         self._kicked = False
-        # True once the run has ended: put() refuses from then on.
+        # True once main has ended: put() refuses from then on.
         self._finished = False
-        self._token: trio.lowlevel.TrioToken | None = None
-        # Set (in the trio thread) when the inbox may have items; owned by take().
-        self._wake: trio.Event | None = None
+        self._token: anyio.lowlevel.EventLoopToken | None = None
+        # Set (in the loop thread) when the inbox may have items; owned by take().
+        self._wake: anyio.Event | None = None
+        # The loop thread's ident (for in_loop_thread).
+        self._thread_id: int | None = None
+        # Set by started(); main's own outcome is the portal's future for it.
         self._started: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self.thread = threading.Thread(target=self._run, name=f"{name}-{next(_names)}", daemon=True)
-        self.thread.start()
-        try:
-            self._started.result(timeout=startup_timeout)
-        except concurrent.futures.TimeoutError:
-            raise TimeoutError(
-                f"the {name} thread did not start within {startup_timeout} s"
-            ) from None
+        self._stack = contextlib.ExitStack()
+        self.thread_name = f"{name}-{next(_names)}"
+        self._portal = self._stack.enter_context(
+            anyio.from_thread.start_blocking_portal(backend, name=self.thread_name)
+        )
+        self._ended = self._portal.start_task_soon(self._run)
+        concurrent.futures.wait(
+            (self._started, self._ended),
+            timeout=startup_timeout,
+            return_when=concurrent.futures.FIRST_COMPLETED,
+        )
+        if not self._started.done():
+            if self._ended.done():
+                self._stack.close()
+                self._ended.result()  # raises what main raised before started()
+            raise TimeoutError(f"the {name} thread did not start within {startup_timeout} s")
 
     # -- any thread ----------------------------------------------------------------------
 
     def put(self, item: _Item) -> bool:
-        """Queue `item` for the trio side; False (nothing queued) once the run is over."""
+        """Queue `item` for the loop side; False (nothing queued) once main is over."""
         with self._lock:
             if self._finished:
                 return False
@@ -84,33 +101,43 @@ class TrioThread(Generic[_Item]):
                 return True
             self._kicked = True
             token = self._token
-        with contextlib.suppress(trio.RunFinishedError):
-            token.run_sync_soon(self._kick)
+        with contextlib.suppress(anyio.RunFinishedError):
+            token.backend_class.run_sync_soon(self._kick, (), token.native_token)
         return True
 
-    def run_sync_soon(self, fn: Callable[..., object], *args: Any) -> None:
-        """Call `fn(*args)` in the trio thread soon (nothing happens if the run is over)."""
+    def run_soon(self, fn: Callable[..., object], *args: Any) -> None:
+        """Call `fn(*args)` in the loop thread soon (nothing happens once main is over)."""
         with self._lock:
-            token = None if self._finished else self._token
-        if token is not None:
-            with contextlib.suppress(trio.RunFinishedError):
-                token.run_sync_soon(fn, *args)
+            if self._finished:
+                return
+        with contextlib.suppress(RuntimeError, anyio.RunFinishedError):
+            self._portal.start_task_soon(_call_sync, fn, args)
 
-    def in_trio_thread(self) -> bool:
-        return threading.current_thread() is self.thread
+    def in_loop_thread(self) -> bool:
+        return threading.get_ident() == self._thread_id
+
+    def is_alive(self) -> bool:
+        return not self._ended.done()
 
     def join(self, timeout: float | None = None) -> bool:
-        """Wait for the thread to end; True if it has."""
-        self.thread.join(timeout)
-        return not self.thread.is_alive()
+        """Wait up to `timeout` for main to end, then stop the portal (the thread ends);
+        True if it has ended."""
+        try:
+            self._ended.result(timeout)
+        except concurrent.futures.TimeoutError:
+            return False
+        except BaseException:  # main's own failure was reported where it happened
+            pass
+        self._stack.close()
+        return True
 
-    # -- the trio thread -----------------------------------------------------------------
+    # -- the loop thread -----------------------------------------------------------------
 
     def started(self) -> None:
         """Called once by `main` when it is ready: the constructor returns."""
         with self._lock:
-            self._token = trio.lowlevel.current_trio_token()
-        self._wake = trio.Event()
+            self._token = anyio.lowlevel.current_token()
+        self._wake = anyio.Event()
         if self._inbox:
             self._wake.set()
         self._started.set_result(None)
@@ -121,7 +148,7 @@ class TrioThread(Generic[_Item]):
         while not inbox:
             assert self._wake is not None, "take() before started()"
             if self._wake.is_set():
-                self._wake = trio.Event()
+                self._wake = anyio.Event()
             await self._wake.wait()
         items = list(inbox)
         for _ in range(len(items)):
@@ -134,14 +161,10 @@ class TrioThread(Generic[_Item]):
         if self._wake is not None:
             self._wake.set()
 
-    def _run(self) -> None:
+    async def _run(self) -> None:
+        self._thread_id = threading.get_ident()
         try:
-            trio.run(self._main, self)
-        except BaseException as exc:
-            if not self._started.done():
-                self._started.set_exception(exc)
-            else:
-                raise
+            await self._main(self)
         finally:
             with self._lock:
                 self._finished = True
@@ -149,4 +172,8 @@ class TrioThread(Generic[_Item]):
                 self._on_abandoned(self._inbox.popleft())
 
 
-__all__ = ["TrioThread"]
+async def _call_sync(fn: Callable[..., object], args: tuple[Any, ...]) -> None:
+    fn(*args)
+
+
+__all__ = ["LoopThread"]

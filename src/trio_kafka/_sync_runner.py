@@ -1,6 +1,6 @@
-"""The blocking producer's trio side: the pump, one lane per topic, calls, close.
+"""The blocking producer's loop side: the pump, one lane per topic, calls, close.
 
-Runs in the thread `_sync_portal.TrioThread` starts, inside `open_producer()`; it is
+Runs in the thread `_sync_portal.LoopThread` starts (anyio's blocking portal), inside `open_producer()`; it is
 the only code that touches the async producer. What it shares with calling threads goes
 through the `Ledger` (`_sync_ledger.py`). See `trio_kafka.sync` for the whole picture.
 """
@@ -16,10 +16,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import trio
+import anyio
+import anyio.abc
 
 from trio_kafka._sync_ledger import DeliveryFuture, Item, Kind, Ledger, SendArgs
-from trio_kafka._sync_portal import TrioThread
+from trio_kafka._sync_portal import LoopThread
 from trio_kafka.client import Producer as AsyncProducer
 from trio_kafka.client import open_producer
 from trio_kafka.errors import (
@@ -32,7 +33,7 @@ from trio_kafka.errors import (
 )
 
 #: A topic's records waiting for its lane: (send()'s arguments, the future, when the pump
-#: took it, in trio time).
+#: took it, on the loop's clock).
 _Lane = collections.deque[tuple[SendArgs, DeliveryFuture, float]]
 
 #: What producer.send() raises once it has waited `max_block` (for the topic's metadata,
@@ -65,7 +66,7 @@ class _BatchFutures:
 
 
 class Runner:
-    """The trio side of one blocking producer (all of its state is the trio thread's)."""
+    """The loop side of one blocking producer (all of its state is the loop thread's)."""
 
     def __init__(
         self, ledger: Ledger, bootstrap: str | Iterable[str] | None, options: dict[str, Any]
@@ -78,35 +79,35 @@ class Runner:
         # A batch (of the async producer) -> the futures of its records, until it is done.
         self._batches: dict[Any, _BatchFutures] = {}
         # topic -> the cancel scope of its lane task (close cancels what still waits).
-        self._lane_scopes: dict[str, trio.CancelScope] = {}
+        self._lane_scopes: dict[str, anyio.CancelScope] = {}
         # Replaced and set each time a lane ends (what "wait until the lanes are idle"
         # waits on).
-        self._lane_ended: trio.Event | None = None
+        self._lane_ended: anyio.Event | None = None
         # Where lanes and flush tasks run (set once the producer is open; close cancels it).
-        self._lane_nursery: trio.Nursery | None = None
-        # The running CALL's scope, and the close deadline (trio time) once close began:
+        self._lane_nursery: anyio.abc.TaskGroup | None = None
+        # The running CALL's scope, and the close deadline (loop time) once close began:
         # close bounds a call by its own deadline.
-        self._call_scope: trio.CancelScope | None = None
+        self._call_scope: anyio.CancelScope | None = None
         self._close_deadline: float | None = None
 
-    async def main(self, portal: TrioThread[Item]) -> None:
+    async def main(self, portal: LoopThread[Item]) -> None:
         async with (
             open_producer(self._bootstrap, **self._options) as producer,
-            trio.open_nursery() as lanes,
+            anyio.create_task_group() as lanes,
         ):
             self._lane_nursery = lanes
-            self._lane_ended = trio.Event()
+            self._lane_ended = anyio.Event()
             portal.started()
             deadline = await self._pump(portal, producer)
             await self._close(producer, deadline)
         self._ledger.final_metrics = producer.metrics()
 
-    async def _pump(self, portal: TrioThread[Item], producer: AsyncProducer) -> float:
+    async def _pump(self, portal: LoopThread[Item], producer: AsyncProducer) -> float:
         """Take items in order until CLOSE; returns its deadline (time.monotonic())."""
         lanes = self._lanes
         while True:
             items = await portal.take()
-            now = trio.current_time()
+            now = anyio.current_time()
             for position, (kind, payload, future) in enumerate(items):
                 match kind:
                     case Kind.SEND:
@@ -135,7 +136,7 @@ class Runner:
         topic: str,
         lane: _Lane,
     ) -> None:
-        scope = trio.CancelScope()
+        scope = anyio.CancelScope()
         self._lane_scopes[topic] = scope
         assert self._lane_nursery is not None
         self._lane_nursery.start_soon(self._lane, producer, topic, lane, scope)
@@ -145,7 +146,7 @@ class Runner:
         producer: AsyncProducer,
         topic: str,
         lane: _Lane,
-        scope: trio.CancelScope,
+        scope: anyio.CancelScope,
     ) -> None:
         """Send one topic's records in order until none is left."""
         ledger = self._ledger
@@ -172,7 +173,7 @@ class Runner:
                     except _WAITED_OUT as exc:
                         ledger.refused(future, args, exc)
                         # Those queued behind it that have waited max_block too.
-                        cutoff = trio.current_time() - producer.config.max_block
+                        cutoff = anyio.current_time() - producer.config.max_block
                         while lane and lane[0][2] <= cutoff:
                             args, future, _ = lane.popleft()
                             ledger.refused(future, args, exc)
@@ -204,7 +205,7 @@ class Runner:
             ledger.appended(handed)
             del self._lanes[topic]
             del self._lane_scopes[topic]
-            ended, self._lane_ended = self._lane_ended, trio.Event()
+            ended, self._lane_ended = self._lane_ended, anyio.Event()
             assert ended is not None
             ended.set()
 
@@ -236,7 +237,7 @@ class Runner:
                 return
 
     async def _flush(self, producer: AsyncProducer, deadline: float) -> None:
-        with trio.move_on_at(_trio_deadline(deadline)):
+        with anyio.CancelScope(deadline=_loop_deadline(deadline)):
             await self._flush_everything(producer)
 
     async def _run_call(
@@ -246,7 +247,7 @@ class Runner:
         future: concurrent.futures.Future[Any],
     ) -> None:
         fn, ordered = payload
-        with trio.CancelScope() as scope:
+        with anyio.CancelScope() as scope:
             self._call_scope = scope
             if self._close_deadline is not None:
                 scope.deadline = self._close_deadline
@@ -271,17 +272,17 @@ class Runner:
 
     def hurry(self, deadline: float) -> None:
         """close() began: bound a running call by close's deadline."""
-        self._close_deadline = _trio_deadline(deadline)
+        self._close_deadline = _loop_deadline(deadline)
         if self._call_scope is not None:
             self._call_scope.deadline = min(self._call_scope.deadline, self._close_deadline)
 
     async def _close(self, producer: AsyncProducer, deadline: float) -> None:
-        trio_deadline = _trio_deadline(deadline)
-        with trio.move_on_at(trio_deadline):
+        loop_deadline = _loop_deadline(deadline)
+        with anyio.CancelScope(deadline=loop_deadline):
             await self._flush_everything(producer)
         # Every lane still busy is inside producer.send(): aclose() refuses those
         # waiting for buffer memory; those waiting for metadata are cancelled after it.
-        await producer.aclose(max(trio_deadline - trio.current_time(), 0.0))
+        await producer.aclose(max(loop_deadline - anyio.current_time(), 0.0))
         for scope in self._lane_scopes.values():
             scope.cancel()
         assert self._lane_nursery is not None
@@ -306,11 +307,11 @@ async def exit_transaction(
         await manager.__aexit__(type(exc), exc, exc.__traceback__)
 
 
-def _trio_deadline(deadline: float) -> float:
-    """A time.monotonic() deadline on the running trio clock."""
+def _loop_deadline(deadline: float) -> float:
+    """A time.monotonic() deadline on the running loop's clock."""
     if deadline == math.inf:
         return math.inf
-    return trio.current_time() + (deadline - time.monotonic())
+    return anyio.current_time() + (deadline - time.monotonic())
 
 
 __all__ = ["Runner", "enter_transaction", "exit_transaction"]

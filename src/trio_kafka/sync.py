@@ -9,14 +9,16 @@
 
 Theory of operation
 -------------------
-One daemon thread runs a trio run with an `open_producer()` inside (`_sync_portal.py`
-is the bridge: an ordered inbox and one wakeup per burst). Calling threads never touch
-trio objects; what they share with the trio thread is `_lock` and the counters under it.
+One daemon thread, started by anyio's blocking portal, runs an event loop (trio) with an
+`open_producer()` inside (`_sync_portal.py` is the bridge: an ordered inbox and one
+wakeup per burst). Calling threads never touch the loop's objects; what they share with
+the loop thread is `_lock` and the counters under it. The calling threads may run
+anything, asyncio included (docs/asyncio.md says when to prefer the async producer).
 
 - `send()` checks what it can (types), counts the record as pending and hands it over;
   it returns a `DeliveryFuture` at once. It blocks only when `MAX_UNAPPENDED` records
   are handed over and not yet in the producer's buffer (then for up to `max_block`).
-- The trio side's pump takes items in order and puts each record in its topic's *lane*:
+- The loop side's pump takes items in order and puts each record in its topic's *lane*:
   one task per topic with records waiting, which awaits `producer.send()` for them one
   after another (order within a topic is kept). A lane waiting for its topic's metadata
   or for buffer memory holds back only its own topic: no head-of-line blocking.
@@ -25,7 +27,7 @@ trio objects; what they share with the trio thread is `_lock` and the counters u
   `flush(timeout)` waits on and returns.
 - Transactions and `metrics()` are calls run by the pump. A transactional call first
   waits until every lane is idle, so it sees every record sent before it.
-- `close(timeout)`: sends from then on are refused; the trio side flushes until the
+- `close(timeout)`: sends from then on are refused; the loop side flushes until the
   deadline, closes the producer with what is left of it (records in flight end
   Ambiguous, records never sent Failed), cancels the lanes still waiting (their records
   end Failed, or Ambiguous if they may have been appended), and the run ends; `close`
@@ -48,7 +50,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from trio_kafka._sync_ledger import MAX_UNAPPENDED, DeliveryFuture, Item, Kind, Ledger
-from trio_kafka._sync_portal import TrioThread
+from trio_kafka._sync_portal import LoopThread
 from trio_kafka._sync_runner import Runner, enter_transaction, exit_transaction
 from trio_kafka.client import (
     GroupMetadata,
@@ -63,7 +65,7 @@ from trio_kafka.errors import BufferFullError, ConfigError, ProducerClosedError
 logger = logging.getLogger("trio_kafka.sync")
 
 _STARTUP_TIMEOUT = 60.0
-#: How long `close()` waits for the thread beyond its deadline: the trio side's own work
+#: How long `close()` waits for the thread beyond its deadline: the loop side's own work
 #: after the deadline (settle, cancel, close sockets) takes milliseconds; this only keeps
 #: a bug from hanging the caller.
 _CLOSE_GRACE = 5.0
@@ -85,7 +87,7 @@ class Producer:
         if "selector" in options:
             raise ConfigError(
                 "selector= cannot be shared with the blocking Producer: a KafkaSelector "
-                "belongs to one trio run, and this producer runs its own in its thread; "
+                "belongs to one event loop, and this producer runs its own in its thread; "
                 "pass bootstrap='host:port'"
             )
         if bootstrap is None:
@@ -99,12 +101,12 @@ class Producer:
         self._check_value = config.value_serializer is None and not config.interceptors
         self._check_key = config.key_serializer is None and not config.interceptors
 
-        # Shared with the trio thread (the lock and the counts under it).
+        # Shared with the loop thread (the lock and the counts under it).
         self._ledger = ledger = Ledger()
         # send() calls so far (under the lock): every _YIELD_EVERY-th yields the GIL.
         self._sends = 0
         self._runner = runner = Runner(ledger, bootstrap, options)
-        self._portal: TrioThread[Item] = TrioThread(
+        self._portal: LoopThread[Item] = LoopThread(
             runner.main,
             name=_THREAD_NAME,
             on_abandoned=ledger.abandon,
@@ -114,7 +116,7 @@ class Producer:
 
     def __repr__(self) -> str:
         state = "closed" if self._ledger.closed else "open"
-        return f"<trio_kafka.sync.Producer {state} pending={self._ledger.pending} {self._portal.thread.name}>"
+        return f"<trio_kafka.sync.Producer {state} pending={self._ledger.pending} {self._portal.thread_name}>"
 
     # -- sending ------------------------------------------------------------------------
 
@@ -183,7 +185,7 @@ class Producer:
     def _wait_for_room(self) -> None:
         """Called with the ledger's lock held while MAX_UNAPPENDED records wait to be
         appended."""
-        if self._portal.in_trio_thread():
+        if self._portal.in_loop_thread():
             raise BufferFullError(
                 f"{self._ledger.unappended} records are waiting to be appended and send() was "
                 "called from a delivery callback (the producer's own thread), which "
@@ -247,9 +249,9 @@ class Producer:
                 self._ledger.changed.notify_all()
         if first:
             atexit.unregister(self._close_at_exit)
-            self._portal.run_sync_soon(self._runner.hurry, deadline)
+            self._portal.run_soon(self._runner.hurry, deadline)
         if not self._portal.join(max(deadline - time.monotonic(), 0.0) + _CLOSE_GRACE):
-            logger.warning("the producer's thread %s outlived close()", self._portal.thread.name)
+            logger.warning("the producer's thread %s outlived close()", self._portal.thread_name)
 
     def __enter__(self) -> Producer:
         return self
@@ -266,7 +268,7 @@ class Producer:
     def metrics(self, timeout: float | None = 10.0) -> MetricsSnapshot:
         """The producer's counters (records sent, acknowledged, failed, ...); after
         `close()`, as they were when it closed."""
-        if self._ledger.closed and not self._portal.thread.is_alive():
+        if self._ledger.closed and not self._portal.is_alive():
             final = self._ledger.final_metrics
             if final is not None:
                 return final
@@ -339,7 +341,7 @@ class Producer:
         ordered: bool = True,
         timeout: float | None = None,
     ) -> Any:
-        """Run `fn(producer)` in the trio thread (awaited if it returns an awaitable)
+        """Run `fn(producer)` in the loop thread (awaited if it returns an awaitable)
         and return its result. `ordered`: after every record sent before it is appended."""
         self._refuse_in_own_thread("a blocking call")
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -351,7 +353,7 @@ class Producer:
         return future.result(timeout)
 
     def _refuse_in_own_thread(self, what: str) -> None:
-        if self._portal.in_trio_thread():
+        if self._portal.in_loop_thread():
             raise RuntimeError(
                 f"{what} from a delivery callback (the producer's own thread) would wait "
                 "for itself: call it from another thread"

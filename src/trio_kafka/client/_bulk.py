@@ -54,8 +54,8 @@ import ssl
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
+import anyio
 import attrs
-import trio
 
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._edge import edge_defaults
@@ -135,7 +135,7 @@ async def send_to_leader(
             return await connection.send(request, timeout=timeout)
         with contextlib.suppress(KafkaError):
             await selector.refresh_metadata([topic])
-        await trio.sleep(backoff.backoff(attempt, selector.rng))
+        await anyio.sleep(backoff.backoff(attempt, selector.rng))
     raise BrokerConnectionError(f"{topic}-{partition} has no leader (after {attempts} tries)")
 
 
@@ -160,7 +160,7 @@ async def init_idempotent_producer_id(
             error = error_for_code(response.error_code, "InitProducerId")
             if not error_info(response.error_code).retriable:
                 raise error
-        await trio.sleep(backoff.backoff(attempt, selector.rng))
+        await anyio.sleep(backoff.backoff(attempt, selector.rng))
     raise error
 
 
@@ -365,7 +365,7 @@ class BulkLoader:
                     pipe = self._pipeline(backend, partition, point)
                     parts.append(_TxnPartition(self, pipe, producer))
             try:
-                async with trio.open_nursery() as nursery:
+                async with anyio.create_task_group() as nursery:
                     for part in parts:
                         nursery.start_soon(part.run)
                     try:
@@ -514,7 +514,7 @@ class _Partition:
     def __init__(self, loader: BulkLoader, pipe: LoadPipeline) -> None:
         self.loader = loader
         self.pipe = pipe
-        self._send, self._receive = trio.open_memory_channel[None](0)
+        self._send, self._receive = anyio.create_memory_object_stream[None](0)
 
     async def sealed(self) -> None:
         await self._send.send(None)
@@ -590,7 +590,7 @@ class _CasPartition(_Partition):
                 pipe.set_producer(pid, epoch)
             delay = pipe.poll_delay(clock.now())
             if delay > 0:
-                await trio.sleep(delay)
+                await anyio.sleep(delay)
             if pipe.refresh_metadata:
                 with contextlib.suppress(KafkaError):
                     await selector.refresh_metadata([loader.topic])
@@ -707,7 +707,7 @@ class _TxnPartition(_Partition):
                         f"{exc}); run the load again to resume"
                     ) from exc
                 logger.info("%s-%d: chunk aborted (%s), retrying", topic, partition, exc)
-                await trio.sleep(loader._backoff.backoff(attempt, selector.rng))
+                await anyio.sleep(loader._backoff.backoff(attempt, selector.rng))
                 attempt += 1
 
 

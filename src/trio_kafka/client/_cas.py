@@ -36,7 +36,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Mapping
 
-import trio
+import anyio
 
 from trio_kafka.errors import (
     CasNotSupportedError,
@@ -114,7 +114,7 @@ class CasGate:
             if part is not None and part.leader >= 0:
                 return part.leader
             await self.selector.refresh_metadata([topic])
-            await trio.sleep(self.selector.config.retry_backoff)
+            await anyio.sleep(self.selector.config.retry_backoff)
         raise KafkaError(f"{topic}-{partition} has no leader")
 
 

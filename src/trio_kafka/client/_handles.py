@@ -1,13 +1,13 @@
-"""Delivery handles as the trio user sees them: the core's handle plus `await`.
+"""Delivery handles as the async user sees them: the core's handle plus `await`.
 
 The core (`trio_kafka.producer`) hands back a `DeliveryHandle` (a batch and an index)
-for every record; it knows nothing of trio. `RecordHandle` is the same object with
+for every record; it knows nothing of event loops. `RecordHandle` is the same object with
 `__await__` added: `send()` changes the class of the handle the core made rather than
 wrapping it, because a wrapper would be one more allocation on the per-record path and
 the two classes share one slot layout (the subclass adds no slots).
 
-Waiting is per batch: the first awaiter of a batch registers one done-hook that sets a
-trio Event; later awaiters of the same batch share it (`_BatchWaiter`), so awaiting the
+Waiting is per batch: the first awaiter of a batch registers one done-hook that sets an
+anyio Event; later awaiters of the same batch share it (`_BatchWaiter`), so awaiting the
 1,000 handles of one batch costs one hook, not 1,000.
 
 Awaiting a handle that is already done does not go through the scheduler every time: a
@@ -15,7 +15,13 @@ trio checkpoint costs ~6 us, more than the rest of a record's path, and the way 
 README teaches (send everything, then `await` each handle) awaits mostly done handles.
 Like `send()`, it checkpoints once every `AWAIT_CHECKPOINT_EVERY` awaits instead (a
 counter shared by the process), so a loop over done handles still lets other tasks run
-and still sees a cancellation, within that many awaits.
+and still sees a cancellation, within that many awaits. That checkpoint is
+`anyio.lowlevel.checkpoint` (trio's or asyncio's, looked up then): the other 63 awaits
+make no anyio call at all, on either backend.
+
+Cancellation (trio's or asyncio's `task.cancel()`) only ever interrupts the wait: the
+record stays in its batch, is delivered or fails as if nobody had waited, and the handle
+can be awaited again (or read with `done()` / `outcome`) for its fate.
 
 `BulkDelivery` is what `send_many` returns: the spans of batches its records went to,
 awaitable as a whole, with per-record handles only when asked for.
@@ -27,7 +33,8 @@ from bisect import bisect_right as _bisect_right
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
-import trio
+import anyio
+import anyio.lowlevel
 
 from trio_kafka.errors import KafkaError
 from trio_kafka.producer import (
@@ -45,7 +52,7 @@ from trio_kafka.producer import (
 # the test is a mask), as send() does; see the module doc.
 AWAIT_CHECKPOINT_EVERY = 64
 _AWAIT_MASK = AWAIT_CHECKPOINT_EVERY - 1
-_checkpoint = trio.lowlevel.checkpoint
+_checkpoint = anyio.lowlevel.checkpoint
 _ACKNOWLEDGED = Result.ACKNOWLEDGED
 _new_tuple = tuple.__new__
 # Awaits of done handles so far (the counter behind the mask); any task may bump it.
@@ -53,12 +60,12 @@ _done_awaits = 0
 
 
 class _BatchWaiter:
-    """One trio Event per awaited batch (shared by every awaiter of that batch)."""
+    """One anyio Event per awaited batch (shared by every awaiter of that batch)."""
 
     __slots__ = ("event",)
 
     def __init__(self) -> None:
-        self.event = trio.Event()
+        self.event = anyio.Event()
 
     def __call__(self, _batch: ProducerBatch) -> None:
         self.event.set()
@@ -67,7 +74,7 @@ class _BatchWaiter:
 async def wait_batch(batch: ProducerBatch) -> None:
     """Return once `batch` has a final result (checkpoints either way)."""
     if batch.result is not None:
-        await trio.lowlevel.checkpoint()
+        await _checkpoint()
         return
     waiter = next((h for h in batch.hooks or () if isinstance(h, _BatchWaiter)), None)
     if waiter is None:
@@ -84,12 +91,12 @@ class RecordHandle(DeliveryHandle):
     `succeeded()`.
 
     Waiting and cancellation: awaiting a pending handle waits for its batch and is a
-    normal trio checkpoint (cancellable; a cancelled wait leaves the record alone, it is
+    normal checkpoint (cancellable, under trio or asyncio; a cancelled wait leaves the record alone, it is
     still delivered and the handle can be awaited again). Awaiting a handle that is
     already done returns its outcome without a trip through the scheduler, except every
     `AWAIT_CHECKPOINT_EVERY` (64) awaits, when it checkpoints: the trade-off `send()`
     makes too. A loop over many done handles is then ~64x cheaper per record and still
-    yields to other tasks and raises `trio.Cancelled` within 64 awaits; a single await
+    yields to other tasks and sees a cancellation within 64 awaits; a single await
     of a done handle may return without noticing a pending cancellation.
     """
 
@@ -195,7 +202,7 @@ class BulkDelivery:
         for span in self.spans:
             if span.batch.result is None:
                 await wait_batch(span.batch)
-        await trio.lowlevel.checkpoint()
+        await _checkpoint()
         error = self.first_error()
         if error is not None:
             raise error

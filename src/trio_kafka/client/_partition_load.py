@@ -29,8 +29,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterable, Sequence
 
+import anyio
 import attrs
-import trio
 
 from trio_kafka.client._bulk import BulkLoader, _CasPartition, _leaves, _Partition, send_chunk
 from trio_kafka.client._cas import cas_gate
@@ -171,7 +171,7 @@ async def load_partition(
         pipe = part.pipe
         given, last = 0, -1
         try:
-            async with trio.open_nursery() as nursery:
+            async with anyio.create_task_group() as nursery:
                 nursery.start_soon(part.run)
                 try:
                     stamp = loader._timestamp_ms()

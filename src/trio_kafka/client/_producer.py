@@ -1,12 +1,15 @@
-"""`open_producer()` and `Producer`: the idempotent producer for trio.
+"""`open_producer()` and `Producer`: the idempotent producer for trio and asyncio.
 
 Theory of operation
 -------------------
 `Producer` is the user-facing half: `send()` appends to the core's accumulator and
 returns a `RecordHandle` at once; the `Sender` task (`_sender.py`) does all I/O. The hot
-path of `send()` is a core append, a class swap on the handle and a counter: it yields
-to trio only every 64 calls (DESIGN.md: a checkpoint per call caps at ~215k calls/s) or
-when it must wait (buffer full, topic metadata). It wakes the sender only when the
+path of `send()` is a core append and a counter, with no anyio call: it yields to the
+event loop only every 64 calls (DESIGN.md: a checkpoint per call caps at ~215k calls/s
+on trio), through the backend's own checkpoint looked up once at open, or when it must
+wait (buffer full, topic metadata). That checkpoint comes before the append, so a
+cancelled `send()` (trio, or asyncio's `task.cancel()`) has appended nothing: a record
+is either in the buffer with its handle returned, or not sent at all. It wakes the sender only when the
 append opened a new batch (handle index 0), so waking costs once per batch.
 
 Waiting (flush, close, a send blocked on `buffer_memory`) is on `_progress`, an Event
@@ -30,8 +33,10 @@ import ssl
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
+import anyio
+import anyio.abc
+import anyio.lowlevel
 import attrs
-import trio
 
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._checks import (
@@ -54,9 +59,11 @@ from trio_kafka.errors import UnknownTopicError as TopicNotFoundError
 from trio_kafka.net import (
     Clock,
     KafkaSelector,
+    LoopClock,
     SaslConfig,
     Transport,
-    TrioClock,
+    checkpoint_function,
+    loop_time,
     only_error,
     open_selector,
 )
@@ -90,13 +97,15 @@ class Producer(TransactionalProducerMixin):
         clock: Clock,
         rng: random.Random,
         wall_offset: float,
-        nursery: trio.Nursery,
+        nursery: anyio.abc.TaskGroup,
         buggify: Callable[[str], bool] | None = None,
     ) -> None:
         self.config = config
         self.selector = selector
         self._clock = clock
         self._now = _fast_now(clock)
+        # The running backend's checkpoint, looked up once (no anyio dispatch per send).
+        self._checkpoint = checkpoint_function()
         self._nursery = nursery
         # Transactions (client/_transactions.py): None unless transactional_id is set.
         self._txn = transaction_driver(config)
@@ -114,10 +123,10 @@ class Producer(TransactionalProducerMixin):
         self._sender = Sender(
             self._core, selector, clock, nursery, self._notify_progress, self._on_fatal, buggify
         )
-        self._progress = trio.Event()
+        self._progress = anyio.Event()
         self._calls = 0
         # Cancel scopes of sends waiting for a topic's metadata: closing cancels them.
-        self._metadata_waits: set[trio.CancelScope] = set()
+        self._metadata_waits: set[anyio.CancelScope] = set()
         # Set once close begins: send() refuses from then on.
         self._closing = False
         self._closed = False
@@ -192,6 +201,10 @@ class Producer(TransactionalProducerMixin):
             return await self._send_slow(topic, value, key, headers, partition, timestamp)
         if headers is not None or partition is not None or timestamp is not None:
             headers = check_extras(headers, partition, timestamp)
+        self._calls += 1
+        if not self._calls & (_CHECKPOINT_EVERY - 1):
+            # Before the append: a cancellation here leaves nothing appended.
+            await self._checkpoint()
         try:
             handle = self._append(topic, value, key, headers, partition, timestamp, self._now())
         except UnknownTopicError:
@@ -203,9 +216,6 @@ class Producer(TransactionalProducerMixin):
             return await self._send_slow(topic, value, key, headers, partition, timestamp)
         if handle.index == 0:
             self._opened(handle.batch)
-        self._calls += 1
-        if not self._calls & (_CHECKPOINT_EVERY - 1):
-            await trio.lowlevel.checkpoint()
         return handle  # type: ignore[return-value]
 
     async def _send_slow(
@@ -237,14 +247,14 @@ class Producer(TransactionalProducerMixin):
             key = bytes(key)
         if headers is not None or partition is not None or timestamp is not None:
             headers = check_extras(headers, partition, timestamp)
+        self._calls += 1
+        if not self._calls & (_CHECKPOINT_EVERY - 1):
+            await self._checkpoint()  # before the append (see the module doc)
         try:
             handle = await self._append_waiting(topic, value, key, headers, partition, timestamp)
         except KafkaError as exc:
             self._send_raised(topic, partition, exc)
             raise
-        self._calls += 1
-        if not self._calls & (_CHECKPOINT_EVERY - 1):
-            await trio.lowlevel.checkpoint()
         return handle  # type: ignore[return-value]
 
     async def _send_conditional(
@@ -291,6 +301,7 @@ class Producer(TransactionalProducerMixin):
             topic, partition, timeout=max(deadline - self._now(), 0.0)
         )
         size = len(value or b"") + len(key or b"")
+        await self._checkpoint()  # before the append (see the module doc)
         while True:
             if self._closing or self._sender.fatal_error is not None:
                 self._refuse()
@@ -307,7 +318,6 @@ class Producer(TransactionalProducerMixin):
         if handle.index == 0:
             self._opened(handle.batch)
         self._calls += 1
-        await trio.lowlevel.checkpoint()
         return handle  # type: ignore[return-value]  # the core makes RecordHandles
 
     async def send_and_wait(
@@ -391,7 +401,9 @@ class Producer(TransactionalProducerMixin):
             if taken < len(chunk):
                 await self._wait_for_room(deadline, RECORD_SIZE_UNKNOWN, spans)
             else:
-                await trio.lowlevel.checkpoint()
+                # Shielded: the chunk is appended, and a trio cancellation here would
+                # lose its spans (docs/asyncio.md: what cancelling send_many means).
+                await anyio.lowlevel.cancel_shielded_checkpoint()
         return BulkDelivery(_merge(spans))
 
     async def _send_many_records(
@@ -530,7 +542,7 @@ class Producer(TransactionalProducerMixin):
             raise self._buffer_full(size, 0.0, appended)
         self._sender.wake()  # the accumulator is exhausted: everything is sendable now
         progress = self._progress
-        with trio.move_on_at(deadline):
+        with anyio.CancelScope(deadline=deadline):
             await progress.wait()
             return
         if self._closing:
@@ -557,7 +569,7 @@ class Producer(TransactionalProducerMixin):
         timeout = max(deadline - self._now(), 0.0)
         try:
             # Closing cancels this wait (as Java's close wakes a send in waitOnMetadata).
-            with trio.CancelScope() as scope:
+            with anyio.CancelScope() as scope:
                 self._metadata_waits.add(scope)
                 try:
                     await self.selector.wait_for_topic(topic, timeout=timeout)
@@ -576,7 +588,7 @@ class Producer(TransactionalProducerMixin):
     # -- flush, close ----------------------------------------------------------------
 
     def _notify_progress(self) -> None:
-        event, self._progress = self._progress, trio.Event()
+        event, self._progress = self._progress, anyio.Event()
         event.set()
 
     async def flush(self) -> None:
@@ -591,7 +603,7 @@ class Producer(TransactionalProducerMixin):
             self._sender.wake()
             while core.has_unfinished and self._sender.fatal_error is None:
                 await self._progress.wait()
-            await trio.lowlevel.checkpoint()
+            await self._checkpoint()
         finally:
             core.end_flush()
 
@@ -602,12 +614,12 @@ class Producer(TransactionalProducerMixin):
         inside `async with open_producer(...)` (whose exit is then a no-op); later
         `send()` and `flush()` raise `ProducerClosedError`."""
         if self._closed or self._closing:
-            await trio.lowlevel.checkpoint()
+            await self._checkpoint()
             return
         timeout = self.config.close_timeout if timeout is None else timeout
         if timeout < 0:
             raise ValueError(f"aclose(timeout={timeout}) is not allowed: it must be >= 0")
-        with trio.move_on_after(timeout):
+        with anyio.move_on_after(timeout):
             if self._txn is not None:
                 await self._txn.abort_bounded()
             self._closing = True
@@ -646,7 +658,7 @@ class Producer(TransactionalProducerMixin):
 
     async def _log_metrics(self, interval: float) -> None:
         while True:
-            await trio.sleep(interval)
+            await anyio.sleep(interval)
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug("producer metrics: %s", self.metrics())
 
@@ -655,10 +667,10 @@ RECORD_SIZE_UNKNOWN = -1
 
 
 def _fast_now(clock: Clock) -> Callable[[], float]:
-    """`clock.now`, or for trio's own clock the run's clock method itself: the same
-    value as `trio.current_time()` with three fewer Python calls per `send()`."""
-    if isinstance(clock, TrioClock):
-        return trio.lowlevel.current_clock().current_time
+    """`clock.now`, or for the loop's own clock the loop's clock function itself: the
+    same value as `anyio.current_time()` with no backend dispatch per `send()`."""
+    if isinstance(clock, LoopClock):
+        return loop_time()
     return clock.now
 
 
@@ -722,11 +734,11 @@ _SELECTOR_OPTIONS = (
 )
 
 
-async def _task_nursery(*, task_status: trio.TaskStatus[trio.Nursery]) -> None:
-    """Hand back a nursery that lives until its scope is cancelled (by `aclose`)."""
-    async with trio.open_nursery() as tasks:
+async def _task_nursery(*, task_status: anyio.abc.TaskStatus[anyio.abc.TaskGroup]) -> None:
+    """Hand back a task group that lives until its scope is cancelled (by `aclose`)."""
+    async with anyio.create_task_group() as tasks:
         task_status.started(tasks)
-        await trio.sleep_forever()
+        await anyio.sleep_forever()
 
 
 @contextlib.asynccontextmanager
@@ -752,8 +764,8 @@ async def open_producer(
     names, `security_protocol='SASL_SSL'`, `sasl_mechanism`, `sasl_plain_username`,
     `sasl_plain_password`, `ssl_cafile`, ... (client/_security.py, docs/security.md). Pass `selector` to share one `KafkaSelector` between
     producers (then `bootstrap`, `transport` and `sasl` are the selector's business).
-    `clock`, `rng` and `wall_clock` are seams for the simulator; the defaults are trio's
-    clock, an unseeded `random.Random` and `time.time`; `buggify(site) -> bool` is the
+    `clock`, `rng` and `wall_clock` are seams for the simulator; the defaults are the event
+    loop's clock, an unseeded `random.Random` and `time.time`; `buggify(site) -> bool` is the
     simulator's fault hook (None: never). The producer's metrics are logged
     at DEBUG on the `trio_kafka.producer` logger every `metrics_interval` seconds.
     """
@@ -786,10 +798,10 @@ async def open_producer(
                     "transport=, tls=, sasl= and the security options belong to the "
                     "selector: pass them or selector=, not both"
                 )
-            async with trio.open_nursery() as nursery:
-                # The producer's tasks run in a nursery of their own, so that closing
+            async with anyio.create_task_group() as nursery:
+                # The producer's tasks run in a task group of their own, so that closing
                 # (which cancels them) never cancels the caller's block.
-                tasks: trio.Nursery = await nursery.start(_task_nursery)
+                tasks: anyio.abc.TaskGroup = await nursery.start(_task_nursery)
                 producer = Producer(
                     config, selector, clock, rng, wall_clock() - clock.now(), tasks, buggify
                 )
@@ -802,7 +814,7 @@ async def open_producer(
                     # transaction is left to the coordinator's transaction timeout.
                     producer._settle_everything(0.0)
                     raise
-                with trio.CancelScope(shield=True):
+                with anyio.CancelScope(shield=True):
                     await producer.aclose()
     except BaseExceptionGroup as group:
         if body_error is not None and only_error(group, body_error):

@@ -54,8 +54,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
+import anyio
 import attrs
-import trio
 
 from trio_kafka.errors import (
     BrokerConnectionError,
@@ -567,7 +567,7 @@ class PartitionReader:
         deadline = self.selector.clock.now() + limit
         failures = 0
         last: BaseException | None = None
-        with trio.move_on_at(deadline):
+        with anyio.CancelScope(deadline=deadline):
             while True:
                 try:
                     return await attempt()
@@ -579,7 +579,7 @@ class PartitionReader:
                         await self.selector.refresh_metadata([topic])
                     except KafkaError as exc:
                         last = exc
-                await trio.sleep(self._backoff.backoff(failures, self.selector.rng))
+                await anyio.sleep(self._backoff.backoff(failures, self.selector.rng))
                 failures += 1
         raise ReadTimeoutError(
             f"{what}: no answer within {limit} s"
@@ -658,7 +658,7 @@ class PartitionRead:
             if self.end is None:
                 self.end = _end_of(result, reader.read_committed)
                 if self.end is None:  # an answer without bounds: ask again
-                    await trio.sleep_until(min(asked + reader.max_wait, deadline))
+                    await anyio.sleep_until(min(asked + reader.max_wait, deadline))
                     continue
                 records = [r for r in records if r.offset < self.end]
             moved = result.next_offset > self.position
@@ -671,7 +671,7 @@ class PartitionRead:
                 continue
             # Nothing new: the broker long-polled, or answered at once; wait out the rest
             # of max_wait either way so an early empty answer does not become a busy loop.
-            await trio.sleep_until(min(asked + wait, deadline))
+            await anyio.sleep_until(min(asked + wait, deadline))
 
     def __repr__(self) -> str:
         end = "log end" if self.end is None else self.end

@@ -39,10 +39,12 @@ import collections
 import logging
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
+import anyio
+import anyio.abc
+import anyio.lowlevel
 import attrs
-import trio
 
 from trio_kafka.errors import (
     AmbiguousError,
@@ -84,6 +86,46 @@ class ProduceAttempt:
     settled: bool = False
 
 
+_T = TypeVar("_T")
+
+
+class TaskQueue(Generic[_T]):
+    """An unbounded FIFO read by one task: `put` never blocks, `get` waits for an item.
+
+    What `trio.open_memory_channel(math.inf)` gave the node senders, on anyio's Event
+    (anyio's memory streams warn when dropped unclosed, and a node sender's live as long
+    as the producer). Scheduling is the channel's: `get` with an item waiting takes it,
+    then yields shielded (the item is never lost to a cancellation); an empty `get` parks
+    until the next `put` wakes it.
+    """
+
+    __slots__ = ("_items", "_ready")
+
+    def __init__(self) -> None:
+        self._items: collections.deque[_T] = collections.deque()
+        # The waiting reader's event (None when nobody waits).
+        self._ready: anyio.Event | None = None
+
+    def put(self, item: _T) -> None:
+        self._items.append(item)
+        ready = self._ready
+        if ready is not None:
+            self._ready = None
+            ready.set()
+
+    async def get(self) -> _T:
+        items = self._items
+        if items:
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            item = items.popleft()
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+            return item
+        while not items:
+            ready = self._ready = anyio.Event()
+            await ready.wait()
+        return items.popleft()
+
+
 class NodeSender:
     """Writes one node's requests in order and reads its responses in order."""
 
@@ -103,10 +145,9 @@ class NodeSender:
         self.throttled_until = -math.inf
         # Requests drained for this node, not yet settled with the core, oldest first.
         self.unsettled: collections.deque[ProduceAttempt] = collections.deque()
-        self._outbox_send, self._outbox = trio.open_memory_channel[ProduceAttempt](math.inf)
-        self._written_send, self._written = trio.open_memory_channel[tuple[ProduceAttempt, Any]](
-            math.inf
-        )
+        # Attempts for the writer task, then (attempt, pending response) for the reader.
+        self._outbox: TaskQueue[ProduceAttempt] = TaskQueue()
+        self._written: TaskQueue[tuple[ProduceAttempt, Any]] = TaskQueue()
 
     def __repr__(self) -> str:
         return (
@@ -126,7 +167,7 @@ class NodeSender:
             )
             self.throttled_until = until
 
-    def start(self, nursery: trio.Nursery) -> None:
+    def start(self, nursery: anyio.abc.TaskGroup) -> None:
         nursery.start_soon(self._writer, name=f"kafka-produce-writer-{self.node_id}")
         nursery.start_soon(self._reader, name=f"kafka-produce-reader-{self.node_id}")
 
@@ -165,11 +206,12 @@ class NodeSender:
     def submit(self, batches: list[ProducerBatch]) -> None:
         attempt = ProduceAttempt(self.node_id, batches)
         self.unsettled.append(attempt)
-        self._outbox_send.send_nowait(attempt)
+        self._outbox.put(attempt)
 
     async def _writer(self) -> None:
         sender = self.sender
-        async for attempt in self._outbox:
+        while True:
+            attempt = await self._outbox.get()
             if attempt.settled:
                 continue
             try:
@@ -188,11 +230,12 @@ class NodeSender:
                 attempt.sent = not isinstance(exc, BrokerConnectionError)
                 sender.settle_failure(attempt, exc)
                 continue
-            self._written_send.send_nowait((attempt, pending))
+            self._written.put((attempt, pending))
 
     async def _reader(self) -> None:
         sender = self.sender
-        async for attempt, pending in self._written:
+        while True:
+            attempt, pending = await self._written.get()
             try:
                 response = await pending.wait()
             except KafkaError as exc:
@@ -215,7 +258,7 @@ class Sender:
         core: ProducerCore,
         selector: KafkaSelector,
         clock: Clock,
-        nursery: trio.Nursery,
+        nursery: anyio.abc.TaskGroup,
         on_progress: Callable[[], None],
         on_fatal: Callable[[], None] = lambda: None,
         buggify: Callable[[str], bool] | None = None,
@@ -237,7 +280,7 @@ class Sender:
         self._transactional_id = config.transactional_id
         self.nodes: dict[int, NodeSender] = {}
         # Set by wake(); the sender replaces it each time it goes to sleep.
-        self._wake = trio.Event()
+        self._wake = anyio.Event()
         self._metadata: ClusterMetadata | None = None
         self._init_running = False
         # Set by the producer as it settles everything on close: no new tasks.
@@ -257,7 +300,7 @@ class Sender:
         self._wake.set()
 
     @property
-    def wake_event(self) -> trio.Event:
+    def wake_event(self) -> anyio.Event:
         """The event `send()` sets when it opens a batch (read each time: it changes)."""
         return self._wake
 
@@ -302,8 +345,8 @@ class Sender:
                         self.nodes[node_id].submit(batches)
             event = self._wake
             if event.is_set():
-                self._wake = trio.Event()
-                await trio.lowlevel.checkpoint()
+                self._wake = anyio.Event()
+                await anyio.lowlevel.checkpoint()
                 continue
             if wake_at == math.inf:
                 await event.wait()
@@ -311,10 +354,10 @@ class Sender:
                 # Never a deadline at `now`: this pass would run again unchanged (the core
                 # is a function of its state and `now`; whatever runs in the background
                 # wakes us), so waking at the same instant would spin there.
-                with trio.move_on_at(max(wake_at, math.nextafter(now, math.inf))):
+                with anyio.CancelScope(deadline=max(wake_at, math.nextafter(now, math.inf))):
                     await event.wait()
             if self._wake is event:
-                self._wake = trio.Event()
+                self._wake = anyio.Event()
 
     def node(self, node_id: int) -> NodeSender:
         node = self.nodes.get(node_id)
@@ -472,7 +515,7 @@ class Sender:
                         self.fatal(error)
                         return
                 logger.debug("InitProducerId failed (attempt %d): %s", attempts + 1, error)
-                await trio.sleep(self._retry.backoff(attempts, self.selector.rng))
+                await anyio.sleep(self._retry.backoff(attempts, self.selector.rng))
                 attempts += 1
         finally:
             self._init_running = False

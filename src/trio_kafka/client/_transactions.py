@@ -1,4 +1,4 @@
-"""The transactional producer: the trio driver of `TransactionManager`.
+"""The transactional producer: the async driver of `TransactionManager`.
 
 Theory of operation
 -------------------
@@ -46,8 +46,9 @@ import math
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING
 
+import anyio
+import anyio.lowlevel
 import attrs
-import trio
 
 from trio_kafka.errors import (
     AbortableError,
@@ -101,7 +102,7 @@ class TransactionDriver:
         self.abort_timeout = config.request_timeout
         # Set by `attach` (the producer builds the core with our sequencer first).
         self._producer: Producer | None = None
-        self._wake_event = trio.Event()
+        self._wake_event = anyio.Event()
         # Versions last given to the manager (only re-sent when they change).
         self._info: ApiVersionsInfo | None = None
 
@@ -165,18 +166,18 @@ class TransactionDriver:
                 continue
             event = self._wake_event
             if event.is_set():
-                self._wake_event = trio.Event()
-                await trio.lowlevel.checkpoint()
+                self._wake_event = anyio.Event()
+                await anyio.lowlevel.checkpoint()
                 continue
             delay = manager.poll_delay(now, batches_unfinished=unfinished)
             if delay is None:
                 # Nothing to send, or EndTxn waits for the batches: a batch settling,
                 # a response or a user call wakes us.
                 delay = math.inf
-            with trio.move_on_after(delay):
+            with anyio.move_on_after(delay):
                 await event.wait()
             if self._wake_event is event:
-                self._wake_event = trio.Event()
+                self._wake_event = anyio.Event()
 
     def _sync(self) -> None:
         manager, sender, core = self.manager, self._sender, self._p._core
@@ -300,15 +301,15 @@ class TransactionDriver:
         self.wake()
         self._sender.wake()
         if not result.done():
-            done = trio.Event()
+            done = anyio.Event()
             result.add_done_callback(lambda _: done.set())
             if timeout is None:
                 await done.wait()
             else:
-                with trio.fail_after(timeout):
+                with anyio.fail_after(timeout):
                     await done.wait()
         else:
-            await trio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
         self.update_detour()
         result.result()
 
@@ -367,8 +368,8 @@ class TransactionDriver:
             TxnState.ABORTING,
         ):
             return
-        with trio.CancelScope(shield=True) as scope:
-            scope.deadline = trio.current_time() + self.abort_timeout
+        with anyio.CancelScope(shield=True) as scope:
+            scope.deadline = anyio.current_time() + self.abort_timeout
             try:
                 await self.abort()
             except KafkaError as exc:

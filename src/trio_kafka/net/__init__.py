@@ -1,4 +1,4 @@
-"""trio I/O: transports, broker connections, the shared selector and cluster metadata.
+"""I/O on anyio (trio first, asyncio too): transports, broker connections, the shared selector and cluster metadata.
 
 Everything that touches the OS is behind a seam passed in: the `Transport` (sockets, TLS,
 name resolution), the `Clock` and a `random.Random`. The simulator swaps all three.
@@ -7,7 +7,14 @@ name resolution), the `Clock` and a `random.Random`. The simulator swaps all thr
 from __future__ import annotations
 
 from trio_kafka.net._backoff import ExponentialBackoff
-from trio_kafka.net._clock import Clock, TrioClock
+from trio_kafka.net._clock import (
+    Clock,
+    LoopClock,
+    TrioClock,
+    backend_name,
+    checkpoint_function,
+    loop_time,
+)
 from trio_kafka.net._config import SelectorConfig
 from trio_kafka.net._connection import (
     BrokerConnection,
@@ -28,7 +35,15 @@ from trio_kafka.net._metadata import (
 )
 from trio_kafka.net._sasl import SaslConfig, SaslMechanism
 from trio_kafka.net._selector import KafkaSelector, open_selector
-from trio_kafka.net._transport import TcpTransport, TlsTransport, Transport, tls_context
+from trio_kafka.net._transport import (
+    STREAM_ERRORS,
+    AnyioStream,
+    ByteStream,
+    TcpTransport,
+    TlsTransport,
+    Transport,
+    tls_context,
+)
 from trio_kafka.net._versions import (
     CAS_FEATURE,
     TRANSACTION_VERSION_FEATURE,
@@ -37,15 +52,19 @@ from trio_kafka.net._versions import (
 
 __all__ = [
     "CAS_FEATURE",
+    "STREAM_ERRORS",
     "TRANSACTION_VERSION_FEATURE",
+    "AnyioStream",
     "ApiVersionsInfo",
     "BrokerConnection",
     "BrokerMetadata",
+    "ByteStream",
     "Clock",
     "ClusterMetadata",
     "ConnectionState",
     "ExponentialBackoff",
     "KafkaSelector",
+    "LoopClock",
     "PartitionMetadata",
     "PendingResponse",
     "SaslConfig",
@@ -56,9 +75,12 @@ __all__ = [
     "TopicMetadata",
     "Transport",
     "TrioClock",
+    "backend_name",
     "check_topic_name",
+    "checkpoint_function",
     "expects_response",
     "invalidates_metadata",
+    "loop_time",
     "only_error",
     "open_connection",
     "open_selector",

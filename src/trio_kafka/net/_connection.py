@@ -6,8 +6,8 @@ Kafka answers the requests of one connection in the order it received them, so a
 connection is a FIFO of requests in flight. Three parties share it:
 
 - Senders (any task calling `send()` / `request()`): wait for an in-flight slot (a FIFO
-  `trio.Semaphore` of `max_in_flight`), then enter the one writer critical section (a
-  `trio.Lock`, FIFO too), where the correlation id is assigned, the frame is encoded, the
+  `anyio.Semaphore` of `max_in_flight`), then enter the one writer critical section (an
+  `anyio.Lock`, FIFO too), where the correlation id is assigned, the frame is encoded, the
   request joins the in-flight queue and the bytes are written. Doing all four under one
   lock makes wire order equal correlation order equal queue order. The frame is a list of
   buffers (`encode_request_parts`): a Produce request's large record batches are written
@@ -42,8 +42,9 @@ import struct
 from collections.abc import AsyncIterator, Callable, Generator
 from typing import Any
 
+import anyio
+import anyio.abc
 import attrs
-import trio
 
 from trio_kafka.errors import (
     BrokerConnectionError,
@@ -54,7 +55,8 @@ from trio_kafka.errors import (
     RequestTimeoutError,
     error_for_code,
 )
-from trio_kafka.net._clock import Clock, TrioClock
+from trio_kafka.net._clock import Clock, LoopClock
+from trio_kafka.net._transport import STREAM_ERRORS, ByteStream
 from trio_kafka.protocol import FrameSplitter, decode_response, encode_request_parts
 
 #: Java's request.timeout.ms default (30 s).
@@ -94,13 +96,13 @@ class PendingResponse:
     api_key: int
     version: int
     correlation_id: int
-    #: When the response must have arrived (trio's timescale); inf for no limit.
+    #: When the response must have arrived (the event loop's timescale); inf for none.
     deadline: float
     request_class: type[Any]
     #: False for a Produce with acks=0: done as soon as it is written.
     expects_response: bool = True
     # Set exactly once, by the reader (response or error) or the closer (error).
-    _event: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _event: anyio.Event = attrs.field(factory=anyio.Event, init=False)
     _response: Any = attrs.field(default=None, init=False)
     _error: BaseException | None = attrs.field(default=None, init=False)
 
@@ -150,13 +152,13 @@ class BrokerConnection:
     """One open stream to one broker. Start its reader with `start(nursery)` (or use
     `open_connection`)."""
 
-    stream: trio.abc.Stream
+    stream: ByteStream
     host: str
     port: int
     #: The broker's node id (negative for a bootstrap pseudo-node).
     node_id: int = -1
     client_id: str | None = "trio-kafka"
-    clock: Clock = attrs.field(factory=TrioClock)
+    clock: Clock = attrs.field(factory=LoopClock)
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
@@ -177,14 +179,14 @@ class BrokerConnection:
     )
     # Senders waiting for a slot or the lock (for repr and for close diagnostics).
     _queued: int = attrs.field(default=0, init=False)
-    _slots: trio.Semaphore = attrs.field(init=False)
-    _write_lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+    _slots: anyio.Semaphore = attrs.field(init=False)
+    _write_lock: anyio.Lock = attrs.field(init=False)
     _next_correlation_id: int = attrs.field(default=0, init=False)
     # The reader's wait for bytes; its deadline is the earliest request deadline.
-    _receive_scope: trio.CancelScope | None = attrs.field(default=None, init=False)
+    _receive_scope: anyio.CancelScope | None = attrs.field(default=None, init=False)
     # Cancels the reader when the connection closes.
-    _reader_scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
-    _closed_event: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _reader_scope: anyio.CancelScope = attrs.field(init=False)
+    _closed_event: anyio.Event = attrs.field(init=False)
     # Called once, synchronously, when the connection closes (`on_close`).
     _close_callbacks: list[Callable[[BrokerConnection], None]] = attrs.field(
         factory=list, init=False
@@ -193,7 +195,11 @@ class BrokerConnection:
     def __attrs_post_init__(self) -> None:
         if self.max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, not {self.max_in_flight}")
-        self._slots = trio.Semaphore(self.max_in_flight)
+        # Made here, after the check: anyio's primitives need a running event loop.
+        self._slots = anyio.Semaphore(self.max_in_flight)
+        self._write_lock = anyio.Lock()
+        self._reader_scope = anyio.CancelScope()
+        self._closed_event = anyio.Event()
         self.last_activity = self.clock.now()
 
     # -- public surface -------------------------------------------------------------------
@@ -210,9 +216,9 @@ class BrokerConnection:
     def queued(self) -> int:
         return self._queued
 
-    def start(self, nursery: trio.Nursery) -> None:
-        """Run the reader task in `nursery` (it ends when the connection closes)."""
-        nursery.start_soon(self._reader, name=f"kafka-reader-{self.host}:{self.port}")
+    def start(self, tasks: anyio.abc.TaskGroup) -> None:
+        """Run the reader task in `tasks` (it ends when the connection closes)."""
+        tasks.start_soon(self._reader, name=f"kafka-reader-{self.host}:{self.port}")
 
     async def wait_closed(self) -> None:
         await self._closed_event.wait()
@@ -254,12 +260,12 @@ class BrokerConnection:
             # free while someone waits for it.
             try:
                 self._slots.acquire_nowait()
-            except trio.WouldBlock:
+            except anyio.WouldBlock:
                 await self._slots.acquire()
             try:
                 try:
                     self._write_lock.acquire_nowait()
-                except trio.WouldBlock:
+                except anyio.WouldBlock:
                     await self._write_lock.acquire()
                 try:
                     self._check_open()
@@ -355,14 +361,14 @@ class BrokerConnection:
         failure: BaseException | None = None
         # Shielded: a caller cancelled mid-write would leave half a frame on the stream and
         # break every other request; bounded by the request's own deadline instead.
-        with trio.CancelScope(shield=True, deadline=pending.deadline) as scope:
+        with anyio.CancelScope(shield=True, deadline=pending.deadline) as scope:
             try:
                 if len(frame) == 1:
                     await self.stream.send_all(frame[0])
                 else:
                     for chunk in _coalesce(frame):
                         await self.stream.send_all(chunk)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            except STREAM_ERRORS as exc:
                 failure = exc
         if scope.cancelled_caught:
             timeout = self._timeout_error(pending, "writing it")
@@ -388,7 +394,7 @@ class BrokerConnection:
                 # receive): its deadline follows the earliest request deadline in flight
                 # (`_register` lowers it, each response read moves it on). Only
                 # `receive_some` waits inside it, so it fires only there.
-                with trio.CancelScope(deadline=self._earliest_deadline()) as scope:
+                with anyio.CancelScope(deadline=self._earliest_deadline()) as scope:
                     self._receive_scope = scope
                     while data := await self.stream.receive_some(_RECEIVE_SIZE):
                         self.last_activity = self.clock.now()
@@ -406,7 +412,7 @@ class BrokerConnection:
                 )
             except ProtocolError as exc:
                 await self._close(exc)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            except STREAM_ERRORS as exc:
                 await self._close(exc)
 
     def _earliest_deadline(self) -> float:
@@ -416,7 +422,7 @@ class BrokerConnection:
         now = self.clock.now()
         expired = [p for p in self._in_flight if not p.done() and p.deadline <= now]
         if not expired and self._in_flight:
-            # The deadline fired on trio's clock; a custom clock may lag it by rounding.
+            # The deadline fired on the loop's clock; a custom clock may lag it by rounding.
             expired = [self._in_flight[0]]
         first: KafkaError | None = None
         for pending in expired:
@@ -516,10 +522,10 @@ class BrokerConnection:
         for callback in callbacks:
             callback(self)
         # Closing a broken stream may complain; there is nothing left to save on it.
-        with contextlib.suppress(
-            trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError, OSError
-        ):
-            await trio.aclose_forcefully(self.stream)
+        with contextlib.suppress(*STREAM_ERRORS, anyio.BusyResourceError):
+            with anyio.CancelScope() as scope:
+                scope.cancel()  # forceful: never wait on the network
+                await self.stream.aclose()
 
 
 def _coalesce(parts: list[Buffer]) -> list[Buffer]:
@@ -542,12 +548,12 @@ def _coalesce(parts: list[Buffer]) -> list[Buffer]:
 
 @contextlib.asynccontextmanager
 async def open_connection(
-    stream: trio.abc.Stream, host: str, port: int, **options: Any
+    stream: ByteStream, host: str, port: int, **options: Any
 ) -> AsyncIterator[BrokerConnection]:
     """A connection over `stream` with its reader running; closed on exit."""
-    async with trio.open_nursery() as nursery:
+    async with anyio.create_task_group() as tasks:
         connection = BrokerConnection(stream, host, port, **options)
-        connection.start(nursery)
+        connection.start(tasks)
         try:
             yield connection
         finally:

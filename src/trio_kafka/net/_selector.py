@@ -26,8 +26,9 @@ cluster metadata that says which node is where.
 - Idle reaping: a background task closes connections with nothing in flight and no
   traffic for `connections_max_idle`.
 
-The background tasks and the connections' reader tasks run in a nursery of the selector's
-own, started inside the nursery the caller gives to `start()` (`open_selector()` does both);
+The background tasks and the connections' reader tasks run in a task group of the
+selector's own, started inside the task group (a trio nursery is one too) the caller gives
+to `start()` (`open_selector()` does both);
 `aclose()` closes every connection and ends them.
 """
 
@@ -41,8 +42,9 @@ import ssl
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
+import anyio
+import anyio.abc
 import attrs
-import trio
 
 from trio_kafka.errors import (
     AuthenticationError,
@@ -54,7 +56,7 @@ from trio_kafka.errors import (
     error_info,
 )
 from trio_kafka.net._backoff import ExponentialBackoff
-from trio_kafka.net._clock import Clock, TrioClock, default_rng
+from trio_kafka.net._clock import Clock, LoopClock, default_rng
 from trio_kafka.net._config import SelectorConfig
 from trio_kafka.net._connection import BrokerConnection, PendingResponse
 from trio_kafka.net._groups import only_error
@@ -65,7 +67,7 @@ from trio_kafka.net._metadata import (
     check_topic_name,
 )
 from trio_kafka.net._sasl import authenticate
-from trio_kafka.net._transport import TcpTransport, Transport
+from trio_kafka.net._transport import STREAM_ERRORS, TcpTransport, Transport
 from trio_kafka.net._versions import ApiVersionsInfo, negotiate
 from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 
@@ -86,7 +88,7 @@ TOPIC_PROPAGATION = 2.0
 class _Attempt:
     """One connection attempt; everyone waiting for the node waits for it."""
 
-    done: trio.Event = attrs.field(factory=trio.Event)
+    done: anyio.Event = attrs.field(factory=anyio.Event)
     connection: BrokerConnection | None = None
     error: BaseException | None = None
 
@@ -123,7 +125,7 @@ class _Refresh:
     """One Metadata request in progress; `topics` None means every topic."""
 
     topics: frozenset[str] | None
-    done: trio.Event = attrs.field(factory=trio.Event)
+    done: anyio.Event = attrs.field(factory=anyio.Event)
     error: BaseException | None = None
 
 
@@ -134,7 +136,7 @@ class KafkaSelector:
 
     config: SelectorConfig
     transport: Transport = attrs.field(factory=TcpTransport)
-    clock: Clock = attrs.field(factory=TrioClock)
+    clock: Clock = attrs.field(factory=LoopClock)
     rng: random.Random = attrs.field(factory=lambda: default_rng(None))
 
     #: The latest metadata snapshot (replaced whole on each refresh).
@@ -149,7 +151,7 @@ class KafkaSelector:
     # Consecutive failed refreshes (spaces the age task's retries).
     _refresh_failures: int = attrs.field(default=0, init=False)
     _backoff: ExponentialBackoff = attrs.field(init=False)
-    _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
+    _nursery: anyio.abc.TaskGroup | None = attrs.field(default=None, init=False)
     _closed: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -162,12 +164,14 @@ class KafkaSelector:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    async def start(self, nursery: trio.Nursery) -> None:
-        """Start the background tasks in a nursery of ours inside `nursery`."""
-        await nursery.start(self._serve)
+    async def start(self, tasks: anyio.abc.TaskGroup) -> None:
+        """Start the background tasks in a task group of ours inside `tasks`."""
+        await tasks.start(self._serve)
 
-    async def _serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
+    async def _serve(
+        self, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        async with anyio.create_task_group() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._reap_idle, name="kafka-idle-reaper")
             nursery.start_soon(self._refresh_when_old, name="kafka-metadata-age")
@@ -178,7 +182,7 @@ class KafkaSelector:
         self._closed = True
         # Shielded: under cancellation the first close would raise Cancelled and leave
         # the other sockets open (each close is forceful: it never waits on the network).
-        with trio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True):
             for node in list(self._nodes.values()):
                 if node.connection is not None:
                     node.deliberate.add(id(node.connection))
@@ -291,17 +295,13 @@ class KafkaSelector:
 
     async def _open(self, node: _Node) -> tuple[BrokerConnection, ApiVersionsInfo]:
         if node.retry_at > self.clock.now():
-            await trio.sleep_until(node.retry_at)
+            await anyio.sleep_until(node.retry_at)
         where = f"node {node.node_id} at {node.address}"
+        stream = None
         try:
-            with trio.fail_after(self.config.connection_setup_timeout):
+            with anyio.move_on_after(self.config.connection_setup_timeout):
                 stream = await self.transport.connect(node.host, node.port)
-        except trio.TooSlowError as exc:
-            raise BrokerConnectionError(
-                f"cannot connect to {where}: no connection within "
-                f"{self.config.connection_setup_timeout} s"
-            ) from exc
-        except (OSError, trio.BrokenResourceError) as exc:
+        except STREAM_ERRORS as exc:
             cause = _root_error(exc)
             if isinstance(cause, ssl.SSLCertVerificationError):
                 raise AuthenticationError(
@@ -313,6 +313,11 @@ class KafkaSelector:
                 else ""
             )
             raise BrokerConnectionError(f"cannot connect to {where}: {cause}{hint}") from exc
+        if stream is None:
+            raise BrokerConnectionError(
+                f"cannot connect to {where}: no connection within "
+                f"{self.config.connection_setup_timeout} s"
+            )
         connection = BrokerConnection(
             stream,
             node.host,
@@ -366,7 +371,7 @@ class KafkaSelector:
                 f"unknown node {node_id}; known: {sorted(self._nodes)} (refresh the metadata?)"
             ) from None
 
-    def _service_nursery(self) -> trio.Nursery:
+    def _service_nursery(self) -> anyio.abc.TaskGroup:
         if self._nursery is None:
             raise RuntimeError("the selector is not started: use open_selector() or start()")
         return self._nursery
@@ -416,7 +421,7 @@ class KafkaSelector:
         unknown_since: float | None = None
         last_error: BaseException | None = None
         while found is None or not found.is_usable:
-            with trio.move_on_at(deadline):
+            with anyio.CancelScope(deadline=deadline):
                 try:
                     await self.refresh_metadata([topic])
                 except BrokerConnectionError as exc:
@@ -446,7 +451,7 @@ class KafkaSelector:
                 found = self.metadata.topic(topic)
                 if found is not None and found.is_usable:
                     break
-                await trio.sleep(retry.backoff(attempts, self.rng))
+                await anyio.sleep(retry.backoff(attempts, self.rng))
                 attempts += 1
             if self.clock.now() >= deadline:
                 message = self._unknown_topic_message(topic, timeout, found, last_error)
@@ -523,7 +528,7 @@ class KafkaSelector:
             node, hedged = (queue.pop(0), True) if queue else (connecting.pop(0), False)
             try:
                 connection: BrokerConnection | None = None
-                with trio.move_on_after(hedge if hedged and (queue or connecting) else math.inf):
+                with anyio.move_on_after(hedge if hedged and (queue or connecting) else math.inf):
                     connection = await self.connection(node.node_id)
                 if connection is None:
                     connecting.append(node)
@@ -624,7 +629,7 @@ class KafkaSelector:
                 )
             else:
                 due = now + self.config.metadata_max_age  # nothing asked for yet
-            await trio.sleep_until(due)
+            await anyio.sleep_until(due)
             if updated is not None and self.metadata.updated_at != updated:
                 continue  # someone else refreshed meanwhile
             if self._interest or self.metadata.updated_at is not None:
@@ -650,12 +655,12 @@ class KafkaSelector:
                     await connection.aclose()
                 else:
                     wake = min(wake, due)
-            await trio.sleep_until(wake)
+            await anyio.sleep_until(wake)
 
     def __repr__(self) -> str:
         try:
             now = self.clock.now()
-        except RuntimeError:  # repr outside trio.run
+        except RuntimeError:  # repr outside a run (sniffio's error is a RuntimeError)
             now = -math.inf
         ready = sum(1 for n in self._nodes.values() if n.ready)
         connecting = sum(1 for n in self._nodes.values() if n.attempt is not None)
@@ -686,14 +691,14 @@ async def open_selector(
     selector = KafkaSelector(
         config,
         transport=transport if transport is not None else TcpTransport(),
-        clock=clock if clock is not None else TrioClock(),
+        clock=clock if clock is not None else LoopClock(),
         rng=default_rng(rng),
     )
     # The body's own exception comes out as raised, not in the nursery's group
     # (net/_groups.py): `except KafkaError` around `open_selector` must work.
     body_error: BaseException | None = None
     try:
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             await selector.start(nursery)
             try:
                 yield selector
@@ -710,7 +715,7 @@ async def open_selector(
 
 def _root_error(error: BaseException) -> BaseException:
     """The OS-level error under `error`: follows causes, and takes the last attempt of the
-    exception group trio raises when every address of a host refused."""
+    exception group raised when every address of a host refused."""
     seen: set[int] = set()
     while id(error) not in seen:
         seen.add(id(error))

@@ -3,40 +3,127 @@
 Every socket trio-kafka opens is opened here. The selector asks its transport for a stream
 to `(host, port)` and never touches the OS itself, so the simulator swaps in a transport of
 simulated links and the rest of the client runs unchanged. Name resolution
-(`getaddrinfo`, which trio runs in a thread) happens only inside `TcpTransport`.
+(`getaddrinfo`, which the event loop runs in a thread) happens only inside
+`TcpTransport`.
 
-`TlsTransport` wraps a TCP stream in `trio.SSLStream`. Certificate verification and host
-name checking are on by default; a CA file replaces the system store (a private CA, or
-trustme in tests).
+A stream is anything with trio's three stream methods (`ByteStream`): a trio stream (the
+simulator's links, `trio_kafka.testing.MemoryTransport`) is one as it is, which keeps
+the simulator on trio's own objects, bit for bit. `TcpTransport` connects with anyio
+(`anyio.connect_tcp`), so it runs under trio and asyncio alike, and `AnyioStream` gives
+the anyio stream trio's method names. A broken or closed stream raises one of
+`STREAM_ERRORS` (trio's, anyio's or the OS's).
+
+`TlsTransport` wraps the inner stream in anyio's `TLSStream`. Certificate verification
+and host name checking are on by default; a CA file replaces the system store (a private
+CA, or trustme in tests).
 """
 
 from __future__ import annotations
 
 import ssl
-from typing import Protocol
+from collections.abc import Awaitable, Callable
+from typing import Protocol, cast
 
+import anyio
+import anyio.abc
 import attrs
 import trio
+from anyio.streams.tls import TLSStream
+
+Buffer = bytes | bytearray | memoryview
+
+#: What a broken or closed stream raises, whichever library made it.
+STREAM_ERRORS: tuple[type[BaseException], ...] = (
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    OSError,
+)
+
+
+class ByteStream(Protocol):
+    """A bidirectional byte stream with trio's method names (`trio.abc.Stream` is one).
+    `receive_some` returns b"" at the end of the stream."""
+
+    def send_all(self, data: Buffer, /) -> Awaitable[None]: ...
+
+    async def receive_some(self, max_bytes: int, /) -> bytes | bytearray: ...
+
+    async def aclose(self) -> None: ...
 
 
 class Transport(Protocol):
-    """Opens a byte stream to a broker. Raises `OSError` (or `trio.BrokenResourceError`
+    """Opens a byte stream to a broker. Raises `OSError` (or a `BrokenResourceError`
     wrapping one) when the broker cannot be reached."""
 
-    async def connect(self, host: str, port: int) -> trio.abc.Stream: ...
+    async def connect(self, host: str, port: int) -> ByteStream: ...
+
+
+class AnyioStream:
+    """An anyio byte stream as a `ByteStream` (anyio's `receive` raises `EndOfStream` at
+    the end; this returns b"", as trio's `receive_some` does)."""
+
+    __slots__ = ("send_all", "stream")
+
+    def __init__(self, stream: anyio.abc.ByteStream) -> None:
+        self.stream = stream
+        # anyio's streams take any buffer (they write it through a memoryview or the
+        # transport's write), though typed as bytes: bound once, no wrapper per write.
+        self.send_all: Callable[[Buffer], Awaitable[None]] = cast(
+            "Callable[[Buffer], Awaitable[None]]", stream.send
+        )
+
+    async def receive_some(self, max_bytes: int, /) -> bytes | bytearray:
+        try:
+            return await self.stream.receive(max_bytes)
+        except anyio.EndOfStream:
+            return b""
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+class _AnyioView(anyio.abc.ByteStream):
+    """A `ByteStream` that is not an anyio stream (a trio one), seen as an anyio stream:
+    what `TLSStream` wraps."""
+
+    def __init__(self, stream: ByteStream) -> None:
+        self._stream = stream
+
+    async def send(self, item: bytes) -> None:
+        await self._stream.send_all(item)
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        data = await self._stream.receive_some(max_bytes)
+        if not data:
+            raise anyio.EndOfStream
+        return bytes(data)
+
+    async def send_eof(self) -> None:
+        raise NotImplementedError("this stream cannot half-close")
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+def as_anyio(stream: ByteStream) -> anyio.abc.ByteStream:
+    """`stream` as an anyio byte stream (the one inside an `AnyioStream`)."""
+    if isinstance(stream, AnyioStream):
+        return stream.stream
+    return _AnyioView(stream)
 
 
 @attrs.frozen(slots=True)
 class TcpTransport:
-    """Plain TCP through `trio.open_tcp_stream` (TCP_NODELAY is trio's default)."""
+    """Plain TCP through `anyio.connect_tcp` (TCP_NODELAY on, as anyio sets it)."""
 
     #: Happy eyeballs (RFC 8305): start the next address after this many seconds.
     happy_eyeballs_delay: float = 0.25
 
-    async def connect(self, host: str, port: int) -> trio.abc.Stream:
-        return await trio.open_tcp_stream(
-            host, port, happy_eyeballs_delay=self.happy_eyeballs_delay
-        )
+    async def connect(self, host: str, port: int) -> ByteStream:
+        stream = await anyio.connect_tcp(host, port, happy_eyeballs_delay=self.happy_eyeballs_delay)
+        return AnyioStream(stream)
 
 
 def tls_context(
@@ -84,19 +171,19 @@ class TlsTransport:
             inner=inner if inner is not None else TcpTransport(),
         )
 
-    async def connect(self, host: str, port: int) -> trio.abc.Stream:
-        raw = await self.inner.connect(host, port)
-        stream = trio.SSLStream(
-            raw,
-            self.ssl_context,
-            server_hostname=self.server_hostname or host,
-            # Kafka brokers close without close_notify; we never read to EOF to learn the
-            # end of a message (frames are length-prefixed), so truncation attacks are moot.
-            https_compatible=True,
-        )
+    async def connect(self, host: str, port: int) -> ByteStream:
+        raw = as_anyio(await self.inner.connect(host, port))
         try:
-            await stream.do_handshake()
+            stream = await TLSStream.wrap(
+                raw,
+                hostname=self.server_hostname or host,
+                ssl_context=self.ssl_context,
+                # Kafka brokers close without close_notify; we never read to EOF to learn
+                # the end of a message (frames are length-prefixed), so truncation attacks
+                # are moot.
+                standard_compatible=False,
+            )
         except BaseException:
-            await trio.aclose_forcefully(stream)
+            await anyio.aclose_forcefully(raw)
             raise
-        return stream
+        return AnyioStream(stream)
