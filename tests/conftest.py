@@ -32,3 +32,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="run every chaos test with this one seed (replays a failure)",
     )
+
+
+# -- both backends (issue 16) ---------------------------------------------------------
+# A module marked `pytestmark = pytest.mark.anyio` runs each async test on trio, then on
+# asyncio, through anyio's pytest plugin. pytest-trio's trio_mode marks every async test
+# for trio first; for anyio-marked tests that mark is taken back, so the anyio plugin
+# (not pytest-trio) runs them, on the backend of the `anyio_backend` parameter. Such
+# tests use no async fixtures (pytest-trio would claim those too).
+
+
+@pytest.fixture(scope="module", params=["trio", "asyncio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """trio first (the simulator's backend), then asyncio."""
+    return str(request.param)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("anyio") is not None:
+            item.own_markers[:] = [m for m in item.own_markers if m.name != "trio"]

@@ -105,3 +105,20 @@ def consume_all(
     if require_end:
         assert len(eof) == partitions, "the consumer never reached the end"
     return values
+
+
+def tansu_per_backend() -> Any:
+    """A module's `tansu` fixture when the module runs on both backends
+    (`pytest.mark.anyio`): a fresh Tansu per backend, so each backend's run starts from
+    an empty broker (topic names repeat), as it did on trio alone. In the module:
+    `tansu = tansu_per_backend()`."""
+    import pytest
+
+    from trio_kafka.testing import tansu_broker
+
+    @pytest.fixture(scope="module")
+    def tansu(anyio_backend: str) -> Any:
+        with tansu_broker() as broker:
+            yield broker
+
+    return tansu

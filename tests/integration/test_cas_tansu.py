@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import pytest
 
+from tests.integration._helpers import tansu_per_backend
 from trio_kafka.client import create_topic, open_conditional_writer, open_producer
 from trio_kafka.client._reader import PartitionReader
 from trio_kafka.errors import CasNotSupportedError
 from trio_kafka.net import open_selector
 from trio_kafka.testing import TansuBroker
 
-pytestmark = pytest.mark.tansu
+# On trio, then on asyncio (issue 16; tests/conftest.py).
+pytestmark = [pytest.mark.tansu, pytest.mark.anyio]
+tansu = tansu_per_backend()
 
 
 async def test_a_cas_send_to_tansu_is_refused_and_writes_nothing(tansu: TansuBroker) -> None:

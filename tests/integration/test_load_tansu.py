@@ -7,16 +7,18 @@ interruption, where nothing is aborted and the committed data is the whole log."
 
 from __future__ import annotations
 
+import anyio
 import pytest
-import trio
 
-from tests.integration._helpers import consume_all, rows
+from tests.integration._helpers import consume_all, rows, tansu_per_backend
 from trio_kafka.client import BulkLoader, PartitionReader, create_topic
 from trio_kafka.errors import CasNotSupportedError
 from trio_kafka.net import open_selector
 from trio_kafka.testing import TansuBroker
 
-pytestmark = pytest.mark.tansu
+# On trio, then on asyncio (issue 16; tests/conftest.py).
+pytestmark = [pytest.mark.tansu, pytest.mark.anyio]
+tansu = tansu_per_backend()
 
 
 async def test_a_load_on_tansu_completes_in_transactions_and_resumes(tansu: TansuBroker) -> None:
@@ -30,7 +32,7 @@ async def test_a_load_on_tansu_completes_in_transactions_and_resumes(tansu: Tans
         for p in range(2):
             values = [r.value for r in await reader.read_all("load-tansu", p)]
             assert values == rows(20_000)[p::2]
-    seen = await trio.to_thread.run_sync(
+    seen = await anyio.to_thread.run_sync(
         consume_all, tansu.bootstrap, "load-tansu", 2, "read_committed"
     )
     assert sorted(seen) == rows(20_000)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.integration._helpers import tansu_per_backend
 from trio_kafka.errors import BrokerConnectionError, ErrorCode, UnknownTopicError
 from trio_kafka.net import open_selector
 from trio_kafka.protocol import REQUEST_CLASSES
@@ -14,7 +15,9 @@ from trio_kafka.protocol.messages.api_versions import ApiVersionsRequest
 from trio_kafka.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from trio_kafka.testing import TansuBroker
 
-pytestmark = pytest.mark.tansu
+# On trio, then on asyncio (issue 16; tests/conftest.py).
+pytestmark = [pytest.mark.tansu, pytest.mark.anyio]
+tansu = tansu_per_backend()
 
 
 async def test_api_versions_negotiates_the_highest_common_version(tansu: TansuBroker) -> None:

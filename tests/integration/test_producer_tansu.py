@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import anyio
 import pytest
-import trio
 
-from tests.integration._helpers import create_topic
+from tests.integration._helpers import create_topic, tansu_per_backend
 from trio_kafka.client import Acknowledged, open_producer
 from trio_kafka.errors import InvalidTopicError, ProducerFencedError
 from trio_kafka.testing import TansuBroker
 
-pytestmark = pytest.mark.tansu
+# On trio, then on asyncio (issue 16; tests/conftest.py).
+pytestmark = [pytest.mark.tansu, pytest.mark.anyio]
+tansu = tansu_per_backend()
 
 RECORDS = 100_000
 PARTITIONS = 6
@@ -73,7 +75,7 @@ async def test_100k_idempotent_zstd_records_are_read_back_once_in_order(
     assert metrics.records_acknowledged == RECORDS
     assert metrics.epoch_bumps == 0
 
-    got = await trio.to_thread.run_sync(consume_all, tansu.bootstrap, topic, PARTITIONS)
+    got = await anyio.to_thread.run_sync(consume_all, tansu.bootstrap, topic, PARTITIONS)
     assert sum(len(v) for v in got.values()) == RECORDS
     by_value: dict[bytes, tuple[int, int]] = {}
     for partition, records in got.items():
@@ -154,5 +156,5 @@ async def test_tansu_refuses_an_idempotent_epoch_bump_and_the_producer_stops_say
             await producer.send_and_wait(topic, b"epoch 1", partition=0)
         assert f"producer id {producer_id} epoch 1" in str(refused.value)
         assert core.metrics_snapshot().epoch_bumps == 1
-    got = await trio.to_thread.run_sync(consume_all, tansu.bootstrap, topic, 1)
+    got = await anyio.to_thread.run_sync(consume_all, tansu.bootstrap, topic, 1)
     assert [v for _, v in got[0]] == [b"epoch 0"]

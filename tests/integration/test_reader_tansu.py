@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import uuid
 
+import anyio
 import pytest
-import trio
 
+from tests.integration._helpers import tansu_per_backend
 from trio_kafka.client._reader import PartitionReader
 from trio_kafka.errors import ErrorCode
 from trio_kafka.net import KafkaSelector, open_selector
 from trio_kafka.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from trio_kafka.testing import TansuBroker
 
-pytestmark = pytest.mark.tansu
+# On trio, then on asyncio (issue 16; tests/conftest.py).
+pytestmark = [pytest.mark.tansu, pytest.mark.anyio]
+tansu = tansu_per_backend()
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 QUIET = {"log_level": 0, "logger": lambda *a: None}
@@ -73,7 +76,7 @@ def write_transactions(bootstrap: str, topic: str) -> None:
 async def test_reads_back_what_confluent_kafka_wrote(tansu: TansuBroker) -> None:
     async with open_selector(tansu.bootstrap) as selector:
         topic = await create_topic(selector)
-        await trio.to_thread.run_sync(write_plain, tansu.bootstrap, topic, 250)
+        await anyio.to_thread.run_sync(write_plain, tansu.bootstrap, topic, 250)
         reader = PartitionReader(selector)
         assert await reader.log_start_offset(topic, 0) == 0
         # Tansu's ListOffsets "latest" is the last batch's base offset + 1 (Kafka: 250);
@@ -95,7 +98,7 @@ async def test_reads_back_what_confluent_kafka_wrote(tansu: TansuBroker) -> None
 async def test_read_at_record_marker_and_beyond_end(tansu: TansuBroker) -> None:
     async with open_selector(tansu.bootstrap) as selector:
         topic = await create_topic(selector)
-        await trio.to_thread.run_sync(write_transactions, tansu.bootstrap, topic)
+        await anyio.to_thread.run_sync(write_transactions, tansu.bootstrap, topic)
         # committed 0, COMMIT 1, aborted 2, ABORT 3, late 4, COMMIT 5.
         reader = PartitionReader(selector)
         assert await reader.log_end_offset(topic, 0) == 6
@@ -114,7 +117,7 @@ async def test_tansu_does_not_hide_aborted_records_from_read_committed(
 ) -> None:
     async with open_selector(tansu.bootstrap) as selector:
         topic = await create_topic(selector)
-        await trio.to_thread.run_sync(write_transactions, tansu.bootstrap, topic)
+        await anyio.to_thread.run_sync(write_transactions, tansu.bootstrap, topic)
         reader = PartitionReader(selector, isolation="read_committed")
         result = await reader.fetch(topic, 0, 0)
         # Kafka would answer [(producer id, 2)] and our reader would drop "aborted".

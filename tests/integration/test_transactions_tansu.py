@@ -11,16 +11,18 @@ from __future__ import annotations
 import functools
 import uuid
 
+import anyio
 import pytest
-import trio
 
-from tests.integration._helpers import consume_all, create_topic
+from tests.integration._helpers import consume_all, create_topic, tansu_per_backend
 from trio_kafka.client import open_producer
 from trio_kafka.testing import TansuBroker
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
-pytestmark = pytest.mark.tansu
+# On trio, then on asyncio (issue 16; tests/conftest.py).
+pytestmark = [pytest.mark.tansu, pytest.mark.anyio]
+tansu = tansu_per_backend()
 
 #: No assertion that the reader reached every partition's end: this test checks what is
 #: read, as it always has.
@@ -33,7 +35,7 @@ async def test_commit_and_abort_complete_against_tansu(tansu: TansuBroker) -> No
     async with open_producer(
         bootstrap=tansu.bootstrap, transactional_id=f"tx-{topic}", retry_backoff=0.02
     ) as producer:
-        with trio.fail_after(30):
+        with anyio.fail_after(30):
             await producer.init_transactions()
             async with producer.transaction():
                 for i in range(1000):
@@ -47,11 +49,11 @@ async def test_commit_and_abort_complete_against_tansu(tansu: TansuBroker) -> No
                 await producer.send(topic, b"after", partition=0)
     committed_values = {b"committed-%d" % i for i in range(1000)} | {b"after"}
     aborted_values = {b"aborted-%d" % i for i in range(1000)}
-    uncommitted = await trio.to_thread.run_sync(
+    uncommitted = await anyio.to_thread.run_sync(
         read_to_the_end, tansu.bootstrap, topic, 3, "read_uncommitted"
     )
     assert sorted(uncommitted) == sorted(committed_values | aborted_values)
-    read_committed = await trio.to_thread.run_sync(
+    read_committed = await anyio.to_thread.run_sync(
         read_to_the_end, tansu.bootstrap, topic, 3, "read_committed"
     )
     # What Tansu does: every committed record is there, and so are the aborted ones.
