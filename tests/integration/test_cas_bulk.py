@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import anyio
 import pytest
-import trio
 
+from tests.integration._backends import mock_cluster
 from tests.integration._helpers import rows
-from trio_kafka.broker import DROP, HookCall, open_cluster
+from trio_kafka.broker import DROP, HookCall
 from trio_kafka.client import BulkLoader, open_bulk_loader, row_of
 from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError
 from trio_kafka.net import open_selector
 from trio_kafka.protocol.messages.produce import ProduceRequest
 from trio_kafka.testing import log_values
 
+#: Each test runs on trio, then on asyncio (issue 16; tests/conftest.py).
+pytestmark = pytest.mark.anyio
+
 CAS = {"expected.offset.check.enable": "true"}
 
 
 async def test_a_load_writes_every_row_once_in_order() -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("t", 1, CAS)
         async with open_bulk_loader(
             "t", "L1", bootstrap=cluster.bootstrap, batch_bytes=4096
@@ -28,7 +32,7 @@ async def test_a_load_writes_every_row_once_in_order() -> None:
 
 
 async def test_rows_spread_over_partitions_by_row_or_key() -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("t", 3, CAS)
         data = [(b"k%d" % (i % 17), b"v%d" % i) for i in range(3000)]
         async with open_bulk_loader(
@@ -44,7 +48,7 @@ async def test_rows_spread_over_partitions_by_row_or_key() -> None:
 
 
 async def test_running_the_same_load_again_skips_everything() -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("t", 2, CAS)
         async with open_selector(cluster.bootstrap) as selector:
             first = await BulkLoader(selector, "t", "L", batch_bytes=1024).run(rows(2000))
@@ -57,7 +61,7 @@ async def test_running_the_same_load_again_skips_everything() -> None:
 
 
 async def test_a_partial_load_resumes_after_its_last_batch() -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("t", 1, CAS)
         async with open_selector(cluster.bootstrap) as selector:
             await BulkLoader(selector, "t", "L", batch_bytes=1024).run(rows(700))
@@ -68,7 +72,7 @@ async def test_a_partial_load_resumes_after_its_last_batch() -> None:
 
 
 async def test_lost_answers_are_resent_and_deduplicated() -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("t", 1, CAS)
         seen = [0]
 
@@ -86,7 +90,7 @@ async def test_lost_answers_are_resent_and_deduplicated() -> None:
 
 
 async def test_two_loaders_racing_one_fails_cleanly_never_interleaved() -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("t", 1, CAS)
         outcomes: dict[str, object] = {}
         a = [b"A-%05d" % i for i in range(20000)]
@@ -100,7 +104,7 @@ async def test_two_loaders_racing_one_fails_cleanly_never_interleaved() -> None:
                 except ConcurrentWriteError as exc:
                     outcomes[name] = exc
 
-            async with trio.open_nursery() as nursery:
+            async with anyio.create_task_group() as nursery:
                 nursery.start_soon(run, "A", s1, a)
                 nursery.start_soon(run, "B", s2, b)
         failed = [n for n, o in outcomes.items() if isinstance(o, ConcurrentWriteError)]
@@ -121,7 +125,7 @@ async def test_two_loaders_racing_one_fails_cleanly_never_interleaved() -> None:
 
 
 async def test_a_topic_without_the_check_is_refused_when_cas_is_forced() -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("plain", 1)
         async with open_bulk_loader(
             "plain", "L", bootstrap=cluster.bootstrap, guarantee="exactly_once_cas"

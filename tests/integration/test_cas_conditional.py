@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import itertools
 
+import anyio
 import pytest
-import trio
 
-from trio_kafka.broker import DROP, Cluster, HookCall, open_cluster
+from tests.integration._backends import mock_cluster
+from trio_kafka.broker import DROP, Cluster, HookCall
 from trio_kafka.client import (
     ConditionalWriter,
     open_conditional_writer,
@@ -20,6 +21,9 @@ from trio_kafka.errors import (
     ExpectedOffsetMismatchError,
 )
 from trio_kafka.protocol.messages.produce import ProduceRequest
+
+#: Each test runs on trio, then on asyncio (issue 16; tests/conftest.py).
+pytestmark = pytest.mark.anyio
 
 CAS = {"expected.offset.check.enable": "true"}
 
@@ -41,7 +45,7 @@ def log_of(
 
 
 async def test_send_with_expected_offset_lands_exactly_there() -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("log", 1, CAS)
         async with open_producer(cluster.bootstrap, linger=0) as producer:
             first = await (await producer.send("log", b"a", partition=0, expected_offset=0))
@@ -56,7 +60,7 @@ async def test_send_with_expected_offset_lands_exactly_there() -> None:
 
 
 async def test_send_with_expected_offset_needs_a_partition() -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("log", 1, CAS)
         async with open_producer(cluster.bootstrap) as producer:
             with pytest.raises(ConfigError, match="needs partition="):
@@ -68,7 +72,7 @@ async def test_send_with_expected_offset_needs_a_partition() -> None:
 async def test_idempotent_retry_of_a_landed_cas_write_is_acknowledged() -> None:
     """Dedup before CAS: the first attempt landed, its answer was lost; the retry (same
     sequence) is answered with the original offset, not a mismatch."""
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("log", 1, CAS)
         cluster.add_hook(ProduceRequest, lambda call: DROP, after=True, times=1)
         async with open_producer(cluster.bootstrap, linger=0, retry_backoff=0.01) as producer:
@@ -80,7 +84,7 @@ async def test_idempotent_retry_of_a_landed_cas_write_is_acknowledged() -> None:
 async def test_lost_response_without_idempotence_is_settled_by_reading_the_offset() -> None:
     """CAS without idempotence: the broker appended, the answer was lost; the retry meets
     a mismatch, the writer reads the offset, finds its own record: acknowledged."""
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("log", 1, CAS)
         dropped: list[int] = []
 
@@ -108,7 +112,7 @@ async def test_lost_response_without_idempotence_is_settled_by_reading_the_offse
 
 
 async def test_a_foreign_write_is_reported_and_the_writer_must_reread() -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("log", 1, CAS)
         async with (
             open_conditional_writer(
@@ -144,15 +148,15 @@ async def _race(log: ConditionalWriter, name: bytes, count: int, out: dict[str, 
             out["acked"].append(index)
             out["offsets"].append(ack.offset)
         if index % 7 == 0:
-            await trio.sleep(0)
+            await anyio.sleep(0)
 
 
 async def test_two_writers_race_for_a_thousand_appends_each() -> None:
     count = 1000
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("log", 1, CAS)
         results: dict[bytes, dict[str, list[int]]] = {}
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             for name in (b"A", b"B"):
                 results[name] = {"acked": [], "rejected": [], "offsets": []}
 

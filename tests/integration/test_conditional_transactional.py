@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import itertools
 
+import anyio
 import pytest
-import trio
 
-from trio_kafka.broker import DROP, HookCall, open_cluster
+from tests.integration._backends import mock_cluster
+from trio_kafka.broker import DROP, HookCall
 from trio_kafka.client import PartitionReader, open_conditional_writer, open_producer, writer_of
 from trio_kafka.client._reader import IsolationLevel
 from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError
 from trio_kafka.net import open_selector
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
+
+#: Each test runs on trio, then on asyncio (issue 16; tests/conftest.py).
+pytestmark = pytest.mark.anyio
 
 APPENDS = 1000
 
@@ -22,7 +26,7 @@ async def test_two_transactional_writers_never_both_acknowledge_an_append() -> N
     fences the other in turn). Every acknowledged append is in the committed log once,
     at its acknowledged offset, and no offset is acknowledged to two appends. Every 97th
     EndTxn answer is lost, so some outcomes are settled by reading the log back."""
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("log", 1)
         end_txns = [0]
 
@@ -58,9 +62,9 @@ async def test_two_transactional_writers_never_both_acknowledge_an_append() -> N
                                 takeovers[0] += 1
                                 break
                             acked[(log.writer_id, sequence)] = ack.offset
-                            await trio.sleep(0)
+                            await anyio.sleep(0)
 
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             nursery.start_soon(writer, "A")
             nursery.start_soon(writer, "B")
         async with open_selector(cluster.bootstrap) as selector:
@@ -80,7 +84,7 @@ async def test_two_transactional_writers_never_both_acknowledge_an_append() -> N
 
 
 async def test_a_conditional_writer_that_demands_cas_is_refused_without_it() -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("log", 1)
         with pytest.raises(CasNotSupportedError):
             async with open_conditional_writer("log", 0, bootstrap=cluster.bootstrap):
@@ -88,7 +92,7 @@ async def test_a_conditional_writer_that_demands_cas_is_refused_without_it() -> 
 
 
 async def test_the_newest_transactional_writer_takes_over_the_log() -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("log", 1)
         async with (
             open_conditional_writer(

@@ -3,11 +3,12 @@ confluent-kafka as the read_committed reader)."""
 
 from __future__ import annotations
 
+import anyio
 import pytest
-import trio
 
+from tests.integration._backends import mock_cluster
 from tests.integration._helpers import consume_all, rows
-from trio_kafka.broker import DROP, HookCall, open_cluster
+from trio_kafka.broker import DROP, HookCall
 from trio_kafka.client import BulkLoader, open_bulk_loader
 from trio_kafka.errors import ConfigError
 from trio_kafka.net import open_selector
@@ -18,9 +19,12 @@ from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.produce import ProduceRequest
 from trio_kafka.testing import log_values
 
+#: Each test runs on trio, then on asyncio (issue 16; tests/conftest.py).
+pytestmark = pytest.mark.anyio
+
 
 async def test_auto_loads_a_topic_without_cas_in_transactions() -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("plain", 3)
         data = [(b"k%d" % (i % 13) if i % 2 else None, b"v%05d" % i) for i in range(6000)]
         async with open_bulk_loader(
@@ -28,7 +32,7 @@ async def test_auto_loads_a_topic_without_cas_in_transactions() -> None:
         ) as loader:
             result = await loader.run(data)
         assert (result.guarantee, result.loaded, result.skipped) == ("transactional", 6000, 0)
-        seen = await trio.to_thread.run_sync(
+        seen = await anyio.to_thread.run_sync(
             consume_all, cluster.bootstrap, "plain", 3, "read_committed"
         )
         assert sorted(seen) == sorted(v for _, v in data)
@@ -43,21 +47,21 @@ async def test_auto_loads_a_topic_without_cas_in_transactions() -> None:
 
 
 async def test_a_transactional_load_run_again_skips_what_committed() -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("plain", 2)
         async with open_selector(cluster.bootstrap) as selector:
             first = await BulkLoader(selector, "plain", "L", batch_bytes=512).run(rows(700))
             second = await BulkLoader(selector, "plain", "L", batch_bytes=512).run(rows(2000))
         assert (first.loaded, second.loaded, second.skipped) == (700, 1300, 700)
         assert [p.resumed_after_row for p in second.partitions] == [698, 699]
-        seen = await trio.to_thread.run_sync(
+        seen = await anyio.to_thread.run_sync(
             consume_all, cluster.bootstrap, "plain", 2, "read_committed"
         )
         assert sorted(seen) == rows(2000)
 
 
 async def test_a_transaction_whose_commit_answer_is_lost_is_not_loaded_twice() -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("plain", 1)
         calls = [0]
 
@@ -79,14 +83,14 @@ async def test_a_transaction_whose_commit_answer_is_lost_is_not_loaded_twice() -
             again = await BulkLoader(selector, "plain", "L", batch_bytes=256).run(rows(300))
         assert calls[0] > 2, "the commit answer was never lost"
         assert (result.loaded, again.loaded, again.skipped) == (300, 0, 300)
-        seen = await trio.to_thread.run_sync(
+        seen = await anyio.to_thread.run_sync(
             consume_all, cluster.bootstrap, "plain", 1, "read_committed"
         )
         assert seen == rows(300)
 
 
 async def test_the_transactional_guarantee_is_used_even_where_cas_is_possible() -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("t", 1, {"expected.offset.check.enable": "true"})
         async with open_bulk_loader(
             "t", "L", bootstrap=cluster.bootstrap, guarantee="transactional"
@@ -96,7 +100,7 @@ async def test_the_transactional_guarantee_is_used_even_where_cas_is_possible() 
 
 
 async def test_an_unknown_guarantee_is_refused_by_name() -> None:
-    async with open_cluster() as cluster, open_selector(cluster.bootstrap) as selector:
+    async with mock_cluster() as cluster, open_selector(cluster.bootstrap) as selector:
         with pytest.raises(ConfigError, match="guarantee='exactly_once'"):
             BulkLoader(selector, "t", "L", guarantee="exactly_once")
 
@@ -105,7 +109,7 @@ async def test_a_transaction_writes_its_chunk_in_full_batches() -> None:
     # Per transaction: one AddPartitionsToTxn, the chunk in batches filled to the
     # producer's batch_size (not many half-filled ones), one EndTxn.
     batch_bytes = 64 * 1024
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("plain", 2)
         requests: dict[str, list[str]] = {}
         produced: list[int] = []
@@ -154,7 +158,7 @@ async def test_a_transaction_writes_its_chunk_in_full_batches() -> None:
 async def test_a_row_that_is_not_bytes_or_a_pair_is_refused_by_its_number(
     bad: object, message: str
 ) -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("plain", 2)
         async with open_bulk_loader("plain", "L", bootstrap=cluster.bootstrap) as loader:
             with pytest.raises(TypeError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -162,7 +166,7 @@ async def test_a_row_that_is_not_bytes_or_a_pair_is_refused_by_its_number(
 
 
 async def test_bytes_like_rows_are_loaded_as_bytes() -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("plain", 2)
         rows = [bytearray(b"a"), (memoryview(b"k"), b"b"), b"c", (None, bytearray(b"d"))]
         async with open_bulk_loader("plain", "L", bootstrap=cluster.bootstrap) as loader:

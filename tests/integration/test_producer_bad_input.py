@@ -12,11 +12,14 @@ from typing import Any
 
 import pytest
 
+from tests.integration._backends import mock_cluster
 from trio_kafka import ProducerRecord, open_producer
-from trio_kafka.broker import open_cluster
 from trio_kafka.client import Producer
 from trio_kafka.producer import Acknowledged
 from trio_kafka.records import decode_batches
+
+#: Each test runs on trio, then on asyncio (issue 16; tests/conftest.py).
+pytestmark = pytest.mark.anyio
 
 
 async def _healthy(producer: Producer, topic: str = "healthy") -> None:
@@ -43,7 +46,7 @@ BAD_HEADERS: list[tuple[Any, str]] = [
 async def test_a_bad_header_fails_at_send_and_the_producer_lives(
     headers: Any, message: str
 ) -> None:
-    async with open_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
+    async with mock_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
         with pytest.raises(TypeError) as info:
             await producer.send("t", b"v", headers=headers)
         assert message in str(info.value)
@@ -54,7 +57,7 @@ async def test_a_bad_header_fails_at_send_and_the_producer_lives(
 
 async def test_str_header_values_are_sent_as_utf8_and_dicts_as_pairs() -> None:
     # confluent-kafka's rule: key str, value bytes | str | None, a list or a dict.
-    async with open_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
+    async with mock_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
         first = await producer.send("t", b"v", headers=[("h", "é"), ("n", None)])
         second = await producer.send("t", b"v", headers={"h": "x", "b": bytearray(b"y")})
         third = await producer.send(ProducerRecord("t", b"v", headers=[("h", "s")]))
@@ -88,7 +91,7 @@ async def test_a_field_of_the_wrong_type_fails_at_send_and_the_producer_lives(
     fields: dict[str, Any], kind: type[Exception], message: str
 ) -> None:
     arguments: dict[str, Any] = {"value": b"v", **fields}
-    async with open_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
+    async with mock_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
         with pytest.raises(kind) as info:
             await producer.send("t", **arguments)
         assert message in str(info.value)
@@ -96,7 +99,7 @@ async def test_a_field_of_the_wrong_type_fails_at_send_and_the_producer_lives(
 
 
 async def test_a_topic_that_is_not_a_str_is_a_type_error() -> None:
-    async with open_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
+    async with mock_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
         with pytest.raises(TypeError, match="topic must be a str or a ProducerRecord, not bytes"):
             await producer.send(b"t", b"v")  # type: ignore[arg-type]
         await _healthy(producer)
@@ -109,7 +112,7 @@ async def test_a_serializer_that_raises_fails_its_record_only() -> None:
         return str(value).encode()
 
     async with (
-        open_cluster() as cluster,
+        mock_cluster() as cluster,
         open_producer(cluster.bootstrap, value_serializer=serialize) as producer,
     ):
         with pytest.raises(ValueError, match="cannot serialize 'bad'"):
@@ -119,7 +122,7 @@ async def test_a_serializer_that_raises_fails_its_record_only() -> None:
 
 async def test_a_serializer_returning_the_wrong_type_names_it() -> None:
     async with (
-        open_cluster() as cluster,
+        mock_cluster() as cluster,
         open_producer(cluster.bootstrap, value_serializer=lambda v: v) as producer,
     ):
         with pytest.raises(TypeError, match="value must be bytes or None, not str"):
@@ -133,7 +136,7 @@ async def test_an_interceptor_returning_garbage_fails_its_record_only() -> None:
             return None if record.topic == "t" else record
 
     async with (
-        open_cluster() as cluster,
+        mock_cluster() as cluster,
         open_producer(cluster.bootstrap, interceptors=[Broken()]) as producer,
     ):
         with pytest.raises(TypeError, match="on_send must return a ProducerRecord, not NoneType"):
@@ -147,7 +150,7 @@ async def test_an_interceptor_setting_a_bad_header_fails_its_record_only() -> No
             return ProducerRecord(record.topic, record.value, headers=[("n", 1)])  # type: ignore[list-item]
 
     async with (
-        open_cluster() as cluster,
+        mock_cluster() as cluster,
         open_producer(cluster.bootstrap, interceptors=[Tagger()]) as producer,
     ):
         with pytest.raises(TypeError, match="header 'n' value must be bytes, str or None"):
@@ -174,7 +177,7 @@ async def test_a_custom_partitioner_that_fails_fails_its_record_only(
         return choice
 
     async with (
-        open_cluster() as cluster,
+        mock_cluster() as cluster,
         open_producer(cluster.bootstrap, partitioner=partitioner) as producer,
     ):
         with pytest.raises(kind, match=message):
@@ -185,7 +188,7 @@ async def test_a_custom_partitioner_that_fails_fails_its_record_only(
 async def test_a_batch_that_cannot_be_encoded_fails_alone() -> None:
     # The last line of defence: something send() let through (here a value smuggled in
     # after its check) fails its own batch in the sender, not the whole producer.
-    async with open_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
+    async with mock_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
         healthy = await producer.send("healthy", b"v")
         bad = await producer.send("t", b"v")
         bad.batch.values[bad.index] = 12345  # type: ignore[call-overload]
@@ -199,7 +202,7 @@ async def test_a_batch_that_cannot_be_encoded_fails_alone() -> None:
 
 async def test_bytearray_and_memoryview_values_and_keys_are_copied_and_sent() -> None:
     buffer = bytearray(b"key")
-    async with open_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
+    async with mock_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
         first = await producer.send("t", bytearray(b"v1"), key=buffer)
         second = await producer.send("t", memoryview(b"v2"), key=memoryview(b"key"))
         buffer[:] = b"xxx"  # reusing the buffer after send() changes nothing sent

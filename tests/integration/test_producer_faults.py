@@ -11,8 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.integration._backends import mock_cluster
 from tests.integration._helpers import FAST
-from trio_kafka.broker import BLACKHOLE, DROP, Cluster, HookCall, open_cluster
+from trio_kafka.broker import BLACKHOLE, DROP, Cluster, HookCall
 from trio_kafka.client import Acknowledged, Ambiguous, RecordHandle, open_producer
 from trio_kafka.errors import AmbiguousError, ErrorCode
 from trio_kafka.protocol.messages.produce import (
@@ -21,6 +22,9 @@ from trio_kafka.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
+
+#: Each test runs on trio, then on asyncio (issue 16; tests/conftest.py).
+pytestmark = pytest.mark.anyio
 
 
 def log_values(cluster: Cluster, topic: str, partition: int) -> list[tuple[int, bytes | None]]:
@@ -71,7 +75,7 @@ def answer_with(code: int, *, log_start_offset: int = -1) -> Callable[[HookCall]
 
 
 async def test_connection_dropped_after_append_is_deduplicated() -> None:
-    async with open_cluster(topics={"t": 2}) as cluster:
+    async with mock_cluster(topics={"t": 2}) as cluster:
         cluster.add_hook(ProduceRequest, lambda call: DROP, after=True, times=1)
         async with open_producer(bootstrap=cluster.bootstrap, **FAST) as producer:
             handles = [await producer.send("t", b"v%d" % i) for i in range(300)]
@@ -81,7 +85,7 @@ async def test_connection_dropped_after_append_is_deduplicated() -> None:
 
 
 async def test_not_leader_then_the_leader_moves() -> None:
-    async with open_cluster(brokers=2, topics={"t": 1}) as cluster:
+    async with mock_cluster(brokers=2, topics={"t": 1}) as cluster:
         leader = cluster.state.partition("t", 0).leader  # type: ignore[union-attr]
         async with open_producer(bootstrap=cluster.bootstrap, **FAST) as producer:
             first = [await producer.send("t", b"a%d" % i) for i in range(50)]
@@ -103,7 +107,7 @@ async def test_not_leader_then_the_leader_moves() -> None:
 async def test_sequence_errors_are_recovered_by_an_epoch_bump(
     code: ErrorCode, log_start_offset: int
 ) -> None:
-    async with open_cluster(topics={"t": 1}) as cluster:
+    async with mock_cluster(topics={"t": 1}) as cluster:
         async with open_producer(bootstrap=cluster.bootstrap, linger=0.001, **FAST) as producer:
             before = [await producer.send("t", b"a%d" % i) for i in range(20)]
             await producer.flush()
@@ -122,7 +126,7 @@ async def test_sequence_errors_are_recovered_by_an_epoch_bump(
 
 
 async def test_a_request_timeout_is_retried_and_deduplicated() -> None:
-    async with open_cluster(topics={"t": 1}) as cluster:
+    async with mock_cluster(topics={"t": 1}) as cluster:
         cluster.add_hook(ProduceRequest, lambda call: BLACKHOLE, after=True, times=1)
         async with open_producer(
             bootstrap=cluster.bootstrap, request_timeout=0.3, **FAST
@@ -134,7 +138,7 @@ async def test_a_request_timeout_is_retried_and_deduplicated() -> None:
 
 
 async def test_a_request_timeout_without_retry_is_ambiguous_not_failed() -> None:
-    async with open_cluster(topics={"t": 1}) as cluster:
+    async with mock_cluster(topics={"t": 1}) as cluster:
         cluster.add_hook(ProduceRequest, lambda call: BLACKHOLE, after=True)
         async with open_producer(
             bootstrap=cluster.bootstrap,
@@ -151,7 +155,7 @@ async def test_a_request_timeout_without_retry_is_ambiguous_not_failed() -> None
 
 
 async def test_acks_1_without_idempotence_and_no_retries_is_ambiguous_on_timeout() -> None:
-    async with open_cluster(topics={"t": 1}) as cluster:
+    async with mock_cluster(topics={"t": 1}) as cluster:
         cluster.add_hook(ProduceRequest, lambda call: BLACKHOLE)
         async with open_producer(
             bootstrap=cluster.bootstrap,

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from trio_kafka.broker import open_cluster
+from tests.integration._backends import mock_cluster
 from trio_kafka.client import Acknowledged, Failed, open_producer
 from trio_kafka.errors import RecordTooLargeError
 
 from .test_producer_faults import FAST, log_values
+
+#: Each test runs on trio, then on asyncio (issue 16; tests/conftest.py).
+pytestmark = pytest.mark.anyio
 
 
 @pytest.mark.parametrize("idempotent", [True, False], ids=["idempotent", "plain"])
@@ -20,7 +23,7 @@ async def test_batches_over_max_message_bytes_are_split_and_one_huge_record_fail
     idempotent: bool,
 ) -> None:
     options = {} if idempotent else {"enable_idempotence": False, "acks": 1}
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("small", 1, {"max.message.bytes": "2000"})
         async with open_producer(
             bootstrap=cluster.bootstrap, batch_size=100_000, linger=0.05, **FAST, **options
@@ -45,7 +48,7 @@ async def test_batches_over_max_message_bytes_are_split_and_one_huge_record_fail
 
 
 async def test_a_record_larger_than_the_topic_takes_is_record_too_large_error() -> None:
-    async with open_cluster() as cluster:
+    async with mock_cluster() as cluster:
         cluster.create_topic("small", 1, {"max.message.bytes": "500"})
         async with open_producer(
             bootstrap=cluster.bootstrap, enable_idempotence=False, acks=1, **FAST

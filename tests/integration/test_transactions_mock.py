@@ -1,16 +1,17 @@
 """The transactional producer against the mock broker over TCP; confluent-kafka reads.
 
 The broker runs in the test's trio run (`open_cluster`); the blocking confluent-kafka
-consumer runs in a worker thread (`trio.to_thread.run_sync`).
+consumer runs in a worker thread (`anyio.to_thread.run_sync`).
 """
 
 from __future__ import annotations
 
+import anyio
 import pytest
-import trio
 
+from tests.integration._backends import mock_cluster
 from tests.integration._helpers import FAST, QUIET, consume_all
-from trio_kafka.broker import ClusterOptions, HookCall, open_cluster
+from trio_kafka.broker import ClusterOptions, HookCall
 from trio_kafka.client import GroupMetadata, open_producer
 from trio_kafka.errors import (
     ErrorCode,
@@ -25,6 +26,9 @@ from trio_kafka.testing import transaction_markers
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 
+#: Each test runs on trio, then on asyncio (issue 16; tests/conftest.py).
+pytestmark = pytest.mark.anyio
+
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, **QUIET})
@@ -36,11 +40,11 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[i
 
 
 async def test_committed_and_aborted_transactions_as_confluent_reads_them() -> None:
-    async with open_cluster(topics={"t": 3}) as cluster:
+    async with mock_cluster(topics={"t": 3}) as cluster:
         async with open_producer(
             bootstrap=cluster.bootstrap, transactional_id="tx-commit-abort", **FAST
         ) as producer:
-            with trio.fail_after(10):
+            with anyio.fail_after(10):
                 await producer.init_transactions()
                 async with producer.transaction():
                     for i in range(1000):
@@ -52,11 +56,11 @@ async def test_committed_and_aborted_transactions_as_confluent_reads_them() -> N
                 await producer.abort_transaction()
         committed_values = {b"committed-%d" % i for i in range(1000)}
         aborted_values = {b"aborted-%d" % i for i in range(1000)}
-        seen = await trio.to_thread.run_sync(
+        seen = await anyio.to_thread.run_sync(
             consume_all, cluster.bootstrap, "t", 3, "read_committed"
         )
         assert sorted(seen) == sorted(committed_values)
-        seen = await trio.to_thread.run_sync(
+        seen = await anyio.to_thread.run_sync(
             consume_all, cluster.bootstrap, "t", 3, "read_uncommitted"
         )
         assert sorted(seen) == sorted(committed_values | aborted_values)
@@ -66,7 +70,7 @@ async def test_committed_and_aborted_transactions_as_confluent_reads_them() -> N
 
 async def test_send_outside_a_transaction_is_refused() -> None:
     async with (
-        open_cluster(topics={"t": 1}) as cluster,
+        mock_cluster(topics={"t": 1}) as cluster,
         open_producer(
             bootstrap=cluster.bootstrap, transactional_id="tx-refuse", **FAST
         ) as producer,
@@ -83,7 +87,7 @@ async def test_send_outside_a_transaction_is_refused() -> None:
 
 
 async def test_a_second_producer_fences_the_first() -> None:
-    async with open_cluster(topics={"t": 2}) as cluster:
+    async with mock_cluster(topics={"t": 2}) as cluster:
         async with open_producer(
             bootstrap=cluster.bootstrap, transactional_id="tx-fence", **FAST
         ) as first:
@@ -94,11 +98,11 @@ async def test_a_second_producer_fences_the_first() -> None:
             async with open_producer(
                 bootstrap=cluster.bootstrap, transactional_id="tx-fence", **FAST
             ) as second:
-                with trio.fail_after(10):
+                with anyio.fail_after(10):
                     await second.init_transactions()
                 await first.send("t", b"first-2", partition=1)
                 with pytest.raises(FatalError) as caught:
-                    with trio.fail_after(10):
+                    with anyio.fail_after(10):
                         try:
                             await first.commit_transaction()
                         except TransactionAbortableError:
@@ -119,7 +123,7 @@ async def test_a_second_producer_fences_the_first() -> None:
 
 
 async def test_offsets_are_committed_with_the_transaction_and_only_with_it() -> None:
-    async with open_cluster(topics={"in": 2, "out": 1}) as cluster:
+    async with mock_cluster(topics={"in": 2, "out": 1}) as cluster:
         group = GroupMetadata("ctp-group")
         async with open_producer(
             bootstrap=cluster.bootstrap, transactional_id="tx-ctp", **FAST
@@ -128,7 +132,9 @@ async def test_offsets_are_committed_with_the_transaction_and_only_with_it() -> 
             async with producer.transaction():
                 await producer.send("out", b"transformed-1")
                 await producer.send_offsets_to_transaction({("in", 0): 10, ("in", 1): 20}, group)
-            seen = await trio.to_thread.run_sync(committed, cluster.bootstrap, "ctp-group", "in", 2)
+            seen = await anyio.to_thread.run_sync(
+                committed, cluster.bootstrap, "ctp-group", "in", 2
+            )
             assert seen == {0: 10, 1: 20}
             producer.begin_transaction()
             await producer.send("out", b"transformed-2")
@@ -143,13 +149,13 @@ async def test_offsets_are_committed_with_the_transaction_and_only_with_it() -> 
             stored = groups.fetch("ctp-group", "in", 0, require_stable=False)[1]
             assert stored is not None and stored.offset == 10
             await producer.abort_transaction()
-        seen = await trio.to_thread.run_sync(committed, cluster.bootstrap, "ctp-group", "in", 2)
+        seen = await anyio.to_thread.run_sync(committed, cluster.bootstrap, "ctp-group", "in", 2)
         assert seen == {0: 10, 1: 20}
 
 
 async def test_transactions_v2_add_partitions_with_produce_and_bump_at_commit() -> None:
     options = ClusterOptions(transaction_version=2)
-    async with open_cluster(topics={"t": 3}, options=options) as cluster:
+    async with mock_cluster(topics={"t": 3}, options=options) as cluster:
         add_partitions: list[HookCall] = []
         cluster.add_hook(AddPartitionsToTxnRequest, add_partitions.append)
         async with open_producer(
@@ -171,7 +177,7 @@ async def test_transactions_v2_add_partitions_with_produce_and_bump_at_commit() 
         assert epochs == [0, 1, 2, 3, 4]
         # The markers carry the bumped epoch (KIP-890): commit, commit, commit, abort.
         assert transaction_markers(cluster, "t", 0) == [(1, 1), (2, 1), (3, 1), (4, 0)]
-        seen = await trio.to_thread.run_sync(
+        seen = await anyio.to_thread.run_sync(
             consume_all, cluster.bootstrap, "t", 3, "read_committed"
         )
         assert len(seen) == 90 and b"aborted" not in seen

@@ -517,7 +517,13 @@ class _Partition:
         self._send, self._receive = anyio.create_memory_object_stream[None](0)
 
     async def sealed(self) -> None:
-        await self._send.send(None)
+        try:
+            await self._send.send(None)
+        except anyio.BrokenResourceError:
+            # The partition's task ended with an error (only that closes its end early):
+            # the task group is cancelling us to raise it; wait for that, adding nothing
+            # of ours to the group (trio's channel left the send waiting, cancelled).
+            await anyio.sleep_forever()
 
     async def close_input(self) -> None:
         await self._send.aclose()
