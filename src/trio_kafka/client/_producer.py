@@ -814,8 +814,15 @@ async def open_producer(
                     # transaction is left to the coordinator's transaction timeout.
                     producer._settle_everything(0.0)
                     raise
-                with anyio.CancelScope(shield=True):
-                    await producer.aclose()
+                try:
+                    with anyio.CancelScope(shield=True):
+                        await producer.aclose()
+                except BaseException:
+                    # asyncio's task.cancel() goes through anyio's shield: a close cut
+                    # short still settles every record (Ambiguous or Failed), never
+                    # leaves a handle pending.
+                    producer._settle_everything(0.0)
+                    raise
     except BaseExceptionGroup as group:
         if body_error is not None and only_error(group, body_error):
             raise body_error from body_error.__cause__
