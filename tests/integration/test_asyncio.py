@@ -23,7 +23,7 @@ import pytest
 from tests.integration._backends import mock_cluster
 from tests.integration._helpers import create_topic
 from trio_kafka.broker import Delay
-from trio_kafka.client import Acknowledged, RecordHandle, open_producer
+from trio_kafka.client import Acknowledged, Ambiguous, RecordHandle, open_producer
 from trio_kafka.protocol.messages.produce import ProduceRequest
 from trio_kafka.testing import TansuBroker, log_values
 
@@ -190,3 +190,27 @@ def test_the_producer_runs_under_uvloop() -> None:
     loop, offsets = anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True})
     assert loop.startswith("uvloop")
     assert offsets == list(range(5000))  # one key: one partition, in send order
+
+
+async def _close_cut_short() -> RecordHandle:
+    async with mock_cluster(topics={"t": 1}) as cluster:
+        cluster.add_hook(ProduceRequest, _slow_produce(2.0), times=1)
+        handles: list[RecordHandle] = []
+
+        async def app() -> None:
+            async with open_producer(cluster.bootstrap, close_timeout=30.0) as producer:
+                handles.append(await producer.send("t", b"in flight at the cancel"))
+            # Leaving the block: the close waits for the slow broker...
+
+        task = asyncio.ensure_future(app())
+        await asyncio.sleep(0.5)  # ...and is cancelled there (anyio's shield cannot stop it)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return handles[0]
+
+
+def test_asyncio_task_cancel_of_the_close_settles_every_record() -> None:
+    handle = asyncio.run(_close_cut_short())
+    assert handle.done()
+    assert isinstance(handle.outcome, Ambiguous)  # written, answer not seen: may be in the log
