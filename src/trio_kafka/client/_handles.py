@@ -7,7 +7,7 @@ wrapping it, because a wrapper would be one more allocation on the per-record pa
 the two classes share one slot layout (the subclass adds no slots).
 
 Waiting is per batch: the first awaiter of a batch registers one done-hook that sets an
-anyio Event; later awaiters of the same batch share it (`_BatchWaiter`), so awaiting the
+event; later awaiters of the same batch share it (`_BatchWaiter`), so awaiting the
 1,000 handles of one batch costs one hook, not 1,000.
 
 Awaiting a handle that is already done does not go through the scheduler every time: a
@@ -37,6 +37,7 @@ import anyio
 import anyio.lowlevel
 
 from trio_kafka.errors import KafkaError
+from trio_kafka.net import primitives
 from trio_kafka.producer import (
     Acknowledged,
     Ambiguous,
@@ -60,12 +61,13 @@ _done_awaits = 0
 
 
 class _BatchWaiter:
-    """One anyio Event per awaited batch (shared by every awaiter of that batch)."""
+    """One event per awaited batch (shared by every awaiter of that batch), of the
+    backend's own class (net's `primitives`)."""
 
     __slots__ = ("event",)
 
     def __init__(self) -> None:
-        self.event = anyio.Event()
+        self.event = primitives().event()
 
     def __call__(self, _batch: ProducerBatch) -> None:
         self.event.set()

@@ -123,7 +123,8 @@ class Producer(TransactionalProducerMixin):
         self._sender = Sender(
             self._core, selector, clock, nursery, self._notify_progress, self._on_fatal, buggify
         )
-        self._progress = anyio.Event()
+        self._new_event = self._sender.primitives.event
+        self._progress = self._new_event()
         self._calls = 0
         # Cancel scopes of sends waiting for a topic's metadata: closing cancels them.
         self._metadata_waits: set[anyio.CancelScope] = set()
@@ -588,7 +589,7 @@ class Producer(TransactionalProducerMixin):
     # -- flush, close ----------------------------------------------------------------
 
     def _notify_progress(self) -> None:
-        event, self._progress = self._progress, anyio.Event()
+        event, self._progress = self._progress, self._new_event()
         event.set()
 
     async def flush(self) -> None:

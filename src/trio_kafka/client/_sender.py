@@ -60,8 +60,10 @@ from trio_kafka.net import (
     BrokerMetadata,
     Clock,
     ClusterMetadata,
+    Event,
     ExponentialBackoff,
     KafkaSelector,
+    primitives,
 )
 from trio_kafka.producer import ClusterView, ProducerBatch, ProducerCore, Settled
 from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
@@ -99,12 +101,14 @@ class TaskQueue(Generic[_T]):
     until the next `put` wakes it.
     """
 
-    __slots__ = ("_items", "_ready")
+    __slots__ = ("_event", "_items", "_ready")
 
-    def __init__(self) -> None:
+    def __init__(self, event: Callable[[], Event] = anyio.Event) -> None:
         self._items: collections.deque[_T] = collections.deque()
+        # Makes the reader's event (the backend's class: net's `primitives`).
+        self._event = event
         # The waiting reader's event (None when nobody waits).
-        self._ready: anyio.Event | None = None
+        self._ready: Event | None = None
 
     def put(self, item: _T) -> None:
         self._items.append(item)
@@ -121,7 +125,7 @@ class TaskQueue(Generic[_T]):
             await anyio.lowlevel.cancel_shielded_checkpoint()
             return item
         while not items:
-            ready = self._ready = anyio.Event()
+            ready = self._ready = self._event()
             await ready.wait()
         return items.popleft()
 
@@ -146,8 +150,9 @@ class NodeSender:
         # Requests drained for this node, not yet settled with the core, oldest first.
         self.unsettled: collections.deque[ProduceAttempt] = collections.deque()
         # Attempts for the writer task, then (attempt, pending response) for the reader.
-        self._outbox: TaskQueue[ProduceAttempt] = TaskQueue()
-        self._written: TaskQueue[tuple[ProduceAttempt, Any]] = TaskQueue()
+        event = sender.primitives.event
+        self._outbox: TaskQueue[ProduceAttempt] = TaskQueue(event)
+        self._written: TaskQueue[tuple[ProduceAttempt, Any]] = TaskQueue(event)
 
     def __repr__(self) -> str:
         return (
@@ -279,8 +284,11 @@ class Sender:
         self._timeout_ms = int(config.request_timeout * 1000)
         self._transactional_id = config.transactional_id
         self.nodes: dict[int, NodeSender] = {}
+        # The backend's event and scope classes (net's `primitives`: resolved once).
+        self.primitives = primitives()
+        self._new_event = self.primitives.event
         # Set by wake(); the sender replaces it each time it goes to sleep.
-        self._wake = anyio.Event()
+        self._wake = self._new_event()
         self._metadata: ClusterMetadata | None = None
         self._init_running = False
         # Set by the producer as it settles everything on close: no new tasks.
@@ -300,7 +308,7 @@ class Sender:
         self._wake.set()
 
     @property
-    def wake_event(self) -> anyio.Event:
+    def wake_event(self) -> Event:
         """The event `send()` sets when it opens a batch (read each time: it changes)."""
         return self._wake
 
@@ -345,7 +353,7 @@ class Sender:
                         self.nodes[node_id].submit(batches)
             event = self._wake
             if event.is_set():
-                self._wake = anyio.Event()
+                self._wake = self._new_event()
                 await anyio.lowlevel.checkpoint()
                 continue
             if wake_at == math.inf:
@@ -354,10 +362,10 @@ class Sender:
                 # Never a deadline at `now`: this pass would run again unchanged (the core
                 # is a function of its state and `now`; whatever runs in the background
                 # wakes us), so waking at the same instant would spin there.
-                with anyio.CancelScope(deadline=max(wake_at, math.nextafter(now, math.inf))):
+                with self.primitives.scope(deadline=max(wake_at, math.nextafter(now, math.inf))):
                     await event.wait()
             if self._wake is event:
-                self._wake = anyio.Event()
+                self._wake = self._new_event()
 
     def node(self, node_id: int) -> NodeSender:
         node = self.nodes.get(node_id)

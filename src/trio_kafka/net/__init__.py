@@ -9,11 +9,15 @@ from __future__ import annotations
 from trio_kafka.net._backoff import ExponentialBackoff
 from trio_kafka.net._clock import (
     Clock,
+    Event,
     LoopClock,
+    Primitives,
+    Scope,
     TrioClock,
     backend_name,
     checkpoint_function,
     loop_time,
+    primitives,
 )
 from trio_kafka.net._config import SelectorConfig
 from trio_kafka.net._connection import (
@@ -62,13 +66,16 @@ __all__ = [
     "Clock",
     "ClusterMetadata",
     "ConnectionState",
+    "Event",
     "ExponentialBackoff",
     "KafkaSelector",
     "LoopClock",
     "PartitionMetadata",
     "PendingResponse",
+    "Primitives",
     "SaslConfig",
     "SaslMechanism",
+    "Scope",
     "SelectorConfig",
     "TcpTransport",
     "TlsTransport",
@@ -85,5 +92,6 @@ __all__ = [
     "open_connection",
     "open_selector",
     "parse_bootstrap",
+    "primitives",
     "tls_context",
 ]

@@ -55,7 +55,7 @@ from trio_kafka.errors import (
     RequestTimeoutError,
     error_for_code,
 )
-from trio_kafka.net._clock import Clock, LoopClock
+from trio_kafka.net._clock import Clock, Event, LoopClock, Primitives, primitives
 from trio_kafka.net._transport import STREAM_ERRORS, ByteStream
 from trio_kafka.protocol import FrameSplitter, decode_response, encode_request_parts
 
@@ -101,8 +101,9 @@ class PendingResponse:
     request_class: type[Any]
     #: False for a Produce with acks=0: done as soon as it is written.
     expects_response: bool = True
-    # Set exactly once, by the reader (response or error) or the closer (error).
-    _event: anyio.Event = attrs.field(factory=anyio.Event, init=False)
+    # Set exactly once, by the reader (response or error) or the closer (error). The
+    # connection passes its backend's class (net/_clock.py: `primitives`).
+    _event: Event = attrs.field(factory=anyio.Event, alias="event")
     _response: Any = attrs.field(default=None, init=False)
     _error: BaseException | None = attrs.field(default=None, init=False)
 
@@ -179,6 +180,8 @@ class BrokerConnection:
     )
     # Senders waiting for a slot or the lock (for repr and for close diagnostics).
     _queued: int = attrs.field(default=0, init=False)
+    # The backend's event and scope classes, for what runs per request (`primitives`).
+    _primitives: Primitives = attrs.field(init=False)
     _slots: anyio.Semaphore = attrs.field(init=False)
     _write_lock: anyio.Lock = attrs.field(init=False)
     _next_correlation_id: int = attrs.field(default=0, init=False)
@@ -196,6 +199,7 @@ class BrokerConnection:
         if self.max_in_flight < 1:
             raise ValueError(f"max_in_flight must be at least 1, not {self.max_in_flight}")
         # Made here, after the check: anyio's primitives need a running event loop.
+        self._primitives = primitives()
         self._slots = anyio.Semaphore(self.max_in_flight)
         self._write_lock = anyio.Lock()
         self._reader_scope = anyio.CancelScope()
@@ -350,6 +354,7 @@ class BrokerConnection:
             deadline=deadline,
             request_class=request_class,
             expects_response=expects_response(message),
+            event=self._primitives.event(),
         )
         if pending.expects_response:
             self._in_flight.append(pending)
@@ -361,7 +366,7 @@ class BrokerConnection:
         failure: BaseException | None = None
         # Shielded: a caller cancelled mid-write would leave half a frame on the stream and
         # break every other request; bounded by the request's own deadline instead.
-        with anyio.CancelScope(shield=True, deadline=pending.deadline) as scope:
+        with self._primitives.scope(shield=True, deadline=pending.deadline) as scope:
             try:
                 if len(frame) == 1:
                     await self.stream.send_all(frame[0])
