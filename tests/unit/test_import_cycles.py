@@ -16,11 +16,9 @@ import pytest
 
 #: The cycles that remain, each as the set of its modules (without "trio_kafka.").
 ALLOWED: set[frozenset[str]] = {
-    # Being reworked elsewhere (issue 14): the trio producer and its transactions call
-    # each other; the transaction manager is split over files; and producer/_rules.py
-    # (the rules the core, the sequencer and the transactions consult) names their types
-    # under TYPE_CHECKING while they import it.
-    frozenset({"client._producer", "client._transactions"}),
+    # Being reworked elsewhere (issue 14): the transaction manager is split over files;
+    # and producer/_rules.py (the rules the core, the sequencer and the transactions
+    # consult) names their types under TYPE_CHECKING while they import it.
     frozenset(
         {
             "producer._accumulator",

@@ -43,8 +43,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import anyio.lowlevel
@@ -58,12 +58,13 @@ from trio_kafka.errors import (
     InvalidPartitionError,
     KafkaError,
 )
-from trio_kafka.net import TRANSACTION_VERSION_FEATURE, ApiVersionsInfo
+from trio_kafka.net import TRANSACTION_VERSION_FEATURE, ApiVersionsInfo, Clock, KafkaSelector
 from trio_kafka.producer import (
     GroupMetadata,
     OffsetAndMetadata,
     ProducerBatch,
     ProducerConfig,
+    ProducerCore,
     TransactionalSequencer,
     TransactionManager,
     TxnResult,
@@ -72,12 +73,30 @@ from trio_kafka.producer import (
 from trio_kafka.producer.transactions import TxnRequest
 
 if TYPE_CHECKING:
-    from trio_kafka.client._producer import Producer
+    import anyio.abc
+
     from trio_kafka.client._sender import Sender
 
 logger = logging.getLogger("trio_kafka.producer.transactions")
 
 TopicPartition = tuple[str, int]
+
+
+class TransactionHost(Protocol):
+    """What the driver uses of the producer it is attached to (`Producer` is one),
+    named here so that this module does not import the producer's: no import cycle."""
+
+    config: ProducerConfig
+    selector: KafkaSelector
+    _sender: Sender
+    _nursery: anyio.abc.TaskGroup
+    _clock: Clock
+    _core: ProducerCore
+    _now: Callable[[], float]
+
+    def refresh_fast_path(self) -> None: ...
+
+
 # Batches of these states are not drained: they fail with the transaction's error.
 _NO_DRAIN = frozenset({TxnState.ABORTABLE_ERROR, TxnState.ABORTING, TxnState.FATAL_ERROR})
 
@@ -101,7 +120,7 @@ class TransactionDriver:
         #: How long the abort of `transaction()` may take after an exception.
         self.abort_timeout = config.request_timeout
         # Set by `attach` (the producer builds the core with our sequencer first).
-        self._producer: Producer | None = None
+        self._producer: TransactionHost | None = None
         self._wake_event = anyio.Event()
         # Versions last given to the manager (only re-sent when they change).
         self._info: ApiVersionsInfo | None = None
@@ -109,7 +128,7 @@ class TransactionDriver:
     def __repr__(self) -> str:
         return f"<TransactionDriver {self.manager!r}>"
 
-    def attach(self, producer: Producer) -> None:
+    def attach(self, producer: TransactionHost) -> None:
         """Hook into the producer's sender and start the coordinator loop."""
         self._producer = producer
         sender = producer._sender
@@ -124,7 +143,7 @@ class TransactionDriver:
         producer._nursery.start_soon(self.run, name="kafka-txn-coordinator")
 
     @property
-    def _p(self) -> Producer:
+    def _p(self) -> TransactionHost:
         assert self._producer is not None, "the driver is not attached to a producer"
         return self._producer
 
