@@ -32,11 +32,8 @@ from trio_kafka.client._handles import BulkDelivery, RecordHandle
 from trio_kafka.client._partition_load import PartitionLoadResult, RowChunk, load_partition
 from trio_kafka.client._producer import Producer, open_producer
 from trio_kafka.client._reader import FetchResult, IsolationLevel, PartitionRead, PartitionReader
-from trio_kafka.client._transactions import (
-    GroupMetadata,
-    HandedOffTransaction,
-    OffsetAndMetadata,
-)
+from trio_kafka.client._transactions import GroupMetadata, OffsetAndMetadata
+from trio_kafka.client._txn_calls import HandedOffTransaction
 from trio_kafka.net import KafkaSelector, open_selector
 from trio_kafka.producer import (
     Acknowledged,

@@ -35,7 +35,7 @@ import attrs
 from trio_kafka.client._bulk import BulkLoader, _CasPartition, _leaves, _Partition, send_chunk
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._producer import Producer
-from trio_kafka.client._transactions import HandedOffTransaction
+from trio_kafka.client._txn_calls import HandedOffTransaction
 from trio_kafka.errors import ConfigError
 from trio_kafka.producer._load import Backend, LoadPipeline
 from trio_kafka.producer._rows import partition_of

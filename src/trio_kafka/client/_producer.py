@@ -48,7 +48,8 @@ from trio_kafka.client._edge import edge_defaults
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
 from trio_kafka.client._security import Security, pop_security
 from trio_kafka.client._sender import Sender, logger
-from trio_kafka.client._transactions import TransactionalProducerMixin, transaction_driver
+from trio_kafka.client._transactions import transaction_driver
+from trio_kafka.client._txn_calls import TransactionalProducerMixin
 from trio_kafka.errors import (
     BufferFullError,
     ConfigError,

@@ -23,8 +23,6 @@ from trio_kafka.net._config import SelectorConfig
 from trio_kafka.net._connection import (
     BrokerConnection,
     ConnectionState,
-    PendingResponse,
-    expects_response,
     open_connection,
 )
 from trio_kafka.net._groups import only_error
@@ -37,6 +35,7 @@ from trio_kafka.net._metadata import (
     invalidates_metadata,
     parse_bootstrap,
 )
+from trio_kafka.net._pending import PendingResponse, expects_response
 from trio_kafka.net._sasl import SaslConfig, SaslMechanism
 from trio_kafka.net._selector import KafkaSelector, open_selector
 from trio_kafka.net._transport import (

@@ -39,7 +39,7 @@ import contextlib
 import enum
 import math
 import struct
-from collections.abc import AsyncIterator, Callable, Generator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -55,7 +55,8 @@ from trio_kafka.errors import (
     RequestTimeoutError,
     error_for_code,
 )
-from trio_kafka.net._clock import Clock, Event, LoopClock, Primitives, primitives
+from trio_kafka.net._clock import Clock, LoopClock, Primitives, primitives
+from trio_kafka.net._pending import PendingResponse, expects_response
 from trio_kafka.net._transport import STREAM_ERRORS, ByteStream
 from trio_kafka.protocol import FrameSplitter, decode_response, encode_request_parts
 
@@ -67,7 +68,6 @@ DEFAULT_MAX_IN_FLIGHT = 5
 DEFAULT_MAX_FRAME_SIZE = 128 * 1024 * 1024
 
 _API_VERSIONS_KEY = 18
-_PRODUCE_KEY = 0
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _RECEIVE_SIZE = 64 * 1024
@@ -81,71 +81,6 @@ Buffer = bytes | bytearray | memoryview
 class ConnectionState(enum.Enum):
     OPEN = "OPEN"
     CLOSED = "CLOSED"
-
-
-def expects_response(message: Any) -> bool:
-    """False only for a Produce request with acks=0, which the broker never answers."""
-    return not (type(message).API_KEY == _PRODUCE_KEY and getattr(message, "acks", -1) == 0)
-
-
-@attrs.define(eq=False)
-class PendingResponse:
-    """The outcome of one request: `await pending` (or `await pending.wait()`) gives the
-    response or raises; `done()` never blocks."""
-
-    api_key: int
-    version: int
-    correlation_id: int
-    #: When the response must have arrived (the event loop's timescale); inf for none.
-    deadline: float
-    request_class: type[Any]
-    #: False for a Produce with acks=0: done as soon as it is written.
-    expects_response: bool = True
-    # Set exactly once, by the reader (response or error) or the closer (error). The
-    # connection passes its backend's class (net/_clock.py: `primitives`).
-    _event: Event = attrs.field(factory=anyio.Event, alias="event")
-    _response: Any = attrs.field(default=None, init=False)
-    _error: BaseException | None = attrs.field(default=None, init=False)
-
-    def done(self) -> bool:
-        return self._event.is_set()
-
-    def result(self) -> Any:
-        """The response (None for acks=0); raises the error; only once `done()`."""
-        if not self._event.is_set():
-            raise RuntimeError("the response has not arrived yet")
-        if self._error is not None:
-            raise self._error
-        return self._response
-
-    async def wait(self) -> Any:
-        await self._event.wait()
-        return self.result()
-
-    def __await__(self) -> Generator[Any, None, Any]:
-        return self.wait().__await__()
-
-    def _set_response(self, response: Any) -> None:
-        if not self._event.is_set():
-            self._response = response
-            self._event.set()
-
-    def _set_error(self, error: BaseException) -> None:
-        if not self._event.is_set():
-            self._error = error
-            self._event.set()
-
-    def __repr__(self) -> str:
-        if not self._event.is_set():
-            state = "IN-FLIGHT"
-        elif self._error is not None:
-            state = f"FAILED {type(self._error).__name__}"
-        else:
-            state = "DONE"
-        return (
-            f"<PendingResponse [{self.request_class.__name__} v{self.version}, "
-            f"correlation id {self.correlation_id}, {state}]>"
-        )
 
 
 @attrs.define(eq=False)

@@ -58,7 +58,7 @@ from trio_kafka.errors import (
 from trio_kafka.net._backoff import ExponentialBackoff
 from trio_kafka.net._clock import Clock, LoopClock, default_rng
 from trio_kafka.net._config import SelectorConfig
-from trio_kafka.net._connection import BrokerConnection, PendingResponse
+from trio_kafka.net._connection import BrokerConnection
 from trio_kafka.net._groups import only_error
 from trio_kafka.net._metadata import (
     BrokerMetadata,
@@ -66,6 +66,7 @@ from trio_kafka.net._metadata import (
     TopicMetadata,
     check_topic_name,
 )
+from trio_kafka.net._pending import PendingResponse
 from trio_kafka.net._sasl import authenticate
 from trio_kafka.net._transport import STREAM_ERRORS, TcpTransport, Transport
 from trio_kafka.net._versions import ApiVersionsInfo, negotiate
