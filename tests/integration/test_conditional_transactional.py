@@ -10,7 +10,7 @@ import pytest
 from tests.integration._backends import mock_cluster
 from trio_kafka.broker import DROP, HookCall
 from trio_kafka.client import PartitionReader, open_conditional_writer, open_producer, writer_of
-from trio_kafka.client._reader import IsolationLevel
+from trio_kafka.client._fetch import IsolationLevel
 from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError
 from trio_kafka.net import open_selector
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest

@@ -1,0 +1,109 @@
+"""What a Fetch answer means to a reader, with no I/O: which records of the answer's
+batches a reader sees (`select_records`: the range asked for, control batches left out,
+with read_committed the records of aborted transactions dropped, KIP-98), the per
+partition result (`FetchResult`) and the isolation level.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+from collections.abc import Iterable
+
+import attrs
+
+from trio_kafka.errors import ConfigError, CorruptRecordError
+from trio_kafka.records import ControlType, Record, RecordBatch, parse_control_record
+
+
+class IsolationLevel(enum.IntEnum):
+    """Fetch and ListOffsets `IsolationLevel` (KIP-98)."""
+
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+
+def _isolation(value: IsolationLevel | str | int) -> IsolationLevel:
+    if isinstance(value, str):
+        try:
+            return IsolationLevel[value.upper()]
+        except KeyError:
+            raise ConfigError(
+                f"isolation must be 'read_uncommitted' or 'read_committed', not {value!r}"
+            ) from None
+    return IsolationLevel(value)
+
+
+# -- the pure part: which records of a fetch response a reader sees ------------------------
+
+
+def select_records(
+    batches: Iterable[RecordBatch],
+    *,
+    start: int,
+    end: int | None = None,
+    read_committed: bool = False,
+    aborted_transactions: Iterable[tuple[int, int]] | None = None,
+) -> tuple[list[Record], int]:
+    """The records of `batches` a reader sees in `[start, end)`, and the next offset to
+    fetch (the end of the last batch, at least `start`).
+
+    `aborted_transactions` are the response's (producer_id, first_offset) pairs; with
+    `read_committed`, transactional records of a producer id are dropped from its first
+    offset up to its ABORT marker. Control batches are never returned.
+    """
+    # Aborted transactions not yet reached, in offset order (the broker sends them so,
+    # but nothing says it must).
+    pending = collections.deque(
+        sorted(aborted_transactions or (), key=lambda pair: (pair[1], pair[0]))
+    )
+    # Producer ids whose records are being dropped (reached their first offset, no
+    # ABORT marker yet).
+    aborted: set[int] = set()
+    records: list[Record] = []
+    position = start
+    for batch in batches:
+        position = max(position, batch.next_offset)
+        if read_committed and batch.producer_id >= 0:
+            while pending and pending[0][1] <= batch.last_offset:
+                aborted.add(pending.popleft()[0])
+            if batch.is_control:
+                if _is_abort_marker(batch):
+                    aborted.discard(batch.producer_id)
+                continue
+            if batch.is_transactional and batch.producer_id in aborted:
+                continue
+        if batch.is_control:
+            continue
+        records.extend(
+            r for r in batch.records if r.offset >= start and (end is None or r.offset < end)
+        )
+    return records, position
+
+
+def _is_abort_marker(batch: RecordBatch) -> bool:
+    # A control batch holds one control record; its key says COMMIT or ABORT. Other
+    # types (KRaft's, or ones newer than us) are not markers: skip them, as Kafka does.
+    for record in batch.records:
+        try:
+            if parse_control_record(record).type == ControlType.ABORT:
+                return True
+        except CorruptRecordError:
+            continue
+    return False
+
+
+@attrs.frozen(slots=True)
+class FetchResult:
+    """One Fetch answer for one partition, after filtering."""
+
+    #: The records a reader sees, in offset order, from the offset asked for.
+    records: list[Record]
+    #: Where the next fetch starts: past every complete batch of the answer.
+    next_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+
+
+__all__ = ["FetchResult", "IsolationLevel", "select_records"]
