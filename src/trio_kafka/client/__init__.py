@@ -30,8 +30,9 @@ from trio_kafka.client._conditional import (
 )
 from trio_kafka.client._fetch import FetchResult, IsolationLevel
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
+from trio_kafka.client._open import open_producer
 from trio_kafka.client._partition_load import PartitionLoadResult, RowChunk, load_partition
-from trio_kafka.client._producer import Producer, open_producer
+from trio_kafka.client._producer import Producer
 from trio_kafka.client._reader import PartitionRead, PartitionReader
 from trio_kafka.client._transactions import GroupMetadata, OffsetAndMetadata
 from trio_kafka.client._txn_calls import HandedOffTransaction

@@ -59,7 +59,8 @@ import attrs
 
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._edge import edge_defaults
-from trio_kafka.client._producer import Producer, open_producer
+from trio_kafka.client._open import open_producer
+from trio_kafka.client._producer import Producer
 from trio_kafka.client._reader import IsolationLevel, PartitionReader
 from trio_kafka.client._security import Security, pop_security
 from trio_kafka.errors import (

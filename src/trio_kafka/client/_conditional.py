@@ -52,7 +52,8 @@ import attrs
 
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._edge import new_writer_id
-from trio_kafka.client._producer import Producer, open_producer
+from trio_kafka.client._open import open_producer
+from trio_kafka.client._producer import Producer
 from trio_kafka.client._reader import IsolationLevel, PartitionReader
 from trio_kafka.errors import (
     AbortableError,

@@ -1,0 +1,134 @@
+"""`open_producer()`: an idempotent (or transactional) producer for an `async with`
+block, on trio or asyncio. It builds the selector (unless one is shared), starts the
+producer's tasks in a task group of their own, and closes the producer on the way out
+(see `Producer`'s theory of operation in `_producer.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import ssl
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from trio_kafka.client._edge import edge_defaults
+from trio_kafka.client._producer import Producer
+from trio_kafka.client._security import Security, pop_security
+from trio_kafka.errors import ConfigError
+from trio_kafka.net import Clock, KafkaSelector, SaslConfig, Transport, only_error, open_selector
+from trio_kafka.producer import ProducerConfig
+
+_SELECTOR_OPTIONS = (
+    "client_id",
+    "request_timeout",
+    "max_in_flight",
+    "reconnect_backoff",
+    "reconnect_backoff_max",
+    "retry_backoff",
+    "retry_backoff_max",
+    "connections_max_idle",
+    "metadata_max_age",
+    "max_block",
+)
+
+
+async def _task_nursery(*, task_status: anyio.abc.TaskStatus[anyio.abc.TaskGroup]) -> None:
+    """Hand back a task group that lives until its scope is cancelled (by `aclose`)."""
+    async with anyio.create_task_group() as tasks:
+        task_status.started(tasks)
+        await anyio.sleep_forever()
+
+
+@contextlib.asynccontextmanager
+async def open_producer(
+    bootstrap: str | Iterable[str] | None = None,
+    *,
+    selector: KafkaSelector | None = None,
+    transport: Transport | None = None,
+    clock: Clock | None = None,
+    rng: random.Random | None = None,
+    wall_clock: Callable[[], float] | None = None,
+    tls: ssl.SSLContext | bool | None = None,
+    sasl: SaslConfig | None = None,
+    metrics_interval: float = 60.0,
+    buggify: Callable[[str], bool] | None = None,
+    **options: Any,
+) -> AsyncIterator[Producer]:
+    """An idempotent producer, flushed and closed on exit (within `close_timeout`).
+
+    `options` are `ProducerConfig` fields (`acks`, `linger`, `compression`, ...; a typo
+    names the closest option). TLS: `tls=` an `ssl.SSLContext` (or True: the system
+    trust store); SASL: `sasl=SaslConfig(mechanism, username, password)`; or Kafka's
+    names, `security_protocol='SASL_SSL'`, `sasl_mechanism`, `sasl_plain_username`,
+    `sasl_plain_password`, `ssl_cafile`, ... (client/_security.py, docs/security.md). Pass `selector` to share one `KafkaSelector` between
+    producers (then `bootstrap`, `transport` and `sasl` are the selector's business).
+    `clock`, `rng` and `wall_clock` are seams for the simulator; the defaults are the event
+    loop's clock, an unseeded `random.Random` and `time.time`; `buggify(site) -> bool` is the
+    simulator's fault hook (None: never). The producer's metrics are logged
+    at DEBUG on the `trio_kafka.producer` logger every `metrics_interval` seconds.
+    """
+    security = pop_security(options, tls, sasl)  # Kafka's security names leave options
+    config = ProducerConfig.from_kwargs(**options)
+    clock, rng, wall_clock = edge_defaults(clock, rng, wall_clock)
+    # The exception the body raised, if any: the nurseries below wrap it in exception
+    # groups, and the caller should see it as raised (`except RuntimeError` must work).
+    body_error: BaseException | None = None
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            if selector is None:
+                if bootstrap is None:
+                    raise ConfigError("open_producer needs bootstrap='host:port' or selector=")
+                selector_options: dict[str, Any] = {
+                    name: getattr(config, name) for name in _SELECTOR_OPTIONS
+                }
+                selector = await stack.enter_async_context(
+                    open_selector(
+                        bootstrap,
+                        transport=security.transport(transport),
+                        clock=clock,
+                        rng=rng,
+                        sasl=security.sasl,
+                        **selector_options,
+                    )
+                )
+            elif transport is not None or security != Security():
+                raise ConfigError(
+                    "transport=, tls=, sasl= and the security options belong to the "
+                    "selector: pass them or selector=, not both"
+                )
+            async with anyio.create_task_group() as nursery:
+                # The producer's tasks run in a task group of their own, so that closing
+                # (which cancels them) never cancels the caller's block.
+                tasks: anyio.abc.TaskGroup = await nursery.start(_task_nursery)
+                producer = Producer(
+                    config, selector, clock, rng, wall_clock() - clock.now(), tasks, buggify
+                )
+                producer._start(metrics_interval)
+                try:
+                    yield producer
+                except BaseException as exc:
+                    body_error = exc
+                    # A zero timeout (Java's close(Duration.ZERO)): no flush, and an open
+                    # transaction is left to the coordinator's transaction timeout.
+                    producer._settle_everything(0.0)
+                    raise
+                try:
+                    with anyio.CancelScope(shield=True):
+                        await producer.aclose()
+                except BaseException:
+                    # asyncio's task.cancel() goes through anyio's shield: a close cut
+                    # short still settles every record (Ambiguous or Failed), never
+                    # leaves a handle pending.
+                    producer._settle_everything(0.0)
+                    raise
+    except BaseExceptionGroup as group:
+        if body_error is not None and only_error(group, body_error):
+            raise body_error from body_error.__cause__
+        raise
+
+
+__all__ = ["open_producer"]
