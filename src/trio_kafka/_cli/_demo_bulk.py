@@ -16,8 +16,8 @@ import signal
 import subprocess
 import sys
 
+import anyio
 import attrs
-import trio
 from rich.console import Console
 
 from trio_kafka._cli._demo_load import row_number, row_value
@@ -44,17 +44,9 @@ async def _run_child(command: list[str], bar: Bar, kill_at: int | None, offset: 
     """Run the loader; with `kill_at`, SIGKILL it once it has reported that many records
     acknowledged. `offset` is where the bar starts (records already there)."""
     run = _Run()
-    async with trio.open_nursery() as nursery:
-        process: trio.Process = await nursery.start(
-            lambda task_status: trio.run_process(
-                command,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                check=False,
-                task_status=task_status,
-            )
-        )
-        errors: list[bytes | bytearray] = []
+    process = await anyio.open_process(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    async with process, anyio.create_task_group() as nursery:
+        errors: list[bytes] = []
 
         async def drain_stderr() -> None:
             assert process.stderr is not None

@@ -13,8 +13,8 @@ committed transactions only; a read_uncommitted reader sees the aborted records 
 
 from __future__ import annotations
 
+import anyio
 import attrs
-import trio
 from rich.console import Console
 from rich.table import Table
 
@@ -68,11 +68,11 @@ async def commit_log_step(
             f"two ConditionalWriters race to append {appends} entries each to {topic}-0",
             highlight=False,
         )
-        started = trio.current_time()
-        async with trio.open_nursery() as nursery:
+        started = anyio.current_time()
+        async with anyio.create_task_group() as nursery:
             for writer in writers:
                 nursery.start_soon(_write, bootstrap, topic, writer, appends)
-        elapsed = trio.current_time() - started
+        elapsed = anyio.current_time() - started
         log = await PartitionReader(selector).read_all(topic, 0, start=0)
     by_offset = {r.offset: r for r in log}
     acked = [(w, a) for w in writers for a in w.acked]

@@ -9,8 +9,10 @@
 5. one table: each guarantee, how it was checked, the numbers, pass or fail. The exit
    status is 1 when any guarantee failed.
 
-Steps 2 and 3 run in one trio loop with the broker; step 4 runs after it is closed (its
-worker processes fork from a process without threads or event loop). A step that raises
+Steps 2 and 3 run in one event loop with the broker (trio; `--backend asyncio` runs them
+under asyncio, the mock broker then in a trio thread of its own); step 4 runs after it is
+closed (its worker processes fork from a process without threads or event loop; the
+simulator is trio's). A step that raises
 is reported as a failed guarantee, and the demo goes on with the next.
 """
 
@@ -118,6 +120,13 @@ def final_table(checks: list[Check], elapsed: float) -> Table:
 @click.option("--seed", type=int, default=None, help="Seed of the kill point (default: random).")
 @click.option("--jobs", "-j", type=int, default=2, show_default=True, help="Simulator workers.")
 @click.option(
+    "--backend",
+    type=click.Choice(["trio", "asyncio"]),
+    default="trio",
+    show_default=True,
+    help="The event loop the client steps (2 and 3) run on.",
+)
+@click.option(
     "--quick",
     is_flag=True,
     help=f"Small sizes ({QUICK_RECORDS:,} records, {QUICK_SEEDS} seeds): seconds, not minutes.",
@@ -129,10 +138,11 @@ def demo(
     seed: int | None,
     jobs: int,
     quick: bool,
+    backend: str = "trio",
 ) -> None:
     """Show every guarantee at work: a crashed bulk load resumed exactly, a commit-log
     race, transactions, and the simulator, then one table of what passed."""
-    import trio
+    import anyio
 
     from trio_kafka._cli._demo_sim import simulate_step
 
@@ -151,7 +161,20 @@ def demo(
         highlight=False,
     )
     started = time.perf_counter()
-    checks = trio.run(_with_broker, console, bootstrap, records, seed, suffix, appends, per_txn)
+    run = (console, bootstrap, records, seed, suffix, appends, per_txn)
+    if backend == "asyncio" and bootstrap is None:
+        # The mock broker is trio's: it runs in a thread of its own, reached over TCP.
+        from trio_kafka.broker import run_in_thread
+
+        with run_in_thread() as cluster:
+            console.print(
+                f"mock broker in a thread at {cluster.bootstrap}; the client runs on asyncio",
+                highlight=False,
+            )
+            run = (console, cluster.bootstrap, *run[2:])
+            checks = anyio.run(_with_broker, *run, backend="asyncio")
+    else:
+        checks = anyio.run(_with_broker, *run, backend=backend)
     step(console, 4, f"the simulator: {seeds} seeds")
     try:
         checks += simulate_step(console, seeds, jobs)
