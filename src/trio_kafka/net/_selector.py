@@ -66,6 +66,7 @@ from trio_kafka.net._metadata import (
     TopicMetadata,
     check_topic_name,
 )
+from trio_kafka.net._nodes import Attempt, Node, Refresh, root_error
 from trio_kafka.net._pending import PendingResponse
 from trio_kafka.net._sasl import authenticate
 from trio_kafka.net._transport import STREAM_ERRORS, TcpTransport, Transport
@@ -86,51 +87,6 @@ TOPIC_PROPAGATION = 2.0
 
 
 @attrs.define(eq=False)
-class _Attempt:
-    """One connection attempt; everyone waiting for the node waits for it."""
-
-    done: anyio.Event = attrs.field(factory=anyio.Event)
-    connection: BrokerConnection | None = None
-    error: BaseException | None = None
-
-
-@attrs.define(eq=False)
-class _Node:
-    node_id: int
-    host: str
-    port: int
-    #: The open (negotiated, authenticated) connection, None when there is none.
-    connection: BrokerConnection | None = None
-    info: ApiVersionsInfo | None = None
-    #: The attempt in progress, None when none is.
-    attempt: _Attempt | None = None
-    #: Consecutive failed attempts (and drops) since the last successful setup.
-    failures: int = 0
-    #: Clock time before which no new attempt starts.
-    retry_at: float = -math.inf
-    last_error: BaseException | None = None
-    # Connections we closed on purpose (idle, address change): no backoff for them.
-    deliberate: set[int] = attrs.field(factory=set)
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    @property
-    def ready(self) -> bool:
-        return self.connection is not None and self.connection.is_open
-
-
-@attrs.define(eq=False)
-class _Refresh:
-    """One Metadata request in progress; `topics` None means every topic."""
-
-    topics: frozenset[str] | None
-    done: anyio.Event = attrs.field(factory=anyio.Event)
-    error: BaseException | None = None
-
-
-@attrs.define(eq=False)
 class KafkaSelector:
     """Owns every broker connection of a process. Build it, then `await start(nursery)`
     (or use `open_selector()`)."""
@@ -144,10 +100,10 @@ class KafkaSelector:
     metadata: ClusterMetadata = attrs.field(factory=ClusterMetadata, init=False)
     # Node id -> node; bootstrap pseudo-nodes have negative ids. Insertion-ordered dict
     # (never a set) so iteration order, and thus a simulated run, is deterministic.
-    _nodes: dict[int, _Node] = attrs.field(factory=dict, init=False)
+    _nodes: dict[int, Node] = attrs.field(factory=dict, init=False)
     # Topics whose metadata we keep (a dict used as an ordered set).
     _interest: dict[str, None] = attrs.field(factory=dict, init=False)
-    _refresh: _Refresh | None = attrs.field(default=None, init=False)
+    _refresh: Refresh | None = attrs.field(default=None, init=False)
     _last_refresh_attempt: float = attrs.field(default=-math.inf, init=False)
     # Consecutive failed refreshes (spaces the age task's retries).
     _refresh_failures: int = attrs.field(default=0, init=False)
@@ -161,7 +117,7 @@ class KafkaSelector:
         )
         for index, (host, port) in enumerate(self.config.bootstrap_servers):
             node_id = -1 - index
-            self._nodes[node_id] = _Node(node_id, host, port)
+            self._nodes[node_id] = Node(node_id, host, port)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -218,7 +174,7 @@ class KafkaSelector:
                 return node.connection
             attempt = node.attempt
             if attempt is None:
-                attempt = node.attempt = _Attempt()
+                attempt = node.attempt = Attempt()
                 self._service_nursery().start_soon(self._connect, node, attempt)
             await attempt.done.wait()
             if attempt.error is not None:
@@ -272,7 +228,7 @@ class KafkaSelector:
         candidates = self._metadata_candidates()
         return candidates[0].node_id
 
-    async def _connect(self, node: _Node, attempt: _Attempt) -> None:
+    async def _connect(self, node: Node, attempt: Attempt) -> None:
         try:
             connection, info = await self._open(node)
         except Exception as exc:
@@ -294,7 +250,7 @@ class KafkaSelector:
             node.attempt = None
             attempt.done.set()
 
-    async def _open(self, node: _Node) -> tuple[BrokerConnection, ApiVersionsInfo]:
+    async def _open(self, node: Node) -> tuple[BrokerConnection, ApiVersionsInfo]:
         if node.retry_at > self.clock.now():
             await anyio.sleep_until(node.retry_at)
         where = f"node {node.node_id} at {node.address}"
@@ -303,7 +259,7 @@ class KafkaSelector:
             with anyio.move_on_after(self.config.connection_setup_timeout):
                 stream = await self.transport.connect(node.host, node.port)
         except STREAM_ERRORS as exc:
-            cause = _root_error(exc)
+            cause = root_error(exc)
             if isinstance(cause, ssl.SSLCertVerificationError):
                 raise AuthenticationError(
                     f"TLS certificate of {where} failed verification: {cause.verify_message}"
@@ -348,13 +304,13 @@ class KafkaSelector:
             raise
         return connection, info
 
-    def _record_failure(self, node: _Node, error: BaseException | None) -> None:
+    def _record_failure(self, node: Node, error: BaseException | None) -> None:
         node.retry_at = self.clock.now() + self._backoff.backoff(node.failures, self.rng)
         node.failures += 1
         if error is not None:
             node.last_error = error
 
-    def _connection_closed(self, node: _Node, connection: BrokerConnection) -> None:
+    def _connection_closed(self, node: Node, connection: BrokerConnection) -> None:
         """`connection` (the node's) closed: forget it; unless we closed it on purpose,
         count a failure (the reconnect backs off)."""
         if node.connection is connection:
@@ -364,7 +320,7 @@ class KafkaSelector:
         else:
             self._record_failure(node, connection.close_reason)
 
-    def _node(self, node_id: int) -> _Node:
+    def _node(self, node_id: int) -> Node:
         try:
             return self._nodes[node_id]
         except KeyError:
@@ -388,7 +344,7 @@ class KafkaSelector:
         while True:
             refresh = self._refresh
             if refresh is None:
-                refresh = self._refresh = _Refresh(frozenset(self._interest))
+                refresh = self._refresh = Refresh(frozenset(self._interest))
                 self._service_nursery().start_soon(self._run_refresh, refresh)
                 break
             if refresh.topics is None or refresh.topics.issuperset(wanted):
@@ -494,7 +450,7 @@ class KafkaSelector:
             "enable auto-creation on the broker, or check the topic name and the client's ACLs"
         )
 
-    async def _run_refresh(self, refresh: _Refresh) -> None:
+    async def _run_refresh(self, refresh: Refresh) -> None:
         self._last_refresh_attempt = self.clock.now()
         try:
             await self._fetch_metadata(refresh.topics)
@@ -523,7 +479,7 @@ class KafkaSelector:
         )
         hedge = min(_HEDGE_DELAY, self.config.connection_setup_timeout)
         queue = self._metadata_candidates()
-        connecting: list[_Node] = []
+        connecting: list[Node] = []
         while queue or connecting:
             # Waiting fully for a node left connecting comes last.
             node, hedged = (queue.pop(0), True) if queue else (connecting.pop(0), False)
@@ -539,7 +495,7 @@ class KafkaSelector:
                 raise
             except KafkaError as exc:
                 last_error = exc
-                tried.append(f"{node.address} ({type(_root_error(exc)).__name__})")
+                tried.append(f"{node.address} ({type(root_error(exc)).__name__})")
                 continue
             self._apply_metadata(response, topics)
             return
@@ -561,7 +517,7 @@ class KafkaSelector:
         self.metadata = updated
         for broker in updated.brokers.values():
             if broker.node_id not in self._nodes:
-                self._nodes[broker.node_id] = _Node(broker.node_id, broker.host, broker.port)
+                self._nodes[broker.node_id] = Node(broker.node_id, broker.host, broker.port)
         return True
 
     def _apply_metadata(self, response: Any, topics: frozenset[str] | None) -> None:
@@ -571,7 +527,7 @@ class KafkaSelector:
         for broker in self.metadata.brokers.values():
             node = self._nodes.get(broker.node_id)
             if node is None:
-                self._nodes[broker.node_id] = _Node(broker.node_id, broker.host, broker.port)
+                self._nodes[broker.node_id] = Node(broker.node_id, broker.host, broker.port)
             elif (node.host, node.port) != (broker.host, broker.port):
                 # The broker moved: the old connection talks to someone else now.
                 old = node.connection
@@ -586,7 +542,7 @@ class KafkaSelector:
                     node.connection = None
                     self._service_nursery().start_soon(old.aclose)
 
-    def _metadata_candidates(self) -> list[_Node]:
+    def _metadata_candidates(self) -> list[Node]:
         """Nodes in the order to ask: open connections by load, then the rest by when
         their backoff ends. Among the unconnected, metadata brokers come before
         bootstrap pseudo-nodes, which stay as the fallback (re-bootstrap) when every
@@ -597,7 +553,7 @@ class KafkaSelector:
 
         now = self.clock.now()
 
-        def key(node: _Node) -> tuple[int, int, float]:
+        def key(node: Node) -> tuple[int, int, float]:
             # An open connection first, even to a bootstrap address: it answers now,
             # while a new connection may hang for connection_setup_timeout (sim
             # transactional seed 62 lost a send()'s max_block that way).
@@ -712,18 +668,3 @@ async def open_selector(
         if body_error is not None and only_error(group, body_error):
             raise body_error from body_error.__cause__
         raise
-
-
-def _root_error(error: BaseException) -> BaseException:
-    """The OS-level error under `error`: follows causes, and takes the last attempt of the
-    exception group raised when every address of a host refused."""
-    seen: set[int] = set()
-    while id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, BaseExceptionGroup) and error.exceptions:
-            error = error.exceptions[-1]
-        elif error.__cause__ is not None:
-            error = error.__cause__
-        else:
-            break
-    return error
