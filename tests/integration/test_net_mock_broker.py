@@ -8,11 +8,12 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import trio
 import trustme
+from anyio.streams.tls import TLSStream
 
 from trio_kafka.broker import Cluster, HookCall, open_cluster
 from trio_kafka.broker import SaslConfig as BrokerSasl
 from trio_kafka.errors import AuthenticationError, FatalError
-from trio_kafka.net import SaslConfig, TlsTransport, open_selector
+from trio_kafka.net import AnyioStream, SaslConfig, TlsTransport, open_selector
 from trio_kafka.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 
 
@@ -45,7 +46,8 @@ async def test_scram_sha_512_over_tls_reaches_every_broker(
         assert topic.partition_count == 3
         for node_id in sorted(selector.metadata.brokers):
             connection = await selector.connection(node_id)
-            assert isinstance(connection.stream, trio.SSLStream)
+            assert isinstance(connection.stream, AnyioStream)
+            assert isinstance(connection.stream.stream, TLSStream)
             info = selector.api_versions(node_id)
             assert info is not None and info.supports_cas  # our broker has the extension
         print(f"\n{selector!r}")

@@ -83,6 +83,12 @@ class AnyioStream:
     async def aclose(self) -> None:
         await self.stream.aclose()
 
+    async def __aenter__(self) -> AnyioStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stream.aclose()
+
 
 class _AnyioView(anyio.abc.ByteStream):
     """A `ByteStream` that is not an anyio stream (a trio one), seen as an anyio stream:
