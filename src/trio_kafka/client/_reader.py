@@ -70,7 +70,13 @@ from trio_kafka.errors import (
     error_for_code,
     error_info,
 )
-from trio_kafka.net import ExponentialBackoff, KafkaSelector, PartitionMetadata, TopicMetadata
+from trio_kafka.net import (
+    ExponentialBackoff,
+    KafkaSelector,
+    PartitionMetadata,
+    TopicMetadata,
+    sleep_until,
+)
 from trio_kafka.protocol.messages.fetch import (
     FetchPartition,
     FetchRequest,
@@ -564,7 +570,7 @@ class PartitionRead:
             if self.end is None:
                 self.end = _end_of(result, reader.read_committed)
                 if self.end is None:  # an answer without bounds: ask again
-                    await anyio.sleep_until(min(asked + reader.max_wait, deadline))
+                    await sleep_until(min(asked + reader.max_wait, deadline))
                     continue
                 records = [r for r in records if r.offset < self.end]
             moved = result.next_offset > self.position
@@ -577,7 +583,7 @@ class PartitionRead:
                 continue
             # Nothing new: the broker long-polled, or answered at once; wait out the rest
             # of max_wait either way so an early empty answer does not become a busy loop.
-            await anyio.sleep_until(min(asked + wait, deadline))
+            await sleep_until(min(asked + wait, deadline))
 
     def __repr__(self) -> str:
         end = "log end" if self.end is None else self.end

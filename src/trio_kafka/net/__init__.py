@@ -18,6 +18,7 @@ from trio_kafka.net._clock import (
     checkpoint_function,
     loop_time,
     primitives,
+    sleep_until,
 )
 from trio_kafka.net._config import SelectorConfig
 from trio_kafka.net._connection import (
@@ -92,5 +93,6 @@ __all__ = [
     "open_selector",
     "parse_bootstrap",
     "primitives",
+    "sleep_until",
     "tls_context",
 ]

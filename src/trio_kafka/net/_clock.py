@@ -8,7 +8,7 @@ never used, so a simulated run replays exactly.
 
 A `Clock` must tell time on the event loop's timescale: the I/O layer turns
 `now() + delay` into anyio deadlines (`anyio.CancelScope(deadline=...)`,
-`anyio.sleep_until`). The default, `LoopClock`, reads `anyio.current_time()`: trio's
+`sleep_until` below). The default, `LoopClock`, reads `anyio.current_time()`: trio's
 `current_time()` under trio (virtual under `trio.testing.MockClock`), the loop's
 `time()` under asyncio.
 
@@ -138,6 +138,15 @@ def primitives() -> Primitives:
     """The event and scope classes for the running backend, resolved once by whoever
     keeps them (a connection, a producer's sender)."""
     return _TRIO_PRIMITIVES if backend_name() == "trio" else _ASYNCIO_PRIMITIVES
+
+
+async def sleep_until(deadline: float) -> None:
+    """Sleep until `deadline` on the loop's clock, exactly as trio's `sleep_until` does (a
+    cancel scope at that deadline). anyio's `sleep_until` sleeps `deadline - now`, which
+    can land an ulp away from `deadline` and reorder two wakeups due at the same instant
+    (seen in the simulator's traces)."""
+    with anyio.CancelScope(deadline=deadline):
+        await anyio.sleep_forever()
 
 
 def default_rng(rng: random.Random | None) -> random.Random:

@@ -56,7 +56,7 @@ from trio_kafka.errors import (
     error_info,
 )
 from trio_kafka.net._backoff import ExponentialBackoff
-from trio_kafka.net._clock import Clock, LoopClock, default_rng
+from trio_kafka.net._clock import Clock, LoopClock, default_rng, sleep_until
 from trio_kafka.net._config import SelectorConfig
 from trio_kafka.net._connection import BrokerConnection
 from trio_kafka.net._groups import only_error
@@ -252,7 +252,7 @@ class KafkaSelector:
 
     async def _open(self, node: Node) -> tuple[BrokerConnection, ApiVersionsInfo]:
         if node.retry_at > self.clock.now():
-            await anyio.sleep_until(node.retry_at)
+            await sleep_until(node.retry_at)
         where = f"node {node.node_id} at {node.address}"
         stream = None
         try:
@@ -586,7 +586,7 @@ class KafkaSelector:
                 )
             else:
                 due = now + self.config.metadata_max_age  # nothing asked for yet
-            await anyio.sleep_until(due)
+            await sleep_until(due)
             if updated is not None and self.metadata.updated_at != updated:
                 continue  # someone else refreshed meanwhile
             if self._interest or self.metadata.updated_at is not None:
@@ -612,7 +612,7 @@ class KafkaSelector:
                     await connection.aclose()
                 else:
                     wake = min(wake, due)
-            await anyio.sleep_until(wake)
+            await sleep_until(wake)
 
     def __repr__(self) -> str:
         try:
