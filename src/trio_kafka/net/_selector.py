@@ -49,11 +49,7 @@ import attrs
 from trio_kafka.errors import (
     AuthenticationError,
     BrokerConnectionError,
-    ErrorCode,
-    InvalidTopicError,
     KafkaError,
-    UnknownTopicError,
-    error_info,
 )
 from trio_kafka.net._backoff import ExponentialBackoff
 from trio_kafka.net._clock import Clock, LoopClock, default_rng, sleep_until
@@ -64,11 +60,11 @@ from trio_kafka.net._metadata import (
     BrokerMetadata,
     ClusterMetadata,
     TopicMetadata,
-    check_topic_name,
 )
 from trio_kafka.net._nodes import Attempt, Node, Refresh, root_error
 from trio_kafka.net._pending import PendingResponse
 from trio_kafka.net._sasl import authenticate
+from trio_kafka.net._topic_wait import wait_for_topic
 from trio_kafka.net._transport import STREAM_ERRORS, TcpTransport, Transport
 from trio_kafka.net._versions import ApiVersionsInfo, negotiate
 from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
@@ -77,13 +73,6 @@ from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataReque
 #: the next candidate (the attempt goes on). A healthy connect and ApiVersions take
 #: milliseconds; a blackholed address takes `connection_setup_timeout` to fail.
 _HEDGE_DELAY = 1.0
-# wait_for_topic: this many Metadata answers saying UNKNOWN_TOPIC_OR_PARTITION (the
-# broker did not auto-create it), spread over at least TOPIC_PROPAGATION seconds, end the
-# wait before max_block. Topic creation reaches the brokers asynchronously, so one answer
-# is not enough (librdkafka waits topic.metadata.propagation.max.ms, 30 s, for this);
-# the window is short because a user waiting on a typo'd topic waits all of it.
-UNKNOWN_TOPIC_ANSWERS = 3
-TOPIC_PROPAGATION = 2.0
 
 
 @attrs.define(eq=False)
@@ -367,88 +356,7 @@ class KafkaSelector:
         after `timeout` (default `max_block`), `UnknownTopicError`, or
         `BrokerConnectionError` (naming the addresses) when no broker has ever
         answered: then the address, not the topic, is what is wrong."""
-        found = self.metadata.topic(topic)
-        if found is None:
-            check_topic_name(topic)  # a known topic is valid: checked only when unknown
-        timeout = self.config.max_block if timeout is None else timeout
-        deadline = self.clock.now() + timeout
-        retry = ExponentialBackoff(self.config.retry_backoff, self.config.retry_backoff_max)
-        attempts = 0
-        unknown_answers = 0
-        unknown_since: float | None = None
-        last_error: BaseException | None = None
-        while found is None or not found.is_usable:
-            with anyio.CancelScope(deadline=deadline):
-                try:
-                    await self.refresh_metadata([topic])
-                except BrokerConnectionError as exc:
-                    last_error = exc
-                else:
-                    found = self.metadata.topic(topic)
-                    code = ErrorCode.NONE if found is None else found.error_code
-                    if code == ErrorCode.INVALID_TOPIC_EXCEPTION:
-                        raise InvalidTopicError(
-                            f"topic {topic!r} is invalid: the broker answers "
-                            "INVALID_TOPIC_EXCEPTION for it (a reserved or illegal name)",
-                            topic=topic,
-                        )
-                    if found is None or code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                        if unknown_since is None:
-                            unknown_since = self.clock.now()
-                        unknown_answers += 1
-                        if (
-                            unknown_answers >= UNKNOWN_TOPIC_ANSWERS
-                            and self.clock.now() - unknown_since >= TOPIC_PROPAGATION
-                        ):
-                            elapsed = timeout - max(deadline - self.clock.now(), 0.0)
-                            raise UnknownTopicError(
-                                self._unknown_topic_message(topic, elapsed, found, None),
-                                topic=topic,
-                            )
-                found = self.metadata.topic(topic)
-                if found is not None and found.is_usable:
-                    break
-                await anyio.sleep(retry.backoff(attempts, self.rng))
-                attempts += 1
-            if self.clock.now() >= deadline:
-                message = self._unknown_topic_message(topic, timeout, found, last_error)
-                if self.metadata.updated_at is None:
-                    raise BrokerConnectionError(message) from last_error
-                raise UnknownTopicError(message, topic=topic)
-        return found
-
-    def _unknown_topic_message(
-        self,
-        topic: str,
-        timeout: float,
-        found: TopicMetadata | None,
-        last_error: BaseException | None,
-    ) -> str:
-        if found is not None and found.error_code:
-            why = f"the brokers answer {error_info(found.error_code).name} for it"
-        elif found is not None:
-            why = "it has no partitions yet"
-        elif self.metadata.updated_at is None:
-            # Nothing answered at all: the topic is not the problem, the address is.
-            servers = ",".join(f"{host}:{port}" for host, port in self.config.bootstrap_servers)
-            why = (
-                f" ({last_error})"
-                if last_error is not None
-                else " (connections hang or nothing answers on them)"
-            )
-            return (
-                f"no Kafka broker answered within {timeout:.1f} s, so topic {topic!r} could "
-                f"not be looked up{why}. Is a broker running at {servers}? "
-                "Check the host and port (bootstrap=), or start "
-                "trio-kafka's mock broker there: `trio-kafka broker --port 9092`"
-            )
-        else:
-            why = "the brokers do not know it"
-        return (
-            f"topic {topic!r} is not in the metadata after {timeout:.1f} s ({why}). Create "
-            "it (CreateTopics, `kafka-topics.sh --create`, trio_kafka.client.create_topic), "
-            "enable auto-creation on the broker, or check the topic name and the client's ACLs"
-        )
+        return await wait_for_topic(self, topic, timeout)
 
     async def _run_refresh(self, refresh: Refresh) -> None:
         self._last_refresh_attempt = self.clock.now()
