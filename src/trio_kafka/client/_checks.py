@@ -16,7 +16,7 @@ Headers follow confluent-kafka's rule: a list of (key, value) pairs or a dict; k
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from trio_kafka.producer import ProducerRecord
@@ -119,3 +119,42 @@ def checked_partitioner(partitioner: Callable[..., Any]) -> Callable[..., int]:
 
     partition.__wrapped__ = partitioner  # type: ignore[attr-defined]
     return partition
+
+
+_VALUE_TYPES = (bytes, bytearray, memoryview, type(None))
+SendHeaders = Sequence[tuple[str, bytes | None]]
+
+
+def record_fields(
+    record: object,
+) -> tuple[str, Any, Any, SendHeaders | None, int | None, int | None]:
+    """A `ProducerRecord`'s fields as `send()` takes them (no headers: None); anything
+    else in `topic`'s place is a `TypeError` naming its type."""
+    if not isinstance(record, ProducerRecord):
+        raise TypeError(f"topic must be a str or a ProducerRecord, not {type(record).__name__}")
+    return (
+        record.topic,
+        record.value,
+        record.key,
+        record.headers or None,
+        record.partition,
+        record.timestamp,
+    )
+
+
+def check_types(value: Any, key: Any) -> None:
+    if not isinstance(value, _VALUE_TYPES):
+        raise TypeError(
+            f"value must be bytes or None, not {type(value).__name__}: pass bytes, or set "
+            "value_serializer"
+        )
+    if not isinstance(key, _VALUE_TYPES):
+        raise TypeError(
+            f"key must be bytes or None, not {type(key).__name__}: pass bytes, or set "
+            "key_serializer"
+        )
+
+
+def as_bytes(items: Sequence[Any]) -> list[bytes | None]:
+    """bytes-like items as bytes (a copy: the caller may reuse its buffers)."""
+    return [None if item is None else bytes(item) for item in items]

@@ -38,9 +38,12 @@ import attrs
 
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._checks import (
+    as_bytes,
     check_extras,
     check_interceptor_result,
+    check_types,
     checked_partitioner,
+    record_fields,
 )
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
 from trio_kafka.client._sender import Sender, logger
@@ -73,7 +76,6 @@ from trio_kafka.producer import (
 )
 
 Headers = Sequence[tuple[str, bytes | None]]
-_VALUE_TYPES = (bytes, bytearray, memoryview, type(None))
 _BYTES_OR_NONE = frozenset((bytes, type(None)))
 # send() checkpoints once per this many calls (a power of two: the test is a mask).
 _CHECKPOINT_EVERY = 64
@@ -222,7 +224,7 @@ class Producer(TransactionalProducerMixin):
         timestamp: int | None,
     ) -> RecordHandle:
         if topic.__class__ is not str:
-            topic, value, key, headers, partition, timestamp = _record_fields(topic)
+            topic, value, key, headers, partition, timestamp = record_fields(topic)
         if self._closing or self._sender.fatal_error is not None:
             self._refuse()
         if self._txn is not None:
@@ -232,7 +234,7 @@ class Producer(TransactionalProducerMixin):
                 topic, value, key, headers, partition, timestamp
             )
         else:
-            _check_types(value, key)
+            check_types(value, key)
         # bytearray and memoryview: copied, so the caller may reuse the buffer, and a
         # key must be hashable (the partitioner caches key hashes).
         if value is not None and value.__class__ is not bytes:
@@ -265,7 +267,7 @@ class Producer(TransactionalProducerMixin):
         that must land at offset N (see client/_cas.py)."""
         if topic.__class__ is not str:
             given = partition
-            topic, value, key, headers, partition, timestamp = _record_fields(topic)
+            topic, value, key, headers, partition, timestamp = record_fields(topic)
             partition = partition if given is None else given
         if partition is None:
             raise ConfigError(
@@ -288,7 +290,7 @@ class Producer(TransactionalProducerMixin):
                 topic, value, key, headers, partition, timestamp
             )
         else:
-            _check_types(value, key)
+            check_types(value, key)
         headers = check_extras(headers, partition, timestamp)
         deadline = self._now() + self.config.max_block
         await cas_gate(self.selector).check(
@@ -358,12 +360,12 @@ class Producer(TransactionalProducerMixin):
         check_extras(None, partition, None)
         if not {*map(type, values)} <= _BYTES_OR_NONE:
             for value in values:
-                _check_types(value, None)
-            values = _as_bytes(values)  # bytearray, memoryview: copied, as send() does
+                check_types(value, None)
+            values = as_bytes(values)  # bytearray, memoryview: copied, as send() does
         if keys is not None and not {*map(type, keys)} <= _BYTES_OR_NONE:
             for key in keys:
-                _check_types(b"", key)
-            keys = _as_bytes(keys)
+                check_types(b"", key)
+            keys = as_bytes(keys)
         spans: list[BatchSpan] = []
         position = 0
         deadline = self._now() + self.config.max_block
@@ -451,7 +453,7 @@ class Producer(TransactionalProducerMixin):
             value = self._value_serializer(value)
         if self._key_serializer is not None and key is not None:
             key = self._key_serializer(key)
-        _check_types(value, key)
+        check_types(value, key)
         return topic, value, key, headers, partition, timestamp
 
     def _opened(self, batch: ProducerBatch) -> None:
@@ -666,41 +668,6 @@ def _fast_now(clock: Clock) -> Callable[[], float]:
     if isinstance(clock, LoopClock):
         return loop_time()
     return clock.now
-
-
-def _record_fields(
-    record: object,
-) -> tuple[str, Any, Any, Headers | None, int | None, int | None]:
-    """A `ProducerRecord`'s fields as `send()` takes them (no headers: None); anything
-    else in `topic`'s place is a `TypeError` naming its type."""
-    if not isinstance(record, ProducerRecord):
-        raise TypeError(f"topic must be a str or a ProducerRecord, not {type(record).__name__}")
-    return (
-        record.topic,
-        record.value,
-        record.key,
-        record.headers or None,
-        record.partition,
-        record.timestamp,
-    )
-
-
-def _check_types(value: Any, key: Any) -> None:
-    if not isinstance(value, _VALUE_TYPES):
-        raise TypeError(
-            f"value must be bytes or None, not {type(value).__name__}: pass bytes, or set "
-            "value_serializer"
-        )
-    if not isinstance(key, _VALUE_TYPES):
-        raise TypeError(
-            f"key must be bytes or None, not {type(key).__name__}: pass bytes, or set "
-            "key_serializer"
-        )
-
-
-def _as_bytes(items: Sequence[Any]) -> list[bytes | None]:
-    """bytes-like items as bytes (a copy: the caller may reuse its buffers)."""
-    return [None if item is None else bytes(item) for item in items]
 
 
 def _merge(spans: list[BatchSpan]) -> list[BatchSpan]:
