@@ -1,8 +1,8 @@
 """The blocking producer's loop side: the pump, one lane per topic, calls, close.
 
-Runs in the thread `_sync_portal.LoopThread` starts (anyio's blocking portal), inside `open_producer()`; it is
-the only code that touches the async producer. What it shares with calling threads goes
-through the `Ledger` (`_sync_ledger.py`). See `trio_kafka.sync` for the whole picture.
+Runs in the thread `_sync_portal.LoopThread` starts (anyio's blocking portal), inside
+`open_producer()`; it is the only code that touches the async producer. What it shares
+with calling threads goes through the `Ledger` (`_sync_ledger.py`). See `trio_kafka.sync` for the whole picture.
 """
 
 from __future__ import annotations

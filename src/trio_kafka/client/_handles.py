@@ -93,8 +93,8 @@ class RecordHandle(DeliveryHandle):
     `succeeded()`.
 
     Waiting and cancellation: awaiting a pending handle waits for its batch and is a
-    normal checkpoint (cancellable, under trio or asyncio; a cancelled wait leaves the record alone, it is
-    still delivered and the handle can be awaited again). Awaiting a handle that is
+    normal checkpoint (cancellable, under trio or asyncio; a cancelled wait leaves the
+    record alone, it is still delivered and the handle can be awaited again). Awaiting a handle that is
     already done returns its outcome without a trip through the scheduler, except every
     `AWAIT_CHECKPOINT_EVERY` (64) awaits, when it checkpoints: the trade-off `send()`
     makes too. A loop over many done handles is then ~64x cheaper per record and still

@@ -9,8 +9,9 @@ event loop only every 64 calls (DESIGN.md: a checkpoint per call caps at ~215k c
 on trio), through the backend's own checkpoint looked up once at open, or when it must
 wait (buffer full, topic metadata). That checkpoint comes before the append, so a
 cancelled `send()` (trio, or asyncio's `task.cancel()`) has appended nothing: a record
-is either in the buffer with its handle returned, or not sent at all. It wakes the sender only when the
-append opened a new batch (handle index 0), so waking costs once per batch.
+is either in the buffer with its handle returned, or not sent at all. It wakes the
+sender only when the append opened a new batch (handle index 0), so waking costs once
+per batch.
 
 Waiting (flush, close, a send blocked on `buffer_memory`) is on `_progress`, an Event
 replaced each time batches reach a final state.

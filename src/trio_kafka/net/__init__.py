@@ -1,4 +1,5 @@
-"""I/O on anyio (trio first, asyncio too): transports, broker connections, the shared selector and cluster metadata.
+"""I/O on anyio (trio first, asyncio too): transports, broker connections, the shared
+selector and cluster metadata.
 
 Everything that touches the OS is behind a seam passed in: the `Transport` (sockets, TLS,
 name resolution), the `Clock` and a `random.Random`. The simulator swaps all three.
