@@ -355,6 +355,7 @@ class BulkLoader:
                 if backend is Backend.CAS:
                     point = await self.resume_point(partition)
                     parts.append(_CasPartition(self, self._pipeline(backend, partition, point)))
+                    stack.callback(parts[-1].discard)
                 else:
                     producer = await stack.enter_async_context(
                         self.transactional_producer(
@@ -365,6 +366,7 @@ class BulkLoader:
                     point = await self.resume_point(partition, self.committed_reader)
                     pipe = self._pipeline(backend, partition, point)
                     parts.append(_TxnPartition(self, pipe, producer))
+                    stack.callback(parts[-1].discard)
             try:
                 async with anyio.create_task_group() as nursery:
                     for part in parts:
@@ -528,6 +530,12 @@ class _Partition:
 
     async def close_input(self) -> None:
         await self._send.aclose()
+
+    def discard(self) -> None:
+        """Close both ends (anyio's streams warn when dropped open; a task cancelled
+        before it started never closed its end)."""
+        self._send.close()
+        self._receive.close()
 
     async def run(self) -> None:
         raise NotImplementedError
