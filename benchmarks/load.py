@@ -33,7 +33,7 @@ processes' CPU seconds / C: that, with the counting floor, bounds what Spark can
 
     .venv/bin/python benchmarks/load.py [--rows N] [--size BYTES] [--partitions P]
         [--rounds R] [--keyed] [--keys K] [--no-spark] [--no-bulk]
-        [--spark-rounds S] [--no-floors]
+        [--spark-rounds S] [--spark-conf KEY=VALUE] [--no-floors]
 """
 
 from __future__ import annotations
@@ -115,7 +115,8 @@ async def load(
     return elapsed, cpu, result.guarantee
 
 
-def spark_session() -> Any:
+def spark_session(conf: list[str]) -> Any:
+    """A `local[2]` session; `conf`: extra "key=value" settings (`--spark-conf`)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -127,6 +128,7 @@ def spark_session() -> Any:
         **{
             "spark.driver.memory": "3g",
             "spark.sql.shuffle.partitions": "2",
+            **dict(setting.split("=", 1) for setting in conf),
         },
     )
 
@@ -236,7 +238,7 @@ def spark_runs(
     rates: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
     peaks: dict[str, float] = {name: 0.0 for name, _ in BACKENDS}
     order = [BACKENDS[0], BACKENDS[1], BACKENDS[1], BACKENDS[0]] * args.spark_rounds
-    spark = spark_session()
+    spark = spark_session(args.spark_conf)
     try:
         warm_up(spark, bootstrap, args)
         for run, (name, cas) in enumerate(order):
@@ -283,9 +285,18 @@ def main() -> None:
         "--spark-rounds", type=int, default=1, help="Spark loads: A B B A this many times"
     )
     parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the session (repeatable), for experiments",
+    )
+    parser.add_argument(
         "--no-floors", action="store_true", help="no Spark floors (noop, counting) after loads"
     )
     args = parser.parse_args()
+    if any("=" not in setting for setting in args.spark_conf):
+        parser.error("--spark-conf takes KEY=VALUE")
     if min(args.rounds, args.spark_rounds, args.rows, args.keys) < 1:
         parser.error("--rounds, --spark-rounds, --rows and --keys must be at least 1")
     values = [] if args.no_bulk else [b"%0*d" % (args.size, i) for i in range(args.rows)]
