@@ -75,18 +75,7 @@ from trio_kafka.errors import (
 )
 from trio_kafka.producer._accumulator import BatchSpan, ReadyResult, RecordAccumulator
 from trio_kafka.producer._actions import Action
-from trio_kafka.producer._batch import (
-    Acknowledged,
-    Ambiguous,
-    AmbiguousWriteError,
-    BatchState,
-    DeliveryHandle,
-    Failed,
-    Outcome,
-    ProducerBatch,
-    ProducerRecord,
-    Result,
-)
+from trio_kafka.producer._batch import BatchState, ProducerBatch
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig, TimeUnitWarning
 from trio_kafka.producer._core import (
@@ -97,9 +86,19 @@ from trio_kafka.producer._core import (
     RecordError,
     Settled,
 )
+from trio_kafka.producer._handle import DeliveryHandle
 from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
 from trio_kafka.producer._murmur import murmur2, partition_for_key, to_positive
 from trio_kafka.producer._partitioner import RandomSource, StickyState
+from trio_kafka.producer._record import (
+    Acknowledged,
+    Ambiguous,
+    AmbiguousWriteError,
+    Failed,
+    Outcome,
+    ProducerRecord,
+    Result,
+)
 from trio_kafka.producer._rules import MismatchSettler, Rules, current_rules, rules_in_effect
 from trio_kafka.producer._sequencer import (
     NoSequencing,

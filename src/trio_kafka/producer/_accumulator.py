@@ -33,17 +33,13 @@ from operator import add as _add
 from typing import Any, NamedTuple
 
 from trio_kafka.errors import InvalidPartitionError, RecordTooLargeError, UnknownTopicError
-from trio_kafka.producer._batch import (
-    BatchState,
-    DeliveryHandle,
-    Headers,
-    ProducerBatch,
-    ProducerRecord,
-)
+from trio_kafka.producer._batch import BatchState, ProducerBatch
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig
+from trio_kafka.producer._handle import DeliveryHandle
 from trio_kafka.producer._murmur import murmur2
 from trio_kafka.producer._partitioner import LeaderChooser, RandomSource, StickyState
+from trio_kafka.producer._record import Headers, ProducerRecord
 from trio_kafka.producer._sequencer import SequencingPolicy, TopicPartition
 
 # Per-record overhead estimate (length, attributes, deltas, key/value lengths, header

@@ -31,11 +31,13 @@ from trio_kafka.errors import (
     error_info,
 )
 from trio_kafka.producer._accumulator import ReadyResult, RecordAccumulator
-from trio_kafka.producer._batch import BatchState, DeliveryHandle, Headers, ProducerBatch, Result
+from trio_kafka.producer._batch import BatchState, ProducerBatch
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import ProducerConfig
+from trio_kafka.producer._handle import DeliveryHandle
 from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
 from trio_kafka.producer._partitioner import RandomSource
+from trio_kafka.producer._record import Headers, Result
 from trio_kafka.producer._rules import Rules, current_rules
 from trio_kafka.producer._sequencer import (
     NoSequencing,

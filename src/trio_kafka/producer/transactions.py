@@ -104,7 +104,7 @@ from trio_kafka.errors import (
     ProducerClosedError,
 )
 from trio_kafka.producer import _txn_handlers
-from trio_kafka.producer._batch import AmbiguousWriteError
+from trio_kafka.producer._record import AmbiguousWriteError
 from trio_kafka.producer._rules import Rules, current_rules
 from trio_kafka.producer._txn_queue import TxnRequestQueue
 from trio_kafka.producer._txn_requests import (
