@@ -79,6 +79,7 @@ from trio_kafka.producer._batch import BatchState, ProducerBatch
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig, TimeUnitWarning
 from trio_kafka.producer._core import (
+    CoreRules,
     Decision,
     PartitionResponse,
     PartitionResponseLike,
@@ -87,6 +88,7 @@ from trio_kafka.producer._core import (
     Settled,
 )
 from trio_kafka.producer._handle import DeliveryHandle
+from trio_kafka.producer._load import LoadRules
 from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
 from trio_kafka.producer._murmur import murmur2, partition_for_key, to_positive
 from trio_kafka.producer._partitioner import RandomSource, StickyState
@@ -105,13 +107,14 @@ from trio_kafka.producer._sequencer import (
     PartitionPhase,
     PartitionSequence,
     Sequencer,
+    SequencerRules,
     SequenceVerdict,
     SequencingPolicy,
 )
 from trio_kafka.producer._txn_policy import TransactionalSequencer
 from trio_kafka.producer._txn_state import TxnState
 from trio_kafka.producer._txn_types import GroupMetadata, OffsetAndMetadata, TxnResult
-from trio_kafka.producer.transactions import TransactionManager
+from trio_kafka.producer.transactions import TransactionManager, TransactionRules
 
 __all__ = [
     "Acknowledged",
@@ -122,12 +125,14 @@ __all__ = [
     "BatchState",
     "BufferFullStrategy",
     "ClusterView",
+    "CoreRules",
     "Decision",
     "DeliveryHandle",
     "Failed",
     "GroupMetadata",
     "IllegalTransactionStateError",
     "InvalidPartitionError",
+    "LoadRules",
     "MetricsSnapshot",
     "MismatchSettler",
     "NoSequencing",
@@ -151,6 +156,7 @@ __all__ = [
     "Rules",
     "SequenceVerdict",
     "Sequencer",
+    "SequencerRules",
     "SequencingPolicy",
     "Settled",
     "StickyState",
@@ -159,6 +165,7 @@ __all__ = [
     "TransactionAbortedError",
     "TransactionManager",
     "TransactionOutcomeUnknownError",
+    "TransactionRules",
     "TransactionTimedOutError",
     "TransactionalSequencer",
     "TxnResult",

@@ -38,10 +38,11 @@ from trio_kafka.producer._handle import DeliveryHandle
 from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
 from trio_kafka.producer._partitioner import RandomSource
 from trio_kafka.producer._record import Headers, Result
-from trio_kafka.producer._rules import Rules, current_rules
+from trio_kafka.producer._rule_context import rules_for
 from trio_kafka.producer._sequencer import (
     NoSequencing,
     Sequencer,
+    SequencerRules,
     SequenceVerdict,
     SequencingPolicy,
 )
@@ -128,6 +129,45 @@ class Settled:
     leaders: tuple[tuple[str, int, int, int], ...] = ()
 
 
+class CoreRules(SequencerRules):
+    """The core's part of the rules (producer/_rules.py gathers them into `Rules`); it
+    includes its sequencer's, which the core hands on."""
+
+    def epoch_bump(self, sequencing: SequencingPolicy) -> tuple[int, int]:
+        """The id and epoch an idempotent producer bumps to: the next epoch of its own
+        id (Java's local bump); (-1, -1) only when the epoch is exhausted."""
+        return sequencing.next_local_epoch()
+
+    def lost_request(
+        self, core: ProducerCore, batch: ProducerBatch, now: float, error: KafkaError
+    ) -> Decision:
+        """A request carrying `batch` left and got no answer: it may have been written;
+        resent with the same sequence (deduplicated), or Ambiguous."""
+        batch.maybe_written = True
+        return core.lost(batch, now, error)
+
+    def requeue(self, core: ProducerCore, batch: ProducerBatch, now: float) -> None:
+        """`batch` is retried: back to the front of its queue, in sequence order, with
+        its sequence kept."""
+        core.requeue(batch, now)
+
+    def give_up_lost(
+        self, core: ProducerCore, batch: ProducerBatch, now: float, error: KafkaError
+    ) -> Decision:
+        """A batch without a definite answer can no longer be retried (its delivery
+        timeout passed with a request in flight, or retries ran out): Ambiguous."""
+        return core.end_ambiguous(batch, now, error)
+
+    def written_to_fewer_replicas(
+        self, core: ProducerCore, batch: ProducerBatch, now: float, code: int, message: str | None
+    ) -> Decision | None:
+        """NOT_ENOUGH_REPLICAS_AFTER_APPEND: the broker appended the batch, to fewer
+        replicas than asked; it may be retried (deduplicated), never called Failed.
+        None: go on deciding by the error table (a retry)."""
+        batch.maybe_written = True
+        return None
+
+
 class ProducerCore:
     """The sans-IO producer (see `trio_kafka.producer` for the driver's recipe)."""
 
@@ -140,12 +180,12 @@ class ProducerCore:
         cluster: ClusterView | None = None,
         wall_offset: float = 0.0,
         handle_class: type[DeliveryHandle] = DeliveryHandle,
-        rules: Rules | None = None,
+        rules: CoreRules | None = None,
     ) -> None:
         self.config = config
         self.rng = rng
         #: The decisions where a wrong rule loses or duplicates writes (producer/_rules.py).
-        self.rules = current_rules() if rules is None else rules
+        self.rules = rules_for(CoreRules) if rules is None else rules
         if sequencing is None:
             sequencing = (
                 Sequencer(is_transactional=config.transactional_id is not None, rules=self.rules)

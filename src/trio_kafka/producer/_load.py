@@ -75,9 +75,9 @@ from trio_kafka.errors import (
     error_for_code,
 )
 from trio_kafka.producer._accumulator import record_sizes
-from trio_kafka.producer._actions import Action
+from trio_kafka.producer._actions import Action, classify
 from trio_kafka.producer._rows import RECORD_OVERHEAD, checkpoint_headers
-from trio_kafka.producer._rules import Rules, current_rules
+from trio_kafka.producer._rule_context import rules_for
 from trio_kafka.records import BatchBuilder
 
 #: Default batch size of a load (the broker's default max.message.bytes is 1 MiB).
@@ -166,6 +166,25 @@ class _Open:
         self.size += size
 
 
+class LoadRules:
+    """The load pipeline's part of the rules (producer/_rules.py gathers them into
+    `Rules`)."""
+
+    def loaded_through(self, resumed_after_row: int) -> int:
+        """A resumed load skips the rows up to its last checkpoint, and no further."""
+        return resumed_after_row
+
+    def load_batch_offset(self, expected_offset: int) -> int:
+        """The base offset a load batch is built with: its expected offset (CAS: the
+        broker appends it there or nowhere; -1 under the transactional backend)."""
+        return expected_offset
+
+    def load_answer(self, code: int | None) -> Action:
+        """What a load batch's answer means (`_actions.classify`): no answer or a
+        retriable error is resent at the same offset, a mismatch is read."""
+        return classify(code)
+
+
 class LoadPipeline:
     """One partition's load (see the module doc)."""
 
@@ -183,10 +202,10 @@ class LoadPipeline:
         max_in_flight: int = 5,
         retry_timeout: float = 120.0,
         backoff: Callable[[int], float] = lambda attempts: 0.0,
-        rules: Rules | None = None,
+        rules: LoadRules | None = None,
     ) -> None:
         #: The decisions where a wrong rule loses or duplicates rows (producer/_rules.py).
-        self.rules = current_rules() if rules is None else rules
+        self.rules = rules_for(LoadRules) if rules is None else rules
         if not 1 <= max_in_flight <= 5:
             raise ConfigError(
                 f"max_in_flight={max_in_flight}: use 1 to 5 (the broker's dedup window)"

@@ -49,7 +49,7 @@ from typing import Protocol
 
 from trio_kafka.errors import ErrorCode, KafkaError
 from trio_kafka.producer._batch import BatchState, ProducerBatch
-from trio_kafka.producer._rules import Rules, current_rules
+from trio_kafka.producer._rule_context import rules_for
 
 TopicPartition = tuple[str, int]
 _MAX_EPOCH = 32767
@@ -227,6 +227,27 @@ class PartitionSequence:
         self.retrying.discard(batch)
 
 
+class SequencerRules:
+    """The sequencer's part of the rules (producer/_rules.py gathers them into `Rules`)."""
+
+    def unknown_producer(
+        self,
+        sequencer: Sequencer,
+        batch: ProducerBatch,
+        entry: PartitionSequence,
+        log_start_offset: int,
+    ) -> SequenceVerdict:
+        """UNKNOWN_PRODUCER_ID for a sequenced batch: retried after asking for an epoch
+        bump (or a sequence reset in a transaction), or failed."""
+        return sequencer.unknown_producer(batch, entry, log_start_offset)
+
+    def drop_on_rewrite(self, batch: ProducerBatch) -> bool:
+        """At an epoch bump, a batch of a partition being rewritten from sequence 0: one
+        an earlier attempt of which may have landed is dropped (Ambiguous), never
+        resent under the new epoch, where its old sequence no longer deduplicates."""
+        return batch.maybe_written
+
+
 class Sequencer:
     """Idempotent producer state (see module doc); with `hooks`, a transaction's."""
 
@@ -237,11 +258,11 @@ class Sequencer:
         *,
         is_transactional: bool = False,
         hooks: SequencerHooks | None = None,
-        rules: Rules | None = None,
+        rules: SequencerRules | None = None,
     ) -> None:
         self.is_transactional = is_transactional
         self.hooks = hooks
-        self.rules = current_rules() if rules is None else rules
+        self.rules = rules_for(SequencerRules) if rules is None else rules
         # A transaction's manager runs InitProducerId itself.
         self.owns_producer_id = hooks is not None
         # Current producer id and epoch (-1: InitProducerId not done yet).

@@ -105,7 +105,7 @@ from trio_kafka.errors import (
 )
 from trio_kafka.producer import _txn_handlers
 from trio_kafka.producer._record import AmbiguousWriteError
-from trio_kafka.producer._rules import Rules, current_rules
+from trio_kafka.producer._rule_context import rules_for
 from trio_kafka.producer._txn_queue import TxnRequestQueue
 from trio_kafka.producer._txn_requests import (
     add_partitions_to_txn,
@@ -138,6 +138,34 @@ from trio_kafka.producer._txn_types import (
 K = TxnRequestKind
 
 
+class TransactionRules:
+    """The transaction manager's part of the rules (producer/_rules.py gathers them
+    into `Rules`)."""
+
+    def end_txn_bumps_epoch(self, manager: TransactionManager) -> bool:
+        """Does a successful EndTxn v5 answer carry the next epoch? Only under
+        transactions v2; a v1 coordinator names the current one."""
+        return manager.transaction_v2
+
+    def unknown_commit_outcome(
+        self, manager: TransactionManager, error: KafkaError, now: float
+    ) -> None:
+        """An EndTxn(commit) got no answer: settle it (resend), then re-initialise (a
+        new epoch), so the late copy cannot decide the next transaction."""
+        manager.reinitialise_after_unknown_commit(error, now)
+
+    def init_when_ready(self, manager: TransactionManager) -> TxnResult | None:
+        """`init()` on a manager that is READY: None refuses it (initialised already;
+        after an unknown commit outcome the manager is INITIALIZING, and `init()`
+        returns that re-initialisation)."""
+        return None
+
+    def send_failure_taints_transaction(self, error: KafkaError) -> bool:
+        """A `send()` raised inside a transaction: the record is not in it, so the
+        transaction must not commit (abortable), as Java's `send` does."""
+        return True
+
+
 class TransactionManager(TxnRequestQueue):
     """The sans-IO transaction manager (see the module's theory of operation)."""
 
@@ -149,11 +177,11 @@ class TransactionManager(TxnRequestQueue):
         retry_backoff: float = 0.1,
         retry_backoff_max: float = 1.0,
         add_partitions_max_version: int = 3,
-        rules: Rules | None = None,
+        rules: TransactionRules | None = None,
     ) -> None:
         self.transactional_id = transactional_id
         #: The decisions where a wrong rule tears transactions (producer/_rules.py).
-        self.rules = current_rules() if rules is None else rules
+        self.rules = rules_for(TransactionRules) if rules is None else rules
         self.transaction_timeout = transaction_timeout
         self.retry_backoff = retry_backoff
         self.retry_backoff_max = retry_backoff_max
