@@ -78,15 +78,7 @@ from trio_kafka.producer._actions import Action
 from trio_kafka.producer._batch import BatchState, ProducerBatch
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig, TimeUnitWarning
-from trio_kafka.producer._core import (
-    CoreRules,
-    Decision,
-    PartitionResponse,
-    PartitionResponseLike,
-    ProducerCore,
-    RecordError,
-    Settled,
-)
+from trio_kafka.producer._core import CoreRules, ProducerCore
 from trio_kafka.producer._handle import DeliveryHandle
 from trio_kafka.producer._load import LoadRules
 from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
@@ -100,6 +92,13 @@ from trio_kafka.producer._record import (
     Outcome,
     ProducerRecord,
     Result,
+)
+from trio_kafka.producer._responses import (
+    Decision,
+    PartitionResponse,
+    PartitionResponseLike,
+    RecordError,
+    Settled,
 )
 from trio_kafka.producer._rules import MismatchSettler, Rules, current_rules, rules_in_effect
 from trio_kafka.producer._sequencer import (

@@ -10,9 +10,7 @@ request an epoch bump, fail, or make ambiguous.
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -24,8 +22,6 @@ from trio_kafka.errors import (
     ErrorCode,
     ExpectedOffsetMismatchError,
     KafkaError,
-    ProducerFencedError,
-    RecordTooLargeError,
     RequestTimeoutError,
     error_for_code,
     error_info,
@@ -37,7 +33,16 @@ from trio_kafka.producer._config import ProducerConfig
 from trio_kafka.producer._handle import DeliveryHandle
 from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
 from trio_kafka.producer._partitioner import RandomSource
-from trio_kafka.producer._record import Headers, Result
+from trio_kafka.producer._record import Result
+from trio_kafka.producer._responses import (
+    LEADER_MOVED,
+    Decision,
+    PartitionResponseLike,
+    Settled,
+    idempotent_epoch_refused,
+    record_errors_of,
+    refused_as_too_large,
+)
 from trio_kafka.producer._rule_context import rules_for
 from trio_kafka.producer._sequencer import (
     NoSequencing,
@@ -47,86 +52,7 @@ from trio_kafka.producer._sequencer import (
     SequencingPolicy,
 )
 
-
-class Decision(enum.Enum):
-    """What settling a batch did with it: sent again later, or final; and whether the
-    answer says the metadata is stale (the driver then refreshes it)."""
-
-    RETRY = "retry"  # back in its queue
-    RETRY_REFRESH = "retry_refresh"  # back in its queue; refresh the metadata
-    FINAL = "final"  # done (acknowledged, failed or ambiguous)
-    FINAL_REFRESH = "final_refresh"  # done; refresh the metadata
-
-    @property
-    def retried(self) -> bool:
-        return self is Decision.RETRY or self is Decision.RETRY_REFRESH
-
-    @property
-    def refresh(self) -> bool:
-        return self is Decision.RETRY_REFRESH or self is Decision.FINAL_REFRESH
-
-
 _COMPRESSION = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-#: Answers that may name the partition's current leader (KIP-951, Produce v10+).
-_LEADER_MOVED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
-
-
-class RecordErrorLike(Protocol):
-    @property
-    def batch_index(self) -> int: ...
-    @property
-    def batch_index_error_message(self) -> str | None: ...
-
-
-class PartitionResponseLike(Protocol):
-    """What `handle_response` reads of a partition's answer: the protocol layer's
-    `PartitionProduceResponse` fits, and so does `PartitionResponse`."""
-
-    @property
-    def error_code(self) -> int: ...
-    @property
-    def base_offset(self) -> int: ...
-    @property
-    def log_append_time_ms(self) -> int: ...
-    @property
-    def log_start_offset(self) -> int: ...
-    @property
-    def record_errors(self) -> Sequence[RecordErrorLike]: ...
-    @property
-    def error_message(self) -> str | None: ...
-
-
-@attrs.frozen(slots=True)
-class RecordError:
-    batch_index: int
-    batch_index_error_message: str | None = None
-
-
-@attrs.frozen(slots=True)
-class PartitionResponse:
-    """A partition's answer to a Produce request (for tests and other callers)."""
-
-    error_code: int = 0
-    base_offset: int = -1
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-    record_errors: Sequence[RecordError] = ()
-    error_message: str | None = None
-
-
-@attrs.frozen(slots=True)
-class Settled:
-    """What the driver should do after handing back a request's results."""
-
-    refresh_metadata: bool = False
-    #: Batches that reached a final state (room came free: wake blocked senders).
-    completed: int = 0
-    retried: int = 0
-    #: KIP-951: (topic, partition, leader id, leader epoch) a NOT_LEADER_OR_FOLLOWER or
-    #: FENCED_LEADER_EPOCH answer named as the current leader (Produce v10+). The driver
-    #: puts them in its metadata (with the response's NodeEndpoints) and hands the core
-    #: the new view: the retries then go to the new leader at once, without backoff.
-    leaders: tuple[tuple[str, int, int, int], ...] = ()
 
 
 class CoreRules(SequencerRules):
@@ -269,7 +195,7 @@ class ProducerCore:
             self._remove_queued(batch)
             self.finish_ambiguous(
                 batch,
-                _ambiguous(
+                AmbiguousError(
                     "the producer epoch was bumped while an earlier attempt of this batch "
                     "may have been written; resending it under the new epoch could duplicate it"
                 ),
@@ -308,15 +234,7 @@ class ProducerCore:
         self, now: float, nodes: Iterable[int], max_request_size: int | None = None
     ) -> dict[int, list[ProducerBatch]]:
         drained = self.accumulator.drain(now, nodes, max_request_size)
-        metrics = self.metrics
-        for batches in drained.values():
-            metrics.requests_sent += 1
-            for batch in batches:
-                metrics.batches_sent += 1
-                metrics.records_sent += batch.record_count
-                metrics.bytes_sent += batch.size
-                if batch.attempts > 1:
-                    metrics.record_retries += batch.record_count
+        self.metrics.count_drained(drained.values())
         return drained
 
     def encode(self, batch: ProducerBatch) -> bytes:
@@ -376,39 +294,29 @@ class ProducerCore:
         `responses` maps (topic, partition) to its answer; None for acks=0 (nothing
         comes back: the records are reported with offset -1).
         """
-        self.accumulator.request_done(node)
-        refresh = False
-        completed = retried = 0
         leaders: list[tuple[str, int, int, int]] = []
-        for batch in batches:
-            if batch.state is not BatchState.IN_FLIGHT:
-                continue
-            self.accumulator.settle_in_flight(batch)
+
+        def settle(batch: ProducerBatch) -> Decision:
             self.metrics.record_latency(now - batch.last_attempt)
             if responses is None:
                 self._finish_ok(batch, -1, -1)
-                completed += 1
-                continue
+                return Decision.FINAL
             response = responses.get((batch.topic, batch.partition))
             if response is None:
                 # A broker that does not answer for a partition it was sent: treat as
                 # a lost response for that batch (it may have been appended).
                 batch.maybe_written = True
-                outcome = self.lost(batch, now, KafkaError("no answer for this partition"))
-            else:
-                outcome = self._settle(batch, response, now)
-                if response.error_code in _LEADER_MOVED:
-                    leader = getattr(response, "current_leader", None)
-                    if leader is not None and leader.leader_id >= 0 and leader.leader_id != node:
-                        leaders.append(
-                            (batch.topic, batch.partition, leader.leader_id, leader.leader_epoch)
-                        )
-            if outcome.retried:
-                retried += 1
-            else:
-                completed += 1
-            refresh = refresh or outcome.refresh
-        return Settled(refresh, completed, retried, tuple(leaders))
+                return self.lost(batch, now, KafkaError("no answer for this partition"))
+            if response.error_code in LEADER_MOVED:
+                leader = getattr(response, "current_leader", None)
+                if leader is not None and leader.leader_id >= 0 and leader.leader_id != node:
+                    leaders.append(
+                        (batch.topic, batch.partition, leader.leader_id, leader.leader_epoch)
+                    )
+            return self._settle(batch, response, now)
+
+        settled = self._settle_request(node, batches, settle, refresh=False)
+        return attrs.evolve(settled, leaders=tuple(leaders)) if leaders else settled
 
     def handle_request_failure(
         self,
@@ -421,21 +329,13 @@ class ProducerCore:
     ) -> Settled:
         """The request got no answer: connection lost or request timeout (`sent=True`:
         it may have been processed), or it never left (`sent=False`)."""
-        self.accumulator.request_done(node)
-        completed = retried = 0
-        for batch in batches:
-            if batch.state is not BatchState.IN_FLIGHT:
-                continue
-            self.accumulator.settle_in_flight(batch)
+
+        def settle(batch: ProducerBatch) -> Decision:
             if sent:
-                outcome = self.rules.lost_request(self, batch, now, error)
-            else:
-                outcome = self.retry_or_fail(batch, now, error, refresh=True)
-            if outcome.retried:
-                retried += 1
-            else:
-                completed += 1
-        return Settled(True, completed, retried)
+                return self.rules.lost_request(self, batch, now, error)
+            return self.retry_or_fail(batch, now, error, refresh=True)
+
+        return self._settle_request(node, batches, settle, refresh=True)
 
     def handle_unencodable(
         self,
@@ -448,27 +348,43 @@ class ProducerCore:
         `errors` cannot be encoded and fail alone (a record `send()` should have
         refused); the others never left and go back to their queues. One bad batch must
         never take the producer (and every other record) down with it."""
+
+        def settle(batch: ProducerBatch) -> Decision:
+            error = errors.get(id(batch))
+            if error is None:
+                not_sent = BrokerConnectionError(
+                    "not sent: another batch of the same request could not be encoded"
+                )
+                return self.retry_or_fail(batch, now, not_sent, refresh=False)
+            self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
+            self.finish_failed(batch, error)
+            return Decision.FINAL
+
+        return self._settle_request(node, batches, settle, refresh=False)
+
+    def _settle_request(
+        self,
+        node: int,
+        batches: Sequence[ProducerBatch],
+        settle: Callable[[ProducerBatch], Decision],
+        *,
+        refresh: bool,
+    ) -> Settled:
+        """A request to `node` came back (or could not leave): `settle` decides each of
+        its batches still in flight; `refresh`: ask for metadata whatever they say."""
         self.accumulator.request_done(node)
         completed = retried = 0
         for batch in batches:
             if batch.state is not BatchState.IN_FLIGHT:
                 continue
             self.accumulator.settle_in_flight(batch)
-            error = errors.get(id(batch))
-            if error is None:
-                not_sent = BrokerConnectionError(
-                    "not sent: another batch of the same request could not be encoded"
-                )
-                outcome = self.retry_or_fail(batch, now, not_sent, refresh=False)
-            else:
-                self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
-                self.finish_failed(batch, error)
-                outcome = Decision.FINAL
-            if outcome.retried:
+            decision = settle(batch)
+            if decision.retried:
                 retried += 1
             else:
                 completed += 1
-        return Settled(False, completed, retried)
+            refresh = refresh or decision.refresh
+        return Settled(refresh, completed, retried)
 
     def _can_retry(self, batch: ProducerBatch, now: float) -> bool:
         return (
@@ -569,17 +485,7 @@ class ProducerCore:
             and not self.sequencing.is_transactional
         ):
             # No transactional id, so no newer instance: the broker refused the epoch.
-            error = ProducerFencedError(
-                code,
-                f"the broker refused producer id {batch.producer_id} epoch "
-                f"{batch.producer_epoch} for {batch.topic}-{batch.partition}"
-                + (f" ({message})" if message else "")
-                + ": a non-transactional idempotent producer bumps its epoch itself after "
-                "a sequence gap or a lost request, as Java's does and Kafka accepts; this "
-                "broker does not (Tansu refuses it). The producer stops rather than take "
-                "a new producer id, under which a late request of the old one could land "
-                "after newer records",
-            )
+            error = idempotent_epoch_refused(batch, code, message)
         verdict = self.sequencing.on_sequence_error(batch, code, response.log_start_offset)
         retriable = (
             info.retriable
@@ -591,12 +497,7 @@ class ProducerCore:
             retriable = False
         if retriable:
             return self.retry_or_fail(batch, now, error, refresh=info.invalid_metadata)
-        record_errors: dict[int, KafkaError] | None = None
-        if response.record_errors:
-            record_errors = {
-                e.batch_index: error_for_code(code, e.batch_index_error_message or message)
-                for e in response.record_errors
-            }
+        record_errors = record_errors_of(response, code, message)
         self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
         self.finish_failed(batch, error, record_errors)
         return Decision.FINAL_REFRESH if info.invalid_metadata else Decision.FINAL
@@ -618,17 +519,7 @@ class ProducerCore:
             self.sequencing.on_split(batch, pieces)
             self.metrics.batch_splits += 1
             return Decision.RETRY
-        what = (
-            "a record of"
-            if batch.record_count == 1
-            else f"a batch of {batch.record_count} records,"
-        )
-        error = RecordTooLargeError(
-            f"{what} {batch.size} bytes (estimated) for {batch.topic}-{batch.partition} is "
-            f"larger than the broker accepts (MESSAGE_TOO_LARGE: the topic's "
-            f"max.message.bytes or the broker's message.max.bytes)"
-            + (f": {message}" if message else "")
-        )
+        error = refused_as_too_large(batch, message)
         self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
         self.finish_failed(batch, error)
         return Decision.FINAL
@@ -705,15 +596,4 @@ class ProducerCore:
         return self.metrics.snapshot(self.accumulator.buffer_used)
 
 
-def _ambiguous(message: str) -> AmbiguousError:
-    return AmbiguousError(message)
-
-
-__all__ = [
-    "DeliveryHandle",
-    "Headers",
-    "PartitionResponse",
-    "ProducerCore",
-    "RecordError",
-    "Settled",
-]
+__all__ = ["CoreRules", "ProducerCore"]
