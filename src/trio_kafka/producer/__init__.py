@@ -73,7 +73,7 @@ from trio_kafka.errors import (
     TransactionTimedOutError,
     UnknownTopicError,
 )
-from trio_kafka.producer._accumulator import BatchSpan, ReadyResult, RecordAccumulator
+from trio_kafka.producer._accumulator import BatchSpan, RecordAccumulator
 from trio_kafka.producer._actions import Action
 from trio_kafka.producer._batch import BatchState, ProducerBatch
 from trio_kafka.producer._cluster import ClusterView
@@ -84,6 +84,7 @@ from trio_kafka.producer._load import LoadRules
 from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
 from trio_kafka.producer._murmur import murmur2, partition_for_key, to_positive
 from trio_kafka.producer._partitioner import RandomSource, StickyState
+from trio_kafka.producer._queues import ReadyResult
 from trio_kafka.producer._record import (
     Acknowledged,
     Ambiguous,

@@ -26,13 +26,14 @@ from trio_kafka.errors import (
     error_for_code,
     error_info,
 )
-from trio_kafka.producer._accumulator import ReadyResult, RecordAccumulator
+from trio_kafka.producer._accumulator import RecordAccumulator
 from trio_kafka.producer._batch import BatchState, ProducerBatch
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import ProducerConfig
 from trio_kafka.producer._handle import DeliveryHandle
 from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
 from trio_kafka.producer._partitioner import RandomSource
+from trio_kafka.producer._queues import ReadyResult
 from trio_kafka.producer._record import Result
 from trio_kafka.producer._responses import (
     LEADER_MOVED,
@@ -192,7 +193,7 @@ class ProducerCore:
         if bumped and producer_id >= 0:
             self.metrics.epoch_bumps += 1
         for batch in dropped:
-            self._remove_queued(batch)
+            self.accumulator.batches.remove(batch)
             self.finish_ambiguous(
                 batch,
                 AmbiguousError(
@@ -255,7 +256,7 @@ class ProducerCore:
         request to come back: Ambiguous only then, if it cannot be retried), settle
         partitions left unresolved, and apply a due epoch bump. Returns every batch
         that reached a final state (wake whoever waits for progress)."""
-        expired = self.accumulator.expire(now)
+        expired = self.accumulator.batches.expire(now)
         for batch in expired:
             age = now - batch.created
             if batch.maybe_written:
@@ -372,12 +373,12 @@ class ProducerCore:
     ) -> Settled:
         """A request to `node` came back (or could not leave): `settle` decides each of
         its batches still in flight; `refresh`: ask for metadata whatever they say."""
-        self.accumulator.request_done(node)
+        self.accumulator.batches.request_done(node)
         completed = retried = 0
         for batch in batches:
             if batch.state is not BatchState.IN_FLIGHT:
                 continue
-            self.accumulator.settle_in_flight(batch)
+            self.accumulator.batches.settle_in_flight(batch)
             decision = settle(batch)
             if decision.retried:
                 retried += 1
@@ -515,7 +516,7 @@ class ProducerCore:
             and batch.expected_offset < 0
             and self.fatal_error is None
         ):
-            pieces = self.accumulator.split_and_reenqueue(batch, now)
+            pieces = self.accumulator.batches.split_and_reenqueue(batch, now)
             self.sequencing.on_split(batch, pieces)
             self.metrics.batch_splits += 1
             return Decision.RETRY
@@ -549,13 +550,6 @@ class ProducerCore:
             self.metrics.records_ambiguous += batch.record_count
             self.accumulator.release(batch)
 
-    def _remove_queued(self, batch: ProducerBatch) -> None:
-        queue = self.accumulator.queues.get((batch.topic, batch.partition))
-        if queue is not None and batch in queue:
-            queue.remove(batch)
-            if not queue:
-                del self.accumulator.queues[(batch.topic, batch.partition)]
-
     def set_fatal(self, error: KafkaError) -> None:
         """The producer cannot go on: `error` is kept (the first one only) and the
         sequencing policy hears of it."""
@@ -569,7 +563,7 @@ class ProducerCore:
         Batches never sent fail with `error`; those an earlier attempt of which may have
         landed become Ambiguous. In-flight batches settle when their requests return.
         """
-        batches = self.accumulator.take_all_queued()
+        batches = self.accumulator.batches.take_all_queued()
         for batch in batches:
             self.sequencing.on_final(batch, gap=False, error=error)
             self.finish_failed(batch, error)

@@ -18,6 +18,15 @@ from trio_kafka.errors import AmbiguousError, KafkaError
 
 Headers = Sequence[tuple[str, bytes | None]]
 
+# Per-record overhead estimate (length, attributes, deltas, key/value lengths, header
+# count varints): an upper bound for small records, as Java's estimate is.
+RECORD_OVERHEAD = 16
+
+
+def headers_size(headers: Headers) -> int:
+    """The estimated bytes of a record's headers."""
+    return sum(len(k) + (len(v) if v else 0) + 4 for k, v in headers)
+
 
 class ProducerRecord(NamedTuple):
     """One record to produce; `partition=None` lets the partitioner choose.
@@ -86,6 +95,7 @@ class AmbiguousWriteError(AmbiguousError):
 
 
 __all__ = [
+    "RECORD_OVERHEAD",
     "Acknowledged",
     "Ambiguous",
     "AmbiguousWriteError",
@@ -94,4 +104,5 @@ __all__ = [
     "Outcome",
     "ProducerRecord",
     "Result",
+    "headers_size",
 ]
