@@ -34,10 +34,13 @@ from trio_kafka.producer._batch import ProducerBatch
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig
 from trio_kafka.producer._handle import DeliveryHandle
+from trio_kafka.producer._murmur import murmur2
 from trio_kafka.producer._partitioner import NO_BATCH, Partitioner, RandomSource, StickyState
 from trio_kafka.producer._queues import BatchQueues, ReadyResult
 from trio_kafka.producer._record import RECORD_OVERHEAD, Headers, ProducerRecord, headers_size
 from trio_kafka.producer._sequencer import SequencingPolicy
+
+_KEY_CACHE = 65536
 
 
 class BatchSpan(NamedTuple):
@@ -118,8 +121,12 @@ class RecordAccumulator:
         self._sticky = self.partitioner.sticky
         self.node_in_flight = self.batches.node_in_flight
         self.reenqueue = self.batches.reenqueue
-        # (The fast path's copy of the setting: keys that choose no partition.)
+        # (The fast paths' copies of the settings: keys that choose no partition, and a
+        # custom partitioner, which the partitioner calls.)
         self._ignore_keys = config.partitioner_ignore_keys
+        self._custom = self.partitioner.custom
+        # murmur2 of recently seen keys (bounded): keyed workloads repeat keys.
+        self._key_hashes: dict[bytes, int] = {}
         # The partitioner's next leader switch, for the fast path (which steps aside then).
         self._switch_at = self.partitioner.switch_at
         # Buffer accounting: bytes held by unfinished batches, and the limit.
@@ -401,11 +408,20 @@ class RecordAccumulator:
                 raise InvalidPartitionError(
                     f"partition {partition} of topic {topic!r} does not exist: it has {count}"
                 )
+        elif key is not None and not self._ignore_keys and self._custom is None:
+            # Keyed: every such record comes here, so the hash is inline (no call).
+            hashed = self._key_hashes.get(key)
+            if hashed is None:
+                if len(self._key_hashes) >= _KEY_CACHE:
+                    self._key_hashes.clear()
+                hashed = self._key_hashes[key] = murmur2(key) & 0x7FFFFFFF
+            partition = hashed % count
         else:
             partition, sticky = self.partitioner.choose(
                 topic, value, key, headers, timestamp_ms, size, now, cluster, self._open
             )
-            self._switch_at = self.partitioner.switch_at
+            if sticky is not None:
+                self._switch_at = self.partitioner.switch_at
         tp = (topic, partition)
         batch = self._open.get(tp)
         if (

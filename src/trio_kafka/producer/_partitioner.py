@@ -2,7 +2,8 @@
 
 Theory of operation. The accumulator asks its `Partitioner` for a partition only on its
 slow path (a custom partitioner is called with the record and the cluster); a
-keyed record hashes with Java's murmur2 over all partitions; an unkeyed record goes to
+keyed record (hashed by the accumulator itself, inline: every keyed record takes the
+slow path) hashes with Java's murmur2 over all partitions; an unkeyed record goes to
 its topic's `StickyState`, which names the current partition and caches that
 partition's open batch so the accumulator's fast path is one comparison. The sticky
 partition changes once a batch's worth of bytes went to it and its batch is full (or
@@ -26,10 +27,7 @@ from trio_kafka.errors import InvalidPartitionError
 from trio_kafka.producer._batch import ProducerBatch
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import ProducerConfig
-from trio_kafka.producer._murmur import murmur2
 from trio_kafka.producer._record import Headers, ProducerRecord
-
-_KEY_CACHE = 65536
 
 
 def _sealed_placeholder() -> ProducerBatch:
@@ -150,9 +148,6 @@ class Partitioner:
             else None
         )
         self.custom = config.partitioner if callable(config.partitioner) else None
-        self.ignore_keys = config.partitioner_ignore_keys
-        # murmur2 of recently seen keys (bounded): keyed workloads repeat keys.
-        self._key_hashes: dict[bytes, int] = {}
 
     @property
     def switch_at(self) -> float:
@@ -171,8 +166,9 @@ class Partitioner:
         cluster: ClusterView,
         open_batches: dict[tuple[str, int], ProducerBatch],
     ) -> tuple[int, StickyState | None]:
-        """The partition for a record (custom, keyed, else sticky) and, for a sticky
-        one, the topic's `StickyState` (the caller records the bytes appended)."""
+        """The partition for a record that is not hashed by its key (the accumulator
+        hashes those itself, inline): from the custom partitioner, else sticky, with the
+        topic's `StickyState` (the caller records the bytes appended)."""
         count = cluster.num_partitions(topic)
         if self.custom is not None:
             record = ProducerRecord(topic, value, key, headers or (), None, timestamp_ms)
@@ -183,13 +179,6 @@ class Partitioner:
                     f" which has {count}"
                 )
             return partition, None
-        if key is not None and not self.ignore_keys:
-            hashed = self._key_hashes.get(key)
-            if hashed is None:
-                if len(self._key_hashes) >= _KEY_CACHE:
-                    self._key_hashes.clear()
-                hashed = self._key_hashes[key] = murmur2(key) & 0x7FFFFFFF
-            return hashed % count, None
         if now >= self.switch_at:
             self._switch_leader(now, topic, cluster)
         sticky = self.sticky.get(topic)
