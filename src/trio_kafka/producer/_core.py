@@ -15,14 +15,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import attrs
 
 from trio_kafka.errors import (
-    AmbiguousDeliveryTimeoutError,
     AmbiguousError,
     BrokerConnectionError,
     DeliveryTimeoutError,
     ErrorCode,
     ExpectedOffsetMismatchError,
     KafkaError,
-    RequestTimeoutError,
     error_for_code,
     error_info,
 )
@@ -40,9 +38,13 @@ from trio_kafka.producer._responses import (
     Decision,
     PartitionResponseLike,
     Settled,
+    ambiguous_end,
+    dropped_at_bump,
+    expired_error,
     idempotent_epoch_refused,
     record_errors_of,
     refused_as_too_large,
+    retry_backoff,
 )
 from trio_kafka.producer._rule_context import rules_for
 from trio_kafka.producer._sequencer import (
@@ -52,6 +54,7 @@ from trio_kafka.producer._sequencer import (
     SequenceVerdict,
     SequencingPolicy,
 )
+from trio_kafka.producer._sequencing import check_new_producer_id
 
 _COMPRESSION = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -59,11 +62,6 @@ _COMPRESSION = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 class CoreRules(SequencerRules):
     """The core's part of the rules (producer/_rules.py gathers them into `Rules`); it
     includes its sequencer's, which the core hands on."""
-
-    def epoch_bump(self, sequencing: SequencingPolicy) -> tuple[int, int]:
-        """The id and epoch an idempotent producer bumps to: the next epoch of its own
-        id (Java's local bump); (-1, -1) only when the epoch is exhausted."""
-        return sequencing.next_local_epoch()
 
     def lost_request(
         self, core: ProducerCore, batch: ProducerBatch, now: float, error: KafkaError
@@ -175,50 +173,24 @@ class ProducerCore:
         While an epoch bump is pending and our id can still be bumped, only the next
         epochs of the same id are taken: a new producer id would not fence the old one's
         late requests (ValueError: a driver bug)."""
-        seq = self.sequencing
-        if (
-            seq.epoch_bump_required
-            and not seq.owns_producer_id
-            and seq.producer_id >= 0
-            and producer_id >= 0  # (-1: an exhausted epoch drops the id)
-            and (producer_id != seq.producer_id or producer_epoch <= seq.producer_epoch)
-            and seq.next_local_epoch()[0] >= 0
-        ):
-            raise ValueError(
-                f"an epoch bump of producer id {seq.producer_id} epoch {seq.producer_epoch} "
-                f"cannot install producer id {producer_id} epoch {producer_epoch}"
-            )
+        check_new_producer_id(self.sequencing, producer_id, producer_epoch)
         bumped = self.sequencing.epoch_bump_required
         dropped = self.sequencing.new_producer_id(producer_id, producer_epoch)
         if bumped and producer_id >= 0:
             self.metrics.epoch_bumps += 1
         for batch in dropped:
             self.accumulator.batches.remove(batch)
-            self.finish_ambiguous(
-                batch,
-                AmbiguousError(
-                    "the producer epoch was bumped while an earlier attempt of this batch "
-                    "may have been written; resending it under the new epoch could duplicate it"
-                ),
-            )
+            self.finish_ambiguous(batch, dropped_at_bump())
         return dropped
 
     def bump_epoch_locally(self, now: float) -> list[ProducerBatch]:
         """Apply a due epoch bump on the client side, as Java's idempotent producer does
         (`bumpIdempotentEpochAndResetIdIfNeeded`): the same producer id, the next epoch,
-        sequences from 0 (the broker accepts a higher epoch at sequence 0 and refuses an
-        older one with INVALID_PRODUCER_EPOCH, so every request of the old epoch that may
-        still land is fenced). `expire(now)` calls it; nothing happens unless
+        sequences from 0. `expire(now)` calls it; nothing happens unless
         `epoch_bump_due`. Returns the batches it ended (Ambiguous: an earlier attempt
-        may have been written, and a new epoch cannot deduplicate a resend).
-
-        Never a new producer id while the current one can be bumped: a new id has its own
-        sequence space, so a late request of the old id would be appended after newer
-        records (seeds 709627, 901616, 904005). Only an exhausted epoch (32767) drops the
-        id: `needs_producer_id` then asks the driver for a fresh one (InitProducerId with
-        no id and no epoch), as Java does. Kafka answers an InitProducerId without a
-        transactional id with a new producer id whatever id and epoch it carries, so that
-        request can never serve as the bump.
+        may have been written, and a new epoch cannot deduplicate a resend). Never a new
+        producer id while the current one can be bumped (seeds 709627, 901616, 904005):
+        docs/design.md, "The idempotent producer bumps its epoch itself" says why.
         """
         seq = self.sequencing
         if not self.epoch_bump_due or seq.producer_id < 0 or self.fatal_error is not None:
@@ -258,21 +230,12 @@ class ProducerCore:
         that reached a final state (wake whoever waits for progress)."""
         expired = self.accumulator.batches.expire(now)
         for batch in expired:
-            age = now - batch.created
-            if batch.maybe_written:
-                ambiguous = AmbiguousDeliveryTimeoutError(
-                    f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} "
-                    f"expired after {age:.3f}s; an earlier attempt may have been written"
-                )
-                self.sequencing.on_final(batch, gap=False, error=ambiguous)
-                self.finish_ambiguous(batch, ambiguous)
+            error = expired_error(batch, now - batch.created)
+            self.sequencing.on_final(batch, gap=False, error=error)
+            if isinstance(error, AmbiguousError):
+                self.finish_ambiguous(batch, error)
             else:
-                failed = DeliveryTimeoutError(
-                    f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} "
-                    f"expired after {age:.3f}s without being written"
-                )
-                self.sequencing.on_final(batch, gap=False, error=failed)
-                self.finish_failed(batch, failed)
+                self.finish_failed(batch, error)
         seq = self.sequencing
         seq.resolve_sequences()
         if seq.epoch_bump_required:
@@ -396,12 +359,7 @@ class ProducerCore:
 
     def backoff(self, attempts: int) -> float:
         """KIP-580: exponential from retry_backoff up to retry_backoff_max, ±20% jitter."""
-        base, top = self.config.retry_backoff, self.config.retry_backoff_max
-        if base >= top:
-            return top
-        term = base * (1 << min(max(attempts - 1, 0), 60))
-        jitter = 0.8 + 0.4 * float(self.rng.random())
-        return min(term * jitter, top)
+        return retry_backoff(self.config, attempts, self.rng)
 
     def _retry(self, batch: ProducerBatch, now: float) -> None:
         self.rules.requeue(self, batch, now)
@@ -422,12 +380,8 @@ class ProducerCore:
 
     def end_ambiguous(self, batch: ProducerBatch, now: float, error: KafkaError) -> Decision:
         """A batch that may have been written and can no longer be retried."""
-        cause = error if isinstance(error, AmbiguousError) else RequestTimeoutError(str(error))
-        if now - batch.created >= self.config.delivery_timeout:
-            cause = AmbiguousDeliveryTimeoutError(
-                f"{batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
-                f"delivery_timeout passed with a request in flight ({error})"
-            )
+        timed_out = now - batch.created >= self.config.delivery_timeout
+        cause = ambiguous_end(batch, error, timed_out)
         self.sequencing.on_final(batch, gap=False, error=cause)
         self.finish_ambiguous(batch, cause)
         return Decision.FINAL

@@ -16,13 +16,19 @@ from typing import Protocol
 import attrs
 
 from trio_kafka.errors import (
+    AmbiguousDeliveryTimeoutError,
+    AmbiguousError,
+    DeliveryTimeoutError,
     ErrorCode,
     KafkaError,
     ProducerFencedError,
     RecordTooLargeError,
+    RequestTimeoutError,
     error_for_code,
 )
 from trio_kafka.producer._batch import ProducerBatch
+from trio_kafka.producer._config import ProducerConfig
+from trio_kafka.producer._partitioner import RandomSource
 
 
 class Decision(enum.Enum):
@@ -144,3 +150,44 @@ def record_errors_of(
         e.batch_index: error_for_code(code, e.batch_index_error_message or message)
         for e in response.record_errors
     }
+
+
+def expired_error(batch: ProducerBatch, age: float) -> KafkaError:
+    """A queued batch passed `delivery_timeout`: Ambiguous when an earlier attempt may
+    have been written, else not written."""
+    where = f"{batch.record_count} record(s) for {batch.topic}-{batch.partition}"
+    if batch.maybe_written:
+        return AmbiguousDeliveryTimeoutError(
+            f"{where} expired after {age:.3f}s; an earlier attempt may have been written"
+        )
+    return DeliveryTimeoutError(f"{where} expired after {age:.3f}s without being written")
+
+
+def ambiguous_end(batch: ProducerBatch, error: KafkaError, timed_out: bool) -> AmbiguousError:
+    """The error a batch that may have been written ends with (`timed_out`: its
+    delivery_timeout passed with a request in flight)."""
+    if timed_out:
+        return AmbiguousDeliveryTimeoutError(
+            f"{batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
+            f"delivery_timeout passed with a request in flight ({error})"
+        )
+    return error if isinstance(error, AmbiguousError) else RequestTimeoutError(str(error))
+
+
+def dropped_at_bump() -> AmbiguousError:
+    """A batch dropped at an epoch bump (`Sequencer.new_producer_id`)."""
+    return AmbiguousError(
+        "the producer epoch was bumped while an earlier attempt of this batch "
+        "may have been written; resending it under the new epoch could duplicate it"
+    )
+
+
+def retry_backoff(config: ProducerConfig, attempts: int, rng: RandomSource) -> float:
+    """KIP-580: exponential from retry_backoff up to retry_backoff_max, ±20% jitter
+    (`rng.random()`, the core's injected source)."""
+    base, top = config.retry_backoff, config.retry_backoff_max
+    if base >= top:
+        return top
+    term = base * (1 << min(max(attempts - 1, 0), 60))
+    jitter = 0.8 + 0.4 * float(rng.random())
+    return min(term * jitter, top)

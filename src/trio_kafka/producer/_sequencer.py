@@ -64,6 +64,11 @@ _SEQUENCE_WRAP = 2**31
 class SequencerRules:
     """The sequencer's part of the rules (producer/_rules.py gathers them into `Rules`)."""
 
+    def epoch_bump(self, sequencing: SequencingPolicy) -> tuple[int, int]:
+        """The id and epoch an idempotent producer bumps to: the next epoch of its own
+        id (Java's local bump); (-1, -1) only when the epoch is exhausted."""
+        return sequencing.next_local_epoch()
+
     def unknown_producer(
         self,
         sequencer: Sequencer,

@@ -188,3 +188,21 @@ class PartitionSequence:
         if batch in self.inflight:
             self.inflight.remove(batch)
         self.retrying.discard(batch)
+
+
+def check_new_producer_id(seq: SequencingPolicy, producer_id: int, producer_epoch: int) -> None:
+    """While an epoch bump is pending and our id can still be bumped, only the next
+    epochs of the same id may be installed: a new producer id would not fence the old
+    one's late requests (ValueError: a driver bug)."""
+    if (
+        seq.epoch_bump_required
+        and not seq.owns_producer_id
+        and seq.producer_id >= 0
+        and producer_id >= 0  # (-1: an exhausted epoch drops the id)
+        and (producer_id != seq.producer_id or producer_epoch <= seq.producer_epoch)
+        and seq.next_local_epoch()[0] >= 0
+    ):
+        raise ValueError(
+            f"an epoch bump of producer id {seq.producer_id} epoch {seq.producer_epoch} "
+            f"cannot install producer id {producer_id} epoch {producer_epoch}"
+        )
