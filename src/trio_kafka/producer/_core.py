@@ -10,7 +10,7 @@ request an epoch bump, fail, or make ambiguous.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
@@ -25,7 +25,7 @@ from trio_kafka.errors import (
     error_info,
 )
 from trio_kafka.producer._accumulator import RecordAccumulator
-from trio_kafka.producer._batch import BatchState, ProducerBatch
+from trio_kafka.producer._batch import ProducerBatch
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import ProducerConfig
 from trio_kafka.producer._handle import DeliveryHandle
@@ -279,7 +279,7 @@ class ProducerCore:
                     )
             return self._settle(batch, response, now)
 
-        settled = self._settle_request(node, batches, settle, refresh=False)
+        settled = self.accumulator.batches.settle_request(node, batches, settle, refresh=False)
         return attrs.evolve(settled, leaders=tuple(leaders)) if leaders else settled
 
     def handle_request_failure(
@@ -299,7 +299,7 @@ class ProducerCore:
                 return self.rules.lost_request(self, batch, now, error)
             return self.retry_or_fail(batch, now, error, refresh=True)
 
-        return self._settle_request(node, batches, settle, refresh=True)
+        return self.accumulator.batches.settle_request(node, batches, settle, refresh=True)
 
     def handle_unencodable(
         self,
@@ -324,31 +324,7 @@ class ProducerCore:
             self.finish_failed(batch, error)
             return Decision.FINAL
 
-        return self._settle_request(node, batches, settle, refresh=False)
-
-    def _settle_request(
-        self,
-        node: int,
-        batches: Sequence[ProducerBatch],
-        settle: Callable[[ProducerBatch], Decision],
-        *,
-        refresh: bool,
-    ) -> Settled:
-        """A request to `node` came back (or could not leave): `settle` decides each of
-        its batches still in flight; `refresh`: ask for metadata whatever they say."""
-        self.accumulator.batches.request_done(node)
-        completed = retried = 0
-        for batch in batches:
-            if batch.state is not BatchState.IN_FLIGHT:
-                continue
-            self.accumulator.batches.settle_in_flight(batch)
-            decision = settle(batch)
-            if decision.retried:
-                retried += 1
-            else:
-                completed += 1
-            refresh = refresh or decision.refresh
-        return Settled(refresh, completed, retried)
+        return self.accumulator.batches.settle_request(node, batches, settle, refresh=False)
 
     def _can_retry(self, batch: ProducerBatch, now: float) -> bool:
         return (

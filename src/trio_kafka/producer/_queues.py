@@ -10,9 +10,9 @@ sendable or expires, and the topics with a partition without leader. `drain(now,
 nodes, cluster)` takes, per node, at most one batch per partition, round robin, up to
 `max_request_size`, obeying the sequencing policy's ordering rules and `max_in_flight`
 per node and per partition; a drained batch is sealed, sequenced and IN_FLIGHT. When
-its request comes back the core settles it (`settle_in_flight`, `request_done`) and may
-put it back for a retry in sequence order (`reenqueue`), or cut it in pieces
-(`split_and_reenqueue`). `expire(now)` removes queued batches past `delivery_timeout`.
+its request comes back it leaves the in-flight counts (`settle_request`, where the
+core decides each batch), and the core may put it back for a retry in sequence order
+(`reenqueue`) or cut it in pieces (`split_and_reenqueue`). `expire(now)` removes queued batches past `delivery_timeout`.
 
 Owned by the `RecordAccumulator` (its `batches`); the core calls the methods above.
 The per-record path never comes here: an append touches only the open batch.
@@ -21,13 +21,14 @@ The per-record path never comes here: an append touches only the open batch.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 from trio_kafka.producer._batch import BatchState, ProducerBatch
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import ProducerConfig
 from trio_kafka.producer._record import RECORD_OVERHEAD, headers_size
+from trio_kafka.producer._responses import Decision, Settled
 from trio_kafka.producer._sequencing import SequencingPolicy, TopicPartition
 
 _INF = float("inf")
@@ -195,6 +196,31 @@ class BatchQueues:
         return result
 
     # -- batches coming back ---------------------------------------------------------
+
+    def settle_request(
+        self,
+        node: int,
+        batches: Sequence[ProducerBatch],
+        settle: Callable[[ProducerBatch], Decision],
+        *,
+        refresh: bool,
+    ) -> Settled:
+        """A request to `node` came back (or could not leave): each of its batches still
+        in flight leaves the in-flight counts and `settle` decides it (the core's);
+        `refresh`: ask for metadata whatever they say."""
+        self.request_done(node)
+        completed = retried = 0
+        for batch in batches:
+            if batch.state is not BatchState.IN_FLIGHT:
+                continue
+            self.settle_in_flight(batch)
+            decision = settle(batch)
+            if decision.retried:
+                retried += 1
+            else:
+                completed += 1
+            refresh = refresh or decision.refresh
+        return Settled(refresh, completed, retried)
 
     def settle_in_flight(self, batch: ProducerBatch) -> None:
         """A drained batch's request came back (answered, lost or timed out)."""
