@@ -9,7 +9,7 @@ is decided in producer/_txn_handlers.py, through the manager's public actions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import trio_kafka.producer._txn_handlers as handlers
@@ -227,9 +227,6 @@ class TransactionManager:
 
     def is_send_to_partition_allowed(self, tp: TopicPartition) -> bool:
         return self.state is not TxnState.FATAL_ERROR and tp in self.partitions
-
-    def partitions_ready_to_send(self, tps: Iterable[TopicPartition]) -> list[TopicPartition]:
-        return [tp for tp in tps if self.is_send_to_partition_allowed(tp)]
 
     def partition_sent(self, tp: TopicPartition) -> None:
         """A batch for `tp` was drained into a Produce request."""
