@@ -1,8 +1,8 @@
 """The record accumulator: appending records to their partition's open batch, buffer memory.
 
 Theory of operation. Each partition with unsent data has a queue of batches; the last
-one is open for appends (`_open`, the queues' `open`). `append` reserves the record's estimated size from
-`buffer_memory` and puts it in the open batch; the common case (an unkeyed record whose
+one is open for appends (`_open`, the queues' `open`). `append` reserves the record's
+estimated size from `buffer_memory` and puts it in the open batch; the common case (an unkeyed record whose
 topic's sticky batch has room) touches four attributes and a list. Everything else
 (keyed, custom partitioner, CAS, a full batch, a partition switch) takes `_append_slow`.
 An explicit partition has its own fast path: into that partition's open batch when it
@@ -114,8 +114,9 @@ class RecordAccumulator:
         self.batch_size = config.batch_size
         self.batches = BatchQueues(config, sequencing)
         self.partitioner = Partitioner(config, rng)
-        # The same dicts as the components', bound for the per-record path (and read by
-        # the core and tests as `accumulator.queues`).
+        # The same objects as the components', bound once: the per-record path reads
+        # `_open` and `_sticky`; the core reads `queues` and `node_in_flight`, and a
+        # rule may put a batch back with `reenqueue` (producer/_rules.py).
         self.queues = self.batches.queues
         self._open = self.batches.open
         self._sticky = self.partitioner.sticky
