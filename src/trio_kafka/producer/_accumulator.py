@@ -2,9 +2,10 @@
 
 Theory of operation. Each partition with unsent data has a queue of batches; the last
 one is open for appends (`_open`, the queues' `open`). `append` reserves the record's
-estimated size from `buffer_memory` and puts it in the open batch; the common case (an unkeyed record whose
-topic's sticky batch has room) touches four attributes and a list. Everything else
-(keyed, custom partitioner, CAS, a full batch, a partition switch) takes `_append_slow`.
+estimated size from `buffer_memory` and puts it in the open batch; the common case (an
+unkeyed record whose topic's sticky batch has room) touches four attributes and a list.
+Everything else (keyed, custom partitioner, CAS, a full batch, a partition switch)
+takes `_append_slow`.
 An explicit partition has its own fast path: into that partition's open batch when it
 has room and the partition is below the topic's known count (else `_append_slow`).
 `append_many(..., partition=)` is that fast path for a whole run of records: the
