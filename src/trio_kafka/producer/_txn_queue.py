@@ -12,8 +12,8 @@ The queue owns the mechanics of sending and nothing of the transaction: the queu
 and its order, the request in flight, the negotiated versions, the coordinators found
 (`coordinator_for`, `lookup_coordinator`) and the backoff. What to send and when (an
 EndTxn with nothing to end, the partitions an AddPartitionsToTxn carries, what an abort
-drops) is the manager's decision; `start` builds the request it decided on, with the
-ids it passes.
+drops) is decided for the manager in producer/_txn_outgoing.py; `start` builds the
+request decided on, with the ids it is given.
 """
 
 from __future__ import annotations
