@@ -145,6 +145,10 @@ class VirtualTimers(trio.abc.Instrument):
         live = sum(1 for _, _, t in self._heap if not t.cancelled)
         return f"<VirtualTimers {live} armed at {self._clock.current_time()!r}>"
 
+    @property
+    def clock(self) -> VirtualClock:
+        return self._clock
+
     # -- arming ---------------------------------------------------------------------------
 
     def call_at(self, when: float, callback: Callable[..., object], *args: Any) -> Timer:

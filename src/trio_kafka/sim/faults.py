@@ -334,6 +334,10 @@ class FaultDecider:
     plan: FaultPlan
     draws: Draws
     log: FaultLog = attrs.field(factory=FaultLog)
+    #: The plan's rates by kind value, and the plan they were read from (`fires` is hot:
+    #: a string key hashes in C, a `FaultKind` in Python).
+    _rates: dict[str, float] = attrs.field(init=False, factory=dict)
+    _rates_of: FaultPlan | None = attrs.field(init=False, default=None)
 
     def fires(
         self,
@@ -354,11 +358,15 @@ class FaultDecider:
                 return False
         else:
             # Hot (every chunk and write asks): no identity unless the fault fires.
-            rate = plan.rates.get(kind, 0.0)
+            if self._rates_of is not plan:
+                self._rates = {k.value: r for k, r in plan.rates.items()}
+                self._rates_of = plan
+            value = kind._value_
+            rate = self._rates.get(value, 0.0)
             if rate <= 0.0:
                 return False
             p = rate if probability is None else probability
-            if not self.draws.chance(p, f"fault.{kind.value}.{site}", *key):
+            if not self.draws.chance(p, f"fault.{value}.{site}", *key):
                 return False
             identity = FaultIdentity(kind, site, key)
         self.log.record(now, identity)

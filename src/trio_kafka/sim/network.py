@@ -107,6 +107,20 @@ class SimNetwork:
             decider = FaultDecider(plan or FaultPlan.swarm(draws, profile), draws)
         #: Shared with the broker's and the client's fault hooks: one log per run.
         self.decider = decider
+        # Kinds this run's plan can never fire, asked about per chunk or per write: skip
+        # the question (hot).
+        may_fire = decider.plan.may_fire
+        self._may_spike = may_fire(FaultKind.LATENCY)
+        self._may_fragment = may_fire(FaultKind.FRAGMENTATION)
+        self._may_fail_writes = any(
+            may_fire(k)
+            for k in (
+                FaultKind.RESET_BEFORE_APPLY,
+                FaultKind.ZOMBIE_REQUEST,
+                FaultKind.RESET_AFTER_APPLY,
+                FaultKind.BLACKHOLE_AFTER_APPLY,
+            )
+        )
         #: (virtual time, event) in the order things happened, or None when off.
         self.trace: list[tuple[float, str]] | None = [] if trace else None
         self._servers: dict[Address, Handler] = {}
@@ -119,6 +133,9 @@ class SimNetwork:
         self._nursery: trio.Nursery | None = None
         #: The run's virtual-time timers (set by `open_sim_network`).
         self._timers: VirtualTimers | None = None
+        #: The virtual time (`open_sim_network` reads its clock directly: every chunk
+        #: and write asks, and `trio.current_time` is three calls deep).
+        self._now: Callable[[], float] = trio.current_time
 
     @property
     def plan(self) -> FaultPlan:
@@ -284,6 +301,8 @@ class SimNetwork:
 
     def _write_fault(self, conn: Connection, direction: str, write_no: int, now: float) -> Action:
         fires = self.decider.fires
+        if not self._may_fail_writes:
+            return Action.DELIVER
         if direction == C2S:
             if fires(FaultKind.RESET_BEFORE_APPLY, "client-write", *conn.key, write_no, now=now):
                 return Action.RESET
@@ -300,8 +319,12 @@ class SimNetwork:
         self, conn: Connection, direction: str, write_no: int, data: bytes
     ) -> list[bytes]:
         cuts: list[int] = []
-        if len(data) > 1 and self.decider.fires(
-            FaultKind.FRAGMENTATION, "write", *conn.key, direction, write_no, now=self._now()
+        if (
+            len(data) > 1
+            and self._may_fragment
+            and self.decider.fires(
+                FaultKind.FRAGMENTATION, "write", *conn.key, direction, write_no, now=self._now()
+            )
         ):
             rng = self.draws.rng("fragment", *conn.key, direction, write_no)
             count = rng.randint(1, min(len(data) - 1, self.profile.max_fragments - 1))
@@ -323,7 +346,7 @@ class SimNetwork:
         pipe.chunks += 1
         key = (*conn.key, pipe.direction, chunk_no)
         latency = self.profile.latency.base(self.draws.uniform("latency", *key))
-        if self.decider.fires(FaultKind.LATENCY, "chunk", *key, now=now):
+        if self._may_spike and self.decider.fires(FaultKind.LATENCY, "chunk", *key, now=now):
             latency += self.profile.latency.spike(
                 self.decider.param(FaultKind.LATENCY, "spike", "chunk", *key)
             )
@@ -502,16 +525,13 @@ class SimNetwork:
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _now(self) -> float:
-        return trio.current_time()
-
     def _timers_(self) -> VirtualTimers:
         assert self._timers is not None, "use `async with open_sim_network(...)`"
         return self._timers
 
     def _note(self, event: str) -> None:
         if self.trace is not None:
-            self.trace.append((trio.current_time(), event))
+            self.trace.append((self._now(), event))
 
     def trace_text(self) -> str:
         """The trace as text, one `time event` a line (compare runs byte for byte)."""
@@ -532,6 +552,7 @@ async def open_sim_network(
     `determinism.run_seeded`'s (its virtual clock drives the network's timers)."""
     net = SimNetwork(draws, profile, plan=plan, decider=decider, trace=trace)
     net._timers = current_timers()
+    net._now = net._timers.clock.current_time
     async with trio.open_nursery() as nursery:
         net._nursery = nursery
         if net.plan.may_fire(FaultKind.CLOG):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import random
 import struct
+from hashlib import blake2b
 
 _SCALE = 2.0**-64
 
@@ -30,6 +31,7 @@ def _digest(seed: int, site: str, key: tuple[object, ...]) -> bytes:
 
 
 _Q = struct.Struct(">Q")
+_unpack_q = _Q.unpack_from
 
 
 class Draws:
@@ -46,12 +48,17 @@ class Draws:
         """A float in [0, 1) for this site and key."""
         # `_digest` inlined: every chunk and write of a run draws (hot).
         data = self._prefix + f"{site}\x00{key!r}".encode()
-        (n,) = _Q.unpack_from(hashlib.blake2b(data, digest_size=16).digest())
-        return float(n * _SCALE)
+        (n,) = _unpack_q(blake2b(data, digest_size=16).digest())
+        return n * _SCALE
 
     def chance(self, probability: float, site: str, *key: object) -> bool:
         """True with the given probability, for this site and key."""
-        return probability > 0.0 and self.uniform(site, *key) < probability
+        if probability <= 0.0:
+            return False
+        # `uniform` inlined (every fault decision draws: hot).
+        data = self._prefix + f"{site}\x00{key!r}".encode()
+        (n,) = _unpack_q(blake2b(data, digest_size=16).digest())
+        return n * _SCALE < probability
 
     def randint(self, low: int, high: int, site: str, *key: object) -> int:
         """An int in [low, high], for this site and key."""
