@@ -185,7 +185,7 @@ class VirtualTimers(trio.abc.Instrument):
     def before_run(self) -> None:
         from trio._core import _run
 
-        runner = _run.GLOBAL_RUN_CONTEXT.runner
+        runner: Any = _run.GLOBAL_RUN_CONTEXT.runner
         self._runner = runner
         runner.io_manager = _SimulatedIO(runner.io_manager, self, runner.entry_queue)
 

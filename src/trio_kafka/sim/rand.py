@@ -48,7 +48,7 @@ class Draws:
         """A float in [0, 1) for this site and key."""
         # `_digest` inlined: every chunk and write of a run draws (hot).
         data = self._prefix + f"{site}\x00{key!r}".encode()
-        (n,) = _unpack_q(blake2b(data, digest_size=16).digest())
+        n: int = _unpack_q(blake2b(data, digest_size=16).digest())[0]
         return n * _SCALE
 
     def chance(self, probability: float, site: str, *key: object) -> bool:
@@ -57,7 +57,7 @@ class Draws:
             return False
         # `uniform` inlined (every fault decision draws: hot).
         data = self._prefix + f"{site}\x00{key!r}".encode()
-        (n,) = _unpack_q(blake2b(data, digest_size=16).digest())
+        n: int = _unpack_q(blake2b(data, digest_size=16).digest())[0]
         return n * _SCALE < probability
 
     def randint(self, low: int, high: int, site: str, *key: object) -> int:
