@@ -100,7 +100,8 @@ class Pipe:
     timer: Timer | None = None
 
     def wake_all(self) -> None:
-        self.lot.unpark_all()
+        if self.lot:
+            self.lot.unpark_all()
 
     @property
     def finished(self) -> bool:
@@ -244,12 +245,17 @@ class SimStream(trio.abc.HalfCloseableStream):
                     raise trio.ClosedResourceError("this end of the connection is closed")
                 if self.broken or inp.broken:
                     raise trio.BrokenResourceError("connection reset")
-                if inp.readable:
-                    n = len(inp.readable) if max_bytes is None else max_bytes
-                    data = bytes(inp.readable[:n])
-                    del inp.readable[:n]
+                readable = inp.readable
+                if readable:
+                    if max_bytes is None or max_bytes >= len(readable):
+                        data = bytes(readable)
+                        readable.clear()
+                    else:
+                        data = bytes(readable[:max_bytes])
+                        del readable[:max_bytes]
                     inp.unacked -= len(data)
-                    inp.lot.unpark_all()
+                    if inp.lot:  # a writer waits for room
+                        inp.lot.unpark_all()
                     if not parked:
                         await trio.lowlevel.cancel_shielded_checkpoint()
                     return data

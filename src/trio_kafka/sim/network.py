@@ -221,7 +221,8 @@ class SimNetwork:
         n = self._attempts.get((client, host, port), 0)
         self._attempts[(client, host, port)] = n + 1
         key = (client, host, port, n)
-        self._note(f"connect {client} {host}:{port} #{n}")
+        if self.trace is not None:  # (no text to build when untraced: hot)
+            self._note(f"connect {client} {host}:{port} #{n}")
         if (host, port) not in self._servers:
             await trio.lowlevel.checkpoint()
             raise self._refused(key, "no server")
@@ -268,7 +269,8 @@ class SimNetwork:
         conn.client = SimStream(self, conn, "client")
         conn.server = SimStream(self, conn, "server")
         self._connections[conn.serial] = conn
-        self._note(f"c{conn.serial} open {key}")
+        if self.trace is not None:  # (no text to build when untraced: hot)
+            self._note(f"c{conn.serial} open {key}")
         self._nursery.start_soon(self._serve, handler, conn.server)
         return conn.client
 
@@ -400,12 +402,14 @@ class SimNetwork:
             case Action.DELIVER:
                 pipe.in_flight.popleft()
                 pipe.readable += chunk.data
-                self._note(f"c{conn.serial} {pipe.direction} +{len(chunk.data)}")
-                pipe.lot.unpark_all()
+                if self.trace is not None:  # (no text to build when untraced: hot)
+                    self._note(f"c{conn.serial} {pipe.direction} +{len(chunk.data)}")
+                pipe.wake_all()
             case Action.EOF:
                 pipe.in_flight.popleft()
                 pipe.eof_received = True
-                self._note(f"c{conn.serial} {pipe.direction} eof")
+                if self.trace is not None:  # (no text to build when untraced: hot)
+                    self._note(f"c{conn.serial} {pipe.direction} eof")
                 pipe.lot.unpark_all()
             case Action.RESET:
                 self._reset(conn, f"fault on {pipe.direction} write {chunk.write_no}")
@@ -470,7 +474,8 @@ class SimNetwork:
         """`stream` was closed locally: EOF to the peer, drop what it would have read."""
         out = conn.c2s if stream.end == "client" else conn.s2c
         inp = conn.s2c if stream.end == "client" else conn.c2s
-        self._note(f"c{conn.serial} {stream.end} close")
+        if self.trace is not None:  # (no text to build when untraced: hot)
+            self._note(f"c{conn.serial} {stream.end} close")
         self.queue_eof(conn, out)
         inp.reader_closed = True
         inp.drop()
