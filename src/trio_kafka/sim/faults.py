@@ -448,6 +448,19 @@ class Buggify:
         )
 
 
+#: The share of seeds in which every fault kind must fire (issue 15's "every fault kind
+#: fired in at least 1% of seeds"): a kind that fires more rarely is barely tested.
+MIN_FAULT_SHARE = 0.01
+
+
+def rare_kinds(seeds_fired: Mapping[str, int], seeds: int) -> list[str]:
+    """The fault kinds (by value) that fired in fewer than `MIN_FAULT_SHARE` of `seeds`
+    seeds, given in how many seeds each fired; a kind missing from the map never fired."""
+    return [
+        kind.value for kind in FaultKind if seeds_fired.get(kind.value, 0) < MIN_FAULT_SHARE * seeds
+    ]
+
+
 @attrs.define(eq=False)
 class Coverage:
     """Across seeds: in how many seeds each fault kind and each BUGGIFY site fired."""
