@@ -59,6 +59,7 @@ import attrs
 import outcome
 import trio
 import trio.lowlevel
+from trio._core import _instrumentation
 
 #: Timer callbacks fired at one virtual instant beyond which the run is stuck in a loop of
 #: callbacks re-arming each other (no task runs, so the runner's step watchdog cannot see
@@ -188,6 +189,7 @@ class VirtualTimers(trio.abc.Instrument):
         runner: Any = _run.GLOBAL_RUN_CONTEXT.runner
         self._runner = runner
         runner.io_manager = _SimulatedIO(runner.io_manager, self, runner.entry_queue)
+        runner.instruments = _Instruments(runner.instruments)
 
     def round(self, entry_pending: bool = False) -> None:
         """One scheduler round, where trio polls for I/O (see the module doc).
@@ -268,6 +270,26 @@ class VirtualTimers(trio.abc.Instrument):
             return trio.lowlevel.Abort.SUCCEEDED
 
         await trio.lowlevel.wait_task_rescheduled(abort)
+
+
+class _Instruments(dict[str, dict[Any, None]]):
+    """trio's `Instruments` (hook name -> instruments) as a plain dict. trio's is a
+    `UserDict`, whose `in` is a Python call, and the run loop asks `"hook" in
+    instruments` several times per scheduler round and per task step; a dict answers in
+    C. The methods are trio's own (they only use `data`)."""
+
+    __slots__ = ()
+
+    def __init__(self, instruments: Any) -> None:
+        super().__init__(instruments.data)
+
+    @property
+    def data(self) -> dict[str, dict[Any, None]]:
+        return self
+
+    add_instrument = _instrumentation.Instruments.add_instrument
+    remove_instrument = _instrumentation.Instruments.remove_instrument
+    call = _instrumentation.Instruments.call
 
 
 #: What `_SimulatedIO.get_events` returns when it does not poll: no event.

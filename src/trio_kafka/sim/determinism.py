@@ -58,7 +58,14 @@ def check_trio_hooks() -> None:
     )
     missing += [
         f"Runner.{name}"
-        for name in ("runq", "waiting_for_idle", "deadlines", "io_manager", "entry_queue")
+        for name in (
+            "runq",
+            "waiting_for_idle",
+            "deadlines",
+            "io_manager",
+            "entry_queue",
+            "instruments",
+        )
         if name not in fields
     ]
     # What `_timers._SimulatedIO` reads of the entry queue (its pending callbacks).
@@ -75,6 +82,15 @@ def check_trio_hooks() -> None:
     ]
     if not hasattr(getattr(_run, "Deadlines", None), "next_deadline"):
         missing.append("Deadlines.next_deadline")
+    # What `_timers._Instruments` borrows of trio's instruments (methods that read `data`).
+    from trio._core import _instrumentation
+
+    instruments: Any = getattr(_instrumentation, "Instruments", None)
+    missing += [
+        f"Instruments.{name}"
+        for name in ("add_instrument", "remove_instrument", "call")
+        if not hasattr(instruments, name)
+    ]
     if not hasattr(_run, "GLOBAL_RUN_CONTEXT"):
         missing.append("GLOBAL_RUN_CONTEXT")
     if missing:
