@@ -98,6 +98,9 @@ class Pipe:
     #: The network's timer that delivers the head chunk when it is due (None: nothing
     #: queued, or delivery stopped by a clog, a black hole or the end of the pipe).
     timer: Timer | None = None
+    #: The text of the key (connection key, direction) that this pipe's per-chunk and
+    #: per-write draws start with (`rand.key_head`; set by the network).
+    key_head: str = ""
 
     def wake_all(self) -> None:
         if self.lot:
@@ -134,6 +137,8 @@ class Connection:
     black_holed: bool = False
     #: Set when the connection reset, for the trace and `reset_connections`.
     reset: bool = False
+    #: The text of `key` that per-write draws start with (`rand.key_head`).
+    key_head: str = ""
 
     @property
     def address(self) -> Address:

@@ -346,9 +346,11 @@ class FaultDecider:
         *key: str | int,
         now: float,
         probability: float | None = None,
+        key_repr: str | None = None,
     ) -> bool:
         """Whether this fault fires. `probability` replaces the plan's rate for this
-        decision (still only if the kind is on in the plan)."""
+        decision (still only if the kind is on in the plan). `key_repr`: `repr(key)`,
+        when the caller has it (hot callers keep the text of a key's head)."""
         plan = self.plan
         if now >= plan.fault_phase_end:
             return False
@@ -366,7 +368,10 @@ class FaultDecider:
             if rate <= 0.0:
                 return False
             p = rate if probability is None else probability
-            if not self.draws.chance(p, f"fault.{value}.{site}", *key):
+            if key_repr is None:
+                if not self.draws.chance(p, f"fault.{value}.{site}", *key):
+                    return False
+            elif not self.draws.chance_keyed(p, f"fault.{value}.{site}", key_repr):
                 return False
             identity = FaultIdentity(kind, site, key)
         self.log.record(now, identity)

@@ -74,7 +74,7 @@ from trio_kafka.sim._streams import (
 )
 from trio_kafka.sim._timers import Timer, VirtualTimers, current_timers
 from trio_kafka.sim.faults import FaultDecider, FaultKind, FaultPlan, Profile
-from trio_kafka.sim.rand import Draws
+from trio_kafka.sim.rand import Draws, key_head, keyed
 
 
 @attrs.define(eq=False)
@@ -266,6 +266,9 @@ class SimNetwork:
         )
         now = self._now()
         conn.c2s.last_deliver_at = conn.s2c.last_deliver_at = now
+        conn.key_head = key_head(*key)
+        conn.c2s.key_head = key_head(*key, C2S)
+        conn.s2c.key_head = key_head(*key, S2C)
         conn.client = SimStream(self, conn, "client")
         conn.server = SimStream(self, conn, "server")
         self._connections[conn.serial] = conn
@@ -305,15 +308,39 @@ class SimNetwork:
         fires = self.decider.fires
         if not self._may_fail_writes:
             return Action.DELIVER
+        k = keyed(conn.key_head, write_no)  # repr((*conn.key, write_no))
         if direction == C2S:
-            if fires(FaultKind.RESET_BEFORE_APPLY, "client-write", *conn.key, write_no, now=now):
+            if fires(
+                FaultKind.RESET_BEFORE_APPLY,
+                "client-write",
+                *conn.key,
+                write_no,
+                now=now,
+                key_repr=k,
+            ):
                 return Action.RESET
-            if fires(FaultKind.ZOMBIE_REQUEST, "client-write", *conn.key, write_no, now=now):
+            if fires(
+                FaultKind.ZOMBIE_REQUEST, "client-write", *conn.key, write_no, now=now, key_repr=k
+            ):
                 return Action.ZOMBIE
         else:
-            if fires(FaultKind.RESET_AFTER_APPLY, "server-write", *conn.key, write_no, now=now):
+            if fires(
+                FaultKind.RESET_AFTER_APPLY,
+                "server-write",
+                *conn.key,
+                write_no,
+                now=now,
+                key_repr=k,
+            ):
                 return Action.RESET
-            if fires(FaultKind.BLACKHOLE_AFTER_APPLY, "server-write", *conn.key, write_no, now=now):
+            if fires(
+                FaultKind.BLACKHOLE_AFTER_APPLY,
+                "server-write",
+                *conn.key,
+                write_no,
+                now=now,
+                key_repr=k,
+            ):
                 return Action.BLACKHOLE
         return Action.DELIVER
 
@@ -325,7 +352,13 @@ class SimNetwork:
             len(data) > 1
             and self._may_fragment
             and self.decider.fires(
-                FaultKind.FRAGMENTATION, "write", *conn.key, direction, write_no, now=self._now()
+                FaultKind.FRAGMENTATION,
+                "write",
+                *conn.key,
+                direction,
+                write_no,
+                now=self._now(),
+                key_repr=keyed(conn.pipe(direction).key_head, write_no),
             )
         ):
             rng = self.draws.rng("fragment", *conn.key, direction, write_no)
@@ -347,8 +380,11 @@ class SimNetwork:
         chunk_no = pipe.chunks
         pipe.chunks += 1
         key = (*conn.key, pipe.direction, chunk_no)
-        latency = self.profile.latency.base(self.draws.uniform("latency", *key))
-        if self._may_spike and self.decider.fires(FaultKind.LATENCY, "chunk", *key, now=now):
+        text = keyed(pipe.key_head, chunk_no)  # repr(key)
+        latency = self.profile.latency.base(self.draws.uniform_keyed("latency", text))
+        if self._may_spike and self.decider.fires(
+            FaultKind.LATENCY, "chunk", *key, now=now, key_repr=text
+        ):
             latency += self.profile.latency.spike(
                 self.decider.param(FaultKind.LATENCY, "spike", "chunk", *key)
             )

@@ -51,12 +51,27 @@ class Draws:
         n: int = _unpack_q(blake2b(data, digest_size=16).digest())[0]
         return n * _SCALE
 
+    def uniform_keyed(self, site: str, key_repr: str) -> float:
+        """`uniform(site, *key)` given `repr(key)`: for callers that draw for many keys
+        sharing their first items, whose text they keep (see `key_head`)."""
+        data = self._prefix + f"{site}\x00{key_repr}".encode()
+        n: int = _unpack_q(blake2b(data, digest_size=16).digest())[0]
+        return n * _SCALE
+
     def chance(self, probability: float, site: str, *key: object) -> bool:
         """True with the given probability, for this site and key."""
         if probability <= 0.0:
             return False
         # `uniform` inlined (every fault decision draws: hot).
         data = self._prefix + f"{site}\x00{key!r}".encode()
+        n: int = _unpack_q(blake2b(data, digest_size=16).digest())[0]
+        return n * _SCALE < probability
+
+    def chance_keyed(self, probability: float, site: str, key_repr: str) -> bool:
+        """`chance(probability, site, *key)` given `repr(key)` (see `uniform_keyed`)."""
+        if probability <= 0.0:
+            return False
+        data = self._prefix + f"{site}\x00{key_repr}".encode()
         n: int = _unpack_q(blake2b(data, digest_size=16).digest())[0]
         return n * _SCALE < probability
 
@@ -73,3 +88,16 @@ class Draws:
 
     def __repr__(self) -> str:
         return f"<Draws seed={self.seed}>"
+
+
+def key_head(*items: object) -> str:
+    """The text of a key's first items (two at least), to which `keyed` adds the last:
+    `keyed(key_head(a, b), c) == repr((a, b, c))`."""
+    if len(items) < 2:
+        raise ValueError("a key head needs two items at least (a 1-tuple's repr differs)")
+    return repr(items)[:-1]
+
+
+def keyed(head: str, last: object) -> str:
+    """`repr` of the key whose first items `head` renders, then `last`."""
+    return f"{head}, {last!r})"
