@@ -365,6 +365,8 @@ class SimNetwork:
             count = rng.randint(1, min(len(data) - 1, self.profile.max_fragments - 1))
             cuts = sorted(rng.sample(range(1, len(data)), count))
         segment = self.profile.segment_size
+        if not cuts and len(data) <= segment:
+            return [data]  # one segment (the usual case)
         pieces: list[bytes] = []
         start = 0
         for end in [*cuts, len(data)]:
