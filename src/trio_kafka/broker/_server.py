@@ -171,10 +171,10 @@ async def _serve_frame(
         raise _Close(f"API key {header.api_key} before SASL authentication")
 
     # Without hooks (the usual case) no HookCall is built and nothing is awaited
-    # (`_apply_hooks` would not checkpoint either).
-    hooked = bool(cluster.hooks)
+    # (`_apply_hooks` would not checkpoint either). The AFTER pass asks again: a hook
+    # may be added while a Fetch waits.
     response = None
-    if hooked:
+    if cluster.hooks:
         response = await _apply_hooks(cluster, Phase.BEFORE, HookCall(node_id, header, request))
         if response is DROP:
             raise _Close("dropped by a hook before the request was applied")
@@ -195,7 +195,7 @@ async def _serve_frame(
             response = await _wait_for_fetch(cluster, ctx, request, response)
         after = (
             await _apply_hooks(cluster, Phase.AFTER, HookCall(node_id, header, request, response))
-            if hooked
+            if cluster.hooks
             else None
         )
         if after is DROP:
