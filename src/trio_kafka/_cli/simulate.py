@@ -26,7 +26,7 @@ from trio_kafka._cli.simulate_options import (
     quiet_client_logs,
     resolve_workload,
 )
-from trio_kafka.sim.faults import BUGGIFY_SITES, FaultKind
+from trio_kafka.sim.faults import BUGGIFY_SITES, MIN_FAULT_SHARE, FaultKind, rare_kinds
 from trio_kafka.sim.minimize import (
     case_faults,
     fault_id,
@@ -517,7 +517,20 @@ def _report(
     summary.add_row("ops", " ".join(f"{k}={v}" for k, v in sorted(ops.items())))
     console.print(summary)
 
-    fault_table = Table(title="faults fired")
+    rare = rare_kinds(kinds, n)
+    lowest = min(kinds, key=lambda k: kinds[k])
+    if not n:
+        verdict = "no seeds"
+    elif rare:
+        verdict = (
+            f"[bold red]fired in fewer than {MIN_FAULT_SHARE:.0%} of seeds: {', '.join(rare)}[/]"
+        )
+    else:
+        verdict = (
+            f"every kind fired in at least {MIN_FAULT_SHARE:.0%} of seeds "
+            f"(the rarest: {lowest}, {100 * kinds[lowest] / n:.1f}%)"
+        )
+    fault_table = Table(title="faults fired", caption=verdict)
     fault_table.add_column("#", justify="right")
     fault_table.add_column("kind")
     fault_table.add_column("seeds", justify="right")
@@ -583,7 +596,14 @@ def _report(
         "seeds_per_minute": 60 * n / wall if wall else None,
         "virtual_time": virtual,
         "virtual_to_wall": virtual / wall if wall else None,
-        "faults": {k: {"seeds": kinds[k], "fired": totals[k]} for k in kinds},
+        # Per kind: in how many seeds it fired, that as a share of the seeds, and how
+        # many times in all; then the kinds under the 1% floor (`rare_kinds`).
+        "faults": {
+            k: {"seeds": kinds[k], "share": kinds[k] / n if n else None, "fired": totals[k]}
+            for k in kinds
+        },
+        "fault_kinds_below_min_share": rare,
+        "min_fault_share": MIN_FAULT_SHARE,
         "buggify_sites": sites,
         "violations": violations,
         "ops": ops,

@@ -74,7 +74,7 @@ from trio_kafka.sim._streams import (
 )
 from trio_kafka.sim._timers import Timer, VirtualTimers, current_timers
 from trio_kafka.sim.faults import FaultDecider, FaultKind, FaultPlan, Profile
-from trio_kafka.sim.rand import Draws
+from trio_kafka.sim.rand import Draws, key_head, keyed
 
 
 @attrs.define(eq=False)
@@ -107,6 +107,20 @@ class SimNetwork:
             decider = FaultDecider(plan or FaultPlan.swarm(draws, profile), draws)
         #: Shared with the broker's and the client's fault hooks: one log per run.
         self.decider = decider
+        # Kinds this run's plan can never fire, asked about per chunk or per write: skip
+        # the question (hot).
+        may_fire = decider.plan.may_fire
+        self._may_spike = may_fire(FaultKind.LATENCY)
+        self._may_fragment = may_fire(FaultKind.FRAGMENTATION)
+        self._may_fail_writes = any(
+            may_fire(k)
+            for k in (
+                FaultKind.RESET_BEFORE_APPLY,
+                FaultKind.ZOMBIE_REQUEST,
+                FaultKind.RESET_AFTER_APPLY,
+                FaultKind.BLACKHOLE_AFTER_APPLY,
+            )
+        )
         #: (virtual time, event) in the order things happened, or None when off.
         self.trace: list[tuple[float, str]] | None = [] if trace else None
         self._servers: dict[Address, Handler] = {}
@@ -119,6 +133,9 @@ class SimNetwork:
         self._nursery: trio.Nursery | None = None
         #: The run's virtual-time timers (set by `open_sim_network`).
         self._timers: VirtualTimers | None = None
+        #: The virtual time (`open_sim_network` reads its clock directly: every chunk
+        #: and write asks, and `trio.current_time` is three calls deep).
+        self._now: Callable[[], float] = trio.current_time
 
     @property
     def plan(self) -> FaultPlan:
@@ -204,7 +221,8 @@ class SimNetwork:
         n = self._attempts.get((client, host, port), 0)
         self._attempts[(client, host, port)] = n + 1
         key = (client, host, port, n)
-        self._note(f"connect {client} {host}:{port} #{n}")
+        if self.trace is not None:  # (no text to build when untraced: hot)
+            self._note(f"connect {client} {host}:{port} #{n}")
         if (host, port) not in self._servers:
             await trio.lowlevel.checkpoint()
             raise self._refused(key, "no server")
@@ -248,10 +266,14 @@ class SimNetwork:
         )
         now = self._now()
         conn.c2s.last_deliver_at = conn.s2c.last_deliver_at = now
+        conn.key_head = key_head(*key)
+        conn.c2s.key_head = key_head(*key, C2S)
+        conn.s2c.key_head = key_head(*key, S2C)
         conn.client = SimStream(self, conn, "client")
         conn.server = SimStream(self, conn, "server")
         self._connections[conn.serial] = conn
-        self._note(f"c{conn.serial} open {key}")
+        if self.trace is not None:  # (no text to build when untraced: hot)
+            self._note(f"c{conn.serial} open {key}")
         self._nursery.start_soon(self._serve, handler, conn.server)
         return conn.client
 
@@ -284,15 +306,41 @@ class SimNetwork:
 
     def _write_fault(self, conn: Connection, direction: str, write_no: int, now: float) -> Action:
         fires = self.decider.fires
+        if not self._may_fail_writes:
+            return Action.DELIVER
+        k = keyed(conn.key_head, write_no)  # repr((*conn.key, write_no))
         if direction == C2S:
-            if fires(FaultKind.RESET_BEFORE_APPLY, "client-write", *conn.key, write_no, now=now):
+            if fires(
+                FaultKind.RESET_BEFORE_APPLY,
+                "client-write",
+                *conn.key,
+                write_no,
+                now=now,
+                key_repr=k,
+            ):
                 return Action.RESET
-            if fires(FaultKind.ZOMBIE_REQUEST, "client-write", *conn.key, write_no, now=now):
+            if fires(
+                FaultKind.ZOMBIE_REQUEST, "client-write", *conn.key, write_no, now=now, key_repr=k
+            ):
                 return Action.ZOMBIE
         else:
-            if fires(FaultKind.RESET_AFTER_APPLY, "server-write", *conn.key, write_no, now=now):
+            if fires(
+                FaultKind.RESET_AFTER_APPLY,
+                "server-write",
+                *conn.key,
+                write_no,
+                now=now,
+                key_repr=k,
+            ):
                 return Action.RESET
-            if fires(FaultKind.BLACKHOLE_AFTER_APPLY, "server-write", *conn.key, write_no, now=now):
+            if fires(
+                FaultKind.BLACKHOLE_AFTER_APPLY,
+                "server-write",
+                *conn.key,
+                write_no,
+                now=now,
+                key_repr=k,
+            ):
                 return Action.BLACKHOLE
         return Action.DELIVER
 
@@ -300,13 +348,25 @@ class SimNetwork:
         self, conn: Connection, direction: str, write_no: int, data: bytes
     ) -> list[bytes]:
         cuts: list[int] = []
-        if len(data) > 1 and self.decider.fires(
-            FaultKind.FRAGMENTATION, "write", *conn.key, direction, write_no, now=self._now()
+        if (
+            len(data) > 1
+            and self._may_fragment
+            and self.decider.fires(
+                FaultKind.FRAGMENTATION,
+                "write",
+                *conn.key,
+                direction,
+                write_no,
+                now=self._now(),
+                key_repr=keyed(conn.pipe(direction).key_head, write_no),
+            )
         ):
             rng = self.draws.rng("fragment", *conn.key, direction, write_no)
             count = rng.randint(1, min(len(data) - 1, self.profile.max_fragments - 1))
             cuts = sorted(rng.sample(range(1, len(data)), count))
         segment = self.profile.segment_size
+        if not cuts and len(data) <= segment:
+            return [data]  # one segment (the usual case)
         pieces: list[bytes] = []
         start = 0
         for end in [*cuts, len(data)]:
@@ -322,8 +382,11 @@ class SimNetwork:
         chunk_no = pipe.chunks
         pipe.chunks += 1
         key = (*conn.key, pipe.direction, chunk_no)
-        latency = self.profile.latency.base(self.draws.uniform("latency", *key))
-        if self.decider.fires(FaultKind.LATENCY, "chunk", *key, now=now):
+        text = keyed(pipe.key_head, chunk_no)  # repr(key)
+        latency = self.profile.latency.base(self.draws.uniform_keyed("latency", text))
+        if self._may_spike and self.decider.fires(
+            FaultKind.LATENCY, "chunk", *key, now=now, key_repr=text
+        ):
             latency += self.profile.latency.spike(
                 self.decider.param(FaultKind.LATENCY, "spike", "chunk", *key)
             )
@@ -377,12 +440,14 @@ class SimNetwork:
             case Action.DELIVER:
                 pipe.in_flight.popleft()
                 pipe.readable += chunk.data
-                self._note(f"c{conn.serial} {pipe.direction} +{len(chunk.data)}")
-                pipe.lot.unpark_all()
+                if self.trace is not None:  # (no text to build when untraced: hot)
+                    self._note(f"c{conn.serial} {pipe.direction} +{len(chunk.data)}")
+                pipe.wake_all()
             case Action.EOF:
                 pipe.in_flight.popleft()
                 pipe.eof_received = True
-                self._note(f"c{conn.serial} {pipe.direction} eof")
+                if self.trace is not None:  # (no text to build when untraced: hot)
+                    self._note(f"c{conn.serial} {pipe.direction} eof")
                 pipe.lot.unpark_all()
             case Action.RESET:
                 self._reset(conn, f"fault on {pipe.direction} write {chunk.write_no}")
@@ -447,7 +512,8 @@ class SimNetwork:
         """`stream` was closed locally: EOF to the peer, drop what it would have read."""
         out = conn.c2s if stream.end == "client" else conn.s2c
         inp = conn.s2c if stream.end == "client" else conn.c2s
-        self._note(f"c{conn.serial} {stream.end} close")
+        if self.trace is not None:  # (no text to build when untraced: hot)
+            self._note(f"c{conn.serial} {stream.end} close")
         self.queue_eof(conn, out)
         inp.reader_closed = True
         inp.drop()
@@ -502,16 +568,13 @@ class SimNetwork:
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _now(self) -> float:
-        return trio.current_time()
-
     def _timers_(self) -> VirtualTimers:
         assert self._timers is not None, "use `async with open_sim_network(...)`"
         return self._timers
 
     def _note(self, event: str) -> None:
         if self.trace is not None:
-            self.trace.append((trio.current_time(), event))
+            self.trace.append((self._now(), event))
 
     def trace_text(self) -> str:
         """The trace as text, one `time event` a line (compare runs byte for byte)."""
@@ -532,6 +595,7 @@ async def open_sim_network(
     `determinism.run_seeded`'s (its virtual clock drives the network's timers)."""
     net = SimNetwork(draws, profile, plan=plan, decider=decider, trace=trace)
     net._timers = current_timers()
+    net._now = net._timers.clock.current_time
     async with trio.open_nursery() as nursery:
         net._nursery = nursery
         if net.plan.may_fire(FaultKind.CLOG):

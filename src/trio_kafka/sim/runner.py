@@ -226,8 +226,15 @@ def _wall_clock() -> float:
     return EPOCH + trio.current_time()
 
 
-def _broker_clock() -> int:
-    return int((EPOCH + trio.current_time()) * 1000)
+def _broker_clock(clock: VirtualClock) -> Callable[[], int]:
+    """The brokers' wall clock in milliseconds (every request reads it): the virtual
+    clock's time from `EPOCH`, as `trio.current_time()` would give it, minus two calls."""
+    now = clock.current_time
+
+    def broker_clock() -> int:
+        return int((EPOCH + now()) * 1000)
+
+    return broker_clock
 
 
 @attrs.define(eq=False)
@@ -289,7 +296,9 @@ async def _simulate(
     out.log = decider.log
     nonce = iter(range(1, 1 << 62))
     cluster = Cluster.create(
-        BROKERS, clock=_broker_clock, sasl_nonce=lambda: f"sim-nonce-{next(nonce)}"
+        BROKERS,
+        clock=_broker_clock(current_timers().clock),
+        sasl_nonce=lambda: f"sim-nonce-{next(nonce)}",
     )
     out.cluster = cluster
     for name, partitions in spec.topics.items():
