@@ -5,7 +5,7 @@ writer's `SimStream` appends chunks (each with its delivery time and what happen
 arrives), the network's delivery timer for that pipe moves due chunks into `readable`,
 and the reader's `SimStream` consumes `readable`. Every waiter on a pipe (reader, writer)
 parks on the pipe's one `ParkingLot` and re-checks its condition when woken, so a state
-change only has to `unpark_all`. Decisions (faults, latencies) are the network's; this
+change only has to `unpark_all`. Decisions (faults, latencies) are the network's (`_delivery.py`); this
 module only keeps state and implements the `trio.abc.HalfCloseableStream` contract.
 """
 
@@ -149,8 +149,8 @@ class Connection:
 
 
 class StreamNetwork(Protocol):
-    """What a `SimStream` asks of the network that made it (`network.SimNetwork`), so
-    that this module does not import the network that imports it."""
+    """What a `SimStream` asks of the network that made it (`_delivery.Delivery`, the
+    network's pipes), so that this module does not import the modules that import it."""
 
     @property
     def window(self) -> int:
