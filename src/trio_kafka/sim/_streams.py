@@ -5,8 +5,9 @@ writer's `SimStream` appends chunks (each with its delivery time and what happen
 arrives), the network's delivery timer for that pipe moves due chunks into `readable`,
 and the reader's `SimStream` consumes `readable`. Every waiter on a pipe (reader, writer)
 parks on the pipe's one `ParkingLot` and re-checks its condition when woken, so a state
-change only has to `unpark_all`. Decisions (faults, latencies) are the network's (`_delivery.py`); this
-module only keeps state and implements the `trio.abc.HalfCloseableStream` contract.
+change only has to `unpark_all`. Decisions (faults, latencies) are the network's
+(`_delivery.py`); this module only keeps state and implements the
+`trio.abc.HalfCloseableStream` contract.
 """
 
 from __future__ import annotations
