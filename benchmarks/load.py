@@ -14,17 +14,26 @@ run, the mean time and rate of each backend (and the loader process's CPU second
 the ratio transactional / CAS of the mean rates (goal: >= 0.7).
 
 Spark (unless `--no-spark`; unkeyed rows only): `write_dataframe` of the same values
-(`lpad(id, SIZE, '0')` of `spark.range`), CAS then transactions, each in a fresh
-`local[2]` session started and warmed up by a 10,000-row load of the same kind before
-the timed window (Spark's defaults otherwise: Python workers are reused), timed whole
-(the row-counting job, the shuffle and sort, the tasks, the driver's commit). The same
-shaping into Spark's `noop` sink, and into a Python data source that only counts the
-rows, are timed after it: Spark's own floors in that session. Peak Python worker RSS is
-the largest `ru_maxrss` the load's tasks reported. Goals: Spark / BulkLoader >= 0.5;
+(`lpad(id, SIZE, '0')` of `spark.range`) in one `local[2]` session (Spark's defaults
+otherwise: Python workers are reused), CAS and transactions A B B A (`--spark-rounds`
+times), each timed whole (the row-counting job, the shuffle and sort, the tasks, the
+driver's commit). Before them, outside the timed window, a 10,000-row load of each
+backend and one full-size pass into the counting source below warm the JVM up (see
+`warm_up`: the JVM outlives a session, so a "fresh session" per backend still left the
+JIT's cost to whichever ran first). After them, the same shaping into Spark's `noop`
+sink and into a Python data source that only counts the rows: Spark's own floors
+(`--no-floors`: skipped). Peak Python worker RSS is the largest `ru_maxrss` the loads'
+tasks reported (the reused workers' peak so far). Goals: Spark / BulkLoader >= 0.5;
 peak worker RSS < 400 MiB and within 20% between 2,000,000 and 10,000,000 rows.
+
+CPU seconds are counted per process (`/proc/<pid>/stat`, reaped children included): the
+loader's own, the broker's, and Spark's (the JVM and its Python workers; of those, our
+tasks' own as they reported it). On a machine of C cores no run can take less than its
+processes' CPU seconds / C: that, with the counting floor, bounds what Spark can reach.
 
     .venv/bin/python benchmarks/load.py [--rows N] [--size BYTES] [--partitions P]
         [--rounds R] [--keyed] [--keys K] [--no-spark] [--no-bulk]
+        [--spark-rounds S] [--spark-conf KEY=VALUE] [--no-floors]
 """
 
 from __future__ import annotations
@@ -48,6 +57,49 @@ from trio_kafka.client._bulk import Row
 from trio_kafka.net import open_selector
 
 BACKENDS = (("exactly_once_cas", True), ("transactional", False))
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def descendants_cpu() -> dict[str, float]:
+    """CPU seconds (user + system, their reaped children included) of this process's
+    descendants: the mock broker (`broker`), and the rest (`spark`: the JVM, which runs
+    the driver and the executor in local mode, and its Python workers). Deltas of two
+    calls are exact while the processes live: a worker that exits in between is counted
+    through its parent's children times."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        pid = int(entry)
+        parents[pid] = int(fields[1])
+        times[pid] = sum(int(x) for x in fields[11:15]) / _TICK
+    own = {os.getpid()}
+    grown = True
+    while grown:
+        found = {pid for pid, parent in parents.items() if parent in own} - own
+        own |= found
+        grown = bool(found)
+    own.discard(os.getpid())
+    out = {"broker": 0.0, "spark": 0.0}
+    for pid in own:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read()
+        except OSError:
+            continue
+        out["broker" if b"broker\x00--port" in command else "spark"] += times[pid]
+    return out
+
+
+def cpu_since(before: dict[str, float]) -> dict[str, float]:
+    after = descendants_cpu()
+    return {name: after[name] - before[name] for name in after}
 
 
 async def load(
@@ -63,7 +115,8 @@ async def load(
     return elapsed, cpu, result.guarantee
 
 
-def spark_session() -> Any:
+def spark_session(conf: list[str]) -> Any:
+    """A `local[2]` session; `conf`: extra "key=value" settings (`--spark-conf`)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -75,52 +128,80 @@ def spark_session() -> Any:
         **{
             "spark.driver.memory": "3g",
             "spark.sql.shuffle.partitions": "2",
+            **dict(setting.split("=", 1) for setting in conf),
         },
     )
 
 
-def spark_load(
-    spark: Any, bootstrap: str, topic: str, cas: bool, args: argparse.Namespace
-) -> tuple[float, str, float]:
-    """(seconds, guarantee, peak worker RSS in MiB) of one `write_dataframe`."""
+def value_frame(spark: Any, rows: int, size: int) -> Any:
+    """`rows` values of `size` bytes, `lpad(id, size, '0')` of `spark.range`."""
     from pyspark.sql import functions as F
 
+    return spark.range(rows).select(
+        F.lpad(F.col("id").cast("string"), size, "0").cast("binary").alias("value")
+    )
+
+
+def warm_up(spark: Any, bootstrap: str, args: argparse.Namespace) -> None:
+    """Outside the timed window: a 10,000-row load of each backend (class loading,
+    codegen, Python workers), then the full-size shaping once into a Python source
+    that counts rows, so that the JIT has compiled Spark's own hot paths (range, lpad,
+    shuffle, sort, Arrow) before the first timed load. The JVM outlives `spark.stop()`
+    (it is the driver's py4j gateway), so without this the first timed load of a run
+    pays the JIT for all the others: measured here, a CAS load run first used ~3.7
+    more JVM CPU seconds than the transactional load after it (2,000,000 rows)."""
+    from trio_kafka.spark import write_dataframe
+
+    for name, cas in BACKENDS:
+        topic = f"warm-{name}"
+
+        async def make(topic: str = topic, cas: bool = cas) -> None:
+            async with open_selector(bootstrap) as selector:
+                await create_topic(selector, topic, args.partitions, cas=cas)
+
+        trio.run(make)
+        warm = value_frame(spark, 10_000, args.size)
+        write_dataframe(warm, topic=topic, load_id=topic, bootstrap=bootstrap)
+    spark_floors(spark, args, sinks=("count-rows",))
+
+
+def spark_load(
+    spark: Any, bootstrap: str, topic: str, cas: bool, args: argparse.Namespace
+) -> tuple[float, str, float, dict[str, float]]:
+    """(seconds, guarantee, peak worker RSS in MiB, CPU seconds by process kind: see
+    `descendants_cpu`, plus `tasks`, the Python workers' own during the tasks) of one
+    `write_dataframe`."""
     from trio_kafka.spark import read_manifest, write_dataframe
 
     async def make() -> None:
         async with open_selector(bootstrap) as selector:
             await create_topic(selector, topic, args.partitions, cas=cas)
-            await create_topic(selector, f"{topic}-warm", args.partitions, cas=cas)
 
     async def manifest() -> Any:
         async with open_selector(bootstrap) as selector:
             return await read_manifest(selector, topic)
 
     trio.run(make)
-    # Warm the session up (JVM class loading, JIT, codegen, Python workers) with a small
-    # load of the same kind, outside the timed window: the first job of a fresh session
-    # costs ~30 s more here, whatever its size.
-    warm = spark.range(10_000).select(F.col("id").cast("string").cast("binary").alias("value"))
-    write_dataframe(warm, topic=f"{topic}-warm", load_id=f"{topic}-warm", bootstrap=bootstrap)
-    frame = spark.range(args.rows).select(
-        F.lpad(F.col("id").cast("string"), args.size, "0").cast("binary").alias("value")
-    )
-    started = time.perf_counter()
+    frame = value_frame(spark, args.rows, args.size)
+    started, cpu = time.perf_counter(), descendants_cpu()
     write_dataframe(frame, topic=topic, load_id=topic, bootstrap=bootstrap)
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, cpu_since(cpu)
     done = trio.run(manifest)
     assert sum(done.counts.values()) == args.rows, done.counts
     peak = max(r["peak_rss_kib"] for r in done.reports) / 1024
     tasks = ", ".join(f"{r['seconds']:.1f}" for r in done.reports)
+    cpu["tasks"] = sum(r.get("cpu_seconds", 0.0) for r in done.reports)
     print(f"  (seconds in each task's load_partition: {tasks})", flush=True)
-    return elapsed, done.guarantee, peak
+    return elapsed, done.guarantee, peak, cpu
 
 
-def spark_floors(spark: Any, args: argparse.Namespace) -> tuple[float, float]:
+def spark_floors(
+    spark: Any, args: argparse.Namespace, sinks: tuple[str, ...] = ("noop", "count-rows")
+) -> list[tuple[str, float, dict[str, float]]]:
     """Seconds Spark alone takes for the same shaping (numbering, shuffle, sort) into
     the JVM's `noop` sink, and into a Python data source that only counts the rows of
-    its Arrow batches: what no Kafka writer on this session can beat."""
-    from pyspark.sql import functions as F
+    its Arrow batches: what no Kafka writer on this session can beat. (sink, seconds,
+    CPU seconds) of each."""
     from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
     from trio_kafka.spark import prepare_dataframe
@@ -139,16 +220,53 @@ def spark_floors(spark: Any, args: argparse.Namespace) -> tuple[float, float]:
             return CountWriter()
 
     spark.dataSource.register(CountSource)
-    frame = spark.range(args.rows).select(
-        F.lpad(F.col("id").cast("string"), args.size, "0").cast("binary").alias("value")
-    )
+    frame = value_frame(spark, args.rows, args.size)
     floors = []
-    for sink in ("noop", "count-rows"):
-        started = time.perf_counter()
+    for sink in sinks:
+        started, cpu = time.perf_counter(), descendants_cpu()
         prepared = prepare_dataframe(frame, args.partitions)
         prepared.write.format(sink).mode("append" if sink != "noop" else "overwrite").save()
-        floors.append(time.perf_counter() - started)
-    return floors[0], floors[1]
+        floors.append((sink, time.perf_counter() - started, cpu_since(cpu)))
+    return floors
+
+
+def spark_runs(
+    bootstrap: str, args: argparse.Namespace, shape: str
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """The Spark loads, A B B A (`--spark-rounds` times) in one warmed session, then
+    Spark's floors: (rows/s of each run, peak worker RSS in MiB) by backend."""
+    rates: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
+    peaks: dict[str, float] = {name: 0.0 for name, _ in BACKENDS}
+    order = [BACKENDS[0], BACKENDS[1], BACKENDS[1], BACKENDS[0]] * args.spark_rounds
+    spark = spark_session(args.spark_conf)
+    try:
+        warm_up(spark, bootstrap, args)
+        for run, (name, cas) in enumerate(order):
+            elapsed, guarantee, peak, cpu = spark_load(
+                spark, bootstrap, f"spark-{name}-{run}", cas, args
+            )
+            assert guarantee == name, (guarantee, name)
+            rates[name].append(args.rows / elapsed)
+            peaks[name] = max(peaks[name], peak)
+            print(
+                f"Spark run {run + 1}: local[2] {name:17} {shape}: {elapsed:6.2f} s, "
+                f"{args.rows / elapsed:10,.0f} rows/s, peak worker RSS {peak:5.0f} MiB\n"
+                f"  CPU s: Spark (JVM + Python workers) {cpu['spark']:.2f}, of which our "
+                f"tasks {cpu['tasks']:.2f}; broker {cpu['broker']:.2f}; "
+                f"(sum) / 2 cores = {(cpu['spark'] + cpu['broker']) / 2:.2f} s",
+                flush=True,
+            )
+        for sink, seconds, cpu in [] if args.no_floors else spark_floors(spark, args):
+            what = "Spark's noop sink" if sink == "noop" else "a Python source counting rows"
+            print(
+                f"Spark floor, the same shaping into {what}: {seconds:.2f} s, "
+                f"{args.rows / seconds:,.0f} rows/s, CPU s (JVM + Python workers) "
+                f"{cpu['spark']:.2f}",
+                flush=True,
+            )
+    finally:
+        spark.stop()
+    return rates, peaks
 
 
 def main() -> None:
@@ -163,9 +281,24 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=10_000, help="distinct keys (--keyed)")
     parser.add_argument("--no-spark", action="store_true", help="BulkLoader only")
     parser.add_argument("--no-bulk", action="store_true", help="Spark only")
+    parser.add_argument(
+        "--spark-rounds", type=int, default=1, help="Spark loads: A B B A this many times"
+    )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the session (repeatable), for experiments",
+    )
+    parser.add_argument(
+        "--no-floors", action="store_true", help="no Spark floors (noop, counting) after loads"
+    )
     args = parser.parse_args()
-    if args.rounds < 1 or args.rows < 1 or args.keys < 1:
-        parser.error("--rounds, --rows and --keys must be at least 1")
+    if any("=" not in setting for setting in args.spark_conf):
+        parser.error("--spark-conf takes KEY=VALUE")
+    if min(args.rounds, args.spark_rounds, args.rows, args.keys) < 1:
+        parser.error("--rounds, --spark-rounds, --rows and --keys must be at least 1")
     values = [] if args.no_bulk else [b"%0*d" % (args.size, i) for i in range(args.rows)]
     rows: list[Row]
     if args.keyed:
@@ -180,41 +313,30 @@ def main() -> None:
     order = [BACKENDS[0], BACKENDS[1], BACKENDS[1], BACKENDS[0]] * args.rounds
     if args.no_bulk:
         order = []
-    spark_rates: dict[str, float] = {}
+    spark_rates: dict[str, list[float]] = {}
+    spark_peaks: dict[str, float] = {}
     times: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
     # CPU seconds of the loader's process (the broker runs in its own).
     cpus: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
     with broker() as bootstrap:
         for run, (name, cas) in enumerate(order):
+            others = descendants_cpu()
             elapsed, cpu, guarantee = trio.run(
                 load, bootstrap, f"load-{name}-{run}", cas, rows, args.partitions
             )
+            broker_cpu = cpu_since(others)["broker"]
             assert guarantee == name, (guarantee, name)
             times[name].append(elapsed)
             cpus[name].append(cpu)
             print(
                 f"run {run + 1}: BulkLoader {name:17} {shape}: {elapsed:6.2f} s, "
-                f"{args.rows / elapsed:10,.0f} rows/s, loader CPU {cpu:5.2f} s",
+                f"{args.rows / elapsed:10,.0f} rows/s, loader CPU {cpu:5.2f} s, "
+                f"broker CPU {broker_cpu:5.2f} s",
                 flush=True,
             )
         del rows, values
-        for name, cas in () if args.no_spark or args.keyed else BACKENDS:
-            spark = spark_session()
-            try:
-                elapsed, guarantee, peak = spark_load(spark, bootstrap, f"spark-{name}", cas, args)
-                noop, python = spark_floors(spark, args)
-            finally:
-                spark.stop()
-            assert guarantee == name, (guarantee, name)
-            spark_rates[name] = args.rows / elapsed
-            print(
-                f"Spark local[2] {name:17} {shape}: {elapsed:6.2f} s, "
-                f"{spark_rates[name]:10,.0f} rows/s, peak worker RSS {peak:5.0f} MiB\n"
-                f"  (the same shaping into Spark's noop sink: {noop:.2f} s, "
-                f"{args.rows / noop:,.0f} rows/s; into a Python data source that only "
-                f"counts rows: {python:.2f} s, {args.rows / python:,.0f} rows/s)",
-                flush=True,
-            )
+        if not (args.no_spark or args.keyed):
+            spark_rates, spark_peaks = spark_runs(bootstrap, args, shape)
     print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"| backend ({shape}) | mean s | rows/s (of the mean) | runs (s) | loader CPU s |")
     print("| --- | --- | --- | --- | --- |")
@@ -229,10 +351,17 @@ def main() -> None:
     if len(means) == 2:
         ratio = means["exactly_once_cas"] / means["transactional"]
         print(f"\ntransactional / CAS (rows/s of the mean times): {ratio:.2f}x (goal >= 0.7)")
-    for name, rate in spark_rates.items():
-        if name in means:
-            ratio = rate / (args.rows / means[name])
-            print(f"Spark / BulkLoader, {name}: {ratio:.2f}x (goal >= 0.5)")
+    for name, rates in spark_rates.items():
+        rate = statistics.fmean(rates)
+        print(
+            f"Spark local[2] {name}: {rate:,.0f} rows/s (mean of {len(rates)}), "
+            f"peak worker RSS {spark_peaks[name]:.0f} MiB"
+            + (
+                f", {rate / (args.rows / means[name]):.2f}x BulkLoader (goal >= 0.5)"
+                if name in means
+                else ""
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -549,3 +550,56 @@ async def test_hook_delay_and_blackhole(
         await client.read_frame()
     assert scope.cancelled_caught  # applied, never answered (in an hour of virtual time)
     assert cluster.state.partition("t", 0).log.log_end_offset == 1  # type: ignore[union-attr]
+
+
+async def test_api_versions_answers_are_the_same_at_each_version_with_their_own_correlation_id(
+    nursery: trio.Nursery,
+) -> None:
+    # The broker encodes its ApiVersions answer once per version and only sets the
+    # correlation id (RawClient.request asserts it matches the request's).
+    cluster = make_cluster()
+    first, second = memory_client(cluster, nursery), memory_client(cluster, nursery)
+    for version in range(5):
+        a = await first.request(ApiVersionsRequest(), version)
+        second.correlation += 7  # another correlation id on the other connection
+        b = await second.request(ApiVersionsRequest(), version)
+        again = await first.request(ApiVersionsRequest(), version)
+        assert a == b == again
+        assert a.error_code == ErrorCode.NONE
+        assert {18, 0, 1} <= {k.api_key for k in a.api_keys}
+
+
+async def test_a_hook_can_replace_the_api_versions_answer(nursery: trio.Nursery) -> None:
+    from trio_kafka.protocol.messages.api_versions import ApiVersionsResponse
+
+    cluster = make_cluster()
+    replaced = ApiVersionsResponse(error_code=ErrorCode.UNKNOWN_SERVER_ERROR, api_keys=[])
+    cluster.add_hook(ApiVersionsRequest, lambda call: replaced, after=True, times=1)
+    client = memory_client(cluster, nursery)
+    hooked = await client.request(ApiVersionsRequest(), 3)
+    plain = await client.request(ApiVersionsRequest(), 3)
+    assert (hooked.error_code, hooked.api_keys) == (ErrorCode.UNKNOWN_SERVER_ERROR, [])
+    assert plain.error_code == ErrorCode.NONE and plain.api_keys
+
+
+async def test_an_after_hook_added_while_a_fetch_waits_applies_to_that_fetch(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    # Requests skip the hook passes when the cluster has no hook; a Fetch that waits
+    # must still see an AFTER hook added meanwhile.
+    cluster = make_cluster(topics={"t": 1})
+    reader = memory_client(cluster, nursery)
+    result: list[Any] = []
+
+    async def read() -> None:
+        result.append(await reader.request(fetch_req("t", 0, max_wait_ms=1000), 11))
+
+    async with trio.open_nursery() as inner:
+        inner.start_soon(read)
+        await trio.sleep(0.2)
+        cluster.add_hook(
+            FetchRequest,
+            lambda call: attrs.evolve(call.response, throttle_time_ms=77),
+            after=True,
+        )
+    assert result[0].throttle_time_ms == 77

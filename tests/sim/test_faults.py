@@ -17,7 +17,7 @@ from trio_kafka.sim.faults import (
     FaultKind,
     FaultPlan,
 )
-from trio_kafka.sim.rand import Draws
+from trio_kafka.sim.rand import Draws, key_head, keyed
 
 SEEDS = 500
 #: Decisions asked per kind per seed in the coverage sweep.
@@ -215,3 +215,20 @@ def test_registry_refuses_one_name_with_two_meanings() -> None:
     registry.register("x", "one thing")
     with pytest.raises(ValueError, match="twice"):
         registry.register("x", "another thing")
+
+
+def test_a_draw_keyed_by_its_keys_text_is_the_same_draw() -> None:
+    # The network keeps the text of a connection's key and adds a chunk or write number
+    # (`key_head`, `keyed`): the draws must be those of the key itself, or every seed
+    # would change.
+    draws = Draws(12345)
+    conn_key = ("p0", "broker-1", 9092, 3)
+    for last in (0, 7, 12345):
+        key = (*conn_key, "c2s", last)
+        text = keyed(key_head(*conn_key, "c2s"), last)
+        assert text == repr(key)
+        assert draws.uniform_keyed("latency", text) == draws.uniform("latency", *key)
+        for p in (0.0, 0.3, 0.9):
+            assert draws.chance_keyed(p, "fault.x", text) == draws.chance(p, "fault.x", *key)
+    with pytest.raises(ValueError, match="two items"):
+        key_head("alone")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import trio_kafka
-from trio_kafka.producer import ProducerConfig, ProducerCore, Rules, current_rules
+from trio_kafka.producer import CoreRules, ProducerConfig, ProducerCore, Rules, current_rules
 from trio_kafka.sim import mutants as _mutants
 from trio_kafka.sim.mutants import BROKEN_RULES, MUTANTS, enabled, hunt
 
@@ -34,7 +34,7 @@ def test_enabled_puts_one_mutants_rules_in_effect_for_the_block_only() -> None:
         core = ProducerCore(ProducerConfig(), random.Random(0))
     assert type(core.rules) is BROKEN_RULES[_mutants.STALE_END_TXN]  # kept once built
     assert type(current_rules()) is Rules
-    assert type(ProducerCore(ProducerConfig(), random.Random(0)).rules) is Rules
+    assert type(ProducerCore(ProducerConfig(), random.Random(0)).rules) is CoreRules
     with pytest.raises(KeyError, match="unknown mutant"), enabled("no-such-bug"):
         pass
     assert type(current_rules()) is Rules

@@ -129,6 +129,49 @@ def test_wait_all_tasks_blocked_works_and_time_stands_still_meanwhile() -> None:
     assert run_seeded(main, seed=1) == (["all blocked", "slept"], 0.0)
 
 
+def test_a_callback_queued_with_run_sync_soon_runs_although_no_io_is_polled() -> None:
+    # The timers poll trio's I/O only when its entry queue has work (signals, threads,
+    # TrioToken callbacks): a callback queued while every task waits must still run,
+    # not end in a deadlock.
+    async def main(clock: VirtualClock) -> list[str]:
+        ran: list[str] = []
+        done = trio.Event()
+
+        def callback() -> None:
+            ran.append("callback")
+            done.set()
+
+        trio.lowlevel.current_trio_token().run_sync_soon(callback)
+        await done.wait()
+        return ran
+
+    assert run_seeded(main, seed=1) == ["callback"]
+
+
+def test_an_instrument_added_in_a_seeded_run_is_called_until_removed() -> None:
+    class Steps(trio.abc.Instrument):
+        def __init__(self) -> None:
+            self.steps = 0
+
+        def before_task_step(self, task: trio.lowlevel.Task) -> None:
+            self.steps += 1
+
+    steps = Steps()
+
+    async def main(clock: VirtualClock) -> tuple[int, int]:
+        trio.lowlevel.add_instrument(steps)
+        await trio.sleep(1)
+        await trio.sleep(1)
+        trio.lowlevel.remove_instrument(steps)
+        seen = steps.steps
+        await trio.sleep(1)
+        return seen, steps.steps
+
+    seen, after = run_seeded(main, seed=1)
+    assert seen >= 2
+    assert after == seen
+
+
 def test_the_virtual_clock_only_moves_forward() -> None:
     clock = VirtualClock()
     clock.jump(1.5)

@@ -90,3 +90,14 @@ def test_expected_offset_mismatch_carries_the_log_end_offset() -> None:
     assert exc.log_end_offset == 7
     assert exc.expected_offset == 5
     assert exc.code == ErrorCode.EXPECTED_OFFSET_MISMATCH
+
+
+def test_every_public_name_says_it_lives_in_trio_kafka_errors() -> None:
+    import pickle
+
+    classes = [getattr(errors, name) for name in errors.__all__]
+    homes = {c.__name__: c.__module__ for c in classes if isinstance(c, type)}
+    assert set(homes.values()) == {"trio_kafka.errors"}, homes
+    error = pickle.loads(pickle.dumps(errors.error_for_code(ErrorCode.PRODUCER_FENCED, "x")))
+    assert type(error) is errors.ProducerFencedError
+    assert error.code == ErrorCode.PRODUCER_FENCED

@@ -292,6 +292,38 @@ def test_a_custom_partitioner_sees_the_record_and_the_leaders() -> None:
     assert seen[0][0].key == b"k" and seen[0][1] == (1, 2, 1)
 
 
+def test_a_custom_partitioner_choosing_a_partition_the_topic_lacks_is_refused_by_name() -> None:
+    core = make_core(partitioner=lambda record, cluster: 7)
+    with pytest.raises(InvalidPartitionError, match="chose partition 7 of topic 't', which has 3"):
+        core.append("t", VALUE, now=0.0)
+    assert core.accumulator.buffer_used == 0
+
+
+def test_a_leader_aware_node_that_leaves_the_cluster_is_replaced_at_the_next_append() -> None:
+    core = make_core(leaders={"t": [1, 2, 1, 2]}, partitioner="leader_aware")
+    handle = core.append("t", VALUE, now=0.0)
+    assert handle is not None
+    first = core.accumulator.leader_node
+    other = 2 if first == 1 else 1
+    core.update_metadata(ClusterView.from_leaders({"t": [other] * 4}))
+    handle = core.append("t", VALUE, now=0.1)  # long before leader_switch_interval
+    assert handle is not None and core.accumulator.leader_node == other
+
+
+def test_a_request_settles_only_its_batches_still_in_flight_and_frees_the_node() -> None:
+    core = make_core(linger=0.0)
+    core.append("t", VALUE, partition=0, now=0.0)
+    core.append("t", VALUE, partition=2, now=0.0)
+    ((node, batches),) = core.drain(0.0, [1]).items()
+    assert len(batches) == 2 and core.accumulator.node_in_flight == {1: 1}
+    answers = {(b.topic, b.partition): PartitionResponse(base_offset=0) for b in batches}
+    settled = core.handle_response(node, batches, answers, 0.0)
+    assert (settled.completed, settled.retried, settled.refresh_metadata) == (2, 0, False)
+    assert core.accumulator.node_in_flight == {}
+    again = core.handle_response(node, batches, answers, 0.0)  # a late duplicate: no-op
+    assert (again.completed, again.retried) == (0, 0)
+
+
 def test_append_many_fills_batches_in_one_call() -> None:
     core = make_core(leaders={"t": [1, 2]}, batch_size=1000, linger=10.0)
     spans, taken = core.append_many("t", [VALUE] * 50, 0.0)

@@ -1,19 +1,16 @@
 """`trio-kafka simulate`: run seeds of a simulated workload, report, minimize failures.
 
-Seeds run in this process, in `--jobs` worker processes, or as Spark tasks (`--spark
-[--master URL]`, the spark extra) (each seed is independent and
-a pure function of its number, so the order in which workers finish does not matter: the
-report is assembled in seed order). A failing seed is minimized here, in the parent:
-delta debugging over the fault identities it fired, keeping its failure class, and the
-one command that replays the minimal fault list is printed.
+This module is the command: its options and what each combination does. The work is
+elsewhere, one job per module: `simulate_options.py` (defaults, durations, the user's
+workloads), `simulate_workers.py` (seeds in this process, in `--jobs` worker processes
+or on Spark, with progress), `simulate_report.py` (tables, minimizing failing seeds, the
+JSON report), `simulate_replay.py` (`--seed`/`--faults`/`--trace` and `--replay`),
+`simulate_mutants.py` (`--mutants`), `simulate_ledger.py` (`--ledger`).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
-import time
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,103 +23,10 @@ from trio_kafka._cli.simulate_options import (
     quiet_client_logs,
     resolve_workload,
 )
-from trio_kafka.sim.faults import BUGGIFY_SITES, FaultKind
-from trio_kafka.sim.minimize import (
-    case_faults,
-    fault_id,
-    parse_fault_ids,
-    replay_command,
-    resolve_fault_ids,
-)
-from trio_kafka.sim.runner import SeedResult, run_seed, still_fails
+from trio_kafka._cli.simulate_replay import replay_cases, run_single
+from trio_kafka._cli.simulate_report import report_results
+from trio_kafka._cli.simulate_workers import run_for_budget, run_on_spark, run_with_progress
 from trio_kafka.sim.workloads import WORKLOADS
-
-
-def _init_worker(imports: Sequence[str]) -> None:
-    quiet_client_logs()
-    import_workloads(imports)
-
-
-def _run_one(args: tuple[str, int, str]) -> SeedResult:
-    workload, seed, profile = args
-    return run_seed(workload, seed, profile=profile).result
-
-
-def run_many(
-    workload: str,
-    seeds: Sequence[int],
-    profile: str,
-    jobs: int,
-    imports: Sequence[str] = (),
-) -> Iterator[SeedResult]:
-    """Results in seed order (workers may finish out of order; `map` keeps the order)."""
-    tasks = [(workload, s, profile) for s in seeds]
-    if jobs <= 1:
-        for task in tasks:
-            yield _run_one(task)
-        return
-    with concurrent.futures.ProcessPoolExecutor(
-        max_workers=jobs, initializer=_init_worker, initargs=(tuple(imports),)
-    ) as pool:
-        yield from pool.map(_run_one, tasks, chunksize=max(1, min(16, len(tasks) // (4 * jobs))))
-
-
-def run_for(
-    workload: str,
-    first_seed: int,
-    profile: str,
-    jobs: int,
-    seconds: float,
-    *,
-    max_seeds: int | None = None,
-    imports: Sequence[str] = (),
-) -> Iterator[SeedResult]:
-    """Seeds first_seed, first_seed + 1... until `seconds` of wall time are spent (the
-    seeds started by then finish), in seed order; at most `max_seeds`."""
-    deadline = time.monotonic() + seconds
-    chunk = 8 * max(1, jobs)
-    next_seed = first_seed
-    limit = None if max_seeds is None else first_seed + max_seeds
-    pool = (
-        concurrent.futures.ProcessPoolExecutor(
-            max_workers=jobs, initializer=_init_worker, initargs=(tuple(imports),)
-        )
-        if jobs > 1
-        else None
-    )
-    try:
-        while time.monotonic() < deadline and (limit is None or next_seed < limit):
-            stop = next_seed + chunk if limit is None else min(next_seed + chunk, limit)
-            tasks = [(workload, s, profile) for s in range(next_seed, stop)]
-            next_seed = stop
-            if pool is None:
-                for task in tasks:
-                    yield _run_one(task)
-                    if time.monotonic() >= deadline:
-                        return
-            else:
-                yield from pool.map(_run_one, tasks)
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
-
-
-def minimize(result: SeedResult, *, max_replays: int = 200) -> dict[str, Any]:
-    """ddmin over the faults `result` fired, keeping its failure class."""
-    from trio_kafka.sim.minimize import ddmin
-
-    assert result.failure_class is not None
-    fired = result.fired_identities()
-    test = still_fails(result.workload, result.seed, result.profile, result.failure_class)
-    found = ddmin(fired, test, max_replays=max_replays)
-    program = f"trio-kafka simulate --profile {result.profile}"
-    return {
-        "before": len(fired),
-        "faults": [fault_id(f) for f in found.minimal],
-        "identities": [str(f) for f in found.minimal],
-        "replays": found.replays,
-        "replay": replay_command(result.workload, result.seed, found.minimal, program=program),
-    }
 
 
 @click.command()
@@ -339,12 +243,12 @@ def simulate(
             param_hint="--workload",
         )
     if replay_file is not None:
-        _replay(console, replay_file)
+        replay_cases(console, replay_file)
         return
     if faults is not None or trace_file is not None:
         if seed is None:
             raise click.UsageError("--faults and --trace replay one seed: give --seed")
-        _single(console, workload, seed, profile, faults, trace_file)
+        run_single(console, workload, seed, profile, faults, trace_file)
         return
     ledger_start: dict[str, str] = {}
     if ledger_file is not None:  # the run's date and code, as it starts
@@ -364,14 +268,14 @@ def simulate(
     if seconds is not None:
         if on_spark:
             raise click.UsageError("--budget runs local processes: not with --spark")
-        results = _run_for_budget(
+        results = run_for_budget(
             console, workload, start, profile, jobs, seconds, seeds, tuple(imports)
         )
     elif on_spark:
-        results = _run_on_spark(console, workload, seed_list, profile, master)
+        results = run_on_spark(console, workload, seed_list, profile, master)
     else:
-        results = _run_with_progress(console, workload, seed_list, profile, jobs, imports)
-    report = _report(console, workload, profile, results, minimize_failures=not no_minimize)
+        results = run_with_progress(console, workload, seed_list, profile, jobs, imports)
+    report = report_results(console, workload, profile, results, minimize_failures=not no_minimize)
     if json_file is not None:
         json_file.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
         console.print(f"report written to {json_file}")
@@ -386,287 +290,4 @@ def simulate(
             raise click.BadParameter(str(exc), param_hint="--ledger") from None
         console.print(f"run recorded in {ledger_file}")
     if report["failed"]:
-        raise SystemExit(1)
-
-
-def _run_for_budget(
-    console: Any,
-    workload: str,
-    first_seed: int,
-    profile: str,
-    jobs: int,
-    seconds: float,
-    max_seeds: int | None,
-    imports: tuple[str, ...],
-) -> tuple[list[SeedResult], float]:
-    from rich.progress import Progress, TextColumn, TimeElapsedColumn
-
-    results: list[SeedResult] = []
-    failed = 0
-    started = time.perf_counter()
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        TextColumn("{task.completed} seeds, {task.fields[failed]} failed"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
-        task = progress.add_task(
-            f"{workload}/{profile} for {seconds:g} s ({jobs} jobs)", total=None, failed=0
-        )
-        for result in run_for(
-            workload, first_seed, profile, jobs, seconds, max_seeds=max_seeds, imports=imports
-        ):
-            results.append(result)
-            failed += not result.ok
-            progress.update(task, advance=1, failed=failed)
-    return results, time.perf_counter() - started
-
-
-def _run_with_progress(
-    console: Any,
-    workload: str,
-    seeds: list[int],
-    profile: str,
-    jobs: int,
-    imports: Sequence[str] = (),
-) -> tuple[list[SeedResult], float]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    results: list[SeedResult] = []
-    failed = 0
-    started = time.perf_counter()
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[failed]} failed"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
-        task = progress.add_task(f"{workload}/{profile}", total=len(seeds), failed=0)
-        for result in run_many(workload, seeds, profile, jobs, imports):
-            results.append(result)
-            failed += not result.ok
-            progress.update(task, advance=1, failed=failed)
-    return results, time.perf_counter() - started
-
-
-def _run_on_spark(
-    console: Any, workload: str, seeds: list[int], profile: str, master: str | None
-) -> tuple[list[SeedResult], float]:
-    """The seeds as Spark tasks (`trio_kafka.spark.simulate_on_spark`), in seed order."""
-    try:
-        import pyspark  # noqa: F401  (only to say clearly what is missing)
-
-        from trio_kafka import spark
-    except ImportError as exc:
-        raise click.UsageError(
-            f"--spark needs PySpark, which is not installed ({exc}): "
-            "pip install 'trio-kafka[spark]'"
-        ) from exc
-    where = master or "the active Spark session, else local[*]"
-    console.print(f"{workload}/{profile}: {len(seeds)} seeds on Spark ({where})")
-    started = time.perf_counter()
-    results = list(spark.simulate_on_spark(workload, seeds, profile, master=master))
-    return results, time.perf_counter() - started
-
-
-def _report(
-    console: Any,
-    workload: str,
-    profile: str,
-    run: tuple[list[SeedResult], float],
-    *,
-    minimize_failures: bool,
-) -> dict[str, Any]:
-    from rich.table import Table
-
-    results, wall = run
-    n = len(results)
-    virtual = sum(r.virtual_time for r in results)
-    cpu = sum(r.wall_time for r in results)
-    kinds = {k.value: 0 for k in FaultKind}
-    totals = {k.value: 0 for k in FaultKind}
-    sites = dict.fromkeys(BUGGIFY_SITES.names(), 0)
-    violations: dict[str, int] = {}
-    ops: dict[str, int] = {}
-    for r in results:
-        for kind, count in r.faults.items():
-            totals[kind] += count
-            kinds[kind] += count > 0
-        for site in r.buggify_sites:
-            sites[site] = sites.get(site, 0) + 1
-        for cls in dict.fromkeys(r.classes):
-            violations[cls] = violations.get(cls, 0) + 1
-        for status, count in r.ops.items():
-            ops[status] = ops.get(status, 0) + count
-    failed = [r for r in results if not r.ok]
-
-    summary = Table(title=f"trio-kafka simulate: {workload}, profile {profile}")
-    summary.add_column("measure")
-    summary.add_column("value", justify="right")
-    summary.add_row("seeds", str(n))
-    summary.add_row("failed seeds", str(len(failed)))
-    summary.add_row("wall time", f"{wall:.1f} s")
-    summary.add_row("seeds per minute", f"{60 * n / wall:.0f}" if wall else "-")
-    summary.add_row("virtual time", f"{virtual:.0f} s")
-    summary.add_row("virtual / wall", f"{virtual / wall:.0f}x" if wall else "-")
-    summary.add_row("virtual / cpu (per seed)", f"{virtual / cpu:.0f}x" if cpu else "-")
-    summary.add_row("ops", " ".join(f"{k}={v}" for k, v in sorted(ops.items())))
-    console.print(summary)
-
-    fault_table = Table(title="faults fired")
-    fault_table.add_column("#", justify="right")
-    fault_table.add_column("kind")
-    fault_table.add_column("seeds", justify="right")
-    fault_table.add_column("% of seeds", justify="right")
-    fault_table.add_column("total fired", justify="right")
-    for i, fault_kind in enumerate(FaultKind, 1):
-        kind = fault_kind.value
-        fault_table.add_row(
-            str(i),
-            kind,
-            str(kinds[kind]),
-            f"{100 * kinds[kind] / n:.1f}" if n else "-",
-            str(totals[kind]),
-        )
-    for site, count in sites.items():
-        fault_table.add_row(
-            "", f"  buggify {site}", str(count), f"{100 * count / n:.1f}" if n else "-", ""
-        )
-    console.print(fault_table)
-
-    if violations:
-        vt = Table(title="violations by class (seeds)")
-        vt.add_column("class")
-        vt.add_column("seeds", justify="right")
-        for cls, count in sorted(violations.items()):
-            vt.add_row(cls, str(count))
-        console.print(vt)
-
-    failures: list[dict[str, Any]] = []
-    for r in failed:
-        entry: dict[str, Any] = {
-            "seed": r.seed,
-            "failure_class": r.failure_class,
-            "violations": list(r.violations[:10]),
-        }
-        console.print(f"[bold red]seed {r.seed} failed[/]: {r.failure_class}")
-        for v in r.violations[:5]:
-            console.print(f"  {v}", markup=False, highlight=False)
-        if minimize_failures and len(failures) < 10:
-            found = minimize(r)
-            entry["minimized"] = found
-            console.print(
-                f"  minimized {found['before']} -> {len(found['faults'])} fault(s) "
-                f"in {found['replays']} replays:"
-            )
-            for fid, ident in zip(found["faults"], found["identities"]):
-                console.print(f"    {fid}  {ident}", markup=False, highlight=False)
-            console.print(f"  replay: {found['replay']}", markup=False, highlight=False)
-        else:
-            entry["replay"] = replay_command(
-                r.workload,
-                r.seed,
-                r.fired_identities(),
-                program=f"trio-kafka simulate --profile {r.profile}",
-            )
-        failures.append(entry)
-    return {
-        "workload": workload,
-        "profile": profile,
-        "seeds": n,
-        "failed": len(failed),
-        "wall_time": wall,
-        "seeds_per_minute": 60 * n / wall if wall else None,
-        "virtual_time": virtual,
-        "virtual_to_wall": virtual / wall if wall else None,
-        "faults": {k: {"seeds": kinds[k], "fired": totals[k]} for k in kinds},
-        "buggify_sites": sites,
-        "violations": violations,
-        "ops": ops,
-        "failures": failures,
-        "results": [r.to_json() for r in results],
-    }
-
-
-def _single(
-    console: Any,
-    workload: str,
-    seed: int,
-    profile: str,
-    faults: str | None,
-    trace_file: Path | None,
-) -> None:
-    identities = None
-    if faults is not None:
-        ids = parse_fault_ids(faults)
-        full = run_seed(workload, seed, profile=profile).result
-        try:
-            identities = resolve_fault_ids(ids, full.fired_identities())
-        except KeyError as exc:
-            raise click.BadParameter(str(exc), param_hint="--faults") from None
-    out = run_seed(workload, seed, profile=profile, faults=identities, trace=trace_file is not None)
-    r = out.result
-    status = "ok" if r.ok else f"FAILED ({r.failure_class})"
-    console.print(f"seed {seed} ({workload}, {profile}): {status}")
-    console.print(f"  ops: {dict(r.ops)}  virtual {r.virtual_time:.2f} s  wall {r.wall_time:.3f} s")
-    console.print(f"  faults: {', '.join(f'{k}={v}' for k, v in r.faults.items() if v) or 'none'}")
-    for v in r.violations:
-        console.print(f"  {v}", markup=False, highlight=False)
-    if trace_file is not None:
-        trace_file.write_text(out.trace)
-        console.print(
-            f"trace ({len(out.trace)} bytes, digest {r.trace_digest}) written to {trace_file}"
-        )
-    if not r.ok:
-        raise SystemExit(1)
-
-
-def load_cases(path: Path) -> list[dict[str, Any]]:
-    """The seeds of a JSON report (`failures`) or of a regression file (one case)."""
-    text = path.read_text()
-    if path.suffix == ".toml":
-        import tomllib
-
-        data: Any = tomllib.loads(text)
-    else:
-        data = json.loads(text)
-    if "failures" in data:
-        return [
-            {
-                "workload": data["workload"],
-                "profile": data["profile"],
-                "seed": f["seed"],
-                "faults": f.get("minimized", {}).get("faults"),
-            }
-            for f in data["failures"]
-        ]
-    return [data]
-
-
-def _replay(console: Any, path: Path) -> None:
-    bad = 0
-    for case in load_cases(path):
-        faults = case.get("faults")
-        identities = None
-        if faults is not None:
-            full = run_seed(case["workload"], case["seed"], profile=case.get("profile", "lite"))
-            identities = case_faults(
-                list(faults), case.get("fault_identities", ()), full.result.fired_identities()
-            )
-        r = run_seed(
-            case["workload"], case["seed"], profile=case.get("profile", "lite"), faults=identities
-        ).result
-        bad += not r.ok
-        console.print(
-            f"seed {r.seed} ({r.workload}, {r.profile}, "
-            f"{'all faults' if identities is None else f'{len(identities)} fault(s)'}): "
-            f"{'ok' if r.ok else 'FAILED ' + str(r.failure_class)}"
-        )
-        for v in r.violations[:5]:
-            console.print(f"  {v}", markup=False, highlight=False)
-    if bad:
         raise SystemExit(1)

@@ -105,8 +105,9 @@ def run_row(
     commit: str | None = None,
     note: str = "",
 ) -> LedgerRow:
-    """The row of a finished run, from its report (`_report` in simulate.py); `started`
-    and `commit` are best taken when the run starts (the checkout may move meanwhile)."""
+    """The row of a finished run, from its report (`report_results` in
+    simulate_report.py); `started` and `commit` are best taken when the run starts (the
+    checkout may move meanwhile)."""
     ops = report.get("ops")
     return LedgerRow(
         date=started or now_utc(),

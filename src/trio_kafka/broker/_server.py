@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import struct
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -56,6 +57,7 @@ _API_VERSIONS = 18
 _PRODUCE = 0
 _FETCH = 1
 _RECEIVE_SIZE = 65536
+_CORRELATION_ID = struct.Struct(">i")
 
 
 class _Close(Exception):
@@ -123,8 +125,7 @@ async def serve_connection(
     finally:
         log.info("node %d: connection from %s ended: %s", node_id, peer or "?", reason)
         with (
-            trio.CancelScope(shield=True),
-            trio.move_on_after(1),
+            trio.move_on_after(1, shield=True),
             contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError),
         ):
             await stream.aclose()
@@ -169,12 +170,16 @@ async def _serve_frame(
     if not session.authenticated and header.api_key not in PRE_AUTH_KEYS:
         raise _Close(f"API key {header.api_key} before SASL authentication")
 
-    call = HookCall(node_id, header, request)
-    response = await _apply_hooks(cluster, Phase.BEFORE, call)
-    if response is DROP:
-        raise _Close("dropped by a hook before the request was applied")
-    if response is BLACKHOLE:
-        await trio.sleep_forever()
+    # Without hooks (the usual case) no HookCall is built and nothing is awaited
+    # (`_apply_hooks` would not checkpoint either). The AFTER pass asks again: a hook
+    # may be added while a Fetch waits.
+    response = None
+    if cluster.hooks:
+        response = await _apply_hooks(cluster, Phase.BEFORE, HookCall(node_id, header, request))
+        if response is DROP:
+            raise _Close("dropped by a hook before the request was applied")
+        if response is BLACKHOLE:
+            await trio.sleep_forever()
     ctx = RequestContext(
         cluster.state,
         node_id,
@@ -188,8 +193,10 @@ async def _serve_frame(
         response = handler.handle(ctx, request)
         if header.api_key == _FETCH:
             response = await _wait_for_fetch(cluster, ctx, request, response)
-        after = await _apply_hooks(
-            cluster, Phase.AFTER, HookCall(node_id, header, request, response)
+        after = (
+            await _apply_hooks(cluster, Phase.AFTER, HookCall(node_id, header, request, response))
+            if cluster.hooks
+            else None
         )
         if after is DROP:
             raise _Close("dropped by a hook after the request was applied")
@@ -205,9 +212,30 @@ async def _serve_frame(
 
 
 async def _send(stream: trio.abc.Stream, response: Any, header: RequestHeader) -> None:
-    await stream.send_all(
-        encode_response(response, version=header.api_version, correlation_id=header.correlation_id)
-    )
+    if header.api_key == _API_VERSIONS:
+        frame = _api_versions_frame(response, header.api_version, header.correlation_id)
+    else:
+        frame = encode_response(
+            response, version=header.api_version, correlation_id=header.correlation_id
+        )
+    await stream.send_all(frame)
+
+
+#: version -> (the ApiVersions answer last encoded, its frame with correlation id 0).
+_API_VERSIONS_FRAMES: dict[int, tuple[Any, bytes]] = {}
+
+
+def _api_versions_frame(response: Any, version: int, correlation_id: int) -> bytes:
+    """The ApiVersions answer's frame. Every connection asks, and the handler answers
+    with one object per cluster configuration (`api_versions.handle`): its frame is
+    encoded once and only the correlation id changes. (An ApiVersions response header is
+    v0 at every version, KIP-511: size, then the correlation id, then the body.)"""
+    cached = _API_VERSIONS_FRAMES.get(version)
+    if cached is None or cached[0] is not response:
+        cached = (response, encode_response(response, version=version, correlation_id=0))
+        _API_VERSIONS_FRAMES[version] = cached
+    frame = cached[1]
+    return frame[:4] + _CORRELATION_ID.pack(correlation_id) + frame[8:]
 
 
 async def _wait_for_fetch(cluster: Served, ctx: RequestContext, request: Any, response: Any) -> Any:

@@ -235,13 +235,16 @@ class ClusterState:
     def tick(self) -> None:
         """Time-driven work: abort timed-out transactions, expire group members."""
         now = self.clock()
-        due = [job for when, job in self.pending_markers if when <= now]
-        self.pending_markers = [(w, j) for w, j in self.pending_markers if w > now]
-        for job in due:
-            self.write_markers(job, now)
-        for job in self.txn.expire(now):
-            self.start_markers(job)
-        self.groups.expire(now)
+        if self.pending_markers:  # (every request ticks: skip the copies when idle)
+            due = [job for when, job in self.pending_markers if when <= now]
+            self.pending_markers = [(w, j) for w, j in self.pending_markers if w > now]
+            for job in due:
+                self.write_markers(job, now)
+        if self.txn.txns:
+            for job in self.txn.expire(now):
+                self.start_markers(job)
+        if self.groups.groups:
+            self.groups.expire(now)
 
     def commit_offset(self, group: str, topic: str, index: int, offset: CommittedOffset) -> None:
         self.groups.commit(group, topic, index, offset)

@@ -73,46 +73,48 @@ from trio_kafka.errors import (
     TransactionTimedOutError,
     UnknownTopicError,
 )
-from trio_kafka.producer._accumulator import BatchSpan, ReadyResult, RecordAccumulator
+from trio_kafka.producer._accumulator import BatchSpan, RecordAccumulator
 from trio_kafka.producer._actions import Action
-from trio_kafka.producer._batch import (
-    Acknowledged,
-    Ambiguous,
-    AmbiguousWriteError,
-    BatchState,
-    DeliveryHandle,
-    Failed,
-    Outcome,
-    ProducerBatch,
-    ProducerRecord,
-    Result,
-)
+from trio_kafka.producer._batch import BatchState, ProducerBatch
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig, TimeUnitWarning
-from trio_kafka.producer._core import (
-    Decision,
-    PartitionResponse,
-    PartitionResponseLike,
-    ProducerCore,
-    RecordError,
-    Settled,
-)
+from trio_kafka.producer._core import CoreRules, ProducerCore
+from trio_kafka.producer._handle import DeliveryHandle
+from trio_kafka.producer._load import LoadRules
 from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
 from trio_kafka.producer._murmur import murmur2, partition_for_key, to_positive
 from trio_kafka.producer._partitioner import RandomSource, StickyState
+from trio_kafka.producer._queues import ReadyResult
+from trio_kafka.producer._record import (
+    Acknowledged,
+    Ambiguous,
+    AmbiguousWriteError,
+    Failed,
+    Outcome,
+    ProducerRecord,
+    Result,
+)
+from trio_kafka.producer._responses import (
+    Decision,
+    PartitionResponse,
+    PartitionResponseLike,
+    RecordError,
+    Settled,
+)
 from trio_kafka.producer._rules import MismatchSettler, Rules, current_rules, rules_in_effect
 from trio_kafka.producer._sequencer import (
     NoSequencing,
     PartitionPhase,
     PartitionSequence,
     Sequencer,
+    SequencerRules,
     SequenceVerdict,
     SequencingPolicy,
 )
 from trio_kafka.producer._txn_policy import TransactionalSequencer
 from trio_kafka.producer._txn_state import TxnState
 from trio_kafka.producer._txn_types import GroupMetadata, OffsetAndMetadata, TxnResult
-from trio_kafka.producer.transactions import TransactionManager
+from trio_kafka.producer.transactions import TransactionManager, TransactionRules
 
 __all__ = [
     "Acknowledged",
@@ -123,12 +125,14 @@ __all__ = [
     "BatchState",
     "BufferFullStrategy",
     "ClusterView",
+    "CoreRules",
     "Decision",
     "DeliveryHandle",
     "Failed",
     "GroupMetadata",
     "IllegalTransactionStateError",
     "InvalidPartitionError",
+    "LoadRules",
     "MetricsSnapshot",
     "MismatchSettler",
     "NoSequencing",
@@ -152,6 +156,7 @@ __all__ = [
     "Rules",
     "SequenceVerdict",
     "Sequencer",
+    "SequencerRules",
     "SequencingPolicy",
     "Settled",
     "StickyState",
@@ -160,6 +165,7 @@ __all__ = [
     "TransactionAbortedError",
     "TransactionManager",
     "TransactionOutcomeUnknownError",
+    "TransactionRules",
     "TransactionTimedOutError",
     "TransactionalSequencer",
     "TxnResult",

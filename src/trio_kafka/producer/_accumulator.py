@@ -1,10 +1,11 @@
-"""The record accumulator: per-partition batch queues, buffer memory, ready/drain/expire.
+"""The record accumulator: appending records to their partition's open batch, buffer memory.
 
 Theory of operation. Each partition with unsent data has a queue of batches; the last
-one is open for appends (`_open`). `append` reserves the record's estimated size from
-`buffer_memory` and puts it in the open batch; the common case (an unkeyed record whose
-topic's sticky batch has room) touches four attributes and a list. Everything else
-(keyed, custom partitioner, CAS, a full batch, a partition switch) takes `_append_slow`.
+one is open for appends (`_open`, the queues' `open`). `append` reserves the record's
+estimated size from `buffer_memory` and puts it in the open batch; the common case (an
+unkeyed record whose topic's sticky batch has room) touches four attributes and a list.
+Everything else (keyed, custom partitioner, CAS, a full batch, a partition switch)
+takes `_append_slow`.
 An explicit partition has its own fast path: into that partition's open batch when it
 has room and the partition is below the topic's known count (else `_append_slow`).
 `append_many(..., partition=)` is that fast path for a whole run of records: the
@@ -13,43 +14,33 @@ fit the open batch, which takes them with one list extend; the record that does 
 opens the next batch through `_append_slow`, so batches are filled to `batch_size`
 (a load's transaction is a few full batches, not many half-filled ones).
 
-`ready(now)` reports the leaders with a sendable batch (full, lingered, backed off
-long enough or sent last to another node than its leader now, or everything when the buffer is exhausted, a flush runs or the
-accumulator closes), the delay until the next batch becomes sendable or expires, and
-the topics with a partition without leader; it also builds the adaptive partitioner's
-load stats. `drain(now, nodes)` takes, per node, at most one batch per partition, round
-robin, up to `max_request_size`, obeying the sequencing policy's ordering rules and
-`max_in_flight` per node and per partition. `expire(now)` removes queued batches past
-`delivery_timeout`. In-flight batches are the core's business until they come back.
+The accumulator owns two components: its `Partitioner` (producer/_partitioner.py: which
+partition a record without one goes to, on the slow path) and its `BatchQueues`
+(producer/_queues.py: the queues themselves, what is in flight, `ready`, `drain`,
+retries and expiry), whose `open` batches the append paths fill. The per-record path
+touches no component method: the fast paths read the open-batch and sticky dicts
+directly (the same dicts, bound once in `__init__`).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections import deque
 from collections.abc import Iterable, Sequence
 from itertools import accumulate, repeat
 from operator import add as _add
 from typing import Any, NamedTuple
 
 from trio_kafka.errors import InvalidPartitionError, RecordTooLargeError, UnknownTopicError
-from trio_kafka.producer._batch import (
-    BatchState,
-    DeliveryHandle,
-    Headers,
-    ProducerBatch,
-    ProducerRecord,
-)
+from trio_kafka.producer._batch import ProducerBatch
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig
+from trio_kafka.producer._handle import DeliveryHandle
 from trio_kafka.producer._murmur import murmur2
-from trio_kafka.producer._partitioner import LeaderChooser, RandomSource, StickyState
-from trio_kafka.producer._sequencer import SequencingPolicy, TopicPartition
+from trio_kafka.producer._partitioner import NO_BATCH, Partitioner, RandomSource, StickyState
+from trio_kafka.producer._queues import BatchQueues, ReadyResult
+from trio_kafka.producer._record import RECORD_OVERHEAD, Headers, ProducerRecord, headers_size
+from trio_kafka.producer._sequencer import SequencingPolicy
 
-# Per-record overhead estimate (length, attributes, deltas, key/value lengths, header
-# count varints): an upper bound for small records, as Java's estimate is.
-RECORD_OVERHEAD = 16
-_INF = float("inf")
 _KEY_CACHE = 65536
 
 
@@ -67,21 +58,6 @@ class BatchSpan(NamedTuple):
     @property
     def record_count(self) -> int:
         return self.stop - self.start
-
-
-class ReadyResult(NamedTuple):
-    ready_nodes: set[int]
-    next_check_delay: float
-    unknown_leader_topics: set[str]
-
-
-def _sealed_placeholder() -> ProducerBatch:
-    batch = ProducerBatch("", -1, 0, 0.0)
-    batch.seal()
-    return batch
-
-
-_NO_BATCH = _sealed_placeholder()
 
 
 def _add_span(spans: list[BatchSpan], batch: ProducerBatch, start: int, stop: int) -> None:
@@ -115,10 +91,6 @@ def record_sizes(
     return list(accumulate(sizes, initial=0))
 
 
-def headers_size(headers: Headers) -> int:
-    return sum(len(k) + (len(v) if v else 0) + 4 for k, v in headers)
-
-
 class RecordAccumulator:
     """See the module doc. Owned by `ProducerCore`; the driver calls it through the core."""
 
@@ -141,23 +113,24 @@ class RecordAccumulator:
         # Seconds to add to `now` to get Unix time for record timestamps (set by the driver).
         self.wall_offset = wall_offset
         self.batch_size = config.batch_size
-        self.linger = config.linger
-        # Partition -> queue of batches (only non-empty queues are kept).
-        self.queues: dict[TopicPartition, deque[ProducerBatch]] = {}
-        # Partition -> its open batch (the last of its queue, still taking appends).
-        self._open: dict[TopicPartition, ProducerBatch] = {}
-        self._sticky: dict[str, StickyState] = {}
-        self._leader = (
-            LeaderChooser(config.leader_switch_interval)
-            if config.partitioner == "leader_aware"
-            else None
-        )
-        # Next time the fast path must step aside (leader-aware node switch).
-        self._switch_at = -_INF if self._leader is not None else _INF
-        self._custom = config.partitioner if callable(config.partitioner) else None
+        self.batches = BatchQueues(config, sequencing)
+        self.partitioner = Partitioner(config, rng)
+        # The same objects as the components', bound once: the per-record path reads
+        # `_open` and `_sticky`; the core reads `queues` and `node_in_flight`, and a
+        # rule may put a batch back with `reenqueue` (producer/_rules.py).
+        self.queues = self.batches.queues
+        self._open = self.batches.open
+        self._sticky = self.partitioner.sticky
+        self.node_in_flight = self.batches.node_in_flight
+        self.reenqueue = self.batches.reenqueue
+        # (The fast paths' copies of the settings: keys that choose no partition, and a
+        # custom partitioner, which the partitioner calls.)
         self._ignore_keys = config.partitioner_ignore_keys
+        self._custom = self.partitioner.custom
         # murmur2 of recently seen keys (bounded): keyed workloads repeat keys.
         self._key_hashes: dict[bytes, int] = {}
+        # The partitioner's next leader switch, for the fast path (which steps aside then).
+        self._switch_at = self.partitioner.switch_at
         # Buffer accounting: bytes held by unfinished batches, and the limit.
         self.buffer_used = 0
         self.buffer_limit = (
@@ -169,15 +142,10 @@ class RecordAccumulator:
         self.exhausted = False
         self.flushing = 0  # flushes in progress (Java's flushInProgress)
         self.closed = False
-        # Unfinished sequenced-or-sent batches in flight, per partition and per node.
-        self.partition_in_flight: dict[TopicPartition, int] = {}
-        self.node_in_flight: dict[int, int] = {}
-        # Drain round-robin start per node (so no partition starves).
-        self._drain_index: dict[int, int] = {}
-        # Availability timeout bookkeeping (KIP-794): last time a node had sendable data
-        # and last time we could drain it.
-        self._node_ready_time: dict[int, float] = {}
-        self._node_drain_time: dict[int, float] = {}
+
+    @property
+    def has_undrained(self) -> bool:
+        return bool(self.queues)
 
     def __repr__(self) -> str:
         batches = sum(len(q) for q in self.queues.values())
@@ -293,7 +261,7 @@ class RecordAccumulator:
         spans: list[BatchSpan] = []
         limit = self.buffer_limit
         used = self.buffer_used
-        batch = _NO_BATCH
+        batch = NO_BATCH
         room = -1
         start = 0
         produced = 0
@@ -307,7 +275,7 @@ class RecordAccumulator:
                 add(value)  # (the same `now` as the span's first record: no stamp)
                 continue
             # Close the current span, then take the slow path for this record.
-            if batch is not _NO_BATCH:
+            if batch is not NO_BATCH:
                 self._close_span(topic, batch, room, produced, spans, start)
             self.buffer_used = used
             if used + size > limit:
@@ -323,7 +291,7 @@ class RecordAccumulator:
             sticky = self._sticky.get(topic)
             if sticky is None or sticky.batch is not batch:
                 room = -1  # not the sticky batch (e.g. leader switch): no fast path
-        if batch is not _NO_BATCH:
+        if batch is not NO_BATCH:
             self._close_span(topic, batch, room, produced, spans, start)
         self.buffer_used = used
         return spans, sum(stop - first for _, first, stop in spans)
@@ -442,15 +410,8 @@ class RecordAccumulator:
                 raise InvalidPartitionError(
                     f"partition {partition} of topic {topic!r} does not exist: it has {count}"
                 )
-        elif self._custom is not None:
-            record = ProducerRecord(topic, value, key, headers or (), None, timestamp_ms)
-            partition = self._custom(record, cluster)
-            if not 0 <= partition < count:
-                raise InvalidPartitionError(
-                    f"the custom partitioner chose partition {partition} of topic {topic!r},"
-                    f" which has {count}"
-                )
-        elif key is not None and not self._ignore_keys:
+        elif key is not None and not self._ignore_keys and self._custom is None:
+            # Keyed: every such record comes here, so the hash is inline (no call).
             hashed = self._key_hashes.get(key)
             if hashed is None:
                 if len(self._key_hashes) >= _KEY_CACHE:
@@ -458,12 +419,11 @@ class RecordAccumulator:
                 hashed = self._key_hashes[key] = murmur2(key) & 0x7FFFFFFF
             partition = hashed % count
         else:
-            if now >= self._switch_at:
-                self._switch_leader(now, topic)
-            sticky = self._sticky.get(topic)
-            if sticky is None:
-                sticky = self._sticky[topic] = StickyState()
-            partition = self._sticky_partition(topic, sticky, size)
+            partition, sticky = self.partitioner.choose(
+                topic, value, key, headers, timestamp_ms, size, now, cluster, self._open
+            )
+            if sticky is not None:
+                self._switch_at = self.partitioner.switch_at
         tp = (topic, partition)
         batch = self._open.get(tp)
         if (
@@ -485,16 +445,12 @@ class RecordAccumulator:
                 self.wall_offset,
                 expected_offset,
             )
-            self._open[tp] = batch
-            queue = self.queues.get(tp)
-            if queue is None:
-                queue = self.queues[tp] = deque()
-            queue.append(batch)
+            self.batches.add(tp, batch)
         batch.room -= size
         self.buffer_used += size
         if sticky is not None:
             sticky.produced += size
-            sticky.batch = batch if expected_offset < 0 else _NO_BATCH
+            sticky.batch = batch if expected_offset < 0 else NO_BATCH
         values = batch.values
         index = len(values)
         values.append(value)
@@ -504,240 +460,45 @@ class RecordAccumulator:
             batch.set_extras(index, timestamp_ms, key, headers)
         return self.handle_class(batch, index)
 
-    def _sticky_partition(self, topic: str, sticky: StickyState, size: int) -> int:
-        """Java's sticky switch: after a batch's worth of bytes, once that batch is full
-        (or after twice a batch's worth regardless)."""
-        partition = sticky.partition
-        if partition >= 0:
-            open_batch = self._open.get((topic, partition))
-            full = open_batch is None or size > open_batch.room
-            produced = sticky.produced
-            if not (produced >= self.batch_size and full) and produced < 2 * self.batch_size:
-                return partition
-        node = self._leader.node if self._leader is not None else None
-        partition = sticky.next_partition(topic, self.cluster, self.rng, node)
-        sticky.partition = partition
-        sticky.produced = 0
-        sticky.batch = _NO_BATCH
-        return partition
-
-    def _switch_leader(self, now: float, topic: str) -> None:
-        assert self._leader is not None
-        self._leader.choose(self.cluster, self.rng, now, {topic, *self._sticky})
-        self._switch_at = self._leader.switch_at
-        for sticky in self._sticky.values():
-            sticky.partition = -1
-            sticky.batch = _NO_BATCH
-
     @property
     def leader_node(self) -> int | None:
         """The leader-aware partitioner's current node (None for other partitioners)."""
-        return self._leader.node if self._leader is not None else None
+        leader = self.partitioner.leader
+        return leader.node if leader is not None else None
 
     def update_cluster(self, cluster: ClusterView) -> None:
-        """New metadata: forget sticky choices whose partition lost its leader."""
+        """New metadata (see `Partitioner.update_cluster`)."""
         self.cluster = cluster
-        for topic, sticky in self._sticky.items():
-            if sticky.partition >= 0 and cluster.leader(topic, sticky.partition) < 0:
-                sticky.partition = -1
-                sticky.batch = _NO_BATCH
-        if self._leader is not None and self._leader.node not in cluster.nodes:
-            self._switch_at = -_INF  # pick another node at the next append
+        self.partitioner.update_cluster(cluster)
+        self._switch_at = self.partitioner.switch_at
 
-    # -- ready / drain ---------------------------------------------------------------
+    # -- ready / drain (the queues', with this accumulator's cluster and state) --------
 
     def ready(self, now: float) -> ReadyResult:
-        """Leaders with sendable data, the delay until the next check, leaderless topics."""
-        cluster = self.cluster
-        ready_nodes: set[int] = set()
-        unknown: set[str] = set()
-        delay = _INF
-        linger = self.linger
-        max_in_flight = self.config.max_in_flight
-        delivery_timeout = self.config.delivery_timeout
+        """Leaders with sendable data, the delay until the next check, leaderless topics
+        (`BatchQueues.ready`); with adaptive partitioning, also the load stats."""
         send_all = self.exhausted or self.flushing > 0 or self.closed
-        partition_in_flight = self.partition_in_flight
-        for tp, queue in self.queues.items():
-            batch = queue[0]
-            leader = cluster.leader(*tp)
-            expire_in = batch.created + delivery_timeout - now
-            if expire_in < delay:
-                delay = max(expire_in, 0.0)
-            if leader < 0:
-                unknown.add(tp[0])
-                continue
-            if leader in ready_nodes:
-                continue
-            if partition_in_flight.get(tp, 0) >= max_in_flight:
-                continue  # waits for a response, not for time
-            if batch.attempts:
-                wait = batch.retry_at - now
-                if wait > 0 and leader == batch.last_node:
-                    delay = min(delay, wait)
-                    continue
-                sendable = True  # (a new leader since the last attempt: no backoff)
-            else:
-                wait = batch.created + linger - now
-                sendable = send_all or wait <= 0 or len(queue) > 1 or batch.room <= 0
-            if not sendable:
-                delay = min(delay, wait)
-                continue
-            if self.sequencing.drain_blocked(batch):
-                continue  # waits for responses or an epoch bump
-            self._node_ready_time[leader] = now
-            self._node_drain_time.setdefault(leader, now)
-            if self.node_in_flight.get(leader, 0) < max_in_flight:
-                ready_nodes.add(leader)
+        result = self.batches.ready(now, self.cluster, send_all)
         if self.config.partitioner_adaptive and self._sticky:
-            self._update_load_stats(now)
-        return ReadyResult(ready_nodes, delay, unknown)
+            unavailable = self.batches.unavailable_nodes()
+            if unavailable != self.cluster.unavailable_nodes:
+                self.cluster = self.cluster.with_unavailable(unavailable)
+            queues = self.queues
 
-    def _update_load_stats(self, now: float) -> None:
-        cluster = self.cluster
-        timeout = self.config.partitioner_availability_timeout
-        unavailable: set[int] = set()
-        if timeout > 0:
-            for node, ready_time in self._node_ready_time.items():
-                if ready_time - self._node_drain_time.get(node, ready_time) > timeout:
-                    unavailable.add(node)
-        if frozenset(unavailable) != cluster.unavailable_nodes:
-            self.cluster = cluster = cluster.with_unavailable(frozenset(unavailable))
-        queues = self.queues
-        for topic, sticky in self._sticky.items():
-            leaders = cluster.leaders.get(topic, ())
-            sizes: list[int] = []
-            ids: list[int] = []
-            for partition, node in enumerate(leaders):
-                if node < 0 or node in unavailable:
-                    continue
-                queue = queues.get((topic, partition))
-                sizes.append(len(queue) if queue else 0)
-                ids.append(partition)
-            sticky.update_load_stats(sizes, ids, len(leaders))
+            def queue_length(tp: tuple[str, int]) -> int:
+                queue = queues.get(tp)
+                return len(queue) if queue else 0
+
+            self.partitioner.update_load_stats(self.cluster, queue_length, unavailable)
+        return result
 
     def drain(
         self, now: float, nodes: Iterable[int], max_request_size: int | None = None
     ) -> dict[int, list[ProducerBatch]]:
-        """Take the batches to send now: one request's worth per node (see module doc)."""
-        max_size = self.config.max_request_size if max_request_size is None else max_request_size
-        max_in_flight = self.config.max_in_flight
-        sequencing = self.sequencing
-        result: dict[int, list[ProducerBatch]] = {}
-        for node in nodes:
-            if self.node_in_flight.get(node, 0) >= max_in_flight:
-                continue
-            parts = self.cluster.partitions_for_node(node)
-            if not parts:
-                continue
-            start = self._drain_index.get(node, 0) % len(parts)
-            taken: list[ProducerBatch] = []
-            size = 0
-            for i in range(len(parts)):
-                index = (start + i) % len(parts)
-                tp = parts[index]
-                queue = self.queues.get(tp)
-                if not queue:
-                    continue
-                first = queue[0]
-                if first.attempts and first.retry_at > now and first.last_node == node:
-                    continue
-                if self.partition_in_flight.get(tp, 0) >= max_in_flight:
-                    continue
-                if taken and size + first.size > max_size:
-                    self._drain_index[node] = index
-                    break
-                if sequencing.drain_blocked(first):
-                    continue
-                queue.popleft()
-                if not queue:
-                    del self.queues[tp]
-                if self._open.get(tp) is first:
-                    del self._open[tp]
-                first.seal()
-                sequencing.assign(first)
-                first.state = BatchState.IN_FLIGHT
-                first.attempts += 1
-                first.last_attempt = now
-                first.last_node = node
-                self.partition_in_flight[tp] = self.partition_in_flight.get(tp, 0) + 1
-                size += first.size
-                taken.append(first)
-            else:
-                self._drain_index[node] = start + 1
-            if taken:
-                result[node] = taken
-                self.node_in_flight[node] = self.node_in_flight.get(node, 0) + 1
-                self._node_drain_time[node] = now
-        return result
+        """Take the batches to send now: one request's worth per node (`BatchQueues.drain`)."""
+        return self.batches.drain(now, nodes, self.cluster, max_request_size)
 
-    # -- batches coming back ---------------------------------------------------------
-
-    def settle_in_flight(self, batch: ProducerBatch) -> None:
-        """A drained batch's request came back (answered, lost or timed out)."""
-        tp = (batch.topic, batch.partition)
-        left = self.partition_in_flight.get(tp, 0) - 1
-        if left > 0:
-            self.partition_in_flight[tp] = left
-        else:
-            self.partition_in_flight.pop(tp, None)
-
-    def request_done(self, node: int) -> None:
-        left = self.node_in_flight.get(node, 0) - 1
-        if left > 0:
-            self.node_in_flight[node] = left
-        else:
-            self.node_in_flight.pop(node, None)
-
-    def reenqueue(self, batch: ProducerBatch, now: float, backoff: float) -> None:
-        """Put a batch back for a retry, in sequence order (Java's insertInSequenceOrder)."""
-        batch.state = BatchState.QUEUED
-        batch.retry_at = now + backoff
-        tp = (batch.topic, batch.partition)
-        queue = self.queues.get(tp)
-        if queue is None:
-            queue = self.queues[tp] = deque()
-        sequence = batch.base_sequence
-        if sequence < 0:
-            queue.appendleft(batch)
-            return
-        index = 0
-        for index, queued in enumerate(queue):  # noqa: B007
-            if queued.base_sequence < 0 or queued.base_sequence > sequence:
-                break
-        else:
-            index = len(queue)
-        queue.insert(index, batch)
-
-    def split_and_reenqueue(self, batch: ProducerBatch, now: float) -> list[ProducerBatch]:
-        """The broker refused `batch` (several records) as too large: cut it in pieces
-        and queue them at the front of its partition in record (and sequence) order,
-        sendable at once (Java's `splitAndReenqueue`). A piece takes records up to
-        `batch_size` or half the batch's estimated bytes, whichever is smaller (always
-        at least one record, and always at least two pieces), so each refusal halves
-        what is sent and a record the broker never takes ends up alone."""
-        target = max(min(self.config.batch_size, batch.size // 2), 1)
-        bounds: list[int] = []
-        sizes: list[int] = []
-        size = 0
-        for index in range(batch.record_count):
-            _, key, value, headers = batch.record(index)
-            record_size = RECORD_OVERHEAD + len(value or b"") + len(key or b"")
-            if headers:
-                record_size += headers_size(headers)
-            if size and size + record_size > target:
-                bounds.append(index)
-                sizes.append(size)
-                size = 0
-            size += record_size
-        sizes.append(size)
-        if not bounds:  # (estimates disagree with the batch's size): halve by count
-            half = batch.record_count // 2
-            bounds, sizes = [half], [size // 2, size - size // 2]
-        sizes[-1] = max(sizes[-1] + batch.size - sum(sizes), 0)  # the bytes reserved
-        pieces = batch.split(bounds, sizes)
-        for piece in reversed(pieces):
-            self.reenqueue(piece, now, 0.0)
-        return pieces
+    # -- buffer memory ------------------------------------------------------------------
 
     def release(self, batch: ProducerBatch) -> None:
         """Give back a finished batch's buffer bytes."""
@@ -747,39 +508,3 @@ class RecordAccumulator:
 
     def has_room(self, size: int) -> bool:
         return self.buffer_used + size <= self.buffer_limit
-
-    # -- expiry ----------------------------------------------------------------------
-
-    def expire(self, now: float) -> list[ProducerBatch]:
-        """Remove and return queued batches older than `delivery_timeout`."""
-        timeout = self.config.delivery_timeout
-        expired: list[ProducerBatch] = []
-        for tp in list(self.queues):
-            queue = self.queues[tp]
-            # The deadline is the float `created + timeout`, as in ready() (a float
-            # subtraction keeps the sign, so both agree on "expired at `now`"). The old
-            # `created <= now - timeout` rounds differently: ready() said a batch expires
-            # now (delay 0), expire() kept it, and the sender spun at one instant
-            # (simulator seeds 885, 1378, 1398, 1532).
-            while queue and queue[0].created + timeout <= now:
-                batch = queue.popleft()
-                if self._open.get(tp) is batch:
-                    del self._open[tp]
-                batch.seal()
-                expired.append(batch)
-            if not queue:
-                del self.queues[tp]
-        return expired
-
-    def take_all_queued(self) -> list[ProducerBatch]:
-        """Remove every queued batch (closing, or a fatal error)."""
-        batches = [b for q in self.queues.values() for b in q]
-        self.queues.clear()
-        self._open.clear()
-        for batch in batches:
-            batch.seal()
-        return batches
-
-    @property
-    def has_undrained(self) -> bool:
-        return bool(self.queues)

@@ -10,120 +10,87 @@ request an epoch bump, fail, or make ambiguous.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
 
 import attrs
 
 from trio_kafka.errors import (
-    AmbiguousDeliveryTimeoutError,
     AmbiguousError,
     BrokerConnectionError,
     DeliveryTimeoutError,
     ErrorCode,
     ExpectedOffsetMismatchError,
     KafkaError,
-    ProducerFencedError,
-    RecordTooLargeError,
-    RequestTimeoutError,
     error_for_code,
     error_info,
 )
-from trio_kafka.producer._accumulator import ReadyResult, RecordAccumulator
-from trio_kafka.producer._batch import BatchState, DeliveryHandle, Headers, ProducerBatch, Result
+from trio_kafka.producer._accumulator import RecordAccumulator
+from trio_kafka.producer._batch import ProducerBatch
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import ProducerConfig
+from trio_kafka.producer._handle import DeliveryHandle
 from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
 from trio_kafka.producer._partitioner import RandomSource
-from trio_kafka.producer._rules import Rules, current_rules
+from trio_kafka.producer._queues import ReadyResult
+from trio_kafka.producer._record import Result
+from trio_kafka.producer._responses import (
+    LEADER_MOVED,
+    Decision,
+    PartitionResponseLike,
+    Settled,
+    ambiguous_end,
+    dropped_at_bump,
+    expired_error,
+    idempotent_epoch_refused,
+    record_errors_of,
+    refused_as_too_large,
+    retry_backoff,
+)
+from trio_kafka.producer._rule_context import rules_for
 from trio_kafka.producer._sequencer import (
     NoSequencing,
     Sequencer,
+    SequencerRules,
     SequenceVerdict,
     SequencingPolicy,
 )
-
-
-class Decision(enum.Enum):
-    """What settling a batch did with it: sent again later, or final; and whether the
-    answer says the metadata is stale (the driver then refreshes it)."""
-
-    RETRY = "retry"  # back in its queue
-    RETRY_REFRESH = "retry_refresh"  # back in its queue; refresh the metadata
-    FINAL = "final"  # done (acknowledged, failed or ambiguous)
-    FINAL_REFRESH = "final_refresh"  # done; refresh the metadata
-
-    @property
-    def retried(self) -> bool:
-        return self is Decision.RETRY or self is Decision.RETRY_REFRESH
-
-    @property
-    def refresh(self) -> bool:
-        return self is Decision.RETRY_REFRESH or self is Decision.FINAL_REFRESH
-
+from trio_kafka.producer._sequencing import check_new_producer_id
 
 _COMPRESSION = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-#: Answers that may name the partition's current leader (KIP-951, Produce v10+).
-_LEADER_MOVED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
 
-class RecordErrorLike(Protocol):
-    @property
-    def batch_index(self) -> int: ...
-    @property
-    def batch_index_error_message(self) -> str | None: ...
+class CoreRules(SequencerRules):
+    """The core's part of the rules (producer/_rules.py gathers them into `Rules`); it
+    includes its sequencer's, which the core hands on."""
 
+    def lost_request(
+        self, core: ProducerCore, batch: ProducerBatch, now: float, error: KafkaError
+    ) -> Decision:
+        """A request carrying `batch` left and got no answer: it may have been written;
+        resent with the same sequence (deduplicated), or Ambiguous."""
+        batch.maybe_written = True
+        return core.lost(batch, now, error)
 
-class PartitionResponseLike(Protocol):
-    """What `handle_response` reads of a partition's answer: the protocol layer's
-    `PartitionProduceResponse` fits, and so does `PartitionResponse`."""
+    def requeue(self, core: ProducerCore, batch: ProducerBatch, now: float) -> None:
+        """`batch` is retried: back to the front of its queue, in sequence order, with
+        its sequence kept."""
+        core.requeue(batch, now)
 
-    @property
-    def error_code(self) -> int: ...
-    @property
-    def base_offset(self) -> int: ...
-    @property
-    def log_append_time_ms(self) -> int: ...
-    @property
-    def log_start_offset(self) -> int: ...
-    @property
-    def record_errors(self) -> Sequence[RecordErrorLike]: ...
-    @property
-    def error_message(self) -> str | None: ...
+    def give_up_lost(
+        self, core: ProducerCore, batch: ProducerBatch, now: float, error: KafkaError
+    ) -> Decision:
+        """A batch without a definite answer can no longer be retried (its delivery
+        timeout passed with a request in flight, or retries ran out): Ambiguous."""
+        return core.end_ambiguous(batch, now, error)
 
-
-@attrs.frozen(slots=True)
-class RecordError:
-    batch_index: int
-    batch_index_error_message: str | None = None
-
-
-@attrs.frozen(slots=True)
-class PartitionResponse:
-    """A partition's answer to a Produce request (for tests and other callers)."""
-
-    error_code: int = 0
-    base_offset: int = -1
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-    record_errors: Sequence[RecordError] = ()
-    error_message: str | None = None
-
-
-@attrs.frozen(slots=True)
-class Settled:
-    """What the driver should do after handing back a request's results."""
-
-    refresh_metadata: bool = False
-    #: Batches that reached a final state (room came free: wake blocked senders).
-    completed: int = 0
-    retried: int = 0
-    #: KIP-951: (topic, partition, leader id, leader epoch) a NOT_LEADER_OR_FOLLOWER or
-    #: FENCED_LEADER_EPOCH answer named as the current leader (Produce v10+). The driver
-    #: puts them in its metadata (with the response's NodeEndpoints) and hands the core
-    #: the new view: the retries then go to the new leader at once, without backoff.
-    leaders: tuple[tuple[str, int, int, int], ...] = ()
+    def written_to_fewer_replicas(
+        self, core: ProducerCore, batch: ProducerBatch, now: float, code: int, message: str | None
+    ) -> Decision | None:
+        """NOT_ENOUGH_REPLICAS_AFTER_APPEND: the broker appended the batch, to fewer
+        replicas than asked; it may be retried (deduplicated), never called Failed.
+        None: go on deciding by the error table (a retry)."""
+        batch.maybe_written = True
+        return None
 
 
 class ProducerCore:
@@ -138,12 +105,12 @@ class ProducerCore:
         cluster: ClusterView | None = None,
         wall_offset: float = 0.0,
         handle_class: type[DeliveryHandle] = DeliveryHandle,
-        rules: Rules | None = None,
+        rules: CoreRules | None = None,
     ) -> None:
         self.config = config
         self.rng = rng
         #: The decisions where a wrong rule loses or duplicates writes (producer/_rules.py).
-        self.rules = current_rules() if rules is None else rules
+        self.rules = rules_for(CoreRules) if rules is None else rules
         if sequencing is None:
             sequencing = (
                 Sequencer(is_transactional=config.transactional_id is not None, rules=self.rules)
@@ -206,50 +173,24 @@ class ProducerCore:
         While an epoch bump is pending and our id can still be bumped, only the next
         epochs of the same id are taken: a new producer id would not fence the old one's
         late requests (ValueError: a driver bug)."""
-        seq = self.sequencing
-        if (
-            seq.epoch_bump_required
-            and not seq.owns_producer_id
-            and seq.producer_id >= 0
-            and producer_id >= 0  # (-1: an exhausted epoch drops the id)
-            and (producer_id != seq.producer_id or producer_epoch <= seq.producer_epoch)
-            and seq.next_local_epoch()[0] >= 0
-        ):
-            raise ValueError(
-                f"an epoch bump of producer id {seq.producer_id} epoch {seq.producer_epoch} "
-                f"cannot install producer id {producer_id} epoch {producer_epoch}"
-            )
+        check_new_producer_id(self.sequencing, producer_id, producer_epoch)
         bumped = self.sequencing.epoch_bump_required
         dropped = self.sequencing.new_producer_id(producer_id, producer_epoch)
         if bumped and producer_id >= 0:
             self.metrics.epoch_bumps += 1
         for batch in dropped:
-            self._remove_queued(batch)
-            self.finish_ambiguous(
-                batch,
-                _ambiguous(
-                    "the producer epoch was bumped while an earlier attempt of this batch "
-                    "may have been written; resending it under the new epoch could duplicate it"
-                ),
-            )
+            self.accumulator.batches.remove(batch)
+            self.finish_ambiguous(batch, dropped_at_bump())
         return dropped
 
     def bump_epoch_locally(self, now: float) -> list[ProducerBatch]:
         """Apply a due epoch bump on the client side, as Java's idempotent producer does
         (`bumpIdempotentEpochAndResetIdIfNeeded`): the same producer id, the next epoch,
-        sequences from 0 (the broker accepts a higher epoch at sequence 0 and refuses an
-        older one with INVALID_PRODUCER_EPOCH, so every request of the old epoch that may
-        still land is fenced). `expire(now)` calls it; nothing happens unless
+        sequences from 0. `expire(now)` calls it; nothing happens unless
         `epoch_bump_due`. Returns the batches it ended (Ambiguous: an earlier attempt
-        may have been written, and a new epoch cannot deduplicate a resend).
-
-        Never a new producer id while the current one can be bumped: a new id has its own
-        sequence space, so a late request of the old id would be appended after newer
-        records (seeds 709627, 901616, 904005). Only an exhausted epoch (32767) drops the
-        id: `needs_producer_id` then asks the driver for a fresh one (InitProducerId with
-        no id and no epoch), as Java does. Kafka answers an InitProducerId without a
-        transactional id with a new producer id whatever id and epoch it carries, so that
-        request can never serve as the bump.
+        may have been written, and a new epoch cannot deduplicate a resend). Never a new
+        producer id while the current one can be bumped (seeds 709627, 901616, 904005):
+        docs/design.md, "The idempotent producer bumps its epoch itself" says why.
         """
         seq = self.sequencing
         if not self.epoch_bump_due or seq.producer_id < 0 or self.fatal_error is not None:
@@ -266,15 +207,7 @@ class ProducerCore:
         self, now: float, nodes: Iterable[int], max_request_size: int | None = None
     ) -> dict[int, list[ProducerBatch]]:
         drained = self.accumulator.drain(now, nodes, max_request_size)
-        metrics = self.metrics
-        for batches in drained.values():
-            metrics.requests_sent += 1
-            for batch in batches:
-                metrics.batches_sent += 1
-                metrics.records_sent += batch.record_count
-                metrics.bytes_sent += batch.size
-                if batch.attempts > 1:
-                    metrics.record_retries += batch.record_count
+        self.metrics.count_drained(drained.values())
         return drained
 
     def encode(self, batch: ProducerBatch) -> bytes:
@@ -295,23 +228,14 @@ class ProducerCore:
         request to come back: Ambiguous only then, if it cannot be retried), settle
         partitions left unresolved, and apply a due epoch bump. Returns every batch
         that reached a final state (wake whoever waits for progress)."""
-        expired = self.accumulator.expire(now)
+        expired = self.accumulator.batches.expire(now)
         for batch in expired:
-            age = now - batch.created
-            if batch.maybe_written:
-                ambiguous = AmbiguousDeliveryTimeoutError(
-                    f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} "
-                    f"expired after {age:.3f}s; an earlier attempt may have been written"
-                )
-                self.sequencing.on_final(batch, gap=False, error=ambiguous)
-                self.finish_ambiguous(batch, ambiguous)
+            error = expired_error(batch, now - batch.created)
+            self.sequencing.on_final(batch, gap=False, error=error)
+            if isinstance(error, AmbiguousError):
+                self.finish_ambiguous(batch, error)
             else:
-                failed = DeliveryTimeoutError(
-                    f"{batch.record_count} record(s) for {batch.topic}-{batch.partition} "
-                    f"expired after {age:.3f}s without being written"
-                )
-                self.sequencing.on_final(batch, gap=False, error=failed)
-                self.finish_failed(batch, failed)
+                self.finish_failed(batch, error)
         seq = self.sequencing
         seq.resolve_sequences()
         if seq.epoch_bump_required:
@@ -334,39 +258,29 @@ class ProducerCore:
         `responses` maps (topic, partition) to its answer; None for acks=0 (nothing
         comes back: the records are reported with offset -1).
         """
-        self.accumulator.request_done(node)
-        refresh = False
-        completed = retried = 0
         leaders: list[tuple[str, int, int, int]] = []
-        for batch in batches:
-            if batch.state is not BatchState.IN_FLIGHT:
-                continue
-            self.accumulator.settle_in_flight(batch)
+
+        def settle(batch: ProducerBatch) -> Decision:
             self.metrics.record_latency(now - batch.last_attempt)
             if responses is None:
                 self._finish_ok(batch, -1, -1)
-                completed += 1
-                continue
+                return Decision.FINAL
             response = responses.get((batch.topic, batch.partition))
             if response is None:
                 # A broker that does not answer for a partition it was sent: treat as
                 # a lost response for that batch (it may have been appended).
                 batch.maybe_written = True
-                outcome = self.lost(batch, now, KafkaError("no answer for this partition"))
-            else:
-                outcome = self._settle(batch, response, now)
-                if response.error_code in _LEADER_MOVED:
-                    leader = getattr(response, "current_leader", None)
-                    if leader is not None and leader.leader_id >= 0 and leader.leader_id != node:
-                        leaders.append(
-                            (batch.topic, batch.partition, leader.leader_id, leader.leader_epoch)
-                        )
-            if outcome.retried:
-                retried += 1
-            else:
-                completed += 1
-            refresh = refresh or outcome.refresh
-        return Settled(refresh, completed, retried, tuple(leaders))
+                return self.lost(batch, now, KafkaError("no answer for this partition"))
+            if response.error_code in LEADER_MOVED:
+                leader = getattr(response, "current_leader", None)
+                if leader is not None and leader.leader_id >= 0 and leader.leader_id != node:
+                    leaders.append(
+                        (batch.topic, batch.partition, leader.leader_id, leader.leader_epoch)
+                    )
+            return self._settle(batch, response, now)
+
+        settled = self.accumulator.batches.settle_request(node, batches, settle, refresh=False)
+        return attrs.evolve(settled, leaders=tuple(leaders)) if leaders else settled
 
     def handle_request_failure(
         self,
@@ -379,21 +293,13 @@ class ProducerCore:
     ) -> Settled:
         """The request got no answer: connection lost or request timeout (`sent=True`:
         it may have been processed), or it never left (`sent=False`)."""
-        self.accumulator.request_done(node)
-        completed = retried = 0
-        for batch in batches:
-            if batch.state is not BatchState.IN_FLIGHT:
-                continue
-            self.accumulator.settle_in_flight(batch)
+
+        def settle(batch: ProducerBatch) -> Decision:
             if sent:
-                outcome = self.rules.lost_request(self, batch, now, error)
-            else:
-                outcome = self.retry_or_fail(batch, now, error, refresh=True)
-            if outcome.retried:
-                retried += 1
-            else:
-                completed += 1
-        return Settled(True, completed, retried)
+                return self.rules.lost_request(self, batch, now, error)
+            return self.retry_or_fail(batch, now, error, refresh=True)
+
+        return self.accumulator.batches.settle_request(node, batches, settle, refresh=True)
 
     def handle_unencodable(
         self,
@@ -406,27 +312,19 @@ class ProducerCore:
         `errors` cannot be encoded and fail alone (a record `send()` should have
         refused); the others never left and go back to their queues. One bad batch must
         never take the producer (and every other record) down with it."""
-        self.accumulator.request_done(node)
-        completed = retried = 0
-        for batch in batches:
-            if batch.state is not BatchState.IN_FLIGHT:
-                continue
-            self.accumulator.settle_in_flight(batch)
+
+        def settle(batch: ProducerBatch) -> Decision:
             error = errors.get(id(batch))
             if error is None:
                 not_sent = BrokerConnectionError(
                     "not sent: another batch of the same request could not be encoded"
                 )
-                outcome = self.retry_or_fail(batch, now, not_sent, refresh=False)
-            else:
-                self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
-                self.finish_failed(batch, error)
-                outcome = Decision.FINAL
-            if outcome.retried:
-                retried += 1
-            else:
-                completed += 1
-        return Settled(False, completed, retried)
+                return self.retry_or_fail(batch, now, not_sent, refresh=False)
+            self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
+            self.finish_failed(batch, error)
+            return Decision.FINAL
+
+        return self.accumulator.batches.settle_request(node, batches, settle, refresh=False)
 
     def _can_retry(self, batch: ProducerBatch, now: float) -> bool:
         return (
@@ -437,12 +335,7 @@ class ProducerCore:
 
     def backoff(self, attempts: int) -> float:
         """KIP-580: exponential from retry_backoff up to retry_backoff_max, ±20% jitter."""
-        base, top = self.config.retry_backoff, self.config.retry_backoff_max
-        if base >= top:
-            return top
-        term = base * (1 << min(max(attempts - 1, 0), 60))
-        jitter = 0.8 + 0.4 * float(self.rng.random())
-        return min(term * jitter, top)
+        return retry_backoff(self.config, attempts, self.rng)
 
     def _retry(self, batch: ProducerBatch, now: float) -> None:
         self.rules.requeue(self, batch, now)
@@ -463,12 +356,8 @@ class ProducerCore:
 
     def end_ambiguous(self, batch: ProducerBatch, now: float, error: KafkaError) -> Decision:
         """A batch that may have been written and can no longer be retried."""
-        cause = error if isinstance(error, AmbiguousError) else RequestTimeoutError(str(error))
-        if now - batch.created >= self.config.delivery_timeout:
-            cause = AmbiguousDeliveryTimeoutError(
-                f"{batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
-                f"delivery_timeout passed with a request in flight ({error})"
-            )
+        timed_out = now - batch.created >= self.config.delivery_timeout
+        cause = ambiguous_end(batch, error, timed_out)
         self.sequencing.on_final(batch, gap=False, error=cause)
         self.finish_ambiguous(batch, cause)
         return Decision.FINAL
@@ -527,17 +416,7 @@ class ProducerCore:
             and not self.sequencing.is_transactional
         ):
             # No transactional id, so no newer instance: the broker refused the epoch.
-            error = ProducerFencedError(
-                code,
-                f"the broker refused producer id {batch.producer_id} epoch "
-                f"{batch.producer_epoch} for {batch.topic}-{batch.partition}"
-                + (f" ({message})" if message else "")
-                + ": a non-transactional idempotent producer bumps its epoch itself after "
-                "a sequence gap or a lost request, as Java's does and Kafka accepts; this "
-                "broker does not (Tansu refuses it). The producer stops rather than take "
-                "a new producer id, under which a late request of the old one could land "
-                "after newer records",
-            )
+            error = idempotent_epoch_refused(batch, code, message)
         verdict = self.sequencing.on_sequence_error(batch, code, response.log_start_offset)
         retriable = (
             info.retriable
@@ -549,12 +428,7 @@ class ProducerCore:
             retriable = False
         if retriable:
             return self.retry_or_fail(batch, now, error, refresh=info.invalid_metadata)
-        record_errors: dict[int, KafkaError] | None = None
-        if response.record_errors:
-            record_errors = {
-                e.batch_index: error_for_code(code, e.batch_index_error_message or message)
-                for e in response.record_errors
-            }
+        record_errors = record_errors_of(response, code, message)
         self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
         self.finish_failed(batch, error, record_errors)
         return Decision.FINAL_REFRESH if info.invalid_metadata else Decision.FINAL
@@ -572,21 +446,11 @@ class ProducerCore:
             and batch.expected_offset < 0
             and self.fatal_error is None
         ):
-            pieces = self.accumulator.split_and_reenqueue(batch, now)
+            pieces = self.accumulator.batches.split_and_reenqueue(batch, now)
             self.sequencing.on_split(batch, pieces)
             self.metrics.batch_splits += 1
             return Decision.RETRY
-        what = (
-            "a record of"
-            if batch.record_count == 1
-            else f"a batch of {batch.record_count} records,"
-        )
-        error = RecordTooLargeError(
-            f"{what} {batch.size} bytes (estimated) for {batch.topic}-{batch.partition} is "
-            f"larger than the broker accepts (MESSAGE_TOO_LARGE: the topic's "
-            f"max.message.bytes or the broker's message.max.bytes)"
-            + (f": {message}" if message else "")
-        )
+        error = refused_as_too_large(batch, message)
         self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
         self.finish_failed(batch, error)
         return Decision.FINAL
@@ -616,13 +480,6 @@ class ProducerCore:
             self.metrics.records_ambiguous += batch.record_count
             self.accumulator.release(batch)
 
-    def _remove_queued(self, batch: ProducerBatch) -> None:
-        queue = self.accumulator.queues.get((batch.topic, batch.partition))
-        if queue is not None and batch in queue:
-            queue.remove(batch)
-            if not queue:
-                del self.accumulator.queues[(batch.topic, batch.partition)]
-
     def set_fatal(self, error: KafkaError) -> None:
         """The producer cannot go on: `error` is kept (the first one only) and the
         sequencing policy hears of it."""
@@ -636,7 +493,7 @@ class ProducerCore:
         Batches never sent fail with `error`; those an earlier attempt of which may have
         landed become Ambiguous. In-flight batches settle when their requests return.
         """
-        batches = self.accumulator.take_all_queued()
+        batches = self.accumulator.batches.take_all_queued()
         for batch in batches:
             self.sequencing.on_final(batch, gap=False, error=error)
             self.finish_failed(batch, error)
@@ -663,15 +520,4 @@ class ProducerCore:
         return self.metrics.snapshot(self.accumulator.buffer_used)
 
 
-def _ambiguous(message: str) -> AmbiguousError:
-    return AmbiguousError(message)
-
-
-__all__ = [
-    "DeliveryHandle",
-    "Headers",
-    "PartitionResponse",
-    "ProducerCore",
-    "RecordError",
-    "Settled",
-]
+__all__ = ["CoreRules", "ProducerCore"]

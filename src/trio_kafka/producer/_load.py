@@ -60,12 +60,8 @@ the open batch, the next expected offset and sequence, the producer id, the rewi
 from __future__ import annotations
 
 import collections
-import enum
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from itertools import repeat
-
-import attrs
 
 from trio_kafka.errors import (
     AmbiguousError,
@@ -75,95 +71,38 @@ from trio_kafka.errors import (
     error_for_code,
 )
 from trio_kafka.producer._accumulator import record_sizes
-from trio_kafka.producer._actions import Action
+from trio_kafka.producer._actions import Action, classify
+from trio_kafka.producer._load_batch import (
+    DEFAULT_BATCH_BYTES,
+    Backend,
+    BatchState,
+    CheckpointHeaders,
+    LoadBatch,
+    OpenLoadBatch,
+    Step,
+)
 from trio_kafka.producer._rows import RECORD_OVERHEAD, checkpoint_headers
-from trio_kafka.producer._rules import Rules, current_rules
+from trio_kafka.producer._rule_context import rules_for
 from trio_kafka.records import BatchBuilder
 
-#: Default batch size of a load (the broker's default max.message.bytes is 1 MiB).
-DEFAULT_BATCH_BYTES = 512 * 1024
-#: The headers of a checkpoint record.
-CheckpointHeaders = tuple[tuple[str, bytes], tuple[str, bytes]]
 
+class LoadRules:
+    """The load pipeline's part of the rules (producer/_rules.py gathers them into
+    `Rules`)."""
 
-class Backend(enum.Enum):
-    """How a load makes its writes exactly once (see docs/cas.md)."""
+    def loaded_through(self, resumed_after_row: int) -> int:
+        """A resumed load skips the rows up to its last checkpoint, and no further."""
+        return resumed_after_row
 
-    CAS = "exactly_once_cas"
-    TRANSACTIONS = "transactional"
+    def load_batch_offset(self, expected_offset: int) -> int:
+        """The base offset a load batch is built with: its expected offset (CAS: the
+        broker appends it there or nowhere; -1 under the transactional backend)."""
+        return expected_offset
 
-
-class Step(enum.Enum):
-    """What the shell does after `on_answer` / `on_read`."""
-
-    ACKNOWLEDGED = "acknowledged"  # the batch is done; go on
-    IGNORED = "ignored"  # an answer drained during a rewind
-    RETRY = "retry"  # rewinding: wait `poll_delay`, maybe refresh, then `next_send`
-    READ = "read"  # read the record at `read_offset(batch)`, then `on_read`
-    FAIL = "fail"  # raise `pipeline.error`
-
-
-class BatchState(enum.Enum):
-    UNSENT = "unsent"
-    IN_FLIGHT = "in-flight"
-    ACKNOWLEDGED = "acknowledged"
-
-
-@attrs.define(eq=False, slots=True)
-class LoadBatch:
-    """A sealed batch (CAS) or chunk (transactions) of one partition's rows."""
-
-    first_row: int
-    last_row: int
-    count: int
-    size: int
-    #: CAS: the encoded records (rebuilt with new header fields on a new producer id).
-    builder: BatchBuilder | None
-    #: Transactions: the rows' values and keys (None: no row has a key), in row order;
-    #: the last row is the checkpoint and carries `headers`.
-    values: list[bytes | None] | None = None
-    keys: list[bytes | None] | None = None
-    headers: CheckpointHeaders | None = None
-    expected_offset: int = -1
-    base_sequence: int = -1
-    state: BatchState = BatchState.UNSENT
-    #: The wire bytes for (producer id, epoch, base sequence) `_built_for` (CAS).
-    data: bytes = b""
-    _built_for: tuple[int, int, int] = (-1, -1, -1)
-
-
-@attrs.define(eq=False)
-class _Open:
-    """The batch being filled: its rows' values and keys (None while no row has one),
-    first and last row, and estimated size."""
-
-    values: list[bytes | None] = attrs.Factory(list)
-    keys: list[bytes | None] | None = None
-    first_row: int = -1
-    last_row: int = -1
-    size: int = 0
-
-    def take(
-        self,
-        rows: Sequence[int],
-        keys: Sequence[bytes | None] | None,
-        values: Sequence[bytes | None],
-        start: int,
-        stop: int,
-        size: int,
-    ) -> None:
-        """Rows `start` to `stop - 1` of a run, `size` bytes in all."""
-        if not self.values:
-            self.first_row = rows[start]
-        if keys is not None:
-            if self.keys is None:
-                self.keys = [None] * len(self.values)
-            self.keys.extend(keys[start:stop])
-        elif self.keys is not None:
-            self.keys.extend(repeat(None, stop - start))
-        self.values.extend(values[start:stop])
-        self.last_row = rows[stop - 1]
-        self.size += size
+    def load_answer(self, code: int | None) -> Action:
+        """What a load batch's answer means (`_actions.classify`): no answer or a
+        retriable error is resent at the same offset, a mismatch is read."""
+        return classify(code)
 
 
 class LoadPipeline:
@@ -183,10 +122,10 @@ class LoadPipeline:
         max_in_flight: int = 5,
         retry_timeout: float = 120.0,
         backoff: Callable[[int], float] = lambda attempts: 0.0,
-        rules: Rules | None = None,
+        rules: LoadRules | None = None,
     ) -> None:
         #: The decisions where a wrong rule loses or duplicates rows (producer/_rules.py).
-        self.rules = current_rules() if rules is None else rules
+        self.rules = rules_for(LoadRules) if rules is None else rules
         if not 1 <= max_in_flight <= 5:
             raise ConfigError(
                 f"max_in_flight={max_in_flight}: use 1 to 5 (the broker's dedup window)"
@@ -216,7 +155,7 @@ class LoadPipeline:
         self.skipped = 0
         # Sealed batches not yet acknowledged, in row order (the window is a prefix).
         self._batches: collections.deque[LoadBatch] = collections.deque()
-        self._open = _Open()
+        self._open = OpenLoadBatch()
         # The producer the batches are sequenced for (-1: InitProducerId is due).
         self.producer_id = -1
         self.producer_epoch = -1
@@ -320,7 +259,7 @@ class LoadPipeline:
         return True
 
     def _seal(self, timestamp_ms: int) -> None:
-        current, self._open = self._open, _Open()
+        current, self._open = self._open, OpenLoadBatch()
         values, keys = current.values, current.keys
         headers = checkpoint_headers(self.load_id, current.last_row)
         count = len(values)
@@ -514,5 +453,16 @@ __all__ = [
     "BatchState",
     "LoadBatch",
     "LoadPipeline",
+    "Step",
+]
+
+
+__all__ = [  # (the values are re-exported: their home is producer/_load_batch.py)
+    "DEFAULT_BATCH_BYTES",
+    "Backend",
+    "CheckpointHeaders",
+    "LoadBatch",
+    "LoadPipeline",
+    "LoadRules",
     "Step",
 ]

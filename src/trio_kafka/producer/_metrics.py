@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 import attrs
+
+from trio_kafka.producer._batch import ProducerBatch
 
 _RESERVOIR = 1024
 
@@ -44,6 +48,17 @@ class ProducerMetrics:
         # The last _RESERVOIR request latencies (a ring), seconds.
         self._latencies: list[float] = []
         self._next = 0
+
+    def count_drained(self, requests: Iterable[Sequence[ProducerBatch]]) -> None:
+        """The batches of each request drained for sending (retries counted apart)."""
+        for batches in requests:
+            self.requests_sent += 1
+            for batch in batches:
+                self.batches_sent += 1
+                self.records_sent += batch.record_count
+                self.bytes_sent += batch.size
+                if batch.attempts > 1:
+                    self.record_retries += batch.record_count
 
     def record_latency(self, seconds: float) -> None:
         if len(self._latencies) < _RESERVOIR:

@@ -1,7 +1,9 @@
 """Choosing partitions: keyed (murmur2), uniform sticky (KIP-480/794), leader-aware.
 
-Theory of operation. The accumulator asks for a partition only on its slow path: a
-keyed record hashes with Java's murmur2 over all partitions; an unkeyed record goes to
+Theory of operation. The accumulator asks its `Partitioner` for a partition only on its
+slow path (a custom partitioner is called with the record and the cluster); a
+keyed record (hashed by the accumulator itself, inline: every keyed record takes the
+slow path) hashes with Java's murmur2 over all partitions; an unkeyed record goes to
 its topic's `StickyState`, which names the current partition and caches that
 partition's open batch so the accumulator's fast path is one comparison. The sticky
 partition changes once a batch's worth of bytes went to it and its batch is full (or
@@ -18,10 +20,25 @@ every `leader_switch_interval` seconds.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from trio_kafka.errors import InvalidPartitionError
+from trio_kafka.producer._batch import ProducerBatch
 from trio_kafka.producer._cluster import ClusterView
+from trio_kafka.producer._config import ProducerConfig
+from trio_kafka.producer._record import Headers, ProducerRecord
+
+
+def _sealed_placeholder() -> ProducerBatch:
+    batch = ProducerBatch("", -1, 0, 0.0)
+    batch.seal()
+    return batch
+
+
+#: A `StickyState.batch` that no record may take (sealed: room -1), so the accumulator's
+#: fast path steps aside until the slow path names the sticky partition's open batch.
+NO_BATCH = _sealed_placeholder()
 
 
 class RandomSource(Protocol):
@@ -113,3 +130,118 @@ class LeaderChooser:
         self.node = nodes[rng.randrange(len(nodes))] if nodes else None
         self.switch_at = now + self.interval
         return self.node
+
+
+class Partitioner:
+    """The accumulator's choice of partition for a record that names none (see the
+    module doc). Its `sticky` states are read and updated by the accumulator's fast
+    path, which appends to `sticky.batch` while it has room."""
+
+    def __init__(self, config: ProducerConfig, rng: RandomSource) -> None:
+        self.rng = rng
+        self.batch_size = config.batch_size
+        # Topic -> its sticky partition and batch (unkeyed records).
+        self.sticky: dict[str, StickyState] = {}
+        self.leader = (
+            LeaderChooser(config.leader_switch_interval)
+            if config.partitioner == "leader_aware"
+            else None
+        )
+        self.custom = config.partitioner if callable(config.partitioner) else None
+
+    @property
+    def switch_at(self) -> float:
+        """When the leader-aware node is switched next (inf: never)."""
+        return self.leader.switch_at if self.leader is not None else float("inf")
+
+    def choose(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: Headers | None,
+        timestamp_ms: int | None,
+        size: int,
+        now: float,
+        cluster: ClusterView,
+        open_batches: dict[tuple[str, int], ProducerBatch],
+    ) -> tuple[int, StickyState | None]:
+        """The partition for a record that is not hashed by its key (the accumulator
+        hashes those itself, inline): from the custom partitioner, else sticky, with the
+        topic's `StickyState` (the caller records the bytes appended)."""
+        count = cluster.num_partitions(topic)
+        if self.custom is not None:
+            record = ProducerRecord(topic, value, key, headers or (), None, timestamp_ms)
+            partition = self.custom(record, cluster)
+            if not 0 <= partition < count:
+                raise InvalidPartitionError(
+                    f"the custom partitioner chose partition {partition} of topic {topic!r},"
+                    f" which has {count}"
+                )
+            return partition, None
+        if now >= self.switch_at:
+            self._switch_leader(now, topic, cluster)
+        sticky = self.sticky.get(topic)
+        if sticky is None:
+            sticky = self.sticky[topic] = StickyState()
+        return self._sticky_partition(topic, sticky, size, cluster, open_batches), sticky
+
+    def _sticky_partition(
+        self,
+        topic: str,
+        sticky: StickyState,
+        size: int,
+        cluster: ClusterView,
+        open_batches: dict[tuple[str, int], ProducerBatch],
+    ) -> int:
+        """Java's sticky switch: after a batch's worth of bytes, once that batch is full
+        (or after twice a batch's worth regardless)."""
+        partition = sticky.partition
+        if partition >= 0:
+            open_batch = open_batches.get((topic, partition))
+            full = open_batch is None or size > open_batch.room
+            produced = sticky.produced
+            if not (produced >= self.batch_size and full) and produced < 2 * self.batch_size:
+                return partition
+        node = self.leader.node if self.leader is not None else None
+        partition = sticky.next_partition(topic, cluster, self.rng, node)
+        sticky.partition = partition
+        sticky.produced = 0
+        sticky.batch = NO_BATCH
+        return partition
+
+    def _switch_leader(self, now: float, topic: str, cluster: ClusterView) -> None:
+        assert self.leader is not None
+        self.leader.choose(cluster, self.rng, now, {topic, *self.sticky})
+        for sticky in self.sticky.values():
+            sticky.partition = -1
+            sticky.batch = NO_BATCH
+
+    def update_cluster(self, cluster: ClusterView) -> None:
+        """New metadata: forget sticky choices whose partition lost its leader, and the
+        leader-aware node if it left the cluster (another is picked at the next append)."""
+        for topic, sticky in self.sticky.items():
+            if sticky.partition >= 0 and cluster.leader(topic, sticky.partition) < 0:
+                sticky.partition = -1
+                sticky.batch = NO_BATCH
+        if self.leader is not None and self.leader.node not in cluster.nodes:
+            self.leader.switch_at = -float("inf")
+
+    def update_load_stats(
+        self,
+        cluster: ClusterView,
+        queue_length: Callable[[tuple[str, int]], int],
+        unavailable: frozenset[int],
+    ) -> None:
+        """KIP-794: weight each topic's partitions by how short their queues are,
+        leaving out partitions without leader or on an unavailable node."""
+        for topic, sticky in self.sticky.items():
+            leaders = cluster.leaders.get(topic, ())
+            sizes: list[int] = []
+            ids: list[int] = []
+            for partition, node in enumerate(leaders):
+                if node < 0 or node in unavailable:
+                    continue
+                sizes.append(queue_length((topic, partition)))
+                ids.append(partition)
+            sticky.update_load_stats(sizes, ids, len(leaders))

@@ -36,7 +36,7 @@ Then the policy's `request_epoch_bump` path is taken instead (for a transaction:
 abortable, bump after the abort).
 
 `NoSequencing` is the policy without idempotence; `SequencingPolicy` is what the core
-needs of either. A transaction does not subclass the `Sequencer`: it plugs
+needs of either (both, and the phase table, in producer/_sequencing.py). A transaction does not subclass the `Sequencer`: it plugs
 `SequencerHooks` into it (`_txn_policy.TransactionHooks`), called at five named places,
 and owns InitProducerId (`owns_producer_id`: the core then never asks the driver for
 one).
@@ -44,187 +44,47 @@ one).
 
 from __future__ import annotations
 
-import enum
-from typing import Protocol
-
 from trio_kafka.errors import ErrorCode, KafkaError
 from trio_kafka.producer._batch import BatchState, ProducerBatch
-from trio_kafka.producer._rules import Rules, current_rules
+from trio_kafka.producer._rule_context import rules_for
+from trio_kafka.producer._sequencing import (
+    NoSequencing,
+    PartitionPhase,
+    PartitionSequence,
+    SequencerHooks,
+    SequenceVerdict,
+    SequencingPolicy,
+    TopicPartition,
+)
 
-TopicPartition = tuple[str, int]
 _MAX_EPOCH = 32767
 _SEQUENCE_WRAP = 2**31
 
 
-class PartitionPhase(enum.Enum):
-    """Where one partition's sequences stand (`Sequencer.phase`, from its state).
+class SequencerRules:
+    """The sequencer's part of the rules (producer/_rules.py gathers them into `Rules`)."""
 
-    | phase | new batches | retried batches | left when |
-    | --- | --- | --- | --- |
-    | SEQUENCING | take the next sequences, pipelined | (none) | a batch is retried, ends ambiguous, or the epoch moves on |
-    | RETRYING | held | lowest sequence first, one request at a time | the retried batches settle |
-    | UNRESOLVED | held | lowest sequence first | its other batches settle: the sequences line up (SEQUENCING) or the epoch is bumped |
-    | OLD_EPOCH | held | lowest sequence first | its old-epoch batches settle: it restarts at sequence 0 |
+    def epoch_bump(self, sequencing: SequencingPolicy) -> tuple[int, int]:
+        """The id and epoch an idempotent producer bumps to: the next epoch of its own
+        id (Java's local bump); (-1, -1) only when the epoch is exhausted."""
+        return sequencing.next_local_epoch()
 
-    Above all of them: nothing is drained without a producer id, while an epoch bump is
-    due (every partition waits; the partitions with a gap are then rewritten from 0) or
-    after a fatal error, and a transaction's hooks may hold a partition back.
-    """
-
-    SEQUENCING = "sequencing"
-    RETRYING = "retrying"
-    UNRESOLVED = "unresolved"
-    OLD_EPOCH = "old_epoch"
-
-
-class SequenceVerdict(enum.Enum):
-    """What an idempotence error means for the batch it answered (`on_sequence_error`)."""
-
-    RETRY = "retry"  # resend it (the sequencer may have asked for a bump or a reset)
-    FAIL = "fail"  # it ends with the error
-    BY_ERROR_TABLE = "by_error_table"  # not an idempotence matter: the error table decides
-
-
-class SequencingPolicy(Protocol):
-    enabled: bool
-    is_transactional: bool
-    #: InitProducerId is run by someone else (the transaction manager): the core's
-    #: `needs_producer_id` and `epoch_bump_due` stay False for the driver's loop.
-    owns_producer_id: bool
-    epoch_bump_required: bool
-    producer_id: int
-    producer_epoch: int
-
-    def drain_blocked(self, batch: ProducerBatch) -> bool: ...
-    def assign(self, batch: ProducerBatch) -> None: ...
-    def on_success(self, batch: ProducerBatch) -> None: ...
-    def on_retry(self, batch: ProducerBatch) -> None: ...
-    def on_split(self, batch: ProducerBatch, pieces: list[ProducerBatch]) -> None: ...
-    def on_final(
-        self, batch: ProducerBatch, *, gap: bool, error: KafkaError | None = None
-    ) -> None: ...
-    def request_epoch_bump(self, tp: TopicPartition) -> None: ...
-    def on_fatal(self, error: KafkaError) -> None: ...
-    def on_sequence_error(
-        self, batch: ProducerBatch, code: int, log_start_offset: int
-    ) -> SequenceVerdict: ...
-    def resolve_sequences(self) -> None: ...
-    def next_local_epoch(self) -> tuple[int, int]: ...
-    def new_producer_id(self, producer_id: int, producer_epoch: int) -> list[ProducerBatch]: ...
-
-
-class SequencerHooks(Protocol):
-    """What a transaction adds to the idempotent `Sequencer` (composition: the
-    transactional producer's sequencer is a `Sequencer` with these hooks,
-    `_txn_policy.TransactionHooks`). Each is called at one place, named below."""
-
-    def may_drain(self, tp: TopicPartition) -> bool:
-        """`drain_blocked`, first: False holds `tp`'s batches back (the partition is not
-        in the transaction yet, or the transaction is failing)."""
-        ...
-
-    def sequenced(self, tp: TopicPartition) -> None:
-        """`assign`: a batch of `tp` got its sequence (it is about to be sent)."""
-        ...
-
-    def batch_failed(self, batch: ProducerBatch, error: KafkaError) -> None:
-        """`on_final`, before the sequencing: `batch` ends without success."""
-        ...
-
-    def defer_bump(self, tp: TopicPartition) -> bool:
-        """`request_epoch_bump`: True when the bump must wait (mid-transaction: the
-        abort bumps); `tp` is then only marked for rewriting."""
-        ...
-
-    def producer_failed(self, error: KafkaError) -> None:
-        """`on_fatal`: the core hit a fatal error."""
-        ...
-
-
-class NoSequencing:
-    """No idempotence: batches go out with producer id -1 and no sequence."""
-
-    enabled = False
-    is_transactional = False
-    owns_producer_id = False
-    epoch_bump_required = False
-    producer_id = -1
-    producer_epoch = -1
-
-    def drain_blocked(self, batch: ProducerBatch) -> bool:
-        return False
-
-    def assign(self, batch: ProducerBatch) -> None:
-        pass
-
-    def on_success(self, batch: ProducerBatch) -> None:
-        pass
-
-    def on_retry(self, batch: ProducerBatch) -> None:
-        pass
-
-    def on_split(self, batch: ProducerBatch, pieces: list[ProducerBatch]) -> None:
-        pass
-
-    def on_final(self, batch: ProducerBatch, *, gap: bool, error: KafkaError | None = None) -> None:
-        pass
-
-    def request_epoch_bump(self, tp: TopicPartition) -> None:
-        pass
-
-    def on_fatal(self, error: KafkaError) -> None:
-        pass
-
-    def on_sequence_error(
-        self, batch: ProducerBatch, code: int, log_start_offset: int
+    def unknown_producer(
+        self,
+        sequencer: Sequencer,
+        batch: ProducerBatch,
+        entry: PartitionSequence,
+        log_start_offset: int,
     ) -> SequenceVerdict:
-        return SequenceVerdict.BY_ERROR_TABLE
+        """UNKNOWN_PRODUCER_ID for a sequenced batch: retried after asking for an epoch
+        bump (or a sequence reset in a transaction), or failed."""
+        return sequencer.unknown_producer(batch, entry, log_start_offset)
 
-    def resolve_sequences(self) -> None:
-        pass
-
-    def next_local_epoch(self) -> tuple[int, int]:
-        return -1, -1
-
-    def new_producer_id(self, producer_id: int, producer_epoch: int) -> list[ProducerBatch]:
-        return []
-
-
-class PartitionSequence:
-    """Sequence state of one partition (owned by the Sequencer)."""
-
-    __slots__ = (
-        "inflight",
-        "last_acked_offset",
-        "last_acked_sequence",
-        "next_sequence",
-        "producer_epoch",
-        "producer_id",
-        "retrying",
-        "unresolved_next",
-    )
-
-    def __init__(self, producer_id: int, producer_epoch: int) -> None:
-        # The id/epoch this partition's sequences belong to (may lag after a bump).
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.next_sequence = 0
-        self.last_acked_sequence = -1
-        self.last_acked_offset = -1
-        # Unfinished sequenced batches, sorted by base_sequence.
-        self.inflight: list[ProducerBatch] = []
-        # Those of them waiting for, or in, a retry.
-        self.retrying: set[ProducerBatch] = set()
-        # Set when a batch ended without a definite answer: the next sequence after it.
-        self.unresolved_next: int | None = None
-
-    def first_sequence(self) -> int:
-        return self.inflight[0].base_sequence if self.inflight else -1
-
-    def remove(self, batch: ProducerBatch) -> None:
-        if batch in self.inflight:
-            self.inflight.remove(batch)
-        self.retrying.discard(batch)
+    def drop_on_rewrite(self, batch: ProducerBatch) -> bool:
+        """At an epoch bump, a batch of a partition being rewritten from sequence 0: one
+        an earlier attempt of which may have landed is dropped (Ambiguous), never
+        resent under the new epoch, where its old sequence no longer deduplicates."""
+        return batch.maybe_written
 
 
 class Sequencer:
@@ -237,11 +97,11 @@ class Sequencer:
         *,
         is_transactional: bool = False,
         hooks: SequencerHooks | None = None,
-        rules: Rules | None = None,
+        rules: SequencerRules | None = None,
     ) -> None:
         self.is_transactional = is_transactional
         self.hooks = hooks
-        self.rules = current_rules() if rules is None else rules
+        self.rules = rules_for(SequencerRules) if rules is None else rules
         # A transaction's manager runs InitProducerId itself.
         self.owns_producer_id = hooks is not None
         # Current producer id and epoch (-1: InitProducerId not done yet).
@@ -526,3 +386,16 @@ class Sequencer:
         self.partitions_to_rewrite.clear()
         self.epoch_bump_required = False
         return dropped
+
+
+__all__ = [  # (the policy's vocabulary is re-exported: its home is producer/_sequencing.py)
+    "NoSequencing",
+    "PartitionPhase",
+    "PartitionSequence",
+    "SequenceVerdict",
+    "Sequencer",
+    "SequencerHooks",
+    "SequencerRules",
+    "SequencingPolicy",
+    "TopicPartition",
+]

@@ -15,17 +15,20 @@ One function per API, each a `match` on the error code. The decisions follow Jav
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from trio_kafka.errors import (
     ErrorCode,
     FatalBrokerError,
+    FatalError,
     KafkaError,
     ProducerFencedError,
     error_for_code,
     error_info,
 )
 from trio_kafka.producer import _txn_requests as read
+from trio_kafka.producer._record import AmbiguousWriteError
+from trio_kafka.producer._txn_actions import TxnActions
 from trio_kafka.producer._txn_state import TxnState
 from trio_kafka.producer._txn_types import (
     AbortPlan,
@@ -38,13 +41,10 @@ from trio_kafka.producer._txn_types import (
     TransactionTimedOutError,
     TxnRequest,
     TxnRequestKind,
-    TxnResult,
     TxnUpdate,
     Work,
+    bump_work,
 )
-
-if TYPE_CHECKING:
-    from trio_kafka.producer.transactions import TransactionManager
 
 K = TxnRequestKind
 E = ErrorCode
@@ -55,9 +55,7 @@ _FATAL = frozenset({E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, E.INVALID_TXN_STATE
 _NO_UPDATE = TxnUpdate()
 
 
-def handle_response(
-    m: TransactionManager, request: TxnRequest, response: Any, now: float
-) -> TxnUpdate:
+def handle_response(m: TxnActions, request: TxnRequest, response: Any, now: float) -> TxnUpdate:
     if m.state is TxnState.FATAL_ERROR:
         return _NO_UPDATE
     update = _NO_UPDATE
@@ -78,11 +76,11 @@ def handle_response(
     return update
 
 
-def _settle_orphan(m: TransactionManager, work: Work) -> None:
+def _settle_orphan(m: TxnActions, work: Work) -> None:
     """A caller's result whose request neither succeeded nor went back in the queue
     (the transaction failed under it) fails with the transaction's error."""
     result = work.result
-    if result is None or result.done() or m.is_queued(result):
+    if result is None or result.done() or m.requests.is_queued(result):
         return
     if m.state in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR, TxnState.ABORTING):
         result.set_error(m.last_error or TransactionAbortedError("the transaction was aborted"))
@@ -97,7 +95,7 @@ def _retriable(code: int) -> bool:
     return error_info(code).retriable or code == E.CONCURRENT_TRANSACTIONS
 
 
-def _unexpected(m: TransactionManager, request: TxnRequest, code: int, message: str | None) -> None:
+def _unexpected(m: TxnActions, request: TxnRequest, code: int, message: str | None) -> None:
     m.set_fatal(
         FatalBrokerError(
             code,
@@ -107,21 +105,16 @@ def _unexpected(m: TransactionManager, request: TxnRequest, code: int, message: 
     )
 
 
-def _rediscover(m: TransactionManager, work: Work, now: float) -> None:
-    m.lookup_coordinator(work.key_type, work.key or m.transactional_id)
+def _rediscover(m: TxnActions, work: Work, now: float) -> None:
+    m.requests.lookup_coordinator(work.key_type, work.key or m.transactional_id)
     m.retry_work(work, now)
 
 
-def _find_coordinator(
-    m: TransactionManager, request: TxnRequest, response: Any, now: float
-) -> None:
+def _find_coordinator(m: TxnActions, request: TxnRequest, response: Any, now: float) -> None:
     work = request.work
     code, message, found = read.read_find_coordinator(response, work.key, request.version)
     if found is not None:
-        if work.key_type is CoordinatorType.GROUP:
-            m.group_coordinators[work.key] = found
-        else:
-            m.coordinator = found
+        m.requests.coordinator_found(work.key_type, work.key, found)
     elif _retriable(code):
         m.retry_work(work, now)
     elif code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
@@ -132,21 +125,10 @@ def _find_coordinator(
         _unexpected(m, request, code, message)
 
 
-def _init_producer_id(
-    m: TransactionManager, request: TxnRequest, response: Any, now: float
-) -> TxnUpdate:
+def _init_producer_id(m: TxnActions, request: TxnRequest, response: Any, now: float) -> TxnUpdate:
     work, code = request.work, response.error_code
     if code == E.NONE:
-        update = m.install_producer_id(response.producer_id, response.producer_epoch)
-        m.abort_plan = AbortPlan.END_TXN
-        if m.state is TxnState.ABORTING:
-            m.finish_transaction()
-        elif m.state is TxnState.INITIALIZING:
-            m.transition(TxnState.READY)
-            pending, m.pending_result = m.pending_result, None
-            if pending is not None:
-                pending.set_done()
-        return update
+        return m.producer_id_initialised(response.producer_id, response.producer_epoch)
     if code in _COORDINATOR_GONE:
         _rediscover(m, work, now)
     elif _retriable(code) or code == E.TRANSACTION_ABORTABLE:
@@ -160,7 +142,7 @@ def _init_producer_id(
     return _NO_UPDATE
 
 
-def _add_partitions(m: TransactionManager, request: TxnRequest, response: Any, now: float) -> None:
+def _add_partitions(m: TxnActions, request: TxnRequest, response: Any, now: float) -> None:
     work = request.work
     codes = read.read_add_partitions_to_txn(
         response, m.transactional_id, work.partitions, request.version
@@ -194,9 +176,7 @@ def _add_partitions(m: TransactionManager, request: TxnRequest, response: Any, n
             unauthorized.append(tp)
         elif code != E.OPERATION_NOT_ATTEMPTED:
             failed[tp] = code
-    # The partitions leave "pending" whatever happened: if the transaction fails, the
-    # batches for the added ones must still be able to finish (Java does the same).
-    m.pending_partitions -= work.partitions
+    m.partitions_answered(work.partitions, added=not unauthorized and not failed)
     if unauthorized:
         topics = sorted({t for t, _ in unauthorized})
         m.make_abortable(
@@ -212,19 +192,16 @@ def _add_partitions(m: TransactionManager, request: TxnRequest, response: Any, n
             TransactionAbortableError(f"could not add partitions to the transaction: {names}"),
             bump=False,
         )
-    else:
-        m.partitions |= work.partitions
-        m.transaction_started = True
 
 
-def _add_offsets(m: TransactionManager, request: TxnRequest, response: Any, now: float) -> None:
+def _add_offsets(m: TxnActions, request: TxnRequest, response: Any, now: float) -> None:
     work, code = request.work, response.error_code
     if code == E.NONE:
-        m.transaction_started = True
+        m.transaction_known()
         assert work.group is not None
         if m.state not in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
             return  # aborting: the offsets go nowhere (the result fails below)
-        m.enqueue(
+        m.requests.enqueue(
             Work(
                 K.TXN_OFFSET_COMMIT,
                 Priority.ADD_PARTITIONS_OR_OFFSETS,
@@ -251,15 +228,13 @@ def _add_offsets(m: TransactionManager, request: TxnRequest, response: Any, now:
         _unexpected(m, request, code, None)
 
 
-def _fail(m: TransactionManager, work: Work, error: KafkaError, **abortable: bool) -> None:
+def _fail(m: TxnActions, work: Work, error: KafkaError, **abortable: bool) -> None:
     m.make_abortable(error, **abortable)
     if work.result is not None:
         work.result.set_error(error)
 
 
-def _txn_offset_commit(
-    m: TransactionManager, request: TxnRequest, response: Any, now: float
-) -> None:
+def _txn_offset_commit(m: TxnActions, request: TxnRequest, response: Any, now: float) -> None:
     work = request.work
     codes = read.read_txn_offset_commit(response)
     retry = False
@@ -268,7 +243,7 @@ def _txn_offset_commit(
             work.offsets.pop(tp, None)
         elif code in _COORDINATOR_GONE or code == E.REQUEST_TIMED_OUT:
             if not retry:
-                m.lookup_coordinator(CoordinatorType.GROUP, work.key)
+                m.requests.lookup_coordinator(CoordinatorType.GROUP, work.key)
             retry = True
         elif _retriable(code):
             retry = True
@@ -292,7 +267,7 @@ def _txn_offset_commit(
         work.result.set_done()
 
 
-def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: float) -> TxnUpdate:
+def _end_txn(m: TxnActions, request: TxnRequest, response: Any, now: float) -> TxnUpdate:
     work, code = request.work, response.error_code
     committing = work.committed
     if work.settle and code != E.NONE and code not in _COORDINATOR_GONE and not _retriable(code):
@@ -302,7 +277,7 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
         return _NO_UPDATE
     if code == E.NONE:
         update = _NO_UPDATE
-        v2 = m.rules.end_txn_bumps_epoch(m)
+        v2 = m.end_txn_bumps_epoch()
         if v2 and request.version >= 5 and response.producer_id >= 0:
             # Transactions v2: every EndTxn bumps the epoch (or, when it is exhausted,
             # hands out a new producer id); that bump also settles an abort's bump.
@@ -310,15 +285,14 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
             # epoch, and taking that for a bump restarted a failed partition's sequences
             # at 0 under the same epoch, so the broker deduplicated new records against
             # old ones (lost writes; simulations/regressions/transactional-lite-16.toml).
-            update = m.install_producer_id(response.producer_id, response.producer_epoch)
-            m.abort_plan = AbortPlan.END_TXN
+            update = m.end_txn_bumped(response.producer_id, response.producer_epoch)
         if (committing and work.settle) or (
             not committing and m.abort_plan is not AbortPlan.END_TXN
         ):
             # An abort that must bump (a failed batch, or an unanswered abort), or a
             # settled unanswered commit: bump, so a late copy of an old EndTxn can never
             # end a later transaction.
-            m.enqueue(m.bump_work())
+            m.requests.enqueue(bump_work())
         else:
             m.finish_transaction()
         return update
@@ -340,7 +314,7 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
                 skip_end=code == E.INVALID_PRODUCER_ID_MAPPING,
             )
         else:
-            m.enqueue(m.bump_work())
+            m.requests.enqueue(bump_work())
     else:
         _unexpected(m, request, code, None)
     return _NO_UPDATE
@@ -353,12 +327,12 @@ def _end_txn(m: TransactionManager, request: TxnRequest, response: Any, now: flo
 SETTLE_ATTEMPTS = 5
 
 
-def end_txn_unknown(m: TransactionManager, work: Work, error: KafkaError, now: float) -> None:
+def end_txn_unknown(m: TxnActions, work: Work, error: KafkaError, now: float) -> None:
     """EndTxn left and no answer came back (`handle_failure` with `sent=True`)."""
-    m.lookup_coordinator(CoordinatorType.TRANSACTION, m.transactional_id)
+    m.requests.lookup_coordinator(CoordinatorType.TRANSACTION, m.transactional_id)
     if work.settle:
         if work.attempts >= SETTLE_ATTEMPTS:
-            m.enqueue(m.bump_work())
+            m.requests.enqueue(bump_work())
         else:
             m.retry_work(work, now)  # the resent EndTxn went unanswered too: again, later
         return
@@ -371,33 +345,59 @@ def end_txn_unknown(m: TransactionManager, work: Work, error: KafkaError, now: f
         m.escalate(AbortPlan.END_TXN_THEN_BUMP)
         m.retry_work(Work(K.END_TXN, Priority.END_TXN, committed=False, settle=True), now)
         return
-    m.rules.unknown_commit_outcome(m, error, now)
+    m.commit_outcome_unknown(error, now)
 
 
-def reinitialise_after_unknown_commit(m: TransactionManager, error: KafkaError, now: float) -> None:
-    """An EndTxn(commit) got no answer: resend it at the same epoch to settle it, then
-    bump (INITIALIZING until then), and tell the caller the outcome is unknown."""
-    pending = m.pending_result
-    m.transition(TxnState.INITIALIZING)
-    m.clear_transaction()
-    m.pending_result = TxnResult(
-        "init (settling an EndTxn with unknown outcome, then an epoch bump)"
-    )
-    m.retry_work(Work(K.END_TXN, Priority.END_TXN, committed=True, settle=True), now)
-    if pending is not None:
-        pending.set_error(
-            TransactionOutcomeUnknownError(
-                f"transactional id {m.transactional_id!r}: EndTxn(commit) with "
-                f"producer id {m.producer_id} epoch {m.producer_epoch} got no "
-                f"answer ({error}); the transaction may or may not be committed. The "
-                "producer resends it at the same epoch, then bumps the epoch, before "
-                "the next transaction",
-                error,
-            )
+def handle_failure(
+    m: TxnActions, request: TxnRequest, error: KafkaError, now: float, sent: bool
+) -> TxnUpdate:
+    """No answer: connection lost or request timeout (`sent`: it may have been
+    processed), or the request never left."""
+    work = request.work
+    if sent and work.kind is K.END_TXN:
+        end_txn_unknown(m, work, error, now)
+        return _NO_UPDATE
+    if sent and work.kind in (K.ADD_PARTITIONS, K.ADD_OFFSETS):
+        m.transaction_known()  # it may have been applied: EndTxn must go
+        work.unanswered = True
+    if work.kind is not K.FIND_COORDINATOR:
+        m.requests.lookup_coordinator(work.key_type, work.key or m.transactional_id)
+    m.retry_work(work, now)
+    return _NO_UPDATE
+
+
+def batch_failed(m: TxnActions, tp: TopicPartition, error: KafkaError, sequenced: bool) -> None:
+    """A batch of the transaction ended without success: fatal if its error is, the
+    transaction timed out on INVALID_PRODUCER_EPOCH (KIP-588), else abortable (with a
+    bump when the batch had a sequence number: the sequences may have a gap)."""
+    if isinstance(error, AmbiguousWriteError):
+        error = error.cause
+    code = getattr(error, "code", None)
+    where = f"a batch for {tp[0]}-{tp[1]}"
+    if isinstance(error, FatalError):
+        m.set_fatal(error)
+    elif code == ErrorCode.INVALID_PRODUCER_EPOCH:
+        m.make_abortable(timed_out(m, where, error), skip_end=True)
+    else:
+        m.make_abortable(
+            TransactionAbortableError(f"{where} failed: {error}", error),
+            bump=sequenced,
+            skip_end=code == ErrorCode.INVALID_PRODUCER_ID_MAPPING,
         )
 
 
-def timed_out(m: TransactionManager, where: str, cause: KafkaError) -> TransactionTimedOutError:
+def outcome_unknown(m: TxnActions, error: KafkaError) -> TransactionOutcomeUnknownError:
+    return TransactionOutcomeUnknownError(
+        f"transactional id {m.transactional_id!r}: EndTxn(commit) with "
+        f"producer id {m.producer_id} epoch {m.producer_epoch} got no "
+        f"answer ({error}); the transaction may or may not be committed. The "
+        "producer resends it at the same epoch, then bumps the epoch, before "
+        "the next transaction",
+        error,
+    )
+
+
+def timed_out(m: TxnActions, where: str, cause: KafkaError) -> TransactionTimedOutError:
     return TransactionTimedOutError(
         f"transactional id {m.transactional_id!r}: {where} was refused with "
         f"INVALID_PRODUCER_EPOCH (epoch {m.producer_epoch}): the broker most likely "
@@ -407,7 +407,7 @@ def timed_out(m: TransactionManager, where: str, cause: KafkaError) -> Transacti
     )
 
 
-def fenced(m: TransactionManager, code: int, what: str) -> ProducerFencedError:
+def fenced(m: TxnActions, code: int, what: str) -> ProducerFencedError:
     if isinstance(m.last_error, TransactionTimedOutError):
         why = (
             "the coordinator aborted the transaction after "
@@ -428,13 +428,13 @@ def fenced(m: TransactionManager, code: int, what: str) -> ProducerFencedError:
     )
 
 
-def epoch_error(m: TransactionManager, code: int, what: str, *, during_abort: bool = False) -> None:
+def epoch_error(m: TxnActions, code: int, what: str, *, during_abort: bool = False) -> None:
     """INVALID_PRODUCER_EPOCH / PRODUCER_FENCED from the coordinator."""
-    kip588 = (m.version_of(K.INIT_PRODUCER_ID) or 0) >= 4
+    kip588 = (m.requests.version_of(K.INIT_PRODUCER_ID) or 0) >= 4
     if code == ErrorCode.INVALID_PRODUCER_EPOCH and kip588:
         if during_abort:
             m.escalate(AbortPlan.BUMP_INSTEAD)
-            m.enqueue(m.bump_work())
+            m.requests.enqueue(bump_work())
         else:
             m.make_abortable(timed_out(m, what, error_for_code(code)), skip_end=True)
     else:

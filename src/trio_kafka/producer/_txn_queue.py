@@ -1,36 +1,31 @@
-"""The coordinator request queue of `TransactionManager` (a base class it inherits).
+"""The coordinator request queue of a transaction: a component its manager owns.
 
 Theory of operation: the manager's calls and the response handlers queue `Work`; the
-driver takes one `TxnRequest` at a time with `next_request(now)`. Requests go in Java's
-priority order (FindCoordinator, InitProducerId, AddPartitionsToTxn / AddOffsetsToTxn /
-TxnOffsetCommit, EndTxn, an epoch-bumping InitProducerId), equal priorities in queue
-order; EndTxn and the bump wait until no batch is unfinished; a request whose
-coordinator is unknown first queues a FindCoordinator; retries wait an exponential
-backoff. Only `_in_flight` may be answered: anything else is stale.
+driver takes one `TxnRequest` at a time with `TransactionManager.next_request(now)`.
+Requests go in Java's priority order (FindCoordinator, InitProducerId,
+AddPartitionsToTxn / AddOffsetsToTxn / TxnOffsetCommit, EndTxn, an epoch-bumping
+InitProducerId), equal priorities in queue order (`head`); retries wait an exponential
+backoff (`retry`). Only the request in flight may be answered (`answered`): anything
+else is stale.
 
-The state this reads and writes is the manager's (declared below, set in
-`TransactionManager.__init__`); the queue's own is `_queue`, `_seq` and `_in_flight`.
-The response handlers (`_txn_handlers`) act on the manager only through its public
-actions (`enqueue`, `retry_work`, `lookup_coordinator`, `bump_work`, `transition`,
-`make_abortable`, `set_fatal`, `finish_transaction`, `install_producer_id`...), never
-its private members.
+The queue owns the mechanics of sending and nothing of the transaction: the queued work
+and its order, the request in flight, the negotiated versions, the coordinators found
+(`coordinator_for`, `lookup_coordinator`) and the backoff. What to send and when (an
+EndTxn with nothing to end, the partitions an AddPartitionsToTxn carries, what an abort
+drops) is decided for the manager in producer/_txn_outgoing.py; `start` builds the
+request decided on, with the ids it is given.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from trio_kafka.errors import ErrorCode, FatalBrokerError, KafkaError
 from trio_kafka.producer import _txn_requests as build
-from trio_kafka.producer._txn_state import TxnState
 from trio_kafka.producer._txn_types import (
-    AbortPlan,
     Coordinator,
     CoordinatorType,
     Priority,
-    TopicPartition,
-    TransactionAbortedError,
     TxnRequest,
     TxnRequestKind,
     TxnResult,
@@ -55,38 +50,37 @@ _REQUEST_CLASS: dict[TxnRequestKind, Any] = {
 
 
 class TxnRequestQueue:
-    """The request queue half of `TransactionManager` (see module doc)."""
+    """See the module doc. Owned by `TransactionManager` (its `requests`)."""
 
-    # The manager's state, read and written here (owned by `TransactionManager`).
-    transactional_id: str
-    transaction_timeout: float
-    retry_backoff: float
-    retry_backoff_max: float
-    add_partitions_max_version: int
-    state: TxnState
-    producer_id: int
-    producer_epoch: int
-    coordinator: Coordinator | None
-    group_coordinators: dict[str, Coordinator]
-    _versions: dict[int, int] | None
-    transaction_version: int
-    new_partitions: set[TopicPartition]
-    pending_partitions: set[TopicPartition]
-    transaction_started: bool
-    abort_plan: AbortPlan
-    pending_result: TxnResult | None
-    # The queue's own: queued work, its order counter, the request being answered.
-    _queue: list[Work]
-    _seq: int
-    _in_flight: TxnRequest | None
+    def __init__(
+        self,
+        *,
+        retry_backoff: float = 0.1,
+        retry_backoff_max: float = 1.0,
+        add_partitions_max_version: int = 3,
+    ) -> None:
+        self.retry_backoff = retry_backoff
+        self.retry_backoff_max = retry_backoff_max
+        # Kafka keeps AddPartitionsToTxn v4+ for brokers; clients stop at v3 (Java).
+        self.add_partitions_max_version = add_partitions_max_version
+        # API key -> negotiated version (None: use our highest); cluster's transaction.version.
+        self._versions: dict[int, int] | None = None
+        self.transaction_version = 0
+        # The transaction coordinator of our id, and the group coordinator of each group.
+        self.coordinator: Coordinator | None = None
+        self.group_coordinators: dict[str, Coordinator] = {}
+        # Queued work, its order counter, and the request being answered.
+        self._queue: list[Work] = []
+        self._seq = 0
+        self.in_flight: TxnRequest | None = None
 
-    def set_fatal(self, error: KafkaError) -> None:
-        raise NotImplementedError  # the manager's
+    def __repr__(self) -> str:
+        return (
+            f"queue={[w.kind.value for w in self._queue]} "
+            f"in_flight={self.in_flight.kind.value if self.in_flight else None}"
+        )
 
-    def finish_transaction(self) -> None:
-        raise NotImplementedError  # the manager's
-
-    # -- driver inputs ------------------------------------------------------------------
+    # -- versions -----------------------------------------------------------------------
 
     def set_api_versions(
         self, versions: Mapping[int, int], *, transaction_version: int | None = None
@@ -107,77 +101,61 @@ class TxnRequestQueue:
         found = self._versions.get(cls.API_KEY)
         return None if found is None else min(found, top)
 
-    # -- the request queue ------------------------------------------------------------
+    # -- the queue ----------------------------------------------------------------------
 
     def enqueue(self, work: Work) -> None:
         self._seq += 1
         work.seq = self._seq
         self._queue.append(work)
 
+    def head(self) -> Work | None:
+        """The work to send next (priority, then queue order), due or not."""
+        return min(self._queue, key=lambda w: (w.priority, w.seq), default=None)
+
+    def remove(self, work: Work) -> None:
+        self._queue.remove(work)
+
     def is_queued(self, result: TxnResult) -> bool:
         """Whether queued work will still settle `result`."""
         return any(w.result is result for w in self._queue)
 
-    def _head(self) -> Work | None:
-        return min(self._queue, key=lambda w: (w.priority, w.seq), default=None)
+    def has_queued(self, kind: TxnRequestKind) -> bool:
+        return any(w.kind is kind for w in self._queue)
 
-    def poll_delay(self, now: float, *, batches_unfinished: bool = False) -> float | None:
-        """Seconds until `next_request` may have something: 0 means call it now.
+    def keep_only(self, keep: Callable[[Work], bool]) -> list[Work]:
+        """Drop the queued work `keep` refuses; returns what was dropped."""
+        dropped = [w for w in self._queue if not keep(w)]
+        self._queue = [w for w in self._queue if keep(w)]
+        return dropped
 
-        None when only an event can change that: nothing queued, a request in flight
-        (its answer wakes the driver), or EndTxn / the bump waiting for the batches (a
-        batch settling wakes it). Pass the same `now` and `batches_unfinished` as to
-        `next_request`: a due head is then never mistaken for a blocked one (that
-        mix-up made the driver wait forever; simulations/regressions/
-        transactional-lite-1100.toml)."""
-        head = self._head()
-        if head is None or self._in_flight is not None:
-            return None
-        if head.not_before <= now and self._waits_for_batches(head, batches_unfinished):
-            return None
-        return max(0.0, head.not_before - now)
+    def take_all(self) -> list[Work]:
+        """Empty the queue (the transaction failed fatally); returns what was queued."""
+        queue, self._queue = self._queue, []
+        return queue
 
-    def _waits_for_batches(self, work: Work, batches_unfinished: bool) -> bool:
-        """EndTxn and the epoch bump go only once every batch is settled (Java)."""
-        ending = work.kind is K.END_TXN or (work.kind is K.INIT_PRODUCER_ID and work.bump)
-        return ending and (batches_unfinished or bool(self.pending_partitions))
+    def retry(self, work: Work, now: float, backoff: float | None = None) -> None:
+        """Queue `work` again after `backoff` (None: retry_backoff, growing)."""
+        work.attempts += 1
+        if backoff is None:
+            backoff = min(
+                self.retry_backoff * (1 << min(max(work.attempts - 1, 0), 30)),
+                self.retry_backoff_max,
+            )
+        work.not_before = now + backoff
+        self.enqueue(work)
 
-    def next_request(self, now: float, *, batches_unfinished: bool = False) -> TxnRequest | None:
-        """The next coordinator request to send, or None (nothing to do now)."""
-        if self._in_flight is not None or self.state is TxnState.FATAL_ERROR:
-            return None
-        if (
-            self.new_partitions
-            and self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING)
-            and not any(w.kind is K.ADD_PARTITIONS for w in self._queue)
-        ):
-            self.enqueue(Work(K.ADD_PARTITIONS, Priority.ADD_PARTITIONS_OR_OFFSETS))
-        while (work := self._head()) is not None:
-            if work.not_before > now:
-                return None
-            if self._waits_for_batches(work, batches_unfinished):
-                return None
-            if work.kind is K.END_TXN and self._end_locally(work):
-                continue
-            if work.kind is not K.FIND_COORDINATOR:
-                coordinator = self._coordinator_for(work)
-                if coordinator is None:
-                    self.lookup_coordinator(work.key_type, work.key or self.transactional_id)
-                    continue
-            else:
-                coordinator = None
-            request = self._build(work, coordinator)
-            if request is None:
-                continue  # the build failed fatally or found nothing to send
-            self._queue.remove(work)
-            self._in_flight = request
-            return request
-        return None
+    # -- coordinators -------------------------------------------------------------------
 
-    def _coordinator_for(self, work: Work) -> Coordinator | None:
+    def coordinator_for(self, work: Work) -> Coordinator | None:
         if work.key_type is CoordinatorType.GROUP:
             return self.group_coordinators.get(work.key)
         return self.coordinator
+
+    def coordinator_found(self, key_type: CoordinatorType, key: str, found: Coordinator) -> None:
+        if key_type is CoordinatorType.GROUP:
+            self.group_coordinators[key] = found
+        else:
+            self.coordinator = found
 
     def lookup_coordinator(self, key_type: CoordinatorType, key: str) -> None:
         """Forget the coordinator and queue a FindCoordinator for it (once)."""
@@ -192,38 +170,19 @@ class TxnRequestQueue:
             Work(K.FIND_COORDINATOR, Priority.FIND_COORDINATOR, key_type=key_type, key=key)
         )
 
-    def _end_locally(self, work: Work) -> bool:
-        """EndTxn needs no request: nothing was added, or the bump replaces it."""
-        if work.settle:
-            return False  # the transaction is cleared, but the coordinator may hold it
-        plan = self.abort_plan
-        if plan is AbortPlan.BUMP_INSTEAD or (
-            plan is AbortPlan.END_TXN_THEN_BUMP and not self.transaction_started
-        ):
-            self._queue.remove(work)
-            self.enqueue(self.bump_work())
-            return True
-        if self.transaction_started:
-            return False
-        self._queue.remove(work)
-        self.finish_transaction()
-        return True
+    # -- sending and answers ------------------------------------------------------------
 
-    def bump_work(self) -> Work:
-        return Work(K.INIT_PRODUCER_ID, Priority.EPOCH_BUMP, bump=True)
-
-    def _build(self, work: Work, coordinator: Coordinator | None) -> TxnRequest | None:
-        version = self.version_of(work.kind)
-        if version is None or (work.kind is K.FIND_COORDINATOR and version < 1):
-            self.set_fatal(
-                FatalBrokerError(
-                    ErrorCode.UNSUPPORTED_VERSION,
-                    f"the broker does not support {work.kind.value} at a version "
-                    "a transactional producer can use",
-                )
-            )
-            return None
-        tid, pid, epoch = self.transactional_id, self.producer_id, self.producer_epoch
+    def start(
+        self,
+        work: Work,
+        coordinator: Coordinator | None,
+        version: int,
+        ids: tuple[str, int, int],
+        transaction_timeout: float,
+    ) -> TxnRequest:
+        """Build the request for `work` (taken off the queue) with `ids` (transactional
+        id, producer id, epoch) and put it in flight."""
+        tid, pid, epoch = ids
         message: Any
         match work.kind:
             case K.FIND_COORDINATOR:
@@ -233,15 +192,8 @@ class TxnRequestQueue:
                     # Pre-KIP-360 coordinators bump the epoch of a known transactional
                     # id on any InitProducerId; they just cannot check it is us.
                     pid, epoch = -1, -1
-                message = build.init_producer_id(tid, self.transaction_timeout, pid, epoch)
+                message = build.init_producer_id(tid, transaction_timeout, pid, epoch)
             case K.ADD_PARTITIONS:
-                if not work.partitions:
-                    work.partitions = frozenset(self.new_partitions)
-                    self.pending_partitions |= work.partitions
-                    self.new_partitions.clear()
-                if not work.partitions:
-                    self._queue.remove(work)
-                    return None
                 message = build.add_partitions_to_txn(tid, pid, epoch, work.partitions, version)
             case K.ADD_OFFSETS:
                 assert work.group is not None
@@ -251,48 +203,17 @@ class TxnRequestQueue:
                 message = build.txn_offset_commit(tid, pid, epoch, work.group, work.offsets)
             case K.END_TXN:
                 message = build.end_txn(tid, pid, epoch, work.committed)
-        return TxnRequest(work.kind, message, version, coordinator, work, pid, epoch)
+        self._queue.remove(work)
+        self.in_flight = TxnRequest(work.kind, message, version, coordinator, work, pid, epoch)
+        return self.in_flight
 
-    def _backoff(self, attempts: int) -> float:
-        return min(
-            self.retry_backoff * (1 << min(max(attempts - 1, 0), 30)), self.retry_backoff_max
-        )
-
-    def retry_work(self, work: Work, now: float, backoff: float | None = None) -> None:
-        """Queue `work` again after `backoff` (None: retry_backoff, growing)."""
-        if (
-            self.state in (TxnState.ABORTING, TxnState.ABORTABLE_ERROR)
-            and work.kind in (K.ADD_PARTITIONS, K.ADD_OFFSETS, K.TXN_OFFSET_COMMIT)
-            and not (work.kind is K.ADD_PARTITIONS and work.unanswered)
-        ):
-            # An AddPartitionsToTxn that went unanswered is resent even so (Java): until
-            # one is answered the coordinator's state is unknown, and Kafka answers a v1
-            # EndTxn(abort) INVALID_TXN_STATE (fatal) in Empty or CompleteCommit, where a
-            # lost add leaves it (chaos transactional on mock, seed 1).
-            self.pending_partitions -= work.partitions
-            if work.result is not None:
-                work.result.set_error(TransactionAbortedError("the transaction is being aborted"))
-            return
-        work.attempts += 1
-        work.not_before = now + (self._backoff(work.attempts) if backoff is None else backoff)
-        self.enqueue(work)
-
-    def _drop_queued(self, error: KafkaError) -> None:
-        """Drop queued transaction work (keep coordinator lookups, bumps and the resend
-        of an unanswered AddPartitionsToTxn: see `_retry`)."""
-        keep: list[Work] = []
-        for work in self._queue:
-            if (
-                work.kind is K.FIND_COORDINATOR
-                or (work.kind is K.INIT_PRODUCER_ID and work.bump)
-                or (work.kind is K.ADD_PARTITIONS and work.unanswered)
-            ):
-                keep.append(work)
-            else:
-                self.pending_partitions -= work.partitions
-                if work.result is not None:
-                    work.result.set_error(error)
-        self._queue = keep
+    def answered(self, request: TxnRequest) -> bool:
+        """`request` got its answer (or its failure): False when it is stale (not the
+        request in flight), which is then ignored."""
+        if request is not self.in_flight:
+            return False
+        self.in_flight = None
+        return True
 
 
 __all__ = ["TxnRequestQueue"]

@@ -181,6 +181,11 @@ class Work:
     offsets: dict[TopicPartition, OffsetAndMetadata] = attrs.field(factory=dict)
 
 
+def bump_work() -> Work:
+    """The epoch-bumping InitProducerId (KIP-360), queued after everything else."""
+    return Work(TxnRequestKind.INIT_PRODUCER_ID, Priority.EPOCH_BUMP, bump=True)
+
+
 @attrs.define(eq=False)
 class TxnRequest:
     """A coordinator request to send: `message` at `version` to `coordinator` (None:
@@ -222,4 +227,5 @@ __all__ = [
     "TxnResult",
     "TxnUpdate",
     "Work",
+    "bump_work",
 ]

@@ -321,7 +321,11 @@ class Gather(bytearray):
     def parts(self) -> list[bytes | bytearray | memoryview]:
         if not self.finished:
             return [self]
-        parts = self.finished
+        # Handed out, and forgotten here: a list holding this buffer must not be this
+        # buffer's own `finished`, or the two form a reference cycle that keeps the
+        # frame's record batches alive until a full garbage collection (in a process
+        # with many long-lived objects, hundreds of MiB of sent batches).
+        parts, self.finished = self.finished, []
         if self:
             parts.append(self)
         return parts

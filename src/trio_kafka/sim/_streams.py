@@ -5,8 +5,9 @@ writer's `SimStream` appends chunks (each with its delivery time and what happen
 arrives), the network's delivery timer for that pipe moves due chunks into `readable`,
 and the reader's `SimStream` consumes `readable`. Every waiter on a pipe (reader, writer)
 parks on the pipe's one `ParkingLot` and re-checks its condition when woken, so a state
-change only has to `unpark_all`. Decisions (faults, latencies) are the network's; this
-module only keeps state and implements the `trio.abc.HalfCloseableStream` contract.
+change only has to `unpark_all`. Decisions (faults, latencies) are the network's
+(`_delivery.py`); this module only keeps state and implements the
+`trio.abc.HalfCloseableStream` contract.
 """
 
 from __future__ import annotations
@@ -98,9 +99,13 @@ class Pipe:
     #: The network's timer that delivers the head chunk when it is due (None: nothing
     #: queued, or delivery stopped by a clog, a black hole or the end of the pipe).
     timer: Timer | None = None
+    #: The text of the key (connection key, direction) that this pipe's per-chunk and
+    #: per-write draws start with (`rand.key_head`; set by the network).
+    key_head: str = ""
 
     def wake_all(self) -> None:
-        self.lot.unpark_all()
+        if self.lot:
+            self.lot.unpark_all()
 
     @property
     def finished(self) -> bool:
@@ -133,6 +138,8 @@ class Connection:
     black_holed: bool = False
     #: Set when the connection reset, for the trace and `reset_connections`.
     reset: bool = False
+    #: The text of `key` that per-write draws start with (`rand.key_head`).
+    key_head: str = ""
 
     @property
     def address(self) -> Address:
@@ -143,8 +150,8 @@ class Connection:
 
 
 class StreamNetwork(Protocol):
-    """What a `SimStream` asks of the network that made it (`network.SimNetwork`), so
-    that this module does not import the network that imports it."""
+    """What a `SimStream` asks of the network that made it (`_delivery.Delivery`, the
+    network's pipes), so that this module does not import the modules that import it."""
 
     @property
     def window(self) -> int:
@@ -244,12 +251,17 @@ class SimStream(trio.abc.HalfCloseableStream):
                     raise trio.ClosedResourceError("this end of the connection is closed")
                 if self.broken or inp.broken:
                     raise trio.BrokenResourceError("connection reset")
-                if inp.readable:
-                    n = len(inp.readable) if max_bytes is None else max_bytes
-                    data = bytes(inp.readable[:n])
-                    del inp.readable[:n]
+                readable = inp.readable
+                if readable:
+                    if max_bytes is None or max_bytes >= len(readable):
+                        data = bytes(readable)
+                        readable.clear()
+                    else:
+                        data = bytes(readable[:max_bytes])
+                        del readable[:max_bytes]
                     inp.unacked -= len(data)
-                    inp.lot.unpark_all()
+                    if inp.lot:  # a writer waits for room
+                        inp.lot.unpark_all()
                     if not parked:
                         await trio.lowlevel.cancel_shielded_checkpoint()
                     return data

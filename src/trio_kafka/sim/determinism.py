@@ -6,8 +6,9 @@ trio are not, by default:
 - time: `_timers.VirtualClock` replaces the wall clock and `_timers.VirtualTimers` (an
   instrument) jumps it to the next deadline or simulator timer whenever every task is
   blocked, so a run takes virtual seconds, not real ones (as `MockClock`'s autojump
-  does, without its idle round per jump; the runner's run queue, idle waiters and
-  deadlines it reads are private, checked here too);
+  does, without its idle round per jump, and without an I/O poll per round; the
+  runner's run queue, idle waiters, deadlines, I/O manager and entry queue it reads are
+  private, checked here too);
 - the scheduler: trio shuffles each batch of runnable tasks with a private module-level
   `random.Random` (`trio._core._run._r`) unless `_ALLOW_DETERMINISTIC_SCHEDULING` is set,
   in which case it sorts the batch by task creation order and shuffles it with `_r`. We set
@@ -56,10 +57,40 @@ def check_trio_hooks() -> None:
         else set()
     )
     missing += [
-        f"Runner.{name}" for name in ("runq", "waiting_for_idle", "deadlines") if name not in fields
+        f"Runner.{name}"
+        for name in (
+            "runq",
+            "waiting_for_idle",
+            "deadlines",
+            "io_manager",
+            "entry_queue",
+            "instruments",
+        )
+        if name not in fields
+    ]
+    # What `_timers._SimulatedIO` reads of the entry queue (its pending callbacks).
+    from trio._core import _entry_queue
+
+    queue_class: Any = getattr(_entry_queue, "EntryQueue", None)
+    queue_fields = (
+        {f.name for f in attrs.fields(queue_class)}
+        if isinstance(queue_class, type) and attrs.has(queue_class)
+        else set()
+    )
+    missing += [
+        f"EntryQueue.{name}" for name in ("queue", "idempotent_queue") if name not in queue_fields
     ]
     if not hasattr(getattr(_run, "Deadlines", None), "next_deadline"):
         missing.append("Deadlines.next_deadline")
+    # What `_timers._Instruments` borrows of trio's instruments (methods that read `data`).
+    from trio._core import _instrumentation
+
+    instruments: Any = getattr(_instrumentation, "Instruments", None)
+    missing += [
+        f"Instruments.{name}"
+        for name in ("add_instrument", "remove_instrument", "call")
+        if not hasattr(instruments, name)
+    ]
     if not hasattr(_run, "GLOBAL_RUN_CONTEXT"):
         missing.append("GLOBAL_RUN_CONTEXT")
     if missing:

@@ -44,6 +44,10 @@ from trio_kafka.producer import Acknowledged, Ambiguous, Failed
 # ---------------------------------------------------------------------------------------
 # Operations
 
+#: `json.dumps(d, sort_keys=True, separators=(",", ":"))` with one encoder for every
+#: event (`dumps` builds a new encoder per call when given options).
+_canonical_json = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
 
 @attrs.frozen(slots=True)
 class Produce:
@@ -351,7 +355,7 @@ class History:
             d["id"] = event.op_id
             if event.time is not None:
                 d["time"] = event.time
-            lines.append(json.dumps(d, sort_keys=True, separators=(",", ":")))
+            lines.append(_canonical_json(d))
         return lines
 
     def trace(self) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import random
 import struct
+from hashlib import blake2b
 
 _SCALE = 2.0**-64
 
@@ -30,6 +31,7 @@ def _digest(seed: int, site: str, key: tuple[object, ...]) -> bytes:
 
 
 _Q = struct.Struct(">Q")
+_unpack_q = _Q.unpack_from
 
 
 class Draws:
@@ -46,12 +48,32 @@ class Draws:
         """A float in [0, 1) for this site and key."""
         # `_digest` inlined: every chunk and write of a run draws (hot).
         data = self._prefix + f"{site}\x00{key!r}".encode()
-        (n,) = _Q.unpack_from(hashlib.blake2b(data, digest_size=16).digest())
-        return float(n * _SCALE)
+        n: int = _unpack_q(blake2b(data, digest_size=16).digest())[0]
+        return n * _SCALE
+
+    def uniform_keyed(self, site: str, key_repr: str) -> float:
+        """`uniform(site, *key)` given `repr(key)`: for callers that draw for many keys
+        sharing their first items, whose text they keep (see `key_head`)."""
+        data = self._prefix + f"{site}\x00{key_repr}".encode()
+        n: int = _unpack_q(blake2b(data, digest_size=16).digest())[0]
+        return n * _SCALE
 
     def chance(self, probability: float, site: str, *key: object) -> bool:
         """True with the given probability, for this site and key."""
-        return probability > 0.0 and self.uniform(site, *key) < probability
+        if probability <= 0.0:
+            return False
+        # `uniform` inlined (every fault decision draws: hot).
+        data = self._prefix + f"{site}\x00{key!r}".encode()
+        n: int = _unpack_q(blake2b(data, digest_size=16).digest())[0]
+        return n * _SCALE < probability
+
+    def chance_keyed(self, probability: float, site: str, key_repr: str) -> bool:
+        """`chance(probability, site, *key)` given `repr(key)` (see `uniform_keyed`)."""
+        if probability <= 0.0:
+            return False
+        data = self._prefix + f"{site}\x00{key_repr}".encode()
+        n: int = _unpack_q(blake2b(data, digest_size=16).digest())[0]
+        return n * _SCALE < probability
 
     def randint(self, low: int, high: int, site: str, *key: object) -> int:
         """An int in [low, high], for this site and key."""
@@ -66,3 +88,16 @@ class Draws:
 
     def __repr__(self) -> str:
         return f"<Draws seed={self.seed}>"
+
+
+def key_head(*items: object) -> str:
+    """The text of a key's first items (two at least), to which `keyed` adds the last:
+    `keyed(key_head(a, b), c) == repr((a, b, c))`."""
+    if len(items) < 2:
+        raise ValueError("a key head needs two items at least (a 1-tuple's repr differs)")
+    return repr(items)[:-1]
+
+
+def keyed(head: str, last: object) -> str:
+    """`repr` of the key whose first items `head` renders, then `last`."""
+    return f"{head}, {last!r})"

@@ -19,19 +19,19 @@ Phases: the workload runs while faults may fire (until `plan.fault_phase_end`); 
 run heals (no fault fires any more, crashed brokers come back, clogs run out) and the
 final reads (read_committed and read_uncommitted, through `PartitionReader` over a fresh
 connection) happen. All of it under the profile's virtual-time budget: running out is a
-liveness violation. Then `check(history, snapshot, committed_reads=...)`, plus one check
-of our own: a read_uncommitted read returns exactly the data records of the log.
+liveness violation. Then (`_results.finish`) `check(history, snapshot,
+committed_reads=...)`, plus checks of our own: a read_uncommitted read returns exactly the
+data records of the log; a history has operations, and they explain every record.
 
-A run returns a `RunOutput`: the picklable `SeedResult` summary (what the CLI and the
-worker processes pass around) and, in process, the history, the check, the fault log and
-the full trace (history, faults, network, reads) the determinism check compares.
+A run returns a `RunOutput` (`_results.py`): the picklable `SeedResult` summary (what the
+CLI and the worker processes pass around) and, in process, the history, the check, the
+fault log and the full trace (history, faults, network, reads) the determinism check
+compares. This module executes the seed; `_results.py` builds what it comes to.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -42,8 +42,18 @@ import trio
 from trio_kafka.broker import Cluster
 from trio_kafka.client import PartitionReader, Producer, open_producer
 from trio_kafka.net import KafkaSelector, open_selector
+from trio_kafka.sim._results import (
+    EXCEPTION,
+    NO_OPERATIONS,
+    READ_MISMATCH,
+    UNEXPLAINED_RECORDS,
+    Outcome,
+    RunOutput,
+    SeedResult,
+    finish,
+)
 from trio_kafka.sim._timers import VirtualClock, current_timers
-from trio_kafka.sim.checker import CheckResult, Violation, ViolationKind, check
+from trio_kafka.sim.checker import Violation, ViolationKind
 from trio_kafka.sim.cluster_faults import BROKER_PORT, ClusterFaults, broker_host
 from trio_kafka.sim.determinism import run_seeded
 from trio_kafka.sim.faults import (
@@ -52,14 +62,12 @@ from trio_kafka.sim.faults import (
     FaultDecider,
     FaultIdentity,
     FaultKind,
-    FaultLog,
     FaultPlan,
     Profile,
 )
-from trio_kafka.sim.history import CasAppend, History, Produce, Status
+from trio_kafka.sim.history import History
 from trio_kafka.sim.network import SimNetwork, open_sim_network
 from trio_kafka.sim.rand import Draws
-from trio_kafka.sim.snapshot import LogSnapshot, snapshot_cluster
 from trio_kafka.sim.workloads import RecordingContext, Workload, get_workload
 
 #: Virtual wall clock of a run: 2023-11-14, plus trio's virtual seconds.
@@ -91,78 +99,6 @@ _CLUSTER_TICK = 1.0
 #: violation. (Each round runs at least one task step while tasks spin.)
 MAX_ROUNDS = 400_000
 LIVELOCK = "livelock"
-
-# Extra failure classes besides the checker's `ViolationKind` values.
-EXCEPTION = "exception"
-READ_MISMATCH = "read-mismatch"
-#: The workload recorded no operation: nothing was checked, so the seed cannot pass.
-NO_OPERATIONS = "no-operations"
-#: A declared topic holds records although no operation of the history wrote to it.
-UNEXPLAINED_RECORDS = "unexplained-records"
-
-
-@attrs.frozen(slots=True)
-class SeedResult:
-    """What one seed did, in plain values (picklable, JSON-able)."""
-
-    workload: str
-    seed: int
-    profile: str
-    #: Rendered violations, in the checker's order, then the runner's own.
-    violations: tuple[str, ...]
-    #: The class of each violation (a `ViolationKind` value, "exception", ...).
-    classes: tuple[str, ...]
-    #: The class a minimizer keeps failing (None: the seed passed).
-    failure_class: str | None
-    #: Faults fired per kind (kind value -> count; every kind listed).
-    faults: Mapping[str, int]
-    #: BUGGIFY sites that fired at least once.
-    buggify_sites: tuple[str, ...]
-    #: Operations per final status ("ok", "fail", "info", "pending").
-    ops: Mapping[str, int]
-    virtual_time: float
-    wall_time: float
-    trace_digest: str
-    #: Every distinct fault identity fired, as canonical JSON (for minimizing).
-    fired: tuple[str, ...]
-    #: The replay's fault restriction (None: the seed's swarm plan).
-    restricted: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return self.failure_class is None
-
-    def fired_identities(self) -> tuple[FaultIdentity, ...]:
-        return tuple(FaultIdentity.from_json(f) for f in self.fired)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "workload": self.workload,
-            "seed": self.seed,
-            "profile": self.profile,
-            "violations": list(self.violations),
-            "classes": list(self.classes),
-            "failure_class": self.failure_class,
-            "faults": dict(self.faults),
-            "buggify_sites": list(self.buggify_sites),
-            "ops": dict(self.ops),
-            "virtual_time": self.virtual_time,
-            "wall_time": self.wall_time,
-            "trace_digest": self.trace_digest,
-            "restricted": self.restricted,
-        }
-
-
-@attrs.frozen(slots=True)
-class RunOutput:
-    """A run in full (in process only)."""
-
-    result: SeedResult
-    history: History
-    check: CheckResult | None
-    fault_log: FaultLog
-    #: The canonical trace (history, faults, network when traced, reads, check).
-    trace: str
 
 
 @attrs.define(eq=False)
@@ -226,22 +162,15 @@ def _wall_clock() -> float:
     return EPOCH + trio.current_time()
 
 
-def _broker_clock() -> int:
-    return int((EPOCH + trio.current_time()) * 1000)
+def _broker_clock(clock: VirtualClock) -> Callable[[], int]:
+    """The brokers' wall clock in milliseconds (every request reads it): the virtual
+    clock's time from `EPOCH`, as `trio.current_time()` would give it, minus two calls."""
+    now = clock.current_time
 
+    def broker_clock() -> int:
+        return int((EPOCH + now()) * 1000)
 
-@attrs.define(eq=False)
-class _Outcome:
-    """What the async part of a run leaves for the synchronous part."""
-
-    history: History = attrs.field(factory=History)
-    cluster: Cluster | None = None
-    log: FaultLog | None = None
-    network_trace: str = ""
-    committed: dict[tuple[str, int], list[tuple[int, bytes | None]]] = attrs.field(factory=dict)
-    uncommitted: dict[tuple[str, int], list[tuple[int, bytes | None]]] = attrs.field(factory=dict)
-    extra: list[tuple[str, str]] = attrs.field(factory=list)
-    virtual_time: float = 0.0
+    return broker_clock
 
 
 def run_seed(
@@ -259,14 +188,14 @@ def run_seed(
     prof = PROFILES[profile] if isinstance(profile, str) else profile
     allowed = None if faults is None else frozenset(faults)
     started = time.perf_counter()
-    out = _Outcome()
+    out = Outcome()
 
     async def main(clock: VirtualClock) -> None:
         await _simulate(spec, seed, prof, allowed, rates, trace, out)
 
     run_seeded(main, seed=seed)
     wall = time.perf_counter() - started
-    return _finish(spec, seed, prof, allowed is not None, out, wall, trace)
+    return finish(spec, seed, prof, allowed is not None, out, wall, trace)
 
 
 async def _simulate(
@@ -276,7 +205,7 @@ async def _simulate(
     allowed: frozenset[FaultIdentity] | None,
     rates: Mapping[FaultKind, float] | None,
     trace: bool,
-    out: _Outcome,
+    out: Outcome,
 ) -> None:
     draws = Draws(seed)
     if rates is None:
@@ -289,7 +218,9 @@ async def _simulate(
     out.log = decider.log
     nonce = iter(range(1, 1 << 62))
     cluster = Cluster.create(
-        BROKERS, clock=_broker_clock, sasl_nonce=lambda: f"sim-nonce-{next(nonce)}"
+        BROKERS,
+        clock=_broker_clock(current_timers().clock),
+        sasl_nonce=lambda: f"sim-nonce-{next(nonce)}",
     )
     out.cluster = cluster
     for name, partitions in spec.topics.items():
@@ -380,7 +311,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 async def _final_reads(
-    net: SimNetwork, spec: Workload, bootstrap: str, draws: Draws, out: _Outcome
+    net: SimNetwork, spec: Workload, bootstrap: str, draws: Draws, out: Outcome
 ) -> None:
     async with open_selector(
         bootstrap,
@@ -399,147 +330,6 @@ async def _final_reads(
                     into[(topic, p)] = [(r.offset, r.value) for r in records]
 
 
-def _finish(
-    spec: Workload,
-    seed: int,
-    profile: Profile,
-    restricted: bool,
-    out: _Outcome,
-    wall: float,
-    trace: bool,
-) -> RunOutput:
-    assert out.cluster is not None and out.log is not None
-    snapshot = snapshot_cluster(out.cluster)
-    result: CheckResult | None = None
-    violations: list[tuple[str, str]] = []
-    try:
-        result = check(out.history, snapshot, committed_reads=out.committed or None)
-        violations += [(v.kind.value, v.render()) for v in result.violations]
-    except ValueError as exc:
-        violations.append((EXCEPTION, f"check refused the history: {exc}"))
-    if out.uncommitted:
-        mismatch = _uncommitted_mismatch(snapshot, out.uncommitted)
-        if mismatch:
-            violations.append((READ_MISMATCH, mismatch))
-    violations += out.extra
-    violations += _unchecked(spec, out.history, snapshot)
-    failure_class = _failure_class(result, [k for k, _ in violations])
-    counts = out.log.count_by_kind()
-    fired = out.log.identities()
-    sites = tuple(sorted({i.site for i in fired if i.kind is FaultKind.BUGGIFY}))
-    ops = dict.fromkeys((s.value for s in Status), 0)
-    for op in out.history:
-        ops[op.status.value] += 1
-    text = _trace_text(out, snapshot, [r for _, r in violations], network=trace)
-    # Without the network section: a traced and an untraced run of a seed share it.
-    digest = hashlib.blake2b(
-        _trace_text(out, snapshot, [r for _, r in violations], network=False).encode()
-        if trace
-        else text.encode(),
-        digest_size=16,
-    ).hexdigest()
-    summary = SeedResult(
-        workload=spec.name,
-        seed=seed,
-        profile=profile.name,
-        violations=tuple(r for _, r in violations),
-        classes=tuple(k for k, _ in violations),
-        failure_class=failure_class,
-        faults={k.value: n for k, n in counts.items()},
-        buggify_sites=sites,
-        ops=ops,
-        virtual_time=out.virtual_time,
-        wall_time=wall,
-        trace_digest=digest,
-        fired=tuple(i.to_json() for i in fired),
-        restricted=restricted,
-    )
-    return RunOutput(summary, out.history, result, out.log, text)
-
-
-def _unchecked(spec: Workload, history: History, snapshot: LogSnapshot) -> list[tuple[str, str]]:
-    """What the checker cannot see: a history without operations (a workload that never
-    sent, or sent without recording: every seed would pass), and records in a declared
-    topic that no operation wrote to (the checker's I1 covers the topics ops name)."""
-    if len(history) == 0:
-        return [
-            (
-                NO_OPERATIONS,
-                f"workload {spec.name!r} recorded no operation, so nothing was checked: "
-                "record each send with ctx.track_send (or ctx.history.invoke/complete), "
-                "and keep sending until ctx.fault_phase_end on trio's clock "
-                "(trio.current_time(), not ctx.wall_clock())",
-            )
-        ]
-    written = {o.op.topic for o in history if isinstance(o.op, Produce | CasAppend)}
-    out = []
-    for part in snapshot.partitions:
-        if part.topic not in spec.topics or part.topic in written:
-            continue
-        records = sum(b.record_count for b in part.batches if not b.is_control)
-        if records:
-            out.append(
-                (
-                    UNEXPLAINED_RECORDS,
-                    f"{part.topic}-{part.partition} holds {records} record(s) but no "
-                    "operation of the history wrote to this topic: record every send",
-                )
-            )
-    return out
-
-
-def _failure_class(result: CheckResult | None, kinds: list[str]) -> str | None:
-    if result is not None and result.failure_class is not None:
-        return result.failure_class.value
-    return kinds[0] if kinds else None
-
-
-def _uncommitted_mismatch(
-    snapshot: LogSnapshot, reads: Mapping[tuple[str, int], list[tuple[int, bytes | None]]]
-) -> str | None:
-    for part in snapshot.partitions:
-        tp = (part.topic, part.partition)
-        if tp not in reads:
-            continue
-        expected = [
-            (r.offset, r.value) for b in part.batches if not b.is_control for r in b.records
-        ]
-        if reads[tp] != expected:
-            return (
-                f"read_uncommitted of {tp[0]}-{tp[1]} returned {len(reads[tp])} records, "
-                f"the log holds {len(expected)} data records"
-            )
-    return None
-
-
-def _trace_text(
-    out: _Outcome, snapshot: LogSnapshot, violations: list[str], *, network: bool
-) -> str:
-    """The run's canonical trace: what two runs of one seed must agree on, byte for byte.
-    The network section is there only when the run was traced (it is long)."""
-    assert out.log is not None
-    parts = ["# history\n", out.history.trace(), "# faults\n"]
-    parts += [line + "\n" for line in out.log.lines()]
-    if network:
-        parts += ["# network\n", out.network_trace]
-    parts.append("# log\n")
-    for part in snapshot.partitions:
-        batches = [
-            [b.base_offset, b.producer_id, b.producer_epoch, b.base_sequence, b.record_count]
-            for b in part.batches
-        ]
-        parts.append(json.dumps([part.topic, part.partition, part.log_end_offset, batches]) + "\n")
-    parts.append("# reads\n")
-    for label, reads in (("committed", out.committed), ("uncommitted", out.uncommitted)):
-        for (topic, p), records in sorted(reads.items()):
-            values = [[o, None if v is None else v.decode("latin-1")] for o, v in records]
-            parts.append(json.dumps([label, topic, p, values]) + "\n")
-    parts.append("# check\n")
-    parts += [v + "\n" for v in violations]
-    parts.append(f"# end {out.virtual_time!r}\n")
-    return "".join(parts)
-
-
 def still_fails(
     workload: str, seed: int, profile: str, failure_class: str
 ) -> Callable[[tuple[FaultIdentity, ...]], bool]:
@@ -556,8 +346,10 @@ __all__ = [
     "EXCEPTION",
     "LIVELOCK",
     "MAX_ROUNDS",
+    "NO_OPERATIONS",
     "PRODUCER_DEFAULTS",
     "READ_MISMATCH",
+    "UNEXPLAINED_RECORDS",
     "RunOutput",
     "SeedResult",
     "Violation",

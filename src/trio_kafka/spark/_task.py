@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import resource
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -94,6 +95,8 @@ class PartitionReport:
     peak_rss_kib: int = 0
     #: Seconds from the partition's first chunk to its end (hand-off included).
     seconds: float = 0.0
+    #: The Python worker's CPU seconds meanwhile (all its threads: Arrow reads too).
+    cpu_seconds: float = 0.0
 
 
 def transactional_id(load_id: str, partition: int, attempt: int) -> str:
@@ -185,7 +188,7 @@ async def _load_one(
                 yield chunk
 
     txn_id = transactional_id(options.load_id, partition, attempt)
-    started = trio.current_time()
+    started, cpu = trio.current_time(), time.process_time()
     result = await load_partition(loader, partition, chunks(), transactional_id=txn_id)
     reports.append(
         PartitionReport(
@@ -199,6 +202,7 @@ async def _load_one(
             result.transaction,
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
             trio.current_time() - started,
+            time.process_time() - cpu,
         )
     )
 

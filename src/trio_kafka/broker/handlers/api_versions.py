@@ -45,11 +45,18 @@ def _api_keys() -> tuple[ApiVersion, ...]:
 
 
 def handle(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
+    return _answer(ctx.state.options.transaction_version)
+
+
+@functools.cache
+def _answer(tv: int) -> ApiVersionsResponse:
+    # One object per transaction version (the answer depends on nothing else), which
+    # the connection shell encodes once (`_server._api_versions_frame`). Nobody mutates
+    # a response: handlers build new ones.
     features = [
         SupportedFeatureKey(name=CAS_FEATURE, min_version=1, max_version=CAS_FEATURE_VERSION)
     ]
     finalized = []
-    tv = ctx.state.options.transaction_version
     if tv >= 2:
         features.append(
             SupportedFeatureKey(name="transaction.version", min_version=0, max_version=2)

@@ -1,0 +1,98 @@
+"""The values of the load pipeline (producer/_load.py): its backends, the steps it tells
+the shell to take, and its batches, sealed (`LoadBatch`) and open (`OpenLoadBatch`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from itertools import repeat
+
+import attrs
+
+from trio_kafka.records import BatchBuilder
+
+#: Default batch size of a load (the broker's default max.message.bytes is 1 MiB).
+DEFAULT_BATCH_BYTES = 512 * 1024
+#: The headers of a checkpoint record.
+CheckpointHeaders = tuple[tuple[str, bytes], tuple[str, bytes]]
+
+
+class Backend(enum.Enum):
+    """How a load makes its writes exactly once (see docs/cas.md)."""
+
+    CAS = "exactly_once_cas"
+    TRANSACTIONS = "transactional"
+
+
+class Step(enum.Enum):
+    """What the shell does after `on_answer` / `on_read`."""
+
+    ACKNOWLEDGED = "acknowledged"  # the batch is done; go on
+    IGNORED = "ignored"  # an answer drained during a rewind
+    RETRY = "retry"  # rewinding: wait `poll_delay`, maybe refresh, then `next_send`
+    READ = "read"  # read the record at `read_offset(batch)`, then `on_read`
+    FAIL = "fail"  # raise `pipeline.error`
+
+
+class BatchState(enum.Enum):
+    UNSENT = "unsent"
+    IN_FLIGHT = "in-flight"
+    ACKNOWLEDGED = "acknowledged"
+
+
+@attrs.define(eq=False, slots=True)
+class LoadBatch:
+    """A sealed batch (CAS) or chunk (transactions) of one partition's rows."""
+
+    first_row: int
+    last_row: int
+    count: int
+    size: int
+    #: CAS: the encoded records (rebuilt with new header fields on a new producer id).
+    builder: BatchBuilder | None
+    #: Transactions: the rows' values and keys (None: no row has a key), in row order;
+    #: the last row is the checkpoint and carries `headers`.
+    values: list[bytes | None] | None = None
+    keys: list[bytes | None] | None = None
+    headers: CheckpointHeaders | None = None
+    expected_offset: int = -1
+    base_sequence: int = -1
+    state: BatchState = BatchState.UNSENT
+    #: The wire bytes for (producer id, epoch, base sequence) `_built_for` (CAS).
+    data: bytes = b""
+    _built_for: tuple[int, int, int] = (-1, -1, -1)
+
+
+@attrs.define(eq=False)
+class OpenLoadBatch:
+    """The batch being filled: its rows' values and keys (None while no row has one),
+    first and last row, and estimated size."""
+
+    values: list[bytes | None] = attrs.Factory(list)
+    keys: list[bytes | None] | None = None
+    first_row: int = -1
+    last_row: int = -1
+    size: int = 0
+
+    def take(
+        self,
+        rows: Sequence[int],
+        keys: Sequence[bytes | None] | None,
+        values: Sequence[bytes | None],
+        start: int,
+        stop: int,
+        size: int,
+    ) -> None:
+        """Rows `start` to `stop - 1` of a run, `size` bytes in all."""
+        if not self.values:
+            self.first_row = rows[start]
+        if keys is not None:
+            if self.keys is None:
+                self.keys = [None] * len(self.values)
+            self.keys.extend(keys[start:stop])
+        elif self.keys is not None:
+            self.keys.extend(repeat(None, stop - start))
+        self.values.extend(values[start:stop])
+        self.last_row = rows[stop - 1]
+        self.size += size

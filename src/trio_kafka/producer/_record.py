@@ -1,0 +1,108 @@
+"""A record to produce, and the outcomes a record can end in.
+
+Every record ends in exactly one outcome: `Acknowledged` (in the log at an offset),
+`Failed` (not written) or `Ambiguous` (it may have been written). `Result` is the same
+three-way split for a whole batch (`ProducerBatch.result`); a record's outcome is its
+batch's, except where the broker named the record (`record_errors`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import attrs
+
+from trio_kafka.errors import AmbiguousError, KafkaError
+
+Headers = Sequence[tuple[str, bytes | None]]
+
+# Per-record overhead estimate (length, attributes, deltas, key/value lengths, header
+# count varints): an upper bound for small records, as Java's estimate is.
+RECORD_OVERHEAD = 16
+
+
+def headers_size(headers: Headers) -> int:
+    """The estimated bytes of a record's headers."""
+    return sum(len(k) + (len(v) if v else 0) + 4 for k, v in headers)
+
+
+class ProducerRecord(NamedTuple):
+    """One record to produce; `partition=None` lets the partitioner choose.
+
+    A named tuple (immutable; `record._replace(partition=3)` makes a changed copy): a
+    user building one per `send()` pays ~0.25 us for it, against ~0.6 us for a frozen
+    attrs class."""
+
+    topic: str
+    value: bytes | None
+    key: bytes | None = None
+    headers: Headers = ()
+    partition: int | None = None
+    #: Create time in ms since the epoch; None stamps it when appended.
+    timestamp: int | None = None
+
+
+class Acknowledged(NamedTuple):
+    """The record is in the log at `offset` (-1 when acks=0 or for a deduplicated
+    retry whose original offset the broker no longer knows).
+
+    A named tuple (immutable, compares by value, unpacks as `topic, partition, offset,
+    timestamp`): one is built per awaited record, and a tuple is the cheapest object
+    Python builds."""
+
+    topic: str
+    partition: int
+    offset: int
+    #: Create time, or the log append time when the topic uses LogAppendTime (ms).
+    timestamp: int
+
+
+@attrs.frozen(slots=True)
+class Failed:
+    """The record was not written; `error` says why."""
+
+    topic: str
+    partition: int
+    error: KafkaError
+
+
+@attrs.frozen(slots=True)
+class Ambiguous:
+    """The record may or may not have been written (`error` is an `AmbiguousError`)."""
+
+    topic: str
+    partition: int
+    error: AmbiguousError
+
+
+Outcome = Acknowledged | Failed | Ambiguous
+
+
+class Result(enum.Enum):
+    ACKNOWLEDGED = "acknowledged"
+    FAILED = "failed"
+    AMBIGUOUS = "ambiguous"
+
+
+class AmbiguousWriteError(AmbiguousError):
+    """A definite error arrived for a batch an earlier attempt of which may have landed."""
+
+    def __init__(self, message: str, cause: KafkaError) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+__all__ = [
+    "RECORD_OVERHEAD",
+    "Acknowledged",
+    "Ambiguous",
+    "AmbiguousWriteError",
+    "Failed",
+    "Headers",
+    "Outcome",
+    "ProducerRecord",
+    "Result",
+    "headers_size",
+]
