@@ -1,7 +1,8 @@
-"""Modules under ~500 lines, each with one job (issue 14), where that is done already:
-the simulator (`sim/`) and the command line (`_cli/`). A module that grows past the limit
-is a sign to split it by job (see how `sim/network.py`, `sim/runner.py` and
-`_cli/simulate.py` were split), not to raise the limit."""
+"""Modules under ~500 lines, each with one job (issue 14). A module that grows past the
+limit is a sign to split it by job (see how `sim/network.py`, `sim/runner.py`,
+`_cli/simulate.py`, `errors.py` and the producer's core were split), not to raise the
+limit. The few modules still over it are listed with the size they have now: they may
+shrink, never grow."""
 
 from __future__ import annotations
 
@@ -10,17 +11,47 @@ from pathlib import Path
 import trio_kafka
 
 LIMIT = 500
-#: Packages held to the limit (more join as issue 14 reaches them).
-PACKAGES = ("sim", "_cli")
+
+#: Still over the limit, each with why, at most this many lines.
+OVER: dict[str, int] = {
+    # the ProducerBatch class alone (its per-record fast fields) is ~420 lines
+    "producer/_batch.py": 505,
+    # the per-record append paths read the same dicts bound once
+    "producer/_accumulator.py": 510,
+    # TransactionRules sits beside the manager (they name each other)
+    "producer/_txn_manager.py": 517,
+    # CoreRules and ProducerCore name each other
+    "producer/_core.py": 523,
+    "net/_selector.py": 578,
+    # PartitionRead and PartitionReader name each other
+    "client/_reader.py": 633,
+    # the Producer class alone is ~600 lines
+    "client/_producer.py": 685,
+    # its partition tasks use producer._load's private types (allowed for _bulk only)
+    "client/_bulk.py": 785,
+}
 
 
 def _lines(path: Path) -> int:
     return len(path.read_text(encoding="utf-8").splitlines())
 
 
-def test_no_simulator_or_cli_module_is_over_the_limit() -> None:
+def _sizes() -> dict[str, int]:
     root = Path(trio_kafka.__file__).parent
-    modules = sorted(p for package in PACKAGES for p in (root / package).rglob("*.py"))
-    assert len(modules) > 20, f"found only {len(modules)} modules under {root}: wrong place?"
-    too_long = {str(p.relative_to(root)): n for p in modules if (n := _lines(p)) > LIMIT}
-    assert not too_long, f"modules over {LIMIT} lines (split them by job): {too_long}"
+    modules = sorted(root.rglob("*.py"))
+    assert len(modules) > 100, f"found only {len(modules)} modules under {root}: wrong place?"
+    return {p.relative_to(root).as_posix(): _lines(p) for p in modules}
+
+
+def test_no_module_is_over_the_limit_unless_listed() -> None:
+    too_long = {m: n for m, n in _sizes().items() if n > OVER.get(m, LIMIT)}
+    assert not too_long, (
+        f"modules over {LIMIT} lines, or a listed one grown past its size (split them by "
+        f"job): {too_long}"
+    )
+
+
+def test_the_list_names_only_modules_still_over_the_limit() -> None:
+    sizes = _sizes()
+    stale = {m: sizes.get(m) for m in OVER if sizes.get(m, 0) <= LIMIT}
+    assert not stale, f"no longer over {LIMIT} lines (or gone): drop them from OVER: {stale}"
