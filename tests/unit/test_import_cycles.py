@@ -15,11 +15,7 @@ import grimp
 import pytest
 
 #: The cycles that remain, each as the set of its modules (without "trio_kafka.").
-ALLOWED: set[frozenset[str]] = {
-    # The handler registry (handlers/__init__.py) lists ApiVersions, which advertises the
-    # registry's version ranges (a function-local import).
-    frozenset({"broker.handlers", "broker.handlers.api_versions"}),
-}
+ALLOWED: set[frozenset[str]] = set()
 
 
 def test_the_sans_io_core_has_no_cycle_at_all() -> None:

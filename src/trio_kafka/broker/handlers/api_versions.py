@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 
 from trio_kafka.broker._context import RequestContext
+from trio_kafka.broker.handlers._registry import OTHER_HANDLERS
 from trio_kafka.errors import ErrorCode
 from trio_kafka.protocol.messages.api_versions import (
     ApiVersion,
@@ -35,12 +36,12 @@ def api_keys() -> list[ApiVersion]:
 @functools.cache
 def _api_keys() -> tuple[ApiVersion, ...]:
     # Built once: the handler table is fixed once imported, and every connection asks
-    # (a simulated run opens a dozen connections per seed).
-    from trio_kafka.broker.handlers import HANDLERS
-
+    # (a simulated run opens a dozen connections per seed). Our own range beside the rest.
+    ranges = {key: (h.REQUEST.MIN_VERSION, h.max_version) for key, h in OTHER_HANDLERS.items()}
+    ranges[REQUEST.API_KEY] = (REQUEST.MIN_VERSION, REQUEST.MAX_VERSION)
     return tuple(
-        ApiVersion(api_key=key, min_version=h.REQUEST.MIN_VERSION, max_version=h.max_version)
-        for key, h in sorted(HANDLERS.items())
+        ApiVersion(api_key=key, min_version=low, max_version=high)
+        for key, (low, high) in sorted(ranges.items())
     )
 
 
