@@ -10,7 +10,7 @@ profile_produce.py` beside a plain run. `--profile` adds a cProfile of the secon
 `--backend asyncio` (or `uvloop`) runs the same rounds under `asyncio.run`.
 
     .venv/bin/python benchmarks/profile_produce.py [--records N] [--rounds R]
-        [--record-form] [--profile] [--backend trio|asyncio|uvloop]
+        [--record-form | --send-many] [--profile] [--backend trio|asyncio|uvloop]
 """
 
 from __future__ import annotations
@@ -58,7 +58,12 @@ class GcTimer:
 
 
 async def one_round(
-    bootstrap: str, topic: str, records: int, record_form: bool, gc_timer: GcTimer
+    bootstrap: str,
+    topic: str,
+    records: int,
+    record_form: bool,
+    gc_timer: GcTimer,
+    send_many: bool = False,
 ) -> str:
     value = b"x" * 100
     gc_timer.reset()
@@ -66,7 +71,10 @@ async def one_round(
     async with open_producer(bootstrap) as producer:
         send = producer.send
         sent = time.perf_counter()
-        if record_form:
+        handles: list[Any]  # RecordHandles, or one BulkDelivery
+        if send_many:  # one call for all the values; every outcome known once awaited
+            handles = [await producer.send_many([value] * records, topic=topic)]
+        elif record_form:
             handles = [await send(ProducerRecord(topic, value)) for _ in range(records)]
         else:
             handles = [await send(topic, value) for _ in range(records)]
@@ -88,6 +96,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--record-form", action="store_true", help="send(ProducerRecord(...))")
+    parser.add_argument(
+        "--send-many", action="store_true", help="one send_many(values, topic=) call, awaited"
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile the second round")
     parser.add_argument("--backend", choices=("trio", "asyncio", "uvloop"), default="trio")
     args = parser.parse_args()
@@ -97,7 +108,14 @@ def main() -> None:
         for round_ in range(args.rounds):
             topic = f"profile-{round_}"
             _create_topic(broker.bootstrap, topic)
-            run = (broker.bootstrap, topic, args.records, args.record_form, gc_timer)
+            run = (
+                broker.bootstrap,
+                topic,
+                args.records,
+                args.record_form,
+                gc_timer,
+                args.send_many,
+            )
             if args.profile and round_ == 1:
                 profiler = cProfile.Profile()
                 line = profiler.runcall(run_on, one_round, *run)
