@@ -7,6 +7,7 @@ or headers still go in bulk (keyed or not), and those records one by one.
 
 from __future__ import annotations
 
+from itertools import groupby
 from typing import TYPE_CHECKING
 
 from trio_kafka.producer._record import Headers
@@ -42,11 +43,17 @@ def encode_with_extras(
     for stop in [*special, len(values)]:
         if stop > start:
             if keys is None:
-                times = stamps[start:stop]
-                if times.count(times[0]) == len(times):  # one millisecond: fixed layout
-                    builder.append_runs([0], times[:1], values[start:stop])
-                else:
-                    builder.append_values(times, values[start:stop])
+                # The timestamps as runs of one millisecond (found in C: groupby and
+                # list), so a segment spanning several milliseconds keeps the fixed
+                # layout of append_runs instead of a Python step per record.
+                run_starts: list[int] = []
+                run_ms: list[int] = []
+                at = 0
+                for ms, run in groupby(stamps[start:stop]):
+                    run_starts.append(at)
+                    run_ms.append(ms)
+                    at += len(list(run))
+                builder.append_runs(run_starts, run_ms, values[start:stop])
             else:
                 builder.append_keyed_values(
                     stamps[start:stop], keys[start:stop], values[start:stop]
