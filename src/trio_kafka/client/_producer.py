@@ -61,6 +61,7 @@ from trio_kafka.net import (
     Clock,
     KafkaSelector,
     LoopClock,
+    TaskGroup,
     checkpoint_function,
     loop_time,
 )
@@ -93,7 +94,7 @@ class Producer(TransactionalProducerMixin):
         clock: Clock,
         rng: random.Random,
         wall_offset: float,
-        nursery: anyio.abc.TaskGroup,
+        nursery: TaskGroup,
         buggify: Callable[[str], bool] | None = None,
     ) -> None:
         self.config = config

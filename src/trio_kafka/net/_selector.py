@@ -52,7 +52,14 @@ from trio_kafka.errors import (
     KafkaError,
 )
 from trio_kafka.net._backoff import ExponentialBackoff
-from trio_kafka.net._clock import Clock, LoopClock, default_rng, sleep_until
+from trio_kafka.net._clock import (
+    Clock,
+    LoopClock,
+    TaskGroup,
+    default_rng,
+    open_task_group,
+    sleep_until,
+)
 from trio_kafka.net._config import SelectorConfig
 from trio_kafka.net._connection import BrokerConnection
 from trio_kafka.net._groups import only_error
@@ -97,7 +104,7 @@ class KafkaSelector:
     # Consecutive failed refreshes (spaces the age task's retries).
     _refresh_failures: int = attrs.field(default=0, init=False)
     _backoff: ExponentialBackoff = attrs.field(init=False)
-    _nursery: anyio.abc.TaskGroup | None = attrs.field(default=None, init=False)
+    _nursery: TaskGroup | None = attrs.field(default=None, init=False)
     _closed: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -110,14 +117,14 @@ class KafkaSelector:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    async def start(self, tasks: anyio.abc.TaskGroup) -> None:
+    async def start(self, tasks: TaskGroup) -> None:
         """Start the background tasks in a task group of ours inside `tasks`."""
         await tasks.start(self._serve)
 
     async def _serve(
         self, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        async with anyio.create_task_group() as nursery:
+        async with open_task_group() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._reap_idle, name="kafka-idle-reaper")
             nursery.start_soon(self._refresh_when_old, name="kafka-metadata-age")
@@ -317,7 +324,7 @@ class KafkaSelector:
                 f"unknown node {node_id}; known: {sorted(self._nodes)} (refresh the metadata?)"
             ) from None
 
-    def _service_nursery(self) -> anyio.abc.TaskGroup:
+    def _service_nursery(self) -> TaskGroup:
         if self._nursery is None:
             raise RuntimeError("the selector is not started: use open_selector() or start()")
         return self._nursery
@@ -563,7 +570,7 @@ async def open_selector(
     # (net/_groups.py): `except KafkaError` around `open_selector` must work.
     body_error: BaseException | None = None
     try:
-        async with anyio.create_task_group() as nursery:
+        async with open_task_group() as nursery:
             await selector.start(nursery)
             try:
                 yield selector
