@@ -33,7 +33,6 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import anyio
-import anyio.abc
 import anyio.lowlevel
 import attrs
 

@@ -43,7 +43,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
-import anyio.abc
 import attrs
 
 from trio_kafka.errors import (
@@ -55,14 +54,7 @@ from trio_kafka.errors import (
     RequestTimeoutError,
     error_for_code,
 )
-from trio_kafka.net._clock import (
-    Clock,
-    LoopClock,
-    Primitives,
-    TaskGroup,
-    open_task_group,
-    primitives,
-)
+from trio_kafka.net._clock import Clock, LoopClock, Primitives, TaskGroup, primitives
 from trio_kafka.net._pending import PendingResponse, expects_response
 from trio_kafka.net._transport import STREAM_ERRORS, ByteStream
 from trio_kafka.protocol import FrameSplitter, decode_response, encode_request_parts
@@ -498,7 +490,7 @@ async def open_connection(
     stream: ByteStream, host: str, port: int, **options: Any
 ) -> AsyncIterator[BrokerConnection]:
     """A connection over `stream` with its reader running; closed on exit."""
-    async with open_task_group() as tasks:
+    async with primitives().task_group() as tasks:
         connection = BrokerConnection(stream, host, port, **options)
         connection.start(tasks)
         try:

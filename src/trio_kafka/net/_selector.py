@@ -52,14 +52,7 @@ from trio_kafka.errors import (
     KafkaError,
 )
 from trio_kafka.net._backoff import ExponentialBackoff
-from trio_kafka.net._clock import (
-    Clock,
-    LoopClock,
-    TaskGroup,
-    default_rng,
-    open_task_group,
-    sleep_until,
-)
+from trio_kafka.net._clock import Clock, LoopClock, TaskGroup, default_rng, primitives, sleep_until
 from trio_kafka.net._config import SelectorConfig
 from trio_kafka.net._connection import BrokerConnection
 from trio_kafka.net._groups import only_error
@@ -124,7 +117,7 @@ class KafkaSelector:
     async def _serve(
         self, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        async with open_task_group() as nursery:
+        async with primitives().task_group() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._reap_idle, name="kafka-idle-reaper")
             nursery.start_soon(self._refresh_when_old, name="kafka-metadata-age")
@@ -570,7 +563,7 @@ async def open_selector(
     # (net/_groups.py): `except KafkaError` around `open_selector` must work.
     body_error: BaseException | None = None
     try:
-        async with open_task_group() as nursery:
+        async with primitives().task_group() as nursery:
             await selector.start(nursery)
             try:
                 yield selector
