@@ -89,4 +89,3 @@ async def test_an_outer_cancel_leaves_as_one_bare_cancellation() -> None:
     assert outer.cancelled_caught
     assert len(leaving) == 1
     assert isinstance(leaving[0], anyio.get_cancelled_exc_class())
-
