@@ -57,7 +57,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 PARTITIONS = 6
@@ -635,47 +635,9 @@ TXN_CLIENTS: dict[str, Callable[[str, str, int, int, int], int]] = {
 }
 
 
-@contextlib.contextmanager
-def _mock_broker_process() -> Iterator[str]:
-    """The mock broker in a process of its own (`trio-kafka broker`), as Tansu is."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from trio_kafka.cli import main; main()",
-            "broker",
-            "--port",
-            str(port),
-            "--partitions",
-            str(PARTITIONS),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("the mock broker did not start") from None
-                time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
 def txn_child(spec: dict[str, Any]) -> None:
     """One transactional client against a fresh broker; prints a JSON line."""
-    from trio_kafka.testing import tansu_broker
+    from trio_kafka.testing import mock_broker_process, tansu_broker
 
     client, broker = spec["client"], spec["broker"]
     for module in CLIENT_MODULES.get(client, ()):
@@ -684,7 +646,7 @@ def txn_child(spec: dict[str, Any]) -> None:
         if broker == "tansu":
             bootstrap = stack.enter_context(tansu_broker()).bootstrap
         else:
-            bootstrap = stack.enter_context(_mock_broker_process())
+            bootstrap = stack.enter_context(mock_broker_process(PARTITIONS))
         topic = "bench-txn"
         _create_topic(bootstrap, topic)
         _print_timed(
