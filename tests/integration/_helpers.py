@@ -103,10 +103,16 @@ def read_partitions(bootstrap: str, topic: str, partitions: int) -> list[tuple[i
 
 
 def consume_all(
-    bootstrap: str, topic: str, partitions: int, isolation: str, require_end: bool = True
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    isolation: str,
+    require_end: bool = True,
+    at_least: int = 0,
 ) -> list[bytes]:
     """Every value of the topic from the beginning to the end (confluent-kafka), within
-    20 s; with `require_end`, fail unless every partition's end was reached."""
+    20 s, and at least `at_least` values (for records still arriving); with
+    `require_end`, fail unless every partition's end was reached."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(
@@ -124,7 +130,7 @@ def consume_all(
     eof: set[int] = set()
     deadline = time.monotonic() + 20
     try:
-        while len(eof) < partitions and time.monotonic() < deadline:
+        while (len(eof) < partitions or len(values) < at_least) and time.monotonic() < deadline:
             msg = consumer.poll(0.2)
             if msg is None:
                 continue
