@@ -648,19 +648,12 @@ class _CasPartition(_Partition):
 async def send_chunk(producer: Producer, topic: str, partition: int, chunk: LoadBatch) -> None:
     """Append a transactional chunk to `partition`: its rows in bulk (full batches of the
     partition), then the checkpoint row with its headers, last."""
-    values, keys = chunk.values, chunk.keys
-    assert values is not None
-    if len(values) > 1:
-        await producer.send_many(
-            values[:-1],
-            topic=topic,
-            partition=partition,
-            keys=None if keys is None else keys[:-1],
-        )
+    if chunk.values:
+        await producer.send_many(chunk.values, topic=topic, partition=partition, keys=chunk.keys)
     await producer.send(
         topic,
-        values[-1],
-        key=None if keys is None else keys[-1],
+        chunk.checkpoint_value,
+        key=chunk.checkpoint_key,
         headers=chunk.headers,
         partition=partition,
     )

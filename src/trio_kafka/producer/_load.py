@@ -80,6 +80,7 @@ from trio_kafka.producer._load_batch import (
     LoadBatch,
     OpenLoadBatch,
     Step,
+    run_size,
 )
 from trio_kafka.producer._rows import RECORD_OVERHEAD, checkpoint_headers
 from trio_kafka.producer._rule_context import rules_for
@@ -150,6 +151,10 @@ class LoadPipeline:
         self.foreign_after = foreign_after
         #: The last row known written (a checkpoint in the log), and the counts.
         self.checkpoint = resumed_after_row
+        # Bytes per row of the last run (a guess of whether the next one fits whole).
+        self._row_bytes = RECORD_OVERHEAD
+        # An empty batch must first check for other writers' records (CAS).
+        self._split_guard = foreign_after and backend is Backend.CAS
         self.loaded = 0
         self.loaded_bytes = 0
         self.skipped = 0
@@ -222,13 +227,25 @@ class LoadPipeline:
                 f"add_run: {total} rows, {len(values)} values, "
                 f"{'no' if keys is None else len(keys)} keys"
             )
+        current = self._open
+        room = self.batch_bytes - current.size
+        if total * self._row_bytes <= room and (current.values or not self._split_guard):
+            # The run likely fits the open batch whole (a transaction's chunk takes
+            # several runs): its size is one sum, not a list of cumulative sizes (an int
+            # object per row); what it takes is what the cut below would take.
+            size = run_size(values, keys)
+            self._row_bytes = size // total
+            if size <= room:
+                current.take(rows, keys, values, 0, total, size)
+                return 0
         cumulative = record_sizes(values, keys, RECORD_OVERHEAD)
+        self._row_bytes = cumulative[-1] // total
         sealed = 0
         position = 0
         while position < total:
             current = self._open
             if not current.values:
-                if self.foreign_after and self.backend is Backend.CAS:
+                if self._split_guard:
                     raise ConcurrentWriteError(
                         f"{self.topic}-{self.partition} holds records of other writers after "
                         f"the last record of load {self.load_id.decode(errors='replace')!r} "
@@ -277,6 +294,8 @@ class LoadPipeline:
             batch.expected_offset = self.next_offset
             self.next_offset += count
         else:
+            batch.checkpoint_value = values.pop()
+            batch.checkpoint_key = None if keys is None else keys.pop()
             batch.values, batch.keys, batch.headers = values, keys, headers
         self._batches.append(batch)
 
