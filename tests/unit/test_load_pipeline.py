@@ -304,7 +304,9 @@ def test_runs_that_fit_a_chunk_whole_are_cut_as_row_by_row_adds(seed: int) -> No
     # ways: the chunks, their sizes and their rows are those of adding row by row.
     rng = random.Random(seed)
     count = 400
-    values = [None if rng.random() < 0.1 else b"v" * rng.choice((0, 5, 100, 700)) for _ in range(count)]
+    values = [
+        None if rng.random() < 0.1 else b"v" * rng.choice((0, 5, 100, 700)) for _ in range(count)
+    ]
     keys = [None if rng.random() < 0.5 else b"k" * rng.randrange(20) for _ in range(count)]
     runs = []
     start = 0

@@ -60,12 +60,10 @@ import attrs
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._edge import edge_defaults
 from trio_kafka.client._open import open_producer
-from trio_kafka.client._producer import Producer
 from trio_kafka.client._reader import IsolationLevel, PartitionReader
 from trio_kafka.client._security import Security, pop_security
+from trio_kafka.client._txn_load import TxnPartition
 from trio_kafka.errors import (
-    AbortableError,
-    AmbiguousError,
     BrokerConnectionError,
     CasNotSupportedError,
     ConcurrentWriteError,
@@ -350,7 +348,7 @@ class BulkLoader:
         count = meta.partition_count
         backend = await self.choose_backend(count)
         async with contextlib.AsyncExitStack() as stack:
-            parts: list[_Partition] = []
+            parts: list[_Partition | TxnPartition] = []
             for partition in range(count):
                 if backend is Backend.CAS:
                     point = await self.resume_point(partition)
@@ -365,7 +363,7 @@ class BulkLoader:
                     await producer.init_transactions()
                     point = await self.resume_point(partition, self.committed_reader)
                     pipe = self._pipeline(backend, partition, point)
-                    parts.append(_TxnPartition(self, pipe, producer))
+                    parts.append(TxnPartition(self, pipe, producer))
                     stack.callback(parts[-1].discard)
             try:
                 async with anyio.create_task_group() as nursery:
@@ -395,7 +393,9 @@ class BulkLoader:
             backend.value,
         )
 
-    async def _feed(self, rows: Iterable[Row], parts: list[_Partition], count: int) -> None:
+    async def _feed(
+        self, rows: Iterable[Row], parts: list[_Partition | TxnPartition], count: int
+    ) -> None:
         """Route rows to their partitions' pipelines, `_FEED_BLOCK` input rows at a time
         (each partition's share as one run); wake a partition's task for each batch its
         pipeline sealed."""
@@ -413,15 +413,13 @@ class BulkLoader:
             any_sealed = False
             for partition, run_rows, run_keys, run_values in runs:
                 sealed = pipes[partition].add_run(run_rows, run_keys, run_values, stamp)
-                for _ in range(sealed):
-                    await parts[partition].sealed()
+                await parts[partition].fed(sealed)
                 any_sealed = any_sealed or sealed > 0
             if any_sealed:
                 stamp = self._timestamp_ms()
             first += len(block)
         for part in parts:
-            if part.pipe.finish(stamp):
-                await part.sealed()
+            await part.fed(1 if part.pipe.finish(stamp) else 0)
 
     def _progress(self, records: int, size: int) -> None:
         if self.on_progress is not None:
@@ -518,6 +516,11 @@ class _Partition:
         self.loader = loader
         self.pipe = pipe
         self._send, self._receive = anyio.create_memory_object_stream[None](0)
+
+    async def fed(self, sealed: int) -> None:
+        """The feeder added rows to the pipeline, sealing `sealed` batches."""
+        for _ in range(sealed):
+            await self.sealed()
 
     async def sealed(self) -> None:
         try:
@@ -643,80 +646,6 @@ class _CasPartition(_Partition):
             return None, str(exc), -1
         answer = response.responses[0].partition_responses[0]
         return answer.error_code, answer.error_message or "", answer.base_offset
-
-
-async def send_chunk(producer: Producer, topic: str, partition: int, chunk: LoadBatch) -> None:
-    """Append a transactional chunk to `partition`: its rows in bulk (full batches of the
-    partition), then the checkpoint row with its headers, last."""
-    if chunk.values:
-        await producer.send_many(chunk.values, topic=topic, partition=partition, keys=chunk.keys)
-    await producer.send(
-        topic,
-        chunk.checkpoint_value,
-        key=chunk.checkpoint_key,
-        headers=chunk.headers,
-        partition=partition,
-    )
-
-
-class _TxnPartition(_Partition):
-    """Drives a transactional pipeline: one transaction per chunk (see the module doc)."""
-
-    def __init__(self, loader: BulkLoader, pipe: LoadPipeline, producer: Producer) -> None:
-        super().__init__(loader, pipe)
-        self.producer = producer
-
-    async def run(self) -> None:
-        async with self._receive:
-            async for _ in self._receive:
-                await self._commit_sealed()
-        await self._commit_sealed()
-
-    async def _commit_sealed(self) -> None:
-        while (chunk := self.pipe.take_sealed()) is not None:
-            await self._commit(chunk)
-            self.pipe.committed(chunk)
-            self.loader._progress(chunk.count, chunk.size)
-
-    async def _commit(self, chunk: LoadBatch) -> None:
-        loader, pipe, producer = self.loader, self.pipe, self.producer
-        selector = loader.selector
-        topic, partition = loader.topic, pipe.partition
-        deadline = selector.clock.now() + loader.retry_timeout
-        attempt = 0
-        while True:
-            try:
-                async with producer.transaction():
-                    await send_chunk(producer, topic, partition, chunk)
-                return
-            except AmbiguousError as exc:
-                # The commit's answer was lost (TransactionOutcomeUnknownError): the
-                # producer re-initialises, which settles the transaction (a fenced
-                # producer raises here: another instance took over, the load stops);
-                # then the committed checkpoint says whether the chunk is in.
-                await producer.init_transactions()
-                _, row, _ = await loader.resume_point(partition, loader.committed_reader)
-                if row >= chunk.last_row:
-                    return
-                if selector.clock.now() >= deadline:
-                    raise
-                logger.info(
-                    "%s-%d: commit outcome unknown (%s), not committed: retrying",
-                    topic,
-                    partition,
-                    exc,
-                )
-            except AbortableError as exc:
-                # Aborted: nothing of the chunk is visible to read_committed readers.
-                if selector.clock.now() >= deadline:
-                    raise AmbiguousError(
-                        f"{topic}-{partition}: the transaction of rows {chunk.first_row}-"
-                        f"{chunk.last_row} kept failing for {loader.retry_timeout} s (last: "
-                        f"{exc}); run the load again to resume"
-                    ) from exc
-                logger.info("%s-%d: chunk aborted (%s), retrying", topic, partition, exc)
-                await anyio.sleep(loader._backoff.backoff(attempt, selector.rng))
-                attempt += 1
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:

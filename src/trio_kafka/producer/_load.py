@@ -71,7 +71,7 @@ from trio_kafka.errors import (
     error_for_code,
 )
 from trio_kafka.producer._accumulator import record_sizes
-from trio_kafka.producer._actions import Action, classify
+from trio_kafka.producer._actions import Action
 from trio_kafka.producer._load_batch import (
     DEFAULT_BATCH_BYTES,
     Backend,
@@ -80,30 +80,14 @@ from trio_kafka.producer._load_batch import (
     LoadBatch,
     OpenLoadBatch,
     Step,
+    StreamRows,
     run_size,
+    unstreamed,
 )
+from trio_kafka.producer._load_rules import LoadRules
 from trio_kafka.producer._rows import RECORD_OVERHEAD, checkpoint_headers
 from trio_kafka.producer._rule_context import rules_for
 from trio_kafka.records import BatchBuilder
-
-
-class LoadRules:
-    """The load pipeline's part of the rules (producer/_rules.py gathers them into
-    `Rules`)."""
-
-    def loaded_through(self, resumed_after_row: int) -> int:
-        """A resumed load skips the rows up to its last checkpoint, and no further."""
-        return resumed_after_row
-
-    def load_batch_offset(self, expected_offset: int) -> int:
-        """The base offset a load batch is built with: its expected offset (CAS: the
-        broker appends it there or nowhere; -1 under the transactional backend)."""
-        return expected_offset
-
-    def load_answer(self, code: int | None) -> Action:
-        """What a load batch's answer means (`_actions.classify`): no answer or a
-        retriable error is resent at the same offset, a mismatch is read."""
-        return classify(code)
 
 
 class LoadPipeline:
@@ -269,7 +253,8 @@ class LoadPipeline:
         return sealed
 
     def finish(self, timestamp_ms: int) -> bool:
-        """No more rows: seal the open batch; True when there was one."""
+        """Seal the open batch (no more rows, or a transaction to end early); True when
+        there was one."""
         if not self._open.values:
             return False
         self._seal(timestamp_ms)
@@ -297,6 +282,7 @@ class LoadPipeline:
             batch.checkpoint_value = values.pop()
             batch.checkpoint_key = None if keys is None else keys.pop()
             batch.values, batch.keys, batch.headers = values, keys, headers
+            batch.streamed = current.streamed
         self._batches.append(batch)
 
     def take_sealed(self) -> LoadBatch | None:
@@ -310,6 +296,38 @@ class LoadPipeline:
     def committed(self, batch: LoadBatch) -> None:
         """Transactions: `batch`'s transaction committed (its checkpoint is in the log)."""
         self._acknowledge(batch)
+
+    # -- transactions, streamed: a chunk's rows go to its transaction as they come ---------
+
+    @property
+    def streamable(self) -> bool:
+        """A chunk is sealed, or the open one has rows `stream_rows` would give."""
+        return bool(self._batches) or len(self._open.values) - 1 > self._open.streamed
+
+    def stream_rows(self) -> StreamRows | None:
+        """The rows of the oldest uncommitted chunk not handed out yet (None: none now).
+        The open batch's last row is held back: it becomes the checkpoint if the batch
+        is sealed after it."""
+        if self._batches:
+            chunk = self._batches[0]
+            assert chunk.values is not None
+            start, chunk.streamed = chunk.streamed, len(chunk.values)
+            return unstreamed(chunk.values, chunk.keys, start, chunk.streamed)
+        current = self._open
+        start, current.streamed = current.streamed, max(len(current.values) - 1, 0)
+        return unstreamed(current.values, current.keys, start, current.streamed)
+
+    def chunk_streamed(self) -> LoadBatch | None:
+        """The oldest chunk once sealed with all its rows handed out: the shell sends its
+        checkpoint row and commits (then `committed`)."""
+        chunk = self._batches[0] if self._batches else None
+        if chunk is None or chunk.streamed < len(chunk.values or ()):
+            return None
+        return chunk
+
+    def restream(self) -> None:
+        """The oldest chunk's transaction was aborted: its rows go again, from the first."""
+        (self._batches[0] if self._batches else self._open).streamed = 0
 
     # -- the CAS window --------------------------------------------------------------------
 
@@ -464,16 +482,6 @@ class LoadPipeline:
         self._retry_at = now + self._backoff(self._attempts)
         self._attempts += 1
         return Step.RETRY
-
-
-__all__ = [
-    "DEFAULT_BATCH_BYTES",
-    "Backend",
-    "BatchState",
-    "LoadBatch",
-    "LoadPipeline",
-    "Step",
-]
 
 
 __all__ = [  # (the values are re-exported: their home is producer/_load_batch.py)

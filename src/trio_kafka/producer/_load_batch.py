@@ -76,6 +76,8 @@ class LoadBatch:
     checkpoint_key: bytes | None = None
     headers: CheckpointHeaders | None = None
     expected_offset: int = -1
+    #: Transactions, streamed: how many of `values` are handed to the open transaction.
+    streamed: int = 0
     base_sequence: int = -1
     state: BatchState = BatchState.UNSENT
     #: The wire bytes for (producer id, epoch, base sequence) `_built_for` (CAS).
@@ -93,6 +95,9 @@ class OpenLoadBatch:
     first_row: int = -1
     last_row: int = -1
     size: int = 0
+    #: Transactions, streamed: how many rows are handed to the open transaction (never
+    #: the last: it becomes the checkpoint if the batch is sealed after it).
+    streamed: int = 0
 
     def take(
         self,
@@ -115,3 +120,18 @@ class OpenLoadBatch:
         self.values.extend(values[start:stop])
         self.last_row = rows[stop - 1]
         self.size += size
+
+
+#: Rows of a chunk to hand to its transaction: values, and keys (None: no row has one).
+StreamRows = tuple[list[bytes | None], list[bytes | None] | None]
+
+
+def unstreamed(
+    values: list[bytes | None], keys: list[bytes | None] | None, start: int, stop: int
+) -> StreamRows | None:
+    """Rows `start` to `stop - 1` (None: none)."""
+    if stop <= start:
+        return None
+    if start == 0 and stop == len(values):
+        return values, keys  # (a whole sealed chunk: no copy)
+    return values[start:stop], None if keys is None else keys[start:stop]
