@@ -328,3 +328,51 @@ def test_runs_that_fit_a_chunk_whole_are_cut_as_row_by_row_adds(seed: int) -> No
         by_row.add(row, keys[row], values[row], 0)
     by_row.finish(0)
     assert chunk_contents(by_run) == chunk_contents(by_row)
+
+
+def test_a_streamed_chunk_hands_out_its_rows_as_they_come_holding_the_last_back() -> None:
+    pipe = pipeline(backend=Backend.TRANSACTIONS, batch_bytes=6 * (ROW + RECORD_OVERHEAD))
+    values = [b"%0100d" % row for row in range(10)]
+    assert not pipe.streamable
+    pipe.add_run(range(0, 3), None, values[0:3], 0)
+    assert pipe.stream_rows() == (values[0:2], None)  # row 2 may become the checkpoint
+    assert pipe.stream_rows() is None and pipe.chunk_streamed() is None
+    assert pipe.add_run(range(3, 8), None, values[3:8], 0) == 1  # rows 0-5 sealed
+    assert pipe.stream_rows() == (values[2:5], None)
+    chunk = pipe.chunk_streamed()
+    assert chunk is not None and (chunk.first_row, chunk.last_row) == (0, 5)
+    assert chunk.checkpoint_value == values[5]
+    assert chunk.headers == (("tk.load", b"L"), ("tk.row", b"5"))
+    pipe.committed(chunk)
+    assert pipe.checkpoint == 5 and pipe.loaded == 6
+    assert pipe.stream_rows() == ([values[6]], None)  # the next chunk, from its first row
+
+
+def test_an_aborted_chunk_is_streamed_again_from_its_first_row() -> None:
+    pipe = pipeline(backend=Backend.TRANSACTIONS, batch_bytes=6 * (ROW + 2 + RECORD_OVERHEAD))
+    values = [b"%0100d" % row for row in range(8)]
+    keys = [b"k%d" % row for row in range(8)]
+    pipe.add_run(range(0, 4), keys[0:4], values[0:4], 0)
+    assert pipe.stream_rows() == (values[0:3], keys[0:3])
+    pipe.restream()  # aborted while the chunk was still open
+    assert pipe.stream_rows() == (values[0:3], keys[0:3])
+    pipe.add_run(range(4, 8), keys[4:8], values[4:8], 0)  # seals rows 0-5
+    assert pipe.stream_rows() == (values[3:5], keys[3:5])
+    assert pipe.chunk_streamed() is not None
+    pipe.restream()  # aborted once sealed: the whole chunk again, no copy
+    rows = pipe.stream_rows()
+    assert rows is not None and rows == (values[0:5], keys[0:5])
+    chunk = pipe.chunk_streamed()
+    assert chunk is not None and rows[0] is chunk.values
+    assert (chunk.checkpoint_value, chunk.checkpoint_key) == (values[5], keys[5])
+
+
+def test_finish_seals_an_open_streamed_chunk_at_its_held_back_row() -> None:
+    pipe = pipeline(backend=Backend.TRANSACTIONS, batch_bytes=100 * (ROW + RECORD_OVERHEAD))
+    values = [b"%0100d" % row for row in range(3)]
+    pipe.add_run(range(0, 3), None, values, 0)
+    assert pipe.stream_rows() == (values[0:2], None)
+    assert pipe.finish(0)  # (the input ended, or the transaction is old)
+    assert pipe.stream_rows() is None
+    chunk = pipe.chunk_streamed()
+    assert chunk is not None and (chunk.last_row, chunk.checkpoint_value) == (2, values[2])
