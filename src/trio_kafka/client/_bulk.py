@@ -28,21 +28,23 @@ CAS (`_CasPartition`): one task per partition sends `next_send` batches to the l
 (`init_idempotent_producer_id`), sleeps `poll_delay`, refreshes metadata when told, and
 reads the record `read_offset` names after a mismatch.
 
-Transactions (`_TxnPartition`): one task per partition takes each sealed chunk and
-writes it in one transaction of its transactional `Producer` (the producer core's own
-sequencing, retries and transaction machinery); the chunk's last row is its checkpoint,
-so rows and checkpoint commit together. An abortable failure aborts and retries the
-chunk (aborted rows are invisible to read_committed readers); a commit whose answer
-was lost is settled by re-initialising and reading the committed checkpoint back (in:
-go on; not in: write the chunk again); anything else (a fence: another instance of the
-load took over) stops the load, and a rerun resumes from the committed checkpoint.
+Transactions (`TxnPartition`, client/_txn_load.py): one task per partition writes
+each chunk in one transaction of its transactional `Producer` (the producer core's own
+sequencing, retries and transaction machinery); the chunk's last row is its
+checkpoint, so rows and checkpoint commit together. The chunk's rows are streamed into
+its transaction as the feeder adds them. An abortable failure aborts and writes the
+chunk again; a commit whose answer was lost is settled by reading the committed
+checkpoint back; anything else (a fence: another instance of the load took over) stops
+the load, and a rerun resumes from the committed checkpoint.
 
 The feeder routes rows to their pipelines a block at a time: each partition's share of
 the block goes to its pipeline as one run (`add_run`: lists, not a call per row; rows
-without keys are a strided slice of the block), and a transaction's rows go to the
-producer as one `send_many(..., partition=)`, which fills whole batches. A sealed batch
-is handed on through a zero-capacity channel, so a partition has at most its window
-plus one batch, and the feeder one block, in memory.
+without keys are a strided slice of the block), and the partition's task is told
+(`fed`). CAS: a sealed batch is handed on through a zero-capacity channel, so a
+partition has at most its window plus one batch in memory. Transactions: the task
+hands the run on to the producer at once (one `send_many(..., partition=)`, which fills
+whole batches), and the feeder waits while a partition has two sealed chunks not
+committed. The feeder holds one block.
 """
 
 from __future__ import annotations

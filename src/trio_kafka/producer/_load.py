@@ -14,17 +14,22 @@ to that row are skipped (`skip(row)`), the rest are appended after the log end.
 Batches (`add`, `add_run`, `finish`). Rows go into the open batch until the next one
 would push it past `batch_bytes`; the batch is then sealed (its last row carries the
 checkpoint headers) and queued. `add_run` takes a whole run of a partition's rows at
-once (row numbers, values, keys as lists): the cut is found from the run's cumulative
-sizes by bisection and the rows move as list slices, so the per-row work of a load is
-C work, not a Python call per row. A batch is the unit of everything below: it is written whole or
-not at all, and its checkpoint covers every row in it.
+once (row numbers, values, keys as lists): a run that fits the open batch is sized by
+one sum; otherwise the cut is found from the run's cumulative sizes by bisection. The
+rows move as list slices, so the per-row work of a load is C work, not a Python call
+per row. A batch is the unit of everything below: it is written whole or not at all,
+and its checkpoint covers every row in it.
 
 Backends. `Backend.CAS`: each batch is one Produce request of one idempotent record
 batch whose base offset is the *expected offset*, the log end the batch must start at
 (batch k expects where batch k-1 ends). `Backend.TRANSACTIONS`: each batch is a chunk
 the shell writes in one transaction (its rows and its checkpoint commit together);
 there the pipeline only cuts chunks, counts and checkpoints (`committed(batch)`), and
-the transactional producer does sequencing and retries.
+the transactional producer does sequencing and retries. A chunk is either taken whole
+once sealed (`take_sealed`) or streamed: `stream_rows` gives the oldest chunk's rows
+as they come, holding the open batch's last row back (it becomes the checkpoint if the
+batch is sealed after it), `chunk_streamed` says when the sealed chunk's rows are all
+out (send its checkpoint row, commit), `restream` starts it over after an abort.
 
 The CAS window (`next_send`, `on_answer`). Up to `max_in_flight` (5, the broker's dedup
 window) batches are in flight; answers are taken in order, oldest first, and classified
