@@ -48,13 +48,10 @@ from typing import Any
 
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bulk_load import broker
-
 from trio_kafka.client import BulkLoader, create_topic
 from trio_kafka.client._bulk import Row
 from trio_kafka.net import open_selector
+from trio_kafka.testing import mock_broker_process
 
 BACKENDS = (("exactly_once_cas", True), ("transactional", False))
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -318,7 +315,7 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
     # CPU seconds of the loader's process (the broker runs in its own).
     cpus: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
-    with broker() as bootstrap:
+    with mock_broker_process() as bootstrap:
         for run, (name, cas) in enumerate(order):
             others = descendants_cpu()
             elapsed, cpu, guarantee = trio.run(
