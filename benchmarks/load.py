@@ -43,7 +43,6 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import trio
