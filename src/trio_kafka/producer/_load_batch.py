@@ -25,12 +25,12 @@ def run_size(values: Sequence[bytes | None], keys: Sequence[bytes | None] | None
     try:
         size = sum(map(len, values))  # type: ignore[arg-type]
     except TypeError:  # a None value
-        size = sum(map(len, filter(None, values)))  # type: ignore[arg-type]
+        size = sum(map(len, filter(None, values)))
     if keys is not None:
         try:
             size += sum(map(len, keys))  # type: ignore[arg-type]
         except TypeError:
-            size += sum(map(len, filter(None, keys)))  # type: ignore[arg-type]
+            size += sum(map(len, filter(None, keys)))
     return size + RECORD_OVERHEAD * len(values)
 
 
