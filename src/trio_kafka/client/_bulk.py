@@ -62,6 +62,7 @@ import attrs
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._edge import edge_defaults
 from trio_kafka.client._open import open_producer
+from trio_kafka.client._producer import Producer
 from trio_kafka.client._reader import IsolationLevel, PartitionReader
 from trio_kafka.client._security import Security, pop_security
 from trio_kafka.client._txn_load import TxnPartition
@@ -350,23 +351,24 @@ class BulkLoader:
         count = meta.partition_count
         backend = await self.choose_backend(count)
         async with contextlib.AsyncExitStack() as stack:
-            parts: list[_Partition | TxnPartition] = []
-            for partition in range(count):
-                if backend is Backend.CAS:
-                    point = await self.resume_point(partition)
-                    parts.append(_CasPartition(self, self._pipeline(backend, partition, point)))
-                    stack.callback(parts[-1].discard)
-                else:
-                    producer = await stack.enter_async_context(
-                        self.transactional_producer(
-                            transactional_id_for(self.load_id, topic, partition)
+            producers: list[Producer] = []
+            if backend is Backend.TRANSACTIONS:
+                for partition in range(count):
+                    transactional_id = transactional_id_for(self.load_id, topic, partition)
+                    producers.append(
+                        await stack.enter_async_context(
+                            self.transactional_producer(transactional_id)
                         )
                     )
-                    await producer.init_transactions()
-                    point = await self.resume_point(partition, self.committed_reader)
-                    pipe = self._pipeline(backend, partition, point)
-                    parts.append(TxnPartition(self, pipe, producer))
-                    stack.callback(parts[-1].discard)
+            points = await self._resume_points(backend, producers, count)
+            parts: list[_Partition | TxnPartition] = []
+            for partition, point in enumerate(points):
+                pipe = self._pipeline(backend, partition, point)
+                if backend is Backend.CAS:
+                    parts.append(_CasPartition(self, pipe))
+                else:
+                    parts.append(TxnPartition(self, pipe, producers[partition]))
+                stack.callback(parts[-1].discard)
             try:
                 async with anyio.create_task_group() as nursery:
                     for part in parts:
@@ -394,6 +396,32 @@ class BulkLoader:
             tuple(_summary(p, end) for p, end in zip(pipes, ends, strict=True)),
             backend.value,
         )
+
+    async def _resume_points(
+        self, backend: Backend, producers: list[Producer], count: int
+    ) -> list[tuple[int, int, bool]]:
+        """Every partition's resume point, the partitions at once (a round trip or a few
+        each). Transactions: after the partition's `init_transactions`, which fences an
+        older instance of the load and settles its open transaction."""
+        points: list[tuple[int, int, bool]] = [(0, -1, False)] * count
+
+        async def resume(partition: int) -> None:
+            if backend is Backend.CAS:
+                points[partition] = await self.resume_point(partition)
+            else:
+                await producers[partition].init_transactions()
+                points[partition] = await self.resume_point(partition, self.committed_reader)
+
+        try:
+            async with anyio.create_task_group() as tasks:
+                for partition in range(count):
+                    tasks.start_soon(resume, partition)
+        except BaseExceptionGroup as group:
+            leaves = _leaves(group)
+            if len(leaves) == 1:
+                raise leaves[0] from None
+            raise
+        return points
 
     async def _feed(
         self, rows: Iterable[Row], parts: list[_Partition | TxnPartition], count: int
