@@ -35,17 +35,36 @@ committed checkpoint.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import anyio
 import anyio.lowlevel
 
 from trio_kafka.client._producer import Producer
+from trio_kafka.client._reader import PartitionReader
 from trio_kafka.errors import AbortableError, AmbiguousError
+from trio_kafka.net import ExponentialBackoff, KafkaSelector
 from trio_kafka.producer._load import LoadBatch, LoadPipeline
 
-if TYPE_CHECKING:
-    from trio_kafka.client._bulk import BulkLoader
+
+class Loader(Protocol):
+    """What a partition task uses of its `BulkLoader` (client/_bulk.py)."""
+
+    selector: KafkaSelector
+    topic: str
+    retry_timeout: float
+    transaction_timeout: float
+    committed_reader: PartitionReader
+    _backoff: ExponentialBackoff
+
+    async def resume_point(
+        self, partition: int, reader: PartitionReader | None = None
+    ) -> tuple[int, int, bool]: ...
+
+    def _timestamp_ms(self) -> int: ...
+
+    def _progress(self, records: int, size: int) -> None: ...
+
 
 logger = logging.getLogger("trio_kafka.load")
 
@@ -90,7 +109,7 @@ class TxnPartition:
     """Drives a transactional pipeline: one transaction per chunk, streamed (see the
     module doc)."""
 
-    def __init__(self, loader: BulkLoader, pipe: LoadPipeline, producer: Producer) -> None:
+    def __init__(self, loader: Loader, pipe: LoadPipeline, producer: Producer) -> None:
         self.loader = loader
         self.pipe = pipe
         self.producer = producer
@@ -203,4 +222,4 @@ class TxnPartition:
                 raise RuntimeError(f"{self!r}: a transaction open without rows")
 
 
-__all__ = ["TxnPartition", "send_checkpoint", "send_chunk"]
+__all__ = ["Loader", "TxnPartition", "send_checkpoint", "send_chunk"]
