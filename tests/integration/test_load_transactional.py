@@ -244,7 +244,7 @@ def abortable(request: ProduceRequest) -> ProduceResponse:
 async def test_a_chunk_whose_rows_come_slowly_is_committed_with_the_rows_it_has() -> None:
     # Rows of an unsealed chunk stream into its open transaction; when no more come for
     # a quarter of the transaction timeout, the chunk is sealed at its last row and
-    # committed (the coordinator never aborts a load's transaction for its age).
+    # committed, before the coordinator would abort it for its age.
     async with mock_cluster() as cluster:
         cluster.create_topic("plain", 1)
         async with open_selector(cluster.bootstrap) as selector:

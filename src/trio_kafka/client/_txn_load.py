@@ -22,7 +22,9 @@ about three chunks a partition.
 
 A transaction is open while its chunk's rows are being read, so a chunk whose rows
 come slowly is sealed early (`_SEAL_AFTER` of the transaction timeout after it began)
-and committed: the coordinator never aborts a transaction for its age.
+and committed, before the coordinator would abort it for its age (unless reading one
+block of the input alone takes longer: the input is read synchronously, and nothing
+runs meanwhile).
 
 Failures: an abortable one aborts the transaction, and the chunk's rows go again from
 its first (`restream`; aborted rows are invisible to read_committed readers); a commit
