@@ -31,10 +31,11 @@ from collections.abc import AsyncIterable, Sequence
 
 import attrs
 
-from trio_kafka.client._bulk import BulkLoader, _CasPartition, _leaves, _Partition, send_chunk
+from trio_kafka.client._bulk import BulkLoader, _CasPartition, _leaves, _Partition
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._txn_calls import HandedOffTransaction
+from trio_kafka.client._txn_load import send_chunk
 from trio_kafka.errors import ConfigError
 from trio_kafka.net import open_task_group
 from trio_kafka.producer._load import Backend, LoadPipeline
