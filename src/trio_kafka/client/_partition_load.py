@@ -31,8 +31,9 @@ from collections.abc import AsyncIterable, Sequence
 
 import attrs
 
-from trio_kafka.client._bulk import BulkLoader, _CasPartition, _leaves, _Partition
+from trio_kafka.client._bulk import BulkLoader, _leaves
 from trio_kafka.client._cas import cas_gate
+from trio_kafka.client._cas_load import _CasPartition, _Partition
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._txn_calls import HandedOffTransaction
 from trio_kafka.client._txn_load import send_chunk
