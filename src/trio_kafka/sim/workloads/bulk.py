@@ -74,7 +74,7 @@ _SMALL_BATCHES = BUGGIFY_SITES.register(
     description="a bulk load over CAS, crashed at seeded moments and resumed until done",
 )
 async def bulk(ctx: SimContext) -> None:
-    await _bulk(ctx, TOPIC, "exactly_once_cas")
+    await load_with_restarts(ctx, TOPIC, "exactly_once_cas")
 
 
 @register(
@@ -84,21 +84,35 @@ async def bulk(ctx: SimContext) -> None:
     "moments and resumed until done",
 )
 async def bulk_txn(ctx: SimContext) -> None:
-    await _bulk(ctx, TXN_TOPIC, "auto")
+    await load_with_restarts(ctx, TXN_TOPIC, "auto")
 
 
-async def _bulk(ctx: SimContext, topic: str, guarantee: str) -> None:
-    count, batch_bytes = _SIZES.get(ctx.profile.name, _SIZES["standard"])
-    rows: list[Row] = []
+async def load_with_restarts(
+    ctx: SimContext,
+    topic: str,
+    guarantee: str,
+    *,
+    rows: int | None = None,
+    batch_bytes: int | None = None,
+    run_time: float = _RUN_TIME,
+) -> None:
+    """The workload on `topic` (PARTITIONS partitions): `rows` rows (default: the
+    profile's) in batches of `batch_bytes`, crashes within `run_time` seconds of a run's
+    start while the fault phase lasts (`ctx.fault_phase_end` seconds from now). The
+    chaos suite (tests/chaos) runs it over real sockets with sizes for real time."""
+    default_count, default_batch = _SIZES.get(ctx.profile.name, _SIZES["standard"])
+    count = default_count if rows is None else rows
+    batch_bytes = default_batch if batch_bytes is None else batch_bytes
+    input_rows: list[Row] = []
     op_ids: list[tuple[int, int]] = []
     for row in range(count):
         value = ctx.value(WRITER, row)
         key = value if row % 3 == 0 else None
-        rows.append((key, value))
+        input_rows.append((key, value))
         partition = partition_of(row, key, PARTITIONS)
         op = Produce(WRITER, topic, partition, value, key)
         op_ids.append((ctx.history.invoke(op, time=trio.current_time()), partition))
-    load = _Load(ctx, topic, guarantee, rows, batch_bytes)
+    load = _Load(ctx, topic, guarantee, input_rows, batch_bytes, run_time, trio.current_time())
     completed = False
 
     def loaded() -> None:
@@ -134,6 +148,10 @@ class _Load:
     guarantee: str
     rows: list[Row]
     batch_bytes: int
+    #: About how long a run of the load takes without faults (crashes land within it).
+    run_time: float
+    #: When the workload started (the fault phase ends `ctx.fault_phase_end` later).
+    started: float
 
 
 async def _competitor(load: _Load) -> bool:
@@ -144,7 +162,7 @@ async def _competitor(load: _Load) -> bool:
     offset meets a record of other rows there (a mismatch must be read, not assumed).
     True when it finished the load (then the load is done, as the operator sees it)."""
     ctx = load.ctx
-    await ctx.sleep(_RUN_TIME * ctx.draws.uniform("bulk.competitor.start"))
+    await ctx.sleep(load.run_time * ctx.draws.uniform("bulk.competitor.start"))
     if ctx.fires_competitor("bulk.start", 0):
         return await _run(load, -1)
     return False
@@ -161,8 +179,9 @@ async def _run(load: _Load, run: int) -> bool:
         batch_bytes = batch_bytes * 3 // 2
     now = trio.current_time()
     crash_at = float("inf")
-    if run >= 0 and now < ctx.fault_phase_end and ctx.draws.chance(_CRASH, "bulk.crash", run):
-        crash_at = now + _RUN_TIME * ctx.draws.uniform("bulk.crash-at", run)
+    in_fault_phase = now - load.started < ctx.fault_phase_end
+    if run >= 0 and in_fault_phase and ctx.draws.chance(_CRASH, "bulk.crash", run):
+        crash_at = now + load.run_time * ctx.draws.uniform("bulk.crash-at", run)
     timeout = ctx.profile.fault_phase
     if ctx.buggify(_SMALL_BATCHES):
         batch_bytes = 40
