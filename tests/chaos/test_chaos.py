@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 import trio
 
+from tests.chaos._bulk import CAS_CONFIGS, PARTITIONS, BulkReport, BulkSize, bulk_run, topic_for
 from tests.chaos._harness import ChaosReport, assert_clean, chaos_run, mock_target, tansu_target
 from tests.chaos._workloads import IDEMPOTENT_PARTITIONS, IDEMPOTENT_TOPIC, idempotent_keyed
 from trio_kafka.broker import CAS_CONFIG
@@ -67,6 +68,29 @@ async def _cas(seed: int, duration: float, profile: str) -> ChaosReport:
         )
 
 
+#: Rows of the bulk load: a load that outlasts the fault phase (20,000 rows take about
+#: 8 s through the faults here), in batches of 400 bytes (about 20 rows).
+BULK_QUICK = BulkSize(rows=20_000, batch_bytes=400)
+BULK_LONG = BulkSize(rows=100_000, batch_bytes=600)
+#: Seed 1 draws no crash of the loader; seed 2 crashes three runs in the fault phase.
+BULK_QUICK_SEED = 2
+
+
+async def _bulk(broker: str, seed: int, duration: float, size: BulkSize) -> BulkReport:
+    topics = {topic_for(broker): PARTITIONS}
+    target = (
+        mock_target(seed, topics, CAS_CONFIGS) if broker == "mock" else tansu_target(seed, topics)
+    )
+    async with target as t:
+        return await bulk_run(t, name="bulk", seed=seed, duration=duration, size=size)
+
+
+def assert_bulk_clean(report: BulkReport) -> None:
+    assert_clean(report.chaos, rendered=report.render())
+    assert not report.confluent.violations, report.render()
+    assert report.confluent.rows_read == report.chaos.result.counters.get("op.produce.ok")
+
+
 # -- quick tier --------------------------------------------------------------------------
 
 
@@ -97,6 +121,12 @@ def test_cas_mock(chaos_seed: int) -> None:
     assert_clean(trio.run(_cas, chaos_seed, QUICK, "lite"))
 
 
+@pytest.mark.parametrize("broker", ["mock", pytest.param("tansu", marks=pytest.mark.tansu)])
+@pytest.mark.parametrize("chaos_seed", [BULK_QUICK_SEED], indirect=True)
+def test_bulk(broker: str, chaos_seed: int) -> None:
+    assert_bulk_clean(trio.run(_bulk, broker, chaos_seed, QUICK, BULK_QUICK))
+
+
 # -- long tier ---------------------------------------------------------------------------
 
 
@@ -118,3 +148,10 @@ def test_transactional_long(broker: str, chaos_seed: int) -> None:
 @pytest.mark.parametrize("chaos_seed", LONG_SEEDS, indirect=True)
 def test_cas_long(chaos_seed: int) -> None:
     assert_clean(trio.run(_cas, chaos_seed, LONG, "standard"))
+
+
+@pytest.mark.chaos_long
+@pytest.mark.parametrize("broker", ["mock", pytest.param("tansu", marks=pytest.mark.tansu)])
+@pytest.mark.parametrize("chaos_seed", LONG_SEEDS, indirect=True)
+def test_bulk_long(broker: str, chaos_seed: int) -> None:
+    assert_bulk_clean(trio.run(_bulk, broker, chaos_seed, LONG, BULK_LONG))

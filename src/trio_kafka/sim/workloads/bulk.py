@@ -35,6 +35,9 @@ input order (I3), nothing else is in the topic.
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Callable
+
 import attrs
 import trio
 
@@ -95,11 +98,13 @@ async def load_with_restarts(
     rows: int | None = None,
     batch_bytes: int | None = None,
     run_time: float = _RUN_TIME,
+    on_run: Callable[[int, RunEnd], None] | None = None,
 ) -> None:
     """The workload on `topic` (PARTITIONS partitions): `rows` rows (default: the
     profile's) in batches of `batch_bytes`, crashes within `run_time` seconds of a run's
     start while the fault phase lasts (`ctx.fault_phase_end` seconds from now). The
-    chaos suite (tests/chaos) runs it over real sockets with sizes for real time."""
+    chaos suite (tests/chaos) runs it over real sockets with sizes for real time.
+    `on_run(run, end)` hears how each run of the loader ended (the competitor's is -1)."""
     default_count, default_batch = _SIZES.get(ctx.profile.name, _SIZES["standard"])
     count = default_count if rows is None else rows
     batch_bytes = default_batch if batch_bytes is None else batch_bytes
@@ -112,7 +117,9 @@ async def load_with_restarts(
         partition = partition_of(row, key, PARTITIONS)
         op = Produce(WRITER, topic, partition, value, key)
         op_ids.append((ctx.history.invoke(op, time=trio.current_time()), partition))
-    load = _Load(ctx, topic, guarantee, input_rows, batch_bytes, run_time, trio.current_time())
+    load = _Load(
+        ctx, topic, guarantee, input_rows, batch_bytes, run_time, trio.current_time(), on_run
+    )
     completed = False
 
     def loaded() -> None:
@@ -152,6 +159,16 @@ class _Load:
     run_time: float
     #: When the workload started (the fault phase ends `ctx.fault_phase_end` later).
     started: float
+    on_run: Callable[[int, RunEnd], None] | None
+
+
+class RunEnd(enum.Enum):
+    """How a run of the loader (one process of the application) ended."""
+
+    DONE = "done"
+    CRASHED = "crashed"  # cancelled at its seeded moment
+    FAILED = "failed"  # it raised a KafkaError
+    STOPPED = "stopped"  # cancelled from outside (the other process finished first)
 
 
 async def _competitor(load: _Load) -> bool:
@@ -170,6 +187,16 @@ async def _competitor(load: _Load) -> bool:
 
 async def _run(load: _Load, run: int) -> bool:
     """One process of the load: True when the load finished."""
+    end = RunEnd.STOPPED
+    try:
+        end = await _process(load, run)
+    finally:
+        if load.on_run is not None:
+            load.on_run(run, end)
+    return end is RunEnd.DONE
+
+
+async def _process(load: _Load, run: int) -> RunEnd:
     ctx, batch_bytes = load.ctx, load.batch_bytes
     if run < 0:
         batch_bytes = batch_bytes * 5 // 2  # the competitor's batches straddle ours
@@ -185,7 +212,7 @@ async def _run(load: _Load, run: int) -> bool:
     timeout = ctx.profile.fault_phase
     if ctx.buggify(_SMALL_BATCHES):
         batch_bytes = 40
-    with trio.move_on_at(crash_at):
+    with trio.move_on_at(crash_at) as crash:
         try:
             async with ctx.open_selector(f"loader-{run}") as selector:
                 loader = BulkLoader(
@@ -200,15 +227,15 @@ async def _run(load: _Load, run: int) -> bool:
                     wall_clock=ctx.wall_clock,
                 )
                 await loader.run(load.rows)
-                return True
+                return RunEnd.DONE
         except KafkaError:
-            return False
+            return RunEnd.FAILED
         except BaseExceptionGroup as group:
             # The selector's nursery wraps what the run raised.
             if not all(isinstance(leaf, KafkaError) for leaf in _leaves(group)):
                 raise
-            return False
-    return False
+            return RunEnd.FAILED
+    return RunEnd.CRASHED if crash.cancelled_caught else RunEnd.STOPPED
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
