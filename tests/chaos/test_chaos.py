@@ -68,9 +68,9 @@ async def _cas(seed: int, duration: float, profile: str) -> ChaosReport:
         )
 
 
-#: Rows of the bulk load: a load that outlasts the fault phase (20,000 rows take about
-#: 8 s through the faults here), in batches of 400 bytes (about 20 rows).
-BULK_QUICK = BulkSize(rows=20_000, batch_bytes=400)
+#: Rows of the bulk load: a load about as long as the fault phase (40,000 rows take 5-15
+#: s through the faults here), in batches of 400 bytes (about 20 rows).
+BULK_QUICK = BulkSize(rows=40_000, batch_bytes=400)
 BULK_LONG = BulkSize(rows=100_000, batch_bytes=600)
 #: Seed 1 draws no crash of the loader; seed 2 crashes three runs in the fault phase.
 BULK_QUICK_SEED = 2
