@@ -102,9 +102,12 @@ async def _session(
     On the CAS topic the producer is the writer's (idempotent, as `open_conditional_
     writer` would open it). On the transactional topic the conditional writer opens its
     own transactional producer over this one's selector and never sends through this
-    one: it is opened without idempotence, so it asks for no producer id of its own."""
+    one: it is opened without idempotence, so it asks for no producer id of its own.
+    A new writer of the process reads on from where the previous one's read ended (the
+    process has seen the log up to there), not from the log start."""
     cas = topic == TOPIC
     options = {} if cas else {"enable_idempotence": False}
+    read_end = 0
     async with ctx.open_producer(f"p-{writer}", linger=0.0, **options) as producer:
         for incarnation in range(appends + 1):
             async with open_conditional_writer(
@@ -114,7 +117,8 @@ async def _session(
                 writer_ids=lambda incarnation=incarnation: f"sim-{writer}-{session}.{incarnation}",
                 guarantee="exactly_once_cas" if cas else "auto",
             ) as conditional:
-                done = await _appends(ctx, conditional, topic, writer, done, appends)
+                done = await _appends(ctx, conditional, topic, writer, done, appends, read_end)
+                read_end = conditional.last_read_end
             if done >= appends:
                 break
     return appends
@@ -127,15 +131,17 @@ async def _appends(
     writer: str,
     done: int,
     appends: int,
+    read_end: int,
 ) -> int:
     """Appends from the writer's `done`-th on; returns how many are done when all are, or
-    when a transactional writer was fenced (that append included, as failed)."""
+    when a transactional writer was fenced (that append included, as failed). The
+    process has read the log up to `read_end`."""
     cas = conditional.guarantee == "exactly_once_cas"
     gap = ctx.fault_phase_end / max(appends, 1)
     for n in range(done, appends):
         await ctx.sleep(2 * gap * ctx.draws.uniform("cas.gap", writer, n))
         if conditional.next_offset is None:
-            await _read(conditional, conditional.last_read_end or None)
+            await _read(conditional, conditional.last_read_end or read_end or None)
         assert conditional.next_offset is not None
         value = ctx.value(writer, n)
         op: CasAppend | Produce = (
