@@ -12,7 +12,15 @@ from __future__ import annotations
 import pytest
 import trio
 
-from tests.chaos._bulk import CAS_CONFIGS, PARTITIONS, BulkReport, BulkSize, bulk_run, topic_for
+from tests.chaos._bulk import (
+    CAS_CONFIGS,
+    KNOWN_TANSU_RESUME,
+    PARTITIONS,
+    BulkReport,
+    BulkSize,
+    bulk_run,
+    topic_for,
+)
 from tests.chaos._harness import ChaosReport, assert_clean, chaos_run, mock_target, tansu_target
 from tests.chaos._workloads import IDEMPOTENT_PARTITIONS, IDEMPOTENT_TOPIC, idempotent_keyed
 from trio_kafka.broker import CAS_CONFIG
@@ -86,6 +94,9 @@ async def _bulk(broker: str, seed: int, duration: float, size: BulkSize) -> Bulk
 
 
 def assert_bulk_clean(report: BulkReport) -> None:
+    if report.resumed_past_aborted_chunk:
+        print("\n" + report.render())
+        pytest.xfail(f"{KNOWN_TANSU_RESUME}: {report.render()}")
     assert_clean(report.chaos, rendered=report.render())
     assert not report.confluent.violations, report.render()
     assert report.confluent.rows_read == report.chaos.result.counters.get("op.produce.ok")
