@@ -18,6 +18,8 @@ append acknowledged is in the committed log once at its offset, and one reported
 
 from __future__ import annotations
 
+import functools
+
 import trio
 
 from trio_kafka.broker import CAS_CONFIG
@@ -114,7 +116,7 @@ async def _session(
                 topic,
                 0,
                 producer=producer,
-                writer_ids=lambda incarnation=incarnation: f"sim-{writer}-{session}.{incarnation}",
+                writer_ids=functools.partial(str, f"sim-{writer}-{session}.{incarnation}"),
                 guarantee="exactly_once_cas" if cas else "auto",
             ) as conditional:
                 done = await _appends(ctx, conditional, topic, writer, done, appends, read_end)
