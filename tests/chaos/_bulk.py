@@ -52,6 +52,9 @@ class BulkSize:
     #: Rows in the load, and the loader's batch size in bytes (a chunk is two batches).
     rows: int
     batch_bytes: int
+    #: About how long a run of the load takes here: a run started in the fault phase
+    #: may crash within this many seconds (None: the fault phase's length).
+    run_time: float | None = None
 
 
 def topic_for(broker: str) -> str:
@@ -74,7 +77,7 @@ def bulk_workload(broker: str, size: BulkSize, duration: float, runs: Counter[st
             guarantee,
             rows=size.rows,
             batch_bytes=size.batch_bytes,
-            run_time=duration,
+            run_time=duration if size.run_time is None else size.run_time,
             on_run=on_run,
         )
 
