@@ -57,7 +57,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 PARTITIONS = 6
@@ -293,18 +293,31 @@ def child(spec: dict[str, Any]) -> None:
     with tansu_broker() as broker:
         topic = "bench"
         _create_topic(broker.bootstrap, topic)
-        load = os.getloadavg()[0]
-        cpu = time.process_time()
-        start = time.perf_counter()
-        acked = CLIENTS[client](broker.bootstrap, topic, spec["count"], spec["size"], spec["equal"])
-        elapsed = time.perf_counter() - start
-        cpu = time.process_time() - cpu
+        _print_timed(
+            spec,
+            lambda: CLIENTS[client](
+                broker.bootstrap, topic, spec["count"], spec["size"], spec["equal"]
+            ),
+        )
+
+
+def _print_timed(spec: dict[str, Any], run: Callable[[], int]) -> None:
+    """Run one timed variant (`run` returns the records acknowledged); print its JSON
+    line: the spec plus records acknowledged, wall and CPU seconds, load average."""
+    load = os.getloadavg()[0]
+    cpu = time.process_time()
+    start = time.perf_counter()
+    acked = run()
+    elapsed = time.perf_counter() - start
+    cpu = time.process_time() - cpu
     print(json.dumps({**spec, "acked": acked, "seconds": elapsed, "cpu": cpu, "load": load}))
 
 
-def _run_child(spec: dict[str, Any]) -> dict[str, Any]:
+def _run_child(spec: dict[str, Any], flag: str = "--child") -> dict[str, Any]:
+    """Run `child` (or, with flag "--txn-child", `txn_child`) for `spec` in a fresh
+    interpreter; its JSON line, or the spec with an "error"."""
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", json.dumps(spec)],
+        [sys.executable, __file__, flag, json.dumps(spec)],
         capture_output=True,
         text=True,
         timeout=900,
@@ -468,7 +481,7 @@ def main() -> None:
             loads.append(os.getloadavg()[0])
             console.print(json.dumps(result))
         for spec in txn_specs:
-            result = _txn_run_child(spec)
+            result = _run_child(spec, "--txn-child")
             result["round"] = round_
             runs.append(result)
             loads.append(os.getloadavg()[0])
@@ -622,47 +635,9 @@ TXN_CLIENTS: dict[str, Callable[[str, str, int, int, int], int]] = {
 }
 
 
-@contextlib.contextmanager
-def _mock_broker_process() -> Iterator[str]:
-    """The mock broker in a process of its own (`trio-kafka broker`), as Tansu is."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from trio_kafka.cli import main; main()",
-            "broker",
-            "--port",
-            str(port),
-            "--partitions",
-            str(PARTITIONS),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("the mock broker did not start") from None
-                time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
 def txn_child(spec: dict[str, Any]) -> None:
     """One transactional client against a fresh broker; prints a JSON line."""
-    from trio_kafka.testing import tansu_broker
+    from trio_kafka.testing import mock_broker_process, tansu_broker
 
     client, broker = spec["client"], spec["broker"]
     for module in CLIENT_MODULES.get(client, ()):
@@ -671,32 +646,13 @@ def txn_child(spec: dict[str, Any]) -> None:
         if broker == "tansu":
             bootstrap = stack.enter_context(tansu_broker()).bootstrap
         else:
-            bootstrap = stack.enter_context(_mock_broker_process())
+            bootstrap = stack.enter_context(mock_broker_process(PARTITIONS))
         topic = "bench-txn"
         _create_topic(bootstrap, topic)
-        load = os.getloadavg()[0]
-        cpu = time.process_time()
-        start = time.perf_counter()
-        acked = TXN_CLIENTS[client](bootstrap, topic, TXN_COUNT, TXN_RECORDS, TXN_SIZE)
-        elapsed = time.perf_counter() - start
-        cpu = time.process_time() - cpu
-    print(json.dumps({**spec, "acked": acked, "seconds": elapsed, "cpu": cpu, "load": load}))
-
-
-def _txn_run_child(spec: dict[str, Any]) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, __file__, "--txn-child", json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return {**spec, "error": " / ".join(tail)}
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
+        _print_timed(
+            spec,
+            lambda: TXN_CLIENTS[client](bootstrap, topic, TXN_COUNT, TXN_RECORDS, TXN_SIZE),
+        )
 
 
 def transactional_table(console: Any, runs: list[dict[str, Any]], caption: str) -> None:

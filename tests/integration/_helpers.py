@@ -69,10 +69,16 @@ async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
 
 
 def consume_all(
-    bootstrap: str, topic: str, partitions: int, isolation: str, require_end: bool = True
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    isolation: str,
+    require_end: bool = True,
+    at_least: int = 0,
 ) -> list[bytes]:
     """Every value of the topic from the beginning to the end (confluent-kafka), within
-    20 s; with `require_end`, fail unless every partition's end was reached."""
+    20 s, and at least `at_least` values (for records still arriving); with
+    `require_end`, fail unless every partition's end was reached."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(
@@ -90,7 +96,7 @@ def consume_all(
     eof: set[int] = set()
     deadline = time.monotonic() + 20
     try:
-        while len(eof) < partitions and time.monotonic() < deadline:
+        while (len(eof) < partitions or len(values) < at_least) and time.monotonic() < deadline:
             msg = consumer.poll(0.2)
             if msg is None:
                 continue

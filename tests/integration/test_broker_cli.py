@@ -63,3 +63,26 @@ def test_cli_broker_serves_a_producer_and_logs_connections(tmp_path: Path) -> No
         _, err = proc.communicate(timeout=10)
     assert "connection from 127.0.0.1" in err
     assert proc.returncode == 0
+
+
+def test_mock_broker_process_serves_its_partitions_and_stops() -> None:
+    from trio_kafka.testing import mock_broker_process
+
+    with mock_broker_process(partitions=3) as bootstrap:
+        producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "log_level": 0})
+        delivered: list[tuple[int, int]] = []
+        for i in range(30):
+            producer.produce(
+                "auto",
+                value=b"%d" % i,
+                partition=i % 3,
+                on_delivery=lambda e, m: delivered.append((m.partition(), m.offset())),
+            )
+        assert producer.flush(10) == 0
+        topics = producer.list_topics("auto", timeout=10).topics
+        assert len(topics["auto"].partitions) == 3
+        assert sorted(delivered) == [(p, o) for p in range(3) for o in range(10)]
+        del producer
+        host, port = bootstrap.split(":")
+    with pytest.raises(OSError), socket.create_connection((host, int(port)), 1.0):
+        pass

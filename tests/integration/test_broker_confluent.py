@@ -12,6 +12,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from tests.integration._helpers import consume_all as read_topic  # noqa: E402
 from trio_kafka.broker import ThreadedCluster, run_in_thread  # noqa: E402
 
 QUIET = {"log_level": 0, "logger": lambda *a: None}
@@ -36,36 +37,7 @@ def create(
 def consume_all(
     cluster: ThreadedCluster, topic: str, partitions: int, isolation: str, expect: int
 ) -> list[bytes]:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap,
-            "group.id": f"g-{uuid.uuid4().hex[:6]}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            **QUIET,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    values: list[bytes] = []
-    eof: set[int] = set()
-    deadline = time.monotonic() + 20
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(msg.partition())
-                    if len(eof) == partitions and len(values) >= expect:
-                        break
-                    continue
-                raise AssertionError(msg.error())
-            values.append(msg.value())
-    finally:
-        consumer.close()
-    return values
+    return read_topic(cluster.bootstrap, topic, partitions, isolation, at_least=expect)
 
 
 def test_idempotent_producer_10000_records_with_offsets(cluster: ThreadedCluster) -> None:

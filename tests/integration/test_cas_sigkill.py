@@ -24,6 +24,19 @@ SEED = int(os.environ.get("TRIO_KAFKA_SIGKILL_SEED", "20240611"))
 LOAD = [sys.executable, "-c", "from trio_kafka.cli import main; main()", "load"]
 
 
+def write_rows(tmp_path: Path, rows: int) -> tuple[Path, list[bytes]]:
+    """A JSON-lines input of `rows` rows (of varying length); its path and its rows."""
+    data = tmp_path / "rows.jsonl"
+    expected = [b'{"row":%d,"pad":"%s"}' % (i, b"x" * (i % 40)) for i in range(rows)]
+    data.write_bytes(b"\n".join(expected) + b"\n")
+    return data, expected
+
+
+def load_command(data: Path, topic: str, bootstrap: str) -> list[str]:
+    """`trio-kafka load` of `data` into `topic`, 64 KiB batches (many progress lines)."""
+    return [*LOAD, str(data), "--topic", topic, "--bootstrap", bootstrap, "--batch-bytes", "65536"]
+
+
 async def _run_until(command: list[str], kill_at: int | None) -> tuple[int, str]:
     """Run `command`; with `kill_at`, SIGKILL it once it reports that many records
     loaded. Returns (records it last reported, its stderr)."""
@@ -58,24 +71,13 @@ async def test_a_load_killed_at_random_points_resumes_to_exactly_its_input(
 ) -> None:
     print(f"SIGKILL test seed {SEED} (set TRIO_KAFKA_SIGKILL_SEED to replay)")
     rng = random.Random(SEED)
-    data = tmp_path / "rows.jsonl"
-    expected = [b'{"row":%d,"pad":"%s"}' % (i, b"x" * (i % 40)) for i in range(ROWS)]
-    data.write_bytes(b"\n".join(expected) + b"\n")
+    data, expected = write_rows(tmp_path, ROWS)
     async with open_cluster() as cluster:
         for point in range(POINTS):
             topic = f"load-{point}"
             cluster.create_topic(topic, 1, {"expected.offset.check.enable": "true"})
             kill_at = rng.randrange(ROWS // 20, ROWS * 4 // 5)
-            command = [
-                *LOAD,
-                str(data),
-                "--topic",
-                topic,
-                "--bootstrap",
-                cluster.bootstrap,
-                "--batch-bytes",
-                "65536",
-            ]
+            command = load_command(data, topic, cluster.bootstrap)
             reported, _ = await _run_until(command, kill_at)
             landed = len(log_values(cluster, topic, 0))
             print(f"point {point}: kill at {kill_at}, reported {reported}, in the log {landed}")

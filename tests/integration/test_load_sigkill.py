@@ -17,7 +17,7 @@ from pathlib import Path
 import trio
 
 from tests.integration._helpers import consume_all
-from tests.integration.test_cas_sigkill import LOAD, _run_until
+from tests.integration.test_cas_sigkill import _run_until, load_command, write_rows
 from trio_kafka.broker import open_cluster
 
 ROWS = 1_000_000
@@ -30,24 +30,13 @@ async def test_a_transactional_load_killed_at_random_points_resumes_exactly(
 ) -> None:
     print(f"SIGKILL test seed {SEED} (set TRIO_KAFKA_SIGKILL_SEED to replay)")
     rng = random.Random(SEED)
-    data = tmp_path / "rows.jsonl"
-    expected = [b'{"row":%d,"pad":"%s"}' % (i, b"x" * (i % 40)) for i in range(ROWS)]
-    data.write_bytes(b"\n".join(expected) + b"\n")
+    data, expected = write_rows(tmp_path, ROWS)
     async with open_cluster() as cluster:
         for point in range(POINTS):
             topic = f"load-{point}"
             cluster.create_topic(topic, 1)  # no CAS: the transactional backend
             kill_at = rng.randrange(ROWS // 20, ROWS * 4 // 5)
-            command = [
-                *LOAD,
-                str(data),
-                "--topic",
-                topic,
-                "--bootstrap",
-                cluster.bootstrap,
-                "--batch-bytes",
-                "65536",
-            ]
+            command = load_command(data, topic, cluster.bootstrap)
             reported, _ = await _run_until(command, kill_at)
             print(f"point {point}: kill at {kill_at}, reported {reported}")
             assert reported < ROWS, "the loader finished before it could be killed"

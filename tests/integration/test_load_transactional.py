@@ -10,13 +10,20 @@ from tests.integration._backends import mock_cluster
 from tests.integration._helpers import consume_all, rows
 from trio_kafka.broker import DROP, HookCall
 from trio_kafka.client import BulkLoader, open_bulk_loader
-from trio_kafka.errors import ConfigError
+from trio_kafka.client._txn_load import TxnPartition
+from trio_kafka.errors import ConfigError, ErrorCode
 from trio_kafka.net import open_selector
 from trio_kafka.producer import partition_for_key
+from trio_kafka.producer._load import Backend
 from trio_kafka.producer._rows import RECORD_OVERHEAD
 from trio_kafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
-from trio_kafka.protocol.messages.produce import ProduceRequest
+from trio_kafka.protocol.messages.produce import (
+    PartitionProduceResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TopicProduceResponse,
+)
 from trio_kafka.testing import log_values
 
 #: Each test runs on trio, then on asyncio (issue 16; tests/conftest.py).
@@ -178,3 +185,86 @@ async def test_bytes_like_rows_are_loaded_as_bytes() -> None:
             b"c",
             b"d",
         ]
+
+
+async def test_a_chunk_aborted_mid_stream_is_written_again_whole() -> None:
+    # The third transactional Produce of partition 0 fails (TRANSACTION_ABORTABLE):
+    # its transaction aborts with the chunk half streamed, and the chunk goes again
+    # from its first row in a new one; read_committed sees every row once, in order.
+    async with mock_cluster() as cluster:
+        cluster.create_topic("plain", 2)
+        produced = [0]
+        ends: list[bool] = []
+
+        def fail_third(call: HookCall) -> object:
+            request: ProduceRequest = call.request
+            (topic,) = request.topic_data
+            if request.transactional_id is None or topic.partition_data[0].index != 0:
+                return None
+            produced[0] += 1
+            return abortable(request) if produced[0] == 3 else None
+
+        def end(call: HookCall) -> None:
+            ends.append(call.request.committed)
+
+        cluster.add_hook(ProduceRequest, fail_third)
+        cluster.add_hook(EndTxnRequest, end)
+        async with open_selector(cluster.bootstrap) as selector:
+            loader = BulkLoader(selector, "plain", "L", batch_bytes=4096)
+            result = await loader.run(rows(3000))
+        assert result.loaded == 3000
+        assert ends.count(False) == 1, ends  # the one aborted transaction
+        seen = await anyio.to_thread.run_sync(
+            consume_all, cluster.bootstrap, "plain", 2, "read_committed"
+        )
+        assert seen == [r for i, r in enumerate(rows(3000)) if i % 2 == 0] + [
+            r for i, r in enumerate(rows(3000)) if i % 2 == 1
+        ]
+
+
+def abortable(request: ProduceRequest) -> ProduceResponse:
+    return ProduceResponse(
+        responses=[
+            TopicProduceResponse(
+                name=t.name,
+                partition_responses=[
+                    PartitionProduceResponse(
+                        index=p.index,
+                        error_code=ErrorCode.TRANSACTION_ABORTABLE,
+                        base_offset=-1,
+                    )
+                    for p in t.partition_data
+                ],
+            )
+            for t in request.topic_data
+        ]
+    )
+
+
+async def test_a_chunk_whose_rows_come_slowly_is_committed_with_the_rows_it_has() -> None:
+    # Rows of an unsealed chunk stream into its open transaction; when no more come for
+    # a quarter of the transaction timeout, the chunk is sealed at its last row and
+    # committed, before the coordinator would abort it for its age.
+    async with mock_cluster() as cluster:
+        cluster.create_topic("plain", 1)
+        async with open_selector(cluster.bootstrap) as selector:
+            loader = BulkLoader(
+                selector, "plain", "L", transaction_timeout=0.4, chunk_bytes=1 << 20
+            )
+            async with loader.transactional_producer("tk-load-L-plain-0") as producer:
+                await producer.init_transactions()
+                pipe = loader._pipeline(Backend.TRANSACTIONS, 0, (0, -1, False))
+                part = TxnPartition(loader, pipe, producer)
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(part.run)
+                    values = rows(10)
+                    pipe.add_run(range(5), None, values[:5], 0)
+                    await part.fed(0)
+                    with anyio.fail_after(20):
+                        while pipe.checkpoint < 4:
+                            await anyio.sleep(0.05)
+                    assert pipe.loaded == 5  # committed without more rows
+                    pipe.add_run(range(5, 10), None, values[5:], 0)
+                    await part.fed(1 if pipe.finish(0) else 0)
+                    await part.close_input()
+        assert log_values(cluster, "plain", 0) == values

@@ -19,12 +19,7 @@ the cycle made the peak 124 MB at 120,000 rows against 43 MB at 40,000).
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import socket
-import subprocess
-import sys
-import time
 import tracemalloc
 from collections.abc import Iterator
 from typing import Any
@@ -35,31 +30,11 @@ import trio
 from trio_kafka.client import create_topic, open_selector
 from trio_kafka.spark._options import LoadOptions
 from trio_kafka.spark._task import write_partitions
+from trio_kafka.testing import mock_broker_process
 
 pa = pytest.importorskip("pyarrow")
 
 BATCH = 1_000
-
-
-@contextlib.contextmanager
-def _broker() -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = ["-c", "from trio_kafka.cli import main; main()", "broker", "--port", str(port)]
-    process = subprocess.Popen(
-        [sys.executable, *command],
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        for _ in range(400):
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.1):
-                break
-            time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 def _batches(rows: int) -> Iterator[Any]:
@@ -102,7 +77,7 @@ def _peak(bootstrap: str, topic: str, rows: int, guarantee: str) -> int:
 
 @pytest.mark.parametrize("guarantee", ["exactly_once_cas", "transactional"])
 def test_a_tasks_peak_memory_does_not_grow_with_its_partition(guarantee: str) -> None:
-    with _broker() as bootstrap:
+    with mock_broker_process() as bootstrap:
         _peak(bootstrap, "warm", 1_000, guarantee)  # one-time tables (varint caches...)
         small = _peak(bootstrap, "small", 40_000, guarantee)
         large = _peak(bootstrap, "large", 120_000, guarantee)

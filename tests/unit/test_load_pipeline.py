@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from trio_kafka.errors import AmbiguousError, ConcurrentWriteError, ErrorCode
@@ -173,8 +175,9 @@ def test_transaction_chunks_carry_their_checkpoint_on_the_last_row() -> None:
     feed(pipe, range(11))
     chunk = pipe.take_sealed()
     assert chunk is not None and chunk.values is not None
-    assert (chunk.first_row, chunk.last_row, len(chunk.values), chunk.keys) == (2, 5, 4, None)
-    assert chunk.values == [b"%0100d" % row for row in range(2, 6)]
+    assert (chunk.first_row, chunk.last_row, chunk.count, chunk.keys) == (2, 5, 4, None)
+    assert chunk.values == [b"%0100d" % row for row in range(2, 5)]
+    assert chunk.checkpoint_value == b"%0100d" % 5
     assert chunk.headers == (("tk.load", b"L"), ("tk.row", b"5"))
     pipe.committed(chunk)
     assert pipe.checkpoint == 5 and pipe.loaded == 4
@@ -230,8 +233,12 @@ def test_a_run_counts_the_batches_it_sealed_and_keeps_keys_and_values_in_order()
     while (chunk := pipe.take_sealed()) is not None:
         chunks.append(chunk)
     assert [(c.first_row, c.last_row) for c in chunks] == [(0, 9), (12, 21), (24, 27)]
-    assert [v for c in chunks for v in c.values or []] == values
-    assert [c.keys for c in chunks] == [keys[0:4], keys[4:8], keys[8:10]]
+    assert [v for c in chunks for v in [*(c.values or []), c.checkpoint_value]] == values
+    assert [[*(c.keys or []), c.checkpoint_key] for c in chunks] == [
+        keys[0:4],
+        keys[4:8],
+        keys[8:10],
+    ]
     assert chunks[2].headers == (("tk.load", b"L"), ("tk.row", b"27"))
 
 
@@ -279,3 +286,93 @@ def test_a_cas_batch_of_unkeyed_rows_encodes_every_value_and_the_checkpoint(
     assert {r.timestamp for r in decoded.records} == {1_700_000_000_000}
     assert row_of(decoded.records[-1], b"L") == len(values) - 1
     assert all(row_of(r, b"L") is None for r in decoded.records[:-1])
+
+
+def chunk_contents(pipe: LoadPipeline) -> list[tuple[int, int, int, list[object], list[object]]]:
+    out = []
+    while (chunk := pipe.take_sealed()) is not None:
+        keys = [*(chunk.keys or [None] * len(chunk.values or [])), chunk.checkpoint_key]
+        values = [*(chunk.values or []), chunk.checkpoint_value]
+        out.append((chunk.first_row, chunk.last_row, chunk.size, keys, values))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_runs_that_fit_a_chunk_whole_are_cut_as_row_by_row_adds(seed: int) -> None:
+    # Chunks of several runs (add_run's sum fast path), runs that cross a cut, None
+    # values and keys, uneven sizes, so the guess of whether a run fits is wrong both
+    # ways: the chunks, their sizes and their rows are those of adding row by row.
+    rng = random.Random(seed)
+    count = 400
+    values = [
+        None if rng.random() < 0.1 else b"v" * rng.choice((0, 5, 100, 700)) for _ in range(count)
+    ]
+    keys = [None if rng.random() < 0.5 else b"k" * rng.randrange(20) for _ in range(count)]
+    runs = []
+    start = 0
+    while start < count:
+        stop = min(count, start + rng.randrange(1, 60))
+        keyed = rng.random() < 0.7
+        if not keyed:
+            keys[start:stop] = [None] * (stop - start)
+        runs.append((start, stop, keyed))
+        start = stop
+    batch_bytes = rng.choice((300, 2_000, 9_000))
+    by_run = pipeline(backend=Backend.TRANSACTIONS, batch_bytes=batch_bytes)
+    for start, stop, keyed in runs:
+        run_keys = keys[start:stop] if keyed else None
+        by_run.add_run(range(start, stop), run_keys, values[start:stop], 0)
+    by_run.finish(0)
+    by_row = pipeline(backend=Backend.TRANSACTIONS, batch_bytes=batch_bytes)
+    for row in range(count):
+        by_row.add(row, keys[row], values[row], 0)
+    by_row.finish(0)
+    assert chunk_contents(by_run) == chunk_contents(by_row)
+
+
+def test_a_streamed_chunk_hands_out_its_rows_as_they_come_holding_the_last_back() -> None:
+    pipe = pipeline(backend=Backend.TRANSACTIONS, batch_bytes=6 * (ROW + RECORD_OVERHEAD))
+    values = [b"%0100d" % row for row in range(10)]
+    assert not pipe.streamable
+    pipe.add_run(range(0, 3), None, values[0:3], 0)
+    assert pipe.stream_rows() == (values[0:2], None)  # row 2 may become the checkpoint
+    assert pipe.stream_rows() is None and pipe.chunk_streamed() is None
+    assert pipe.add_run(range(3, 8), None, values[3:8], 0) == 1  # rows 0-5 sealed
+    assert pipe.stream_rows() == (values[2:5], None)
+    chunk = pipe.chunk_streamed()
+    assert chunk is not None and (chunk.first_row, chunk.last_row) == (0, 5)
+    assert chunk.checkpoint_value == values[5]
+    assert chunk.headers == (("tk.load", b"L"), ("tk.row", b"5"))
+    pipe.committed(chunk)
+    assert pipe.checkpoint == 5 and pipe.loaded == 6
+    assert pipe.stream_rows() == ([values[6]], None)  # the next chunk, from its first row
+
+
+def test_an_aborted_chunk_is_streamed_again_from_its_first_row() -> None:
+    pipe = pipeline(backend=Backend.TRANSACTIONS, batch_bytes=6 * (ROW + 2 + RECORD_OVERHEAD))
+    values = [b"%0100d" % row for row in range(8)]
+    keys = [b"k%d" % row for row in range(8)]
+    pipe.add_run(range(0, 4), keys[0:4], values[0:4], 0)
+    assert pipe.stream_rows() == (values[0:3], keys[0:3])
+    pipe.restream()  # aborted while the chunk was still open
+    assert pipe.stream_rows() == (values[0:3], keys[0:3])
+    pipe.add_run(range(4, 8), keys[4:8], values[4:8], 0)  # seals rows 0-5
+    assert pipe.stream_rows() == (values[3:5], keys[3:5])
+    assert pipe.chunk_streamed() is not None
+    pipe.restream()  # aborted once sealed: the whole chunk again, no copy
+    rows = pipe.stream_rows()
+    assert rows is not None and rows == (values[0:5], keys[0:5])
+    chunk = pipe.chunk_streamed()
+    assert chunk is not None and rows[0] is chunk.values
+    assert (chunk.checkpoint_value, chunk.checkpoint_key) == (values[5], keys[5])
+
+
+def test_finish_seals_an_open_streamed_chunk_at_its_held_back_row() -> None:
+    pipe = pipeline(backend=Backend.TRANSACTIONS, batch_bytes=100 * (ROW + RECORD_OVERHEAD))
+    values = [b"%0100d" % row for row in range(3)]
+    pipe.add_run(range(0, 3), None, values, 0)
+    assert pipe.stream_rows() == (values[0:2], None)
+    assert pipe.finish(0)  # (the input ended, or the transaction is old)
+    assert pipe.stream_rows() is None
+    chunk = pipe.chunk_streamed()
+    assert chunk is not None and (chunk.last_row, chunk.checkpoint_value) == (2, values[2])

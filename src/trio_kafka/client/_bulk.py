@@ -28,21 +28,23 @@ CAS (`_CasPartition`): one task per partition sends `next_send` batches to the l
 (`init_idempotent_producer_id`), sleeps `poll_delay`, refreshes metadata when told, and
 reads the record `read_offset` names after a mismatch.
 
-Transactions (`_TxnPartition`): one task per partition takes each sealed chunk and
-writes it in one transaction of its transactional `Producer` (the producer core's own
-sequencing, retries and transaction machinery); the chunk's last row is its checkpoint,
-so rows and checkpoint commit together. An abortable failure aborts and retries the
-chunk (aborted rows are invisible to read_committed readers); a commit whose answer
-was lost is settled by re-initialising and reading the committed checkpoint back (in:
-go on; not in: write the chunk again); anything else (a fence: another instance of the
-load took over) stops the load, and a rerun resumes from the committed checkpoint.
+Transactions (`TxnPartition`, client/_txn_load.py): one task per partition writes
+each chunk in one transaction of its transactional `Producer` (the producer core's own
+sequencing, retries and transaction machinery); the chunk's last row is its
+checkpoint, so rows and checkpoint commit together. The chunk's rows are streamed into
+its transaction as the feeder adds them. An abortable failure aborts and writes the
+chunk again; a commit whose answer was lost is settled by reading the committed
+checkpoint back; anything else (a fence: another instance of the load took over) stops
+the load, and a rerun resumes from the committed checkpoint.
 
 The feeder routes rows to their pipelines a block at a time: each partition's share of
 the block goes to its pipeline as one run (`add_run`: lists, not a call per row; rows
-without keys are a strided slice of the block), and a transaction's rows go to the
-producer as one `send_many(..., partition=)`, which fills whole batches. A sealed batch
-is handed on through a zero-capacity channel, so a partition has at most its window
-plus one batch, and the feeder one block, in memory.
+without keys are a strided slice of the block), and the partition's task is told
+(`fed`). CAS: a sealed batch is handed on through a zero-capacity channel, so a
+partition has at most its window plus one batch in memory. Transactions: the task
+hands the run on to the producer at once (one `send_many(..., partition=)`, which fills
+whole batches), and the feeder waits while a partition has two sealed chunks not
+committed. The feeder holds one block.
 """
 
 from __future__ import annotations
@@ -63,9 +65,8 @@ from trio_kafka.client._open import open_producer
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._reader import IsolationLevel, PartitionReader
 from trio_kafka.client._security import Security, pop_security
+from trio_kafka.client._txn_load import TxnPartition
 from trio_kafka.errors import (
-    AbortableError,
-    AmbiguousError,
     BrokerConnectionError,
     CasNotSupportedError,
     ConcurrentWriteError,
@@ -350,23 +351,24 @@ class BulkLoader:
         count = meta.partition_count
         backend = await self.choose_backend(count)
         async with contextlib.AsyncExitStack() as stack:
-            parts: list[_Partition] = []
-            for partition in range(count):
-                if backend is Backend.CAS:
-                    point = await self.resume_point(partition)
-                    parts.append(_CasPartition(self, self._pipeline(backend, partition, point)))
-                    stack.callback(parts[-1].discard)
-                else:
-                    producer = await stack.enter_async_context(
-                        self.transactional_producer(
-                            transactional_id_for(self.load_id, topic, partition)
+            producers: list[Producer] = []
+            if backend is Backend.TRANSACTIONS:
+                for partition in range(count):
+                    transactional_id = transactional_id_for(self.load_id, topic, partition)
+                    producers.append(
+                        await stack.enter_async_context(
+                            self.transactional_producer(transactional_id)
                         )
                     )
-                    await producer.init_transactions()
-                    point = await self.resume_point(partition, self.committed_reader)
-                    pipe = self._pipeline(backend, partition, point)
-                    parts.append(_TxnPartition(self, pipe, producer))
-                    stack.callback(parts[-1].discard)
+            points = await self._resume_points(backend, producers, count)
+            parts: list[_Partition | TxnPartition] = []
+            for partition, point in enumerate(points):
+                pipe = self._pipeline(backend, partition, point)
+                if backend is Backend.CAS:
+                    parts.append(_CasPartition(self, pipe))
+                else:
+                    parts.append(TxnPartition(self, pipe, producers[partition]))
+                stack.callback(parts[-1].discard)
             try:
                 async with anyio.create_task_group() as nursery:
                     for part in parts:
@@ -395,7 +397,35 @@ class BulkLoader:
             backend.value,
         )
 
-    async def _feed(self, rows: Iterable[Row], parts: list[_Partition], count: int) -> None:
+    async def _resume_points(
+        self, backend: Backend, producers: list[Producer], count: int
+    ) -> list[tuple[int, int, bool]]:
+        """Every partition's resume point, the partitions at once (a round trip or a few
+        each). Transactions: after the partition's `init_transactions`, which fences an
+        older instance of the load and settles its open transaction."""
+        points: list[tuple[int, int, bool]] = [(0, -1, False)] * count
+
+        async def resume(partition: int) -> None:
+            if backend is Backend.CAS:
+                points[partition] = await self.resume_point(partition)
+            else:
+                await producers[partition].init_transactions()
+                points[partition] = await self.resume_point(partition, self.committed_reader)
+
+        try:
+            async with anyio.create_task_group() as tasks:
+                for partition in range(count):
+                    tasks.start_soon(resume, partition)
+        except BaseExceptionGroup as group:
+            leaves = _leaves(group)
+            if len(leaves) == 1:
+                raise leaves[0] from None
+            raise
+        return points
+
+    async def _feed(
+        self, rows: Iterable[Row], parts: list[_Partition | TxnPartition], count: int
+    ) -> None:
         """Route rows to their partitions' pipelines, `_FEED_BLOCK` input rows at a time
         (each partition's share as one run); wake a partition's task for each batch its
         pipeline sealed."""
@@ -413,15 +443,13 @@ class BulkLoader:
             any_sealed = False
             for partition, run_rows, run_keys, run_values in runs:
                 sealed = pipes[partition].add_run(run_rows, run_keys, run_values, stamp)
-                for _ in range(sealed):
-                    await parts[partition].sealed()
+                await parts[partition].fed(sealed)
                 any_sealed = any_sealed or sealed > 0
             if any_sealed:
                 stamp = self._timestamp_ms()
             first += len(block)
         for part in parts:
-            if part.pipe.finish(stamp):
-                await part.sealed()
+            await part.fed(1 if part.pipe.finish(stamp) else 0)
 
     def _progress(self, records: int, size: int) -> None:
         if self.on_progress is not None:
@@ -518,6 +546,11 @@ class _Partition:
         self.loader = loader
         self.pipe = pipe
         self._send, self._receive = anyio.create_memory_object_stream[None](0)
+
+    async def fed(self, sealed: int) -> None:
+        """The feeder added rows to the pipeline, sealing `sealed` batches."""
+        for _ in range(sealed):
+            await self.sealed()
 
     async def sealed(self) -> None:
         try:
@@ -643,87 +676,6 @@ class _CasPartition(_Partition):
             return None, str(exc), -1
         answer = response.responses[0].partition_responses[0]
         return answer.error_code, answer.error_message or "", answer.base_offset
-
-
-async def send_chunk(producer: Producer, topic: str, partition: int, chunk: LoadBatch) -> None:
-    """Append a transactional chunk to `partition`: its rows in bulk (full batches of the
-    partition), then the checkpoint row with its headers, last."""
-    values, keys = chunk.values, chunk.keys
-    assert values is not None
-    if len(values) > 1:
-        await producer.send_many(
-            values[:-1],
-            topic=topic,
-            partition=partition,
-            keys=None if keys is None else keys[:-1],
-        )
-    await producer.send(
-        topic,
-        values[-1],
-        key=None if keys is None else keys[-1],
-        headers=chunk.headers,
-        partition=partition,
-    )
-
-
-class _TxnPartition(_Partition):
-    """Drives a transactional pipeline: one transaction per chunk (see the module doc)."""
-
-    def __init__(self, loader: BulkLoader, pipe: LoadPipeline, producer: Producer) -> None:
-        super().__init__(loader, pipe)
-        self.producer = producer
-
-    async def run(self) -> None:
-        async with self._receive:
-            async for _ in self._receive:
-                await self._commit_sealed()
-        await self._commit_sealed()
-
-    async def _commit_sealed(self) -> None:
-        while (chunk := self.pipe.take_sealed()) is not None:
-            await self._commit(chunk)
-            self.pipe.committed(chunk)
-            self.loader._progress(chunk.count, chunk.size)
-
-    async def _commit(self, chunk: LoadBatch) -> None:
-        loader, pipe, producer = self.loader, self.pipe, self.producer
-        selector = loader.selector
-        topic, partition = loader.topic, pipe.partition
-        deadline = selector.clock.now() + loader.retry_timeout
-        attempt = 0
-        while True:
-            try:
-                async with producer.transaction():
-                    await send_chunk(producer, topic, partition, chunk)
-                return
-            except AmbiguousError as exc:
-                # The commit's answer was lost (TransactionOutcomeUnknownError): the
-                # producer re-initialises, which settles the transaction (a fenced
-                # producer raises here: another instance took over, the load stops);
-                # then the committed checkpoint says whether the chunk is in.
-                await producer.init_transactions()
-                _, row, _ = await loader.resume_point(partition, loader.committed_reader)
-                if row >= chunk.last_row:
-                    return
-                if selector.clock.now() >= deadline:
-                    raise
-                logger.info(
-                    "%s-%d: commit outcome unknown (%s), not committed: retrying",
-                    topic,
-                    partition,
-                    exc,
-                )
-            except AbortableError as exc:
-                # Aborted: nothing of the chunk is visible to read_committed readers.
-                if selector.clock.now() >= deadline:
-                    raise AmbiguousError(
-                        f"{topic}-{partition}: the transaction of rows {chunk.first_row}-"
-                        f"{chunk.last_row} kept failing for {loader.retry_timeout} s (last: "
-                        f"{exc}); run the load again to resume"
-                    ) from exc
-                logger.info("%s-%d: chunk aborted (%s), retrying", topic, partition, exc)
-                await anyio.sleep(loader._backoff.backoff(attempt, selector.rng))
-                attempt += 1
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:

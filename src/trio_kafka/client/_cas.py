@@ -65,9 +65,18 @@ class CasGate:
     """Checks that CAS writes to a partition will really be checked (see module doc)."""
 
     def __init__(self, selector: KafkaSelector) -> None:
-        self.selector = selector
+        # Weakly: `_GATES` keys gates by their selector weakly, and a strong reference
+        # back from the value would keep every selector (and all it holds) alive forever.
+        self._selector = weakref.ref(selector)
         # Topic -> whether its CAS config is on (learned once from DescribeConfigs).
         self._topics: dict[str, bool] = {}
+
+    @property
+    def selector(self) -> KafkaSelector:
+        selector = self._selector()
+        if selector is None:
+            raise RuntimeError("this CasGate's selector is gone (closed and collected)")
+        return selector
 
     def __repr__(self) -> str:
         return f"<CasGate topics={self._topics!r}>"
@@ -118,6 +127,7 @@ class CasGate:
         raise KafkaError(f"{topic}-{partition} has no leader")
 
 
+# One gate per selector, for as long as the selector lives (the gate refers to it weakly).
 _GATES: weakref.WeakKeyDictionary[KafkaSelector, CasGate] = weakref.WeakKeyDictionary()
 
 

@@ -32,10 +32,11 @@ from collections.abc import AsyncIterable, Sequence
 import anyio
 import attrs
 
-from trio_kafka.client._bulk import BulkLoader, _CasPartition, _leaves, _Partition, send_chunk
+from trio_kafka.client._bulk import BulkLoader, _CasPartition, _leaves, _Partition
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._txn_calls import HandedOffTransaction
+from trio_kafka.client._txn_load import send_chunk
 from trio_kafka.errors import ConfigError
 from trio_kafka.producer._load import Backend, LoadPipeline
 from trio_kafka.producer._rows import partition_of

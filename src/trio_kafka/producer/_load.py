@@ -14,17 +14,22 @@ to that row are skipped (`skip(row)`), the rest are appended after the log end.
 Batches (`add`, `add_run`, `finish`). Rows go into the open batch until the next one
 would push it past `batch_bytes`; the batch is then sealed (its last row carries the
 checkpoint headers) and queued. `add_run` takes a whole run of a partition's rows at
-once (row numbers, values, keys as lists): the cut is found from the run's cumulative
-sizes by bisection and the rows move as list slices, so the per-row work of a load is
-C work, not a Python call per row. A batch is the unit of everything below: it is written whole or
-not at all, and its checkpoint covers every row in it.
+once (row numbers, values, keys as lists): a run that fits the open batch is sized by
+one sum; otherwise the cut is found from the run's cumulative sizes by bisection. The
+rows move as list slices, so the per-row work of a load is C work, not a Python call
+per row. A batch is the unit of everything below: it is written whole or not at all,
+and its checkpoint covers every row in it.
 
 Backends. `Backend.CAS`: each batch is one Produce request of one idempotent record
 batch whose base offset is the *expected offset*, the log end the batch must start at
 (batch k expects where batch k-1 ends). `Backend.TRANSACTIONS`: each batch is a chunk
 the shell writes in one transaction (its rows and its checkpoint commit together);
 there the pipeline only cuts chunks, counts and checkpoints (`committed(batch)`), and
-the transactional producer does sequencing and retries.
+the transactional producer does sequencing and retries. A chunk is either taken whole
+once sealed (`take_sealed`) or streamed: `stream_rows` gives the oldest chunk's rows
+as they come, holding the open batch's last row back (it becomes the checkpoint if the
+batch is sealed after it), `chunk_streamed` says when the sealed chunk's rows are all
+out (send its checkpoint row, commit), `restream` starts it over after an abort.
 
 The CAS window (`next_send`, `on_answer`). Up to `max_in_flight` (5, the broker's dedup
 window) batches are in flight; answers are taken in order, oldest first, and classified
@@ -71,7 +76,7 @@ from trio_kafka.errors import (
     error_for_code,
 )
 from trio_kafka.producer._accumulator import record_sizes
-from trio_kafka.producer._actions import Action, classify
+from trio_kafka.producer._actions import Action
 from trio_kafka.producer._load_batch import (
     DEFAULT_BATCH_BYTES,
     Backend,
@@ -80,29 +85,14 @@ from trio_kafka.producer._load_batch import (
     LoadBatch,
     OpenLoadBatch,
     Step,
+    StreamRows,
+    run_size,
+    unstreamed,
 )
+from trio_kafka.producer._load_rules import LoadRules
 from trio_kafka.producer._rows import RECORD_OVERHEAD, checkpoint_headers
 from trio_kafka.producer._rule_context import rules_for
 from trio_kafka.records import BatchBuilder
-
-
-class LoadRules:
-    """The load pipeline's part of the rules (producer/_rules.py gathers them into
-    `Rules`)."""
-
-    def loaded_through(self, resumed_after_row: int) -> int:
-        """A resumed load skips the rows up to its last checkpoint, and no further."""
-        return resumed_after_row
-
-    def load_batch_offset(self, expected_offset: int) -> int:
-        """The base offset a load batch is built with: its expected offset (CAS: the
-        broker appends it there or nowhere; -1 under the transactional backend)."""
-        return expected_offset
-
-    def load_answer(self, code: int | None) -> Action:
-        """What a load batch's answer means (`_actions.classify`): no answer or a
-        retriable error is resent at the same offset, a mismatch is read."""
-        return classify(code)
 
 
 class LoadPipeline:
@@ -150,6 +140,10 @@ class LoadPipeline:
         self.foreign_after = foreign_after
         #: The last row known written (a checkpoint in the log), and the counts.
         self.checkpoint = resumed_after_row
+        # Bytes per row of the last run (a guess of whether the next one fits whole).
+        self._row_bytes = RECORD_OVERHEAD
+        # An empty batch must first check for other writers' records (CAS).
+        self._split_guard = foreign_after and backend is Backend.CAS
         self.loaded = 0
         self.loaded_bytes = 0
         self.skipped = 0
@@ -222,13 +216,25 @@ class LoadPipeline:
                 f"add_run: {total} rows, {len(values)} values, "
                 f"{'no' if keys is None else len(keys)} keys"
             )
+        current = self._open
+        room = self.batch_bytes - current.size
+        if total * self._row_bytes <= room and (current.values or not self._split_guard):
+            # The run likely fits the open batch whole (a transaction's chunk takes
+            # several runs): its size is one sum, not a list of cumulative sizes (an int
+            # object per row); what it takes is what the cut below would take.
+            size = run_size(values, keys)
+            self._row_bytes = size // total
+            if size <= room:
+                current.take(rows, keys, values, 0, total, size)
+                return 0
         cumulative = record_sizes(values, keys, RECORD_OVERHEAD)
+        self._row_bytes = cumulative[-1] // total
         sealed = 0
         position = 0
         while position < total:
             current = self._open
             if not current.values:
-                if self.foreign_after and self.backend is Backend.CAS:
+                if self._split_guard:
                     raise ConcurrentWriteError(
                         f"{self.topic}-{self.partition} holds records of other writers after "
                         f"the last record of load {self.load_id.decode(errors='replace')!r} "
@@ -252,7 +258,8 @@ class LoadPipeline:
         return sealed
 
     def finish(self, timestamp_ms: int) -> bool:
-        """No more rows: seal the open batch; True when there was one."""
+        """Seal the open batch (no more rows, or a transaction to end early); True when
+        there was one."""
         if not self._open.values:
             return False
         self._seal(timestamp_ms)
@@ -277,7 +284,10 @@ class LoadPipeline:
             batch.expected_offset = self.next_offset
             self.next_offset += count
         else:
+            batch.checkpoint_value = values.pop()
+            batch.checkpoint_key = None if keys is None else keys.pop()
             batch.values, batch.keys, batch.headers = values, keys, headers
+            batch.streamed = current.streamed
         self._batches.append(batch)
 
     def take_sealed(self) -> LoadBatch | None:
@@ -291,6 +301,38 @@ class LoadPipeline:
     def committed(self, batch: LoadBatch) -> None:
         """Transactions: `batch`'s transaction committed (its checkpoint is in the log)."""
         self._acknowledge(batch)
+
+    # -- transactions, streamed: a chunk's rows go to its transaction as they come ---------
+
+    @property
+    def streamable(self) -> bool:
+        """A chunk is sealed, or the open one has rows `stream_rows` would give."""
+        return bool(self._batches) or len(self._open.values) - 1 > self._open.streamed
+
+    def stream_rows(self) -> StreamRows | None:
+        """The rows of the oldest uncommitted chunk not handed out yet (None: none now).
+        The open batch's last row is held back: it becomes the checkpoint if the batch
+        is sealed after it."""
+        if self._batches:
+            chunk = self._batches[0]
+            assert chunk.values is not None
+            start, chunk.streamed = chunk.streamed, len(chunk.values)
+            return unstreamed(chunk.values, chunk.keys, start, chunk.streamed)
+        current = self._open
+        start, current.streamed = current.streamed, max(len(current.values) - 1, 0)
+        return unstreamed(current.values, current.keys, start, current.streamed)
+
+    def chunk_streamed(self) -> LoadBatch | None:
+        """The oldest chunk once sealed with all its rows handed out: the shell sends its
+        checkpoint row and commits (then `committed`)."""
+        chunk = self._batches[0] if self._batches else None
+        if chunk is None or chunk.streamed < len(chunk.values or ()):
+            return None
+        return chunk
+
+    def restream(self) -> None:
+        """The oldest chunk's transaction was aborted: its rows go again, from the first."""
+        (self._batches[0] if self._batches else self._open).streamed = 0
 
     # -- the CAS window --------------------------------------------------------------------
 
@@ -445,16 +487,6 @@ class LoadPipeline:
         self._retry_at = now + self._backoff(self._attempts)
         self._attempts += 1
         return Step.RETRY
-
-
-__all__ = [
-    "DEFAULT_BATCH_BYTES",
-    "Backend",
-    "BatchState",
-    "LoadBatch",
-    "LoadPipeline",
-    "Step",
-]
 
 
 __all__ = [  # (the values are re-exported: their home is producer/_load_batch.py)

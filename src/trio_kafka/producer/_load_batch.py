@@ -10,12 +10,28 @@ from itertools import repeat
 
 import attrs
 
+from trio_kafka.producer._rows import RECORD_OVERHEAD
 from trio_kafka.records import BatchBuilder
 
 #: Default batch size of a load (the broker's default max.message.bytes is 1 MiB).
 DEFAULT_BATCH_BYTES = 512 * 1024
 #: The headers of a checkpoint record.
 CheckpointHeaders = tuple[tuple[str, bytes], tuple[str, bytes]]
+
+
+def run_size(values: Sequence[bytes | None], keys: Sequence[bytes | None] | None) -> int:
+    """The estimated bytes of a run of records (`RECORD_OVERHEAD` each, plus keys and
+    values; None counts 0): `record_sizes(...)[-1]`, in C sums without a list."""
+    try:
+        size = sum(map(len, values))  # type: ignore[arg-type]
+    except TypeError:  # a None value
+        size = sum(map(len, filter(None, values)))
+    if keys is not None:
+        try:
+            size += sum(map(len, keys))  # type: ignore[arg-type]
+        except TypeError:
+            size += sum(map(len, filter(None, keys)))
+    return size + RECORD_OVERHEAD * len(values)
 
 
 class Backend(enum.Enum):
@@ -51,12 +67,17 @@ class LoadBatch:
     size: int
     #: CAS: the encoded records (rebuilt with new header fields on a new producer id).
     builder: BatchBuilder | None
-    #: Transactions: the rows' values and keys (None: no row has a key), in row order;
-    #: the last row is the checkpoint and carries `headers`.
+    #: Transactions: the values and keys (None: no row has a key) of the rows before
+    #: the last, in row order (whole lists for `send_many`, no copy); the last row is
+    #: the checkpoint: its value and key, and its `headers`.
     values: list[bytes | None] | None = None
     keys: list[bytes | None] | None = None
+    checkpoint_value: bytes | None = None
+    checkpoint_key: bytes | None = None
     headers: CheckpointHeaders | None = None
     expected_offset: int = -1
+    #: Transactions, streamed: how many of `values` are handed to the open transaction.
+    streamed: int = 0
     base_sequence: int = -1
     state: BatchState = BatchState.UNSENT
     #: The wire bytes for (producer id, epoch, base sequence) `_built_for` (CAS).
@@ -74,6 +95,9 @@ class OpenLoadBatch:
     first_row: int = -1
     last_row: int = -1
     size: int = 0
+    #: Transactions, streamed: how many rows are handed to the open transaction (never
+    #: the last: it becomes the checkpoint if the batch is sealed after it).
+    streamed: int = 0
 
     def take(
         self,
@@ -96,3 +120,18 @@ class OpenLoadBatch:
         self.values.extend(values[start:stop])
         self.last_row = rows[stop - 1]
         self.size += size
+
+
+#: Rows of a chunk to hand to its transaction: values, and keys (None: no row has one).
+StreamRows = tuple[list[bytes | None], list[bytes | None] | None]
+
+
+def unstreamed(
+    values: list[bytes | None], keys: list[bytes | None] | None, start: int, stop: int
+) -> StreamRows | None:
+    """Rows `start` to `stop - 1` (None: none)."""
+    if stop <= start:
+        return None
+    if start == 0 and stop == len(values):
+        return values, keys  # (a whole sealed chunk: no copy)
+    return values[start:stop], None if keys is None else keys[start:stop]

