@@ -88,13 +88,15 @@ BULK_LONG = BulkSize(rows=60_000, batch_bytes=2_000, run_time=8.0)
 BULK_QUICK_SEED = 2
 
 
-async def _bulk(broker: str, seed: int, duration: float, size: BulkSize) -> BulkReport:
+async def _bulk(
+    broker: str, seed: int, duration: float, size: BulkSize, name: str = "bulk"
+) -> BulkReport:
     topics = {topic_for(broker): PARTITIONS}
     target = (
         mock_target(seed, topics, CAS_CONFIGS) if broker == "mock" else tansu_target(seed, topics)
     )
     async with target as t:
-        return await bulk_run(t, name="bulk", seed=seed, duration=duration, size=size)
+        return await bulk_run(t, name=name, seed=seed, duration=duration, size=size)
 
 
 def assert_bulk_clean(report: BulkReport) -> None:
