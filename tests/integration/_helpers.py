@@ -1,5 +1,5 @@
 """Helpers the integration tests share: topic creation over our wire client, raw TCP
-clients of the mock broker closed with it, and a confluent-kafka reader (imported when
+clients of the mock broker closed with it, and confluent-kafka readers (imported when
 called, so a module that needs only `create_topic` does not need confluent-kafka)."""
 
 from __future__ import annotations
@@ -66,6 +66,40 @@ async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
             ),
         )
         assert response.topics[0].error_code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS)
+
+
+def read_partitions(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, int, bytes]]:
+    """Every record of partitions 0..partitions-1 as (partition, offset, value), from the
+    beginning to the end offsets the broker reports when called (confluent-kafka)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "trio-kafka-readback",  # librdkafka wants one even without a group
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
+    try:
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in range(partitions)
+        }
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        got: list[tuple[int, int, bytes]] = []
+        position = dict.fromkeys(range(partitions), 0)
+        idle = 0
+        while any(position[p] < ends[p] for p in range(partitions)) and idle < 30:
+            messages = consumer.consume(num_messages=10_000, timeout=1.0)
+            idle = 0 if messages else idle + 1
+            for message in messages:
+                assert message.error() is None, message.error()
+                got.append((message.partition(), message.offset(), message.value()))
+                position[message.partition()] = message.offset() + 1
+        return got
+    finally:
+        consumer.close()
 
 
 def consume_all(

@@ -21,7 +21,7 @@ import anyio
 import pytest
 
 from tests.integration._backends import mock_cluster
-from tests.integration._helpers import create_topic
+from tests.integration._helpers import create_topic, read_partitions
 from trio_kafka.broker import Delay
 from trio_kafka.client import Acknowledged, Ambiguous, RecordHandle, open_producer
 from trio_kafka.protocol.messages.produce import ProduceRequest
@@ -33,35 +33,10 @@ PARTITIONS = 4
 
 def read_back(bootstrap: str, topic: str, partitions: int) -> dict[bytes, list[tuple[int, int]]]:
     """value -> every (partition, offset) it was read at (confluent-kafka, to the ends)."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "asyncio-readback",
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-        }
-    )
-    try:
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in range(partitions)
-        }
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        seen: dict[bytes, list[tuple[int, int]]] = {}
-        position = dict.fromkeys(range(partitions), 0)
-        idle = 0
-        while any(position[p] < ends[p] for p in range(partitions)) and idle < 30:
-            messages = consumer.consume(num_messages=10_000, timeout=1.0)
-            idle = 0 if messages else idle + 1
-            for message in messages:
-                assert message.error() is None, message.error()
-                seen.setdefault(message.value(), []).append((message.partition(), message.offset()))
-                position[message.partition()] = message.offset() + 1
-        return seen
-    finally:
-        consumer.close()
+    seen: dict[bytes, list[tuple[int, int]]] = {}
+    for partition, offset, value in read_partitions(bootstrap, topic, partitions):
+        seen.setdefault(value, []).append((partition, offset))
+    return seen
 
 
 @pytest.mark.tansu

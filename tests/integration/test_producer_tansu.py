@@ -12,7 +12,7 @@ from collections import defaultdict
 import anyio
 import pytest
 
-from tests.integration._helpers import create_topic, tansu_per_backend
+from tests.integration._helpers import create_topic, read_partitions, tansu_per_backend
 from trio_kafka.client import Acknowledged, open_producer
 from trio_kafka.errors import InvalidTopicError, ProducerFencedError
 from trio_kafka.testing import TansuBroker
@@ -27,35 +27,10 @@ PARTITIONS = 6
 
 def consume_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[tuple[int, bytes]]]:
     """Every record of every partition, from the beginning to the end offsets."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "trio-kafka-readback",  # librdkafka wants one even without a group
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-        }
-    )
-    try:
-        ends = {}
-        for p in range(partitions):
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            ends[p] = high
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        got: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
-        position = dict.fromkeys(range(partitions), 0)
-        idle = 0
-        while any(position[p] < ends[p] for p in range(partitions)) and idle < 30:
-            messages = consumer.consume(num_messages=10_000, timeout=1.0)
-            idle = 0 if messages else idle + 1
-            for message in messages:
-                assert message.error() is None, message.error()
-                got[message.partition()].append((message.offset(), message.value()))
-                position[message.partition()] = message.offset() + 1
-        return dict(got)
-    finally:
-        consumer.close()
+    got: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
+    for partition, offset, value in read_partitions(bootstrap, topic, partitions):
+        got[partition].append((offset, value))
+    return dict(got)
 
 
 async def test_100k_idempotent_zstd_records_are_read_back_once_in_order(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import click
@@ -85,6 +85,35 @@ def run_for(
             pool.shutdown(cancel_futures=True)
 
 
+def _collect_with_progress(
+    console: Any,
+    description: str,
+    total: int | None,
+    columns: Sequence[Any],
+    runs: Iterable[SeedResult],
+) -> tuple[list[SeedResult], float]:
+    """Collect `runs` under a rich progress line (the description, `columns`, the
+    elapsed time), counting failures as they come; returns them and the seconds spent."""
+    from rich.progress import Progress, TextColumn, TimeElapsedColumn
+
+    results: list[SeedResult] = []
+    failed = 0
+    started = time.perf_counter()
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        *columns,
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        task = progress.add_task(description, total=total, failed=0)
+        for result in runs:
+            results.append(result)
+            failed += not result.ok
+            progress.update(task, advance=1, failed=failed)
+    return results, time.perf_counter() - started
+
+
 def run_for_budget(
     console: Any,
     workload: str,
@@ -95,28 +124,15 @@ def run_for_budget(
     max_seeds: int | None,
     imports: tuple[str, ...],
 ) -> tuple[list[SeedResult], float]:
-    from rich.progress import Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import TextColumn
 
-    results: list[SeedResult] = []
-    failed = 0
-    started = time.perf_counter()
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        TextColumn("{task.completed} seeds, {task.fields[failed]} failed"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
-        task = progress.add_task(
-            f"{workload}/{profile} for {seconds:g} s ({jobs} jobs)", total=None, failed=0
-        )
-        for result in run_for(
-            workload, first_seed, profile, jobs, seconds, max_seeds=max_seeds, imports=imports
-        ):
-            results.append(result)
-            failed += not result.ok
-            progress.update(task, advance=1, failed=failed)
-    return results, time.perf_counter() - started
+    return _collect_with_progress(
+        console,
+        f"{workload}/{profile} for {seconds:g} s ({jobs} jobs)",
+        None,
+        [TextColumn("{task.completed} seeds, {task.fields[failed]} failed")],
+        run_for(workload, first_seed, profile, jobs, seconds, max_seeds=max_seeds, imports=imports),
+    )
 
 
 def run_with_progress(
@@ -127,26 +143,15 @@ def run_with_progress(
     jobs: int,
     imports: Sequence[str] = (),
 ) -> tuple[list[SeedResult], float]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 
-    results: list[SeedResult] = []
-    failed = 0
-    started = time.perf_counter()
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[failed]} failed"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
-        task = progress.add_task(f"{workload}/{profile}", total=len(seeds), failed=0)
-        for result in run_many(workload, seeds, profile, jobs, imports):
-            results.append(result)
-            failed += not result.ok
-            progress.update(task, advance=1, failed=failed)
-    return results, time.perf_counter() - started
+    return _collect_with_progress(
+        console,
+        f"{workload}/{profile}",
+        len(seeds),
+        [BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]} failed")],
+        run_many(workload, seeds, profile, jobs, imports),
+    )
 
 
 def run_on_spark(

@@ -22,11 +22,11 @@ Resume. Each partition's resume point is the last checkpoint of this load in its
 an older instance of the load and aborts its open transaction, so the read_committed
 read that follows sees exactly what committed.
 
-CAS (`_CasPartition`): one task per partition sends `next_send` batches to the leader
-(`send_to_leader`, one batch a request), awaits answers oldest first and feeds them to
-`on_answer`; it asks for an idempotent producer id when the pipeline needs one
-(`init_idempotent_producer_id`), sleeps `poll_delay`, refreshes metadata when told, and
-reads the record `read_offset` names after a mismatch.
+CAS (`_CasPartition`, client/_cas_load.py): one task per partition sends `next_send`
+batches to the leader (`send_to_leader`, one batch a request), awaits answers oldest
+first and feeds them to `on_answer`; it asks for an idempotent producer id when the
+pipeline needs one (`init_idempotent_producer_id`), sleeps `poll_delay`, refreshes
+metadata when told, and reads the record `read_offset` names after a mismatch.
 
 Transactions (`TxnPartition`, client/_txn_load.py): one task per partition writes
 each chunk in one transaction of its transactional `Producer` (the producer core's own
@@ -39,7 +39,7 @@ the load, and a rerun resumes from the committed checkpoint.
 
 The feeder routes rows to their pipelines a block at a time: each partition's share of
 the block goes to its pipeline as one run (`add_run`: lists, not a call per row; rows
-without keys are a strided slice of the block), and the partition's task is told
+without keys are a strided slice of the block; client/_row_runs.py), and the partition's task is told
 (`fed`). CAS: a sealed batch is handed on through a zero-capacity channel, so a
 partition has at most its window plus one batch in memory. Transactions: the task
 hands the run on to the producer at once (one `send_many(..., partition=)`, which fills
@@ -53,117 +53,40 @@ import contextlib
 import itertools
 import logging
 import ssl
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import anyio
 import attrs
 
 from trio_kafka.client._cas import cas_gate
+from trio_kafka.client._cas_load import (
+    _CasPartition,
+    _Partition,
+    init_idempotent_producer_id,
+    one_batch_request,
+    send_to_leader,
+)
 from trio_kafka.client._edge import edge_defaults
 from trio_kafka.client._open import open_producer
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._reader import IsolationLevel, PartitionReader
+from trio_kafka.client._row_runs import FEED_BLOCK, UNKEYED, keyed_runs, unkeyed_runs
 from trio_kafka.client._security import Security, pop_security
 from trio_kafka.client._txn_load import TxnPartition
 from trio_kafka.errors import (
-    BrokerConnectionError,
     CasNotSupportedError,
-    ConcurrentWriteError,
     ConfigError,
-    ErrorCode,
-    KafkaError,
-    error_for_code,
-    error_info,
 )
 from trio_kafka.net import ExponentialBackoff, KafkaSelector, SaslConfig, open_selector
-from trio_kafka.producer._load import DEFAULT_BATCH_BYTES, Backend, LoadBatch, LoadPipeline, Step
+from trio_kafka.producer._load import DEFAULT_BATCH_BYTES, Backend, LoadPipeline
 from trio_kafka.producer._rows import LOAD_HEADER, ROW_HEADER, Row, partition_of, row_of
-from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
-from trio_kafka.protocol.messages.produce import (
-    PartitionProduceData,
-    ProduceRequest,
-    TopicProduceData,
-)
 
 logger = logging.getLogger("trio_kafka.load")
 
 _SCAN_WINDOW = 10_000
 #: What `guarantee=` accepts.
 GUARANTEES = ("auto", "exactly_once_cas", "transactional")
-
-
-def one_batch_request(
-    topic: str,
-    partition: int,
-    data: bytes,
-    *,
-    timeout: float,
-    transactional_id: str | None = None,
-) -> ProduceRequest:
-    """An acks=all Produce of one record batch to one partition: how loads write, one
-    batch a request, so each answer settles exactly one batch."""
-    return ProduceRequest(
-        transactional_id=transactional_id,
-        acks=-1,
-        timeout_ms=int(timeout * 1000),
-        topic_data=[
-            TopicProduceData(
-                name=topic, partition_data=[PartitionProduceData(index=partition, records=data)]
-            )
-        ],
-    )
-
-
-async def send_to_leader(
-    selector: KafkaSelector,
-    topic: str,
-    partition: int,
-    request: Any,
-    *,
-    timeout: float,
-    attempts: int = 10,
-    backoff: ExponentialBackoff | None = None,
-) -> Any:
-    """Send `request` to the leader of `topic`-`partition` without waiting for the answer
-    (returns the pending response). A partition without a known leader refreshes the
-    metadata and retries (jittered backoff) up to `attempts` times; a connection that
-    cannot be made raises `BrokerConnectionError` (nothing left: safe to resend)."""
-    backoff = backoff or ExponentialBackoff(selector.config.retry_backoff, 1.0)
-    for attempt in range(attempts):
-        part = selector.metadata.partition(topic, partition)
-        if part is not None and part.leader >= 0:
-            connection = await selector.connection(part.leader)
-            return await connection.send(request, timeout=timeout)
-        with contextlib.suppress(KafkaError):
-            await selector.refresh_metadata([topic])
-        await anyio.sleep(backoff.backoff(attempt, selector.rng))
-    raise BrokerConnectionError(f"{topic}-{partition} has no leader (after {attempts} tries)")
-
-
-async def init_idempotent_producer_id(
-    selector: KafkaSelector, *, timeout: float, backoff: ExponentialBackoff, attempts: int = 20
-) -> tuple[int, int]:
-    """(producer id, epoch) of a new idempotent producer (InitProducerId without a
-    transactional id), retried with backoff on retriable errors."""
-    error: KafkaError = KafkaError("InitProducerId was not tried")
-    for attempt in range(attempts):
-        try:
-            response = await selector.request(
-                selector.least_loaded_node(),
-                InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
-                timeout=timeout,
-            )
-        except KafkaError as exc:
-            error = exc
-        else:
-            if response.error_code == ErrorCode.NONE:
-                return response.producer_id, response.producer_epoch
-            error = error_for_code(response.error_code, "InitProducerId")
-            if not error_info(response.error_code).retriable:
-                raise error
-        await anyio.sleep(backoff.backoff(attempt, selector.rng))
-    raise error
 
 
 def transactional_id_for(load_id: str, topic: str, partition: int) -> str:
@@ -426,7 +349,7 @@ class BulkLoader:
     async def _feed(
         self, rows: Iterable[Row], parts: list[_Partition | TxnPartition], count: int
     ) -> None:
-        """Route rows to their partitions' pipelines, `_FEED_BLOCK` input rows at a time
+        """Route rows to their partitions' pipelines, `FEED_BLOCK` input rows at a time
         (each partition's share as one run); wake a partition's task for each batch its
         pipeline sealed."""
         pipes = [part.pipe for part in parts]
@@ -435,11 +358,11 @@ class BulkLoader:
         # murmur2 partition of recently seen keys (keyed loads repeat keys), bounded.
         key_partitions: dict[bytes, int] = {}
         first = 0
-        while block := list(itertools.islice(source, _FEED_BLOCK)):
-            if {*map(type, block)} <= _UNKEYED:
-                runs = _unkeyed_runs(block, first, count)
+        while block := list(itertools.islice(source, FEED_BLOCK)):
+            if {*map(type, block)} <= UNKEYED:
+                runs = unkeyed_runs(block, first, count)
             else:
-                runs = _keyed_runs(block, first, count, key_partitions)
+                runs = keyed_runs(block, first, count, key_partitions)
             any_sealed = False
             for partition, run_rows, run_keys, run_values in runs:
                 sealed = pipes[partition].add_run(run_rows, run_keys, run_values, stamp)
@@ -456,226 +379,10 @@ class BulkLoader:
             self.on_progress(records, size)
 
 
-#: Input rows routed at a time: each partition's share of a block is one run (memory
-#: bounded by the block; a partition's run is under one 4 MiB chunk of 100 B rows).
-_FEED_BLOCK = 1 << 15
-_UNKEYED = frozenset((bytes, type(None)))
-_KEY_CACHE = 65536
-#: One partition's share of a block: (partition, row numbers, keys or None, values).
-_Run = tuple[int, Sequence[int], list[bytes | None] | None, list[bytes | None]]
-
-
-def _unkeyed_runs(block: list[Any], first: int, count: int) -> list[_Run]:
-    """Rows without keys go round robin by row number: partition p's share of the block
-    (rows `first` on) is a slice with step `count`."""
-    runs: list[_Run] = []
-    for partition in range(count):
-        offset = (partition - first) % count
-        values = block[offset::count]
-        if values:
-            start = first + offset
-            runs.append((partition, range(start, start + len(values) * count, count), None, values))
-    return runs
-
-
-def _keyed_runs(
-    block: list[Any], first: int, count: int, key_partitions: dict[bytes, int]
-) -> list[_Run]:
-    """Rows with keys (and maybe some without): each to its partition (`partition_of`:
-    murmur2 of the key, else round robin by row), in row order."""
-    rows: list[list[int]] = [[] for _ in range(count)]
-    keys: list[list[bytes | None]] = [[] for _ in range(count)]
-    values: list[list[bytes | None]] = [[] for _ in range(count)]
-    keyed = [False] * count
-    for index, item in enumerate(block, first):
-        if item.__class__ is tuple and len(item) == 2:
-            key, value = item
-        elif item is None or item.__class__ is bytes:
-            key, value = None, item
-        else:
-            key, value = _row_parts(index, item)
-        if value is not None and value.__class__ is not bytes:
-            value = _as_bytes(index, "value", value)
-        if key is None:
-            partition = index % count
-        else:
-            if key.__class__ is not bytes:
-                key = _as_bytes(index, "key", key)
-            partition = key_partitions.get(key, -1)
-            if partition < 0:
-                if len(key_partitions) >= _KEY_CACHE:
-                    key_partitions.clear()
-                partition = key_partitions[key] = partition_of(index, key, count)
-            keyed[partition] = True
-        rows[partition].append(index)
-        keys[partition].append(key)
-        values[partition].append(value)
-    return [(p, rows[p], keys[p] if keyed[p] else None, values[p]) for p in range(count) if rows[p]]
-
-
-def _row_parts(index: int, item: Any) -> tuple[Any, Any]:
-    """(key, value) of an input row that is not plain bytes, None or a pair."""
-    if isinstance(item, tuple):
-        if len(item) != 2:
-            raise TypeError(
-                f"row {index} is a tuple of {len(item)} items: a keyed row is a (key, value) pair"
-            )
-        return item[0], item[1]
-    return None, item
-
-
-def _as_bytes(index: int, what: str, item: Any) -> bytes:
-    if isinstance(item, bytes | bytearray | memoryview):
-        return bytes(item)
-    raise TypeError(
-        f"the {what} of row {index} is a {type(item).__name__}: a row is bytes, None, or a "
-        "(key, value) pair of bytes or None"
-    )
-
-
 def _summary(pipe: LoadPipeline, end: int) -> PartitionLoad:
     return PartitionLoad(
         pipe.partition, pipe.start_offset, end, pipe.resumed_after_row, pipe.loaded, pipe.skipped
     )
-
-
-class _Partition:
-    """One partition's task: woken by the feeder for each sealed batch."""
-
-    def __init__(self, loader: BulkLoader, pipe: LoadPipeline) -> None:
-        self.loader = loader
-        self.pipe = pipe
-        self._send, self._receive = anyio.create_memory_object_stream[None](0)
-
-    async def fed(self, sealed: int) -> None:
-        """The feeder added rows to the pipeline, sealing `sealed` batches."""
-        for _ in range(sealed):
-            await self.sealed()
-
-    async def sealed(self) -> None:
-        try:
-            await self._send.send(None)
-        except anyio.BrokenResourceError:
-            # The partition's task ended with an error (only that closes its end early):
-            # the task group is cancelling us to raise it; wait for that, adding nothing
-            # of ours to the group (trio's channel left the send waiting, cancelled).
-            await anyio.sleep_forever()
-
-    async def close_input(self) -> None:
-        await self._send.aclose()
-
-    def discard(self) -> None:
-        """Close both ends (anyio's streams warn when dropped open; a task cancelled
-        before it started never closed its end)."""
-        self._send.close()
-        self._receive.close()
-
-    async def run(self) -> None:
-        raise NotImplementedError
-
-
-class _CasPartition(_Partition):
-    """Drives a CAS pipeline (see the module doc)."""
-
-    def __init__(self, loader: BulkLoader, pipe: LoadPipeline) -> None:
-        super().__init__(loader, pipe)
-        # batch -> the pending response of its request in flight, or the KafkaError
-        # that kept it from leaving.
-        self._pending: dict[LoadBatch, Any] = {}
-
-    async def run(self) -> None:
-        pipe = self.pipe
-        async with self._receive:
-            async for _ in self._receive:
-                await self._pump()
-                while self._must_settle():
-                    await self._step()
-        while not pipe.done:
-            await self._step()
-
-    def _must_settle(self) -> bool:
-        pipe = self.pipe
-        oldest = pipe.oldest_in_flight()
-        if oldest is None:
-            return pipe.queued > 0 and pipe.next_send(self.loader.selector.clock.now()) is None
-        if len(pipe.in_flight) >= pipe.max_in_flight or pipe.queued > pipe.max_in_flight:
-            return True
-        pending = self._pending.get(oldest)
-        return isinstance(pending, KafkaError) or (pending is not None and pending.done())
-
-    async def _pump(self) -> None:
-        loader, pipe = self.loader, self.pipe
-        clock = loader.selector.clock
-        while (batch := pipe.next_send(clock.now())) is not None:
-            request = one_batch_request(
-                loader.topic, pipe.partition, batch.data, timeout=loader.request_timeout
-            )
-            try:
-                self._pending[batch] = await send_to_leader(
-                    loader.selector,
-                    loader.topic,
-                    pipe.partition,
-                    request,
-                    timeout=loader.request_timeout,
-                    backoff=loader._backoff,
-                )
-            except KafkaError as exc:
-                self._pending[batch] = exc
-
-    async def _step(self) -> None:
-        """Make progress once: take the oldest answer, or do what the pipeline waits for."""
-        loader, pipe = self.loader, self.pipe
-        selector = loader.selector
-        clock = selector.clock
-        if (failed := pipe.error) is not None:
-            raise failed
-        batch = pipe.oldest_in_flight()
-        if batch is None:
-            if pipe.needs_producer_id:
-                pid, epoch = await init_idempotent_producer_id(
-                    selector, timeout=loader.request_timeout, backoff=loader._backoff
-                )
-                pipe.set_producer(pid, epoch)
-            delay = pipe.poll_delay(clock.now())
-            if delay > 0:
-                await anyio.sleep(delay)
-            if pipe.refresh_metadata:
-                with contextlib.suppress(KafkaError):
-                    await selector.refresh_metadata([loader.topic])
-                pipe.metadata_refreshed()
-            await self._pump()
-            return
-        code, message, log_end = await self._answer(batch)
-        step = pipe.on_answer(batch, code, clock.now(), message)
-        if step is Step.READ:
-            record = await loader.reader.read_at(
-                loader.topic, pipe.partition, pipe.read_offset(batch)
-            )
-            row = row_of(record, loader._load) if record is not None else None
-            step = pipe.on_read(batch, row, log_end)
-        if step is Step.FAIL:
-            error = pipe.error
-            assert error is not None
-            if isinstance(error, ConcurrentWriteError):
-                error.foreign_record = await loader.reader.read_at(
-                    loader.topic, pipe.partition, batch.expected_offset
-                )
-            raise error
-        if step is Step.ACKNOWLEDGED:
-            loader._progress(batch.count, batch.size)
-        await self._pump()
-
-    async def _answer(self, batch: LoadBatch) -> tuple[int | None, str, int]:
-        """(the partition's error code or None when no answer came, message, log end)."""
-        pending = self._pending.pop(batch)
-        if isinstance(pending, KafkaError):
-            return None, str(pending), -1
-        try:
-            response = await pending.wait()
-        except KafkaError as exc:
-            return None, str(exc), -1
-        answer = response.responses[0].partition_responses[0]
-        return answer.error_code, answer.error_message or "", answer.base_offset
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:

@@ -18,7 +18,14 @@ import anyio.lowlevel
 import attrs
 
 from trio_kafka.errors import BrokerConnectionError, FatalError, KafkaError
-from trio_kafka.net import BrokerConnection, Clock, Event, KafkaSelector, Primitives
+from trio_kafka.net import (
+    BrokerConnection,
+    Clock,
+    Event,
+    KafkaSelector,
+    Primitives,
+    TaskGroup,
+)
 from trio_kafka.producer import ProducerBatch, ProducerCore
 from trio_kafka.protocol.messages.produce import ProduceRequest
 
@@ -31,7 +38,7 @@ class SenderHost(Protocol):
     core: ProducerCore
     selector: KafkaSelector
     clock: Clock
-    nursery: anyio.abc.TaskGroup
+    nursery: TaskGroup
     primitives: Primitives
 
     def wake(self) -> None: ...
@@ -145,7 +152,7 @@ class NodeSender:
             )
             self.throttled_until = until
 
-    def start(self, nursery: anyio.abc.TaskGroup) -> None:
+    def start(self, nursery: TaskGroup) -> None:
         nursery.start_soon(self._writer, name=f"kafka-produce-writer-{self.node_id}")
         nursery.start_soon(self._reader, name=f"kafka-produce-reader-{self.node_id}")
 

@@ -19,7 +19,16 @@ from trio_kafka.client._edge import edge_defaults
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._security import Security, pop_security
 from trio_kafka.errors import ConfigError
-from trio_kafka.net import Clock, KafkaSelector, SaslConfig, Transport, only_error, open_selector
+from trio_kafka.net import (
+    Clock,
+    KafkaSelector,
+    SaslConfig,
+    TaskGroup,
+    Transport,
+    only_error,
+    open_selector,
+    open_task_group,
+)
 from trio_kafka.producer import ProducerConfig
 
 _SELECTOR_OPTIONS = (
@@ -36,9 +45,9 @@ _SELECTOR_OPTIONS = (
 )
 
 
-async def _task_nursery(*, task_status: anyio.abc.TaskStatus[anyio.abc.TaskGroup]) -> None:
+async def _task_nursery(*, task_status: anyio.abc.TaskStatus[TaskGroup]) -> None:
     """Hand back a task group that lives until its scope is cancelled (by `aclose`)."""
-    async with anyio.create_task_group() as tasks:
+    async with open_task_group() as tasks:
         task_status.started(tasks)
         await anyio.sleep_forever()
 
@@ -100,10 +109,10 @@ async def open_producer(
                     "transport=, tls=, sasl= and the security options belong to the "
                     "selector: pass them or selector=, not both"
                 )
-            async with anyio.create_task_group() as nursery:
+            async with open_task_group() as nursery:
                 # The producer's tasks run in a task group of their own, so that closing
                 # (which cancels them) never cancels the caller's block.
-                tasks: anyio.abc.TaskGroup = await nursery.start(_task_nursery)
+                tasks: TaskGroup = await nursery.start(_task_nursery)
                 producer = Producer(
                     config, selector, clock, rng, wall_clock() - clock.now(), tasks, buggify
                 )

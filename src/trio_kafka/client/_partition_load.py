@@ -29,15 +29,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterable, Sequence
 
-import anyio
 import attrs
 
-from trio_kafka.client._bulk import BulkLoader, _CasPartition, _leaves, _Partition
+from trio_kafka.client._bulk import BulkLoader, _leaves
 from trio_kafka.client._cas import cas_gate
+from trio_kafka.client._cas_load import _CasPartition, _Partition
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._txn_calls import HandedOffTransaction
 from trio_kafka.client._txn_load import send_chunk
 from trio_kafka.errors import ConfigError
+from trio_kafka.net import open_task_group
 from trio_kafka.producer._load import Backend, LoadPipeline
 from trio_kafka.producer._rows import partition_of
 
@@ -172,7 +173,7 @@ async def load_partition(
         pipe = part.pipe
         given, last = 0, -1
         try:
-            async with anyio.create_task_group() as nursery:
+            async with open_task_group() as nursery:
                 nursery.start_soon(part.run)
                 try:
                     stamp = loader._timestamp_ms()

@@ -23,36 +23,40 @@ written), queued batches fail with `ProducerClosedError`; then the tasks are can
 The tasks run in a nursery of their own (`_task_nursery`), so `aclose()` inside the
 block closes the producer without cancelling the block. Leaving the block with an
 exception closes with a zero timeout. Nothing waits on the network past the timeout.
+
+Files: this one (the record path: `send()` and its slow path, the waits for room and
+metadata), `_send_many.py` (`send_many`), `_cas_send.py` (`send(..., expected_offset=)`),
+`_closing.py` (`flush`, `aclose`), `_txn_calls.py` (the transactional calls), each a
+mixin of `Producer` that declares what it uses of it; `_open.py` (`open_producer`).
 """
 
 from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
-import anyio.abc
 import anyio.lowlevel
 import attrs
 
-from trio_kafka.client._cas import cas_gate
+from trio_kafka.client._cas_send import ConditionalSendMixin
 from trio_kafka.client._checks import (
-    as_bytes,
     check_extras,
     check_interceptor_result,
     check_types,
     checked_partitioner,
     record_fields,
 )
+from trio_kafka.client._closing import ClosingMixin
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
+from trio_kafka.client._send_many import SendManyMixin, merge_spans
 from trio_kafka.client._sender import Sender, logger
 from trio_kafka.client._transactions import transaction_driver
 from trio_kafka.client._txn_calls import TransactionalProducerMixin
 from trio_kafka.errors import (
     BufferFullError,
-    ConfigError,
     KafkaError,
     ProducerClosedError,
 )
@@ -61,6 +65,7 @@ from trio_kafka.net import (
     Clock,
     KafkaSelector,
     LoopClock,
+    TaskGroup,
     checkpoint_function,
     loop_time,
 )
@@ -77,13 +82,11 @@ from trio_kafka.producer import (
 )
 
 Headers = Sequence[tuple[str, bytes | None]]
-_BYTES_OR_NONE = frozenset((bytes, type(None)))
 # send() checkpoints once per this many calls (a power of two: the test is a mask).
 _CHECKPOINT_EVERY = 64
-_BULK_CHUNK = 8192
 
 
-class Producer(TransactionalProducerMixin):
+class Producer(SendManyMixin, ConditionalSendMixin, ClosingMixin, TransactionalProducerMixin):
     """Created by `open_producer()`; see the module doc."""
 
     def __init__(
@@ -93,7 +96,7 @@ class Producer(TransactionalProducerMixin):
         clock: Clock,
         rng: random.Random,
         wall_offset: float,
-        nursery: anyio.abc.TaskGroup,
+        nursery: TaskGroup,
         buggify: Callable[[str], bool] | None = None,
     ) -> None:
         self.config = config
@@ -254,69 +257,6 @@ class Producer(TransactionalProducerMixin):
             raise
         return handle  # type: ignore[return-value]
 
-    async def _send_conditional(
-        self,
-        topic: str | ProducerRecord,
-        value: Any,
-        key: Any,
-        headers: Headers | None,
-        partition: int | None,
-        timestamp: int | None,
-        expected_offset: int,
-    ) -> RecordHandle:
-        """`send(..., expected_offset=N)`: checked, then appended as a batch of its own
-        that must land at offset N (see client/_cas.py)."""
-        if topic.__class__ is not str:
-            given = partition
-            topic, value, key, headers, partition, timestamp = record_fields(topic)
-            partition = partition if given is None else given
-        if partition is None:
-            raise ConfigError(
-                f"expected_offset={expected_offset} needs partition=: an expected offset only "
-                "means something within one partition (the partitioner cannot choose it)"
-            )
-        if isinstance(expected_offset, bool) or not isinstance(expected_offset, int):
-            raise ConfigError(f"expected_offset must be an int, not {expected_offset!r}")
-        if expected_offset < 0:
-            raise ConfigError(
-                f"expected_offset={expected_offset} is not an offset: pass the offset (>= 0) "
-                "the record must land at, or leave expected_offset out"
-            )
-        if self._closing or self._sender.fatal_error is not None:
-            self._refuse()
-        if self._txn is not None:
-            self._txn.check_send()  # a transactional producer: only inside a transaction
-        if self._slow:
-            topic, value, key, headers, _, timestamp = self._prepare(
-                topic, value, key, headers, partition, timestamp
-            )
-        else:
-            check_types(value, key)
-        headers = check_extras(headers, partition, timestamp)
-        deadline = self._now() + self.config.max_block
-        await cas_gate(self.selector).check(
-            topic, partition, timeout=max(deadline - self._now(), 0.0)
-        )
-        size = len(value or b"") + len(key or b"")
-        await self._checkpoint()  # before the append (see the module doc)
-        while True:
-            if self._closing or self._sender.fatal_error is not None:
-                self._refuse()
-            try:
-                handle = self._core.append(
-                    topic, value, key, headers, partition, timestamp, self._now(), expected_offset
-                )
-            except UnknownTopicError:
-                await self._wait_for_topic(topic, deadline)
-                continue
-            if handle is not None:
-                break
-            await self._wait_for_room(deadline, size, None)
-        if handle.index == 0:
-            self._opened(handle.batch)
-        self._calls += 1
-        return handle  # type: ignore[return-value]  # the core makes RecordHandles
-
     async def send_and_wait(
         self, topic: str | ProducerRecord, value: Any = None, **kwargs: Any
     ) -> Any:
@@ -324,105 +264,6 @@ class Producer(TransactionalProducerMixin):
         handle = await self.send(topic, value, **kwargs)
         self._sender.wake()
         return await handle
-
-    async def send_many(
-        self,
-        records: Iterable[Any],
-        *,
-        topic: str | None = None,
-        partition: int | None = None,
-        keys: Sequence[bytes | None] | None = None,
-    ) -> BulkDelivery:
-        """Append many records in one call.
-
-        With `topic`, `records` are values and go through the core's bulk append: far
-        less work per record than `send()`. They are unkeyed and spread by the sticky
-        partitioner, or with `partition=` all go to that partition, filling its batches
-        to `batch_size` (then `keys=`, one key or None per value, gives them keys; they
-        choose no partition). Without `topic`, `records` are `ProducerRecord`s. Returns a
-        `BulkDelivery` (`await` it for the acknowledged count).
-        """
-        if topic is None:
-            if partition is not None or keys is not None:
-                raise TypeError("send_many: partition= and keys= go with topic= (values)")
-            return await self._send_many_records(records, None)
-        if keys is not None and partition is None:
-            raise TypeError(
-                "send_many: keys= needs partition= (without it, send keyed records with "
-                "send() or as ProducerRecords, so the partitioner sees their keys)"
-            )
-        values = records if isinstance(records, list) else list(records)
-        if keys is not None and len(keys) != len(values):
-            raise ValueError(f"send_many: {len(keys)} keys for {len(values)} values")
-        if self._slow:
-            return await self._send_many_records(values, topic, partition, keys)
-        if self._txn is not None:
-            self._txn.check_send()
-        check_extras(None, partition, None)
-        if not {*map(type, values)} <= _BYTES_OR_NONE:
-            for value in values:
-                check_types(value, None)
-            values = as_bytes(values)  # bytearray, memoryview: copied, as send() does
-        if keys is not None and not {*map(type, keys)} <= _BYTES_OR_NONE:
-            for key in keys:
-                check_types(b"", key)
-            keys = as_bytes(keys)
-        spans: list[BatchSpan] = []
-        position = 0
-        deadline = self._now() + self.config.max_block
-        while position < len(values):
-            if self._closing or self._sender.fatal_error is not None:
-                self._refuse()
-            end = position + _BULK_CHUNK
-            chunk = values[position:end]
-            try:
-                new_spans, taken = self._core.append_many(
-                    topic,
-                    chunk,
-                    self._now(),
-                    partition=partition,
-                    keys=None if keys is None else keys[position:end],
-                )
-            except UnknownTopicError:
-                await self._wait_for_topic(topic, deadline)
-                continue
-            except KafkaError as exc:
-                self._send_raised(topic, partition, exc)
-                raise
-            for span in new_spans:
-                if span.start == 0:
-                    self._opened(span.batch)
-            spans.extend(new_spans)
-            position += taken
-            self._sender.wake()
-            if taken < len(chunk):
-                await self._wait_for_room(deadline, RECORD_SIZE_UNKNOWN, spans)
-            else:
-                # Shielded: the chunk is appended, and a trio cancellation here would
-                # lose its spans (docs/asyncio.md: what cancelling send_many means).
-                await anyio.lowlevel.cancel_shielded_checkpoint()
-        return BulkDelivery(_merge(spans))
-
-    async def _send_many_records(
-        self,
-        records: Iterable[Any],
-        topic: str | None,
-        partition: int | None = None,
-        keys: Sequence[bytes | None] | None = None,
-    ) -> BulkDelivery:
-        spans: list[BatchSpan] = []
-        for index, record in enumerate(records):
-            if topic is None:
-                handle = await self.send(record)
-            else:
-                key = None if keys is None else keys[index]
-                handle = await self.send(topic, record, key=key, partition=partition)
-            if spans and spans[-1].batch is handle.batch and spans[-1].stop == handle.index:
-                last = spans[-1]
-                spans[-1] = BatchSpan(last.batch, last.start, handle.index + 1)
-            else:
-                spans.append(BatchSpan(handle.batch, handle.index, handle.index + 1))
-        return BulkDelivery(spans)
 
     def _prepare(
         self,
@@ -559,7 +400,7 @@ class Producer(TransactionalProducerMixin):
             f"(max_block={self.config.max_block}, buffer_full_strategy="
             f"{self.config.buffer_full_strategy.value}); the brokers are slower than the "
             "producer, or unreachable",
-            appended=None if appended is None else BulkDelivery(_merge(appended)),
+            appended=None if appended is None else BulkDelivery(merge_spans(appended)),
         )
 
     async def _wait_for_topic(self, topic: str, deadline: float) -> None:
@@ -588,66 +429,6 @@ class Producer(TransactionalProducerMixin):
         event, self._progress = self._progress, self._new_event()
         event.set()
 
-    async def flush(self) -> None:
-        """Send everything appended so far now and wait until every record has settled.
-
-        Raises `ProducerClosedError` once the producer is closed."""
-        if self._closed:
-            self._refuse()
-        core = self._core
-        core.begin_flush()
-        try:
-            self._sender.wake()
-            while core.has_unfinished and self._sender.fatal_error is None:
-                await self._progress.wait()
-            await self._checkpoint()
-        finally:
-            core.end_flush()
-
-    async def aclose(self, timeout: float | None = None) -> None:
-        """Close the producer and return: abort an open transaction (as Java's `close`
-        does), flush for up to `timeout` (default `close_timeout`), then settle the rest
-        without waiting (see the module doc) and stop the tasks. Callable anywhere, also
-        inside `async with open_producer(...)` (whose exit is then a no-op); later
-        `send()` and `flush()` raise `ProducerClosedError`."""
-        if self._closed or self._closing:
-            await self._checkpoint()
-            return
-        timeout = self.config.close_timeout if timeout is None else timeout
-        if timeout < 0:
-            raise ValueError(f"aclose(timeout={timeout}) is not allowed: it must be >= 0")
-        with anyio.move_on_after(timeout):
-            if self._txn is not None:
-                await self._txn.abort_bounded()
-            self._closing = True
-            self.refresh_fast_path()
-            core = self._core
-            core.close()
-            self._sender.wake()
-            while core.has_unfinished and self._sender.fatal_error is None:
-                await self._progress.wait()
-        self._settle_everything(timeout)
-
-    def _settle_everything(self, timeout: float) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._closing = True
-        self.refresh_fast_path()
-        self._core.close()
-        error = ProducerClosedError(
-            "the producer closed before this record was acknowledged (within its close "
-            f"timeout of {timeout} s)"
-        )
-        self._sender.closing = True
-        for node in list(self._sender.nodes.values()):
-            node.settle_all(error)
-        self._core.fail_all(error)
-        self._notify_progress()
-        for scope in self._metadata_waits:
-            scope.cancel()
-        self._nursery.cancel_scope.cancel()
-
     # -- metrics ---------------------------------------------------------------------
 
     def metrics(self) -> MetricsSnapshot:
@@ -660,26 +441,12 @@ class Producer(TransactionalProducerMixin):
                 logger.debug("producer metrics: %s", self.metrics())
 
 
-RECORD_SIZE_UNKNOWN = -1
-
-
 def _fast_now(clock: Clock) -> Callable[[], float]:
     """`clock.now`, or for the loop's own clock the loop's clock function itself: the
     same value as `anyio.current_time()` with no backend dispatch per `send()`."""
     if isinstance(clock, LoopClock):
         return loop_time()
     return clock.now
-
-
-def _merge(spans: list[BatchSpan]) -> list[BatchSpan]:
-    """Join consecutive spans of the same batch (bulk chunks split them)."""
-    merged: list[BatchSpan] = []
-    for span in spans:
-        if merged and merged[-1].batch is span.batch and merged[-1].stop == span.start:
-            merged[-1] = BatchSpan(span.batch, merged[-1].start, span.stop)
-        else:
-            merged.append(span)
-    return merged
 
 
 __all__ = ["Producer"]

@@ -44,11 +44,14 @@ directly through the shared `KafkaSelector`, one request at a time.
   seconds without moving forward (a long read of a big partition never times out
   while it keeps moving). An empty answer before `end` is waited out for up to
   `max_wait` (the broker's long poll; we sleep out the rest if it answered early).
+
+Files: this one (the calls), `_partition_read.py` (the iteration of `read`),
+`_leader_calls.py` (finding the leader, the Fetch version, sending, and which answers
+retry), `_fetch.py` (what a Fetch answer means, pure).
 """
 
 from __future__ import annotations
 
-import collections
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -57,32 +60,31 @@ import anyio
 import attrs
 
 from trio_kafka.client._fetch import FetchResult, IsolationLevel, _isolation, select_records
+from trio_kafka.client._leader_calls import (
+    Retry,
+    ask,
+    check_code,
+    fetch_version,
+    leader_of,
+    partition_data,
+)
+from trio_kafka.client._partition_read import PartitionRead
 from trio_kafka.errors import (
-    BrokerConnectionError,
     ConfigError,
-    ConnectionLostError,
     ErrorCode,
     KafkaError,
     OffsetOutOfRangeError,
     ProtocolError,
     ReadTimeoutError,
-    RequestTimeoutError,
-    error_for_code,
-    error_info,
 )
 from trio_kafka.net import (
     ExponentialBackoff,
     KafkaSelector,
-    PartitionMetadata,
-    TopicMetadata,
-    sleep_until,
 )
 from trio_kafka.protocol.messages.fetch import (
     FetchPartition,
     FetchRequest,
-    FetchResponse,
     FetchTopic,
-    PartitionData,
 )
 from trio_kafka.protocol.messages.list_offsets import (
     ListOffsetsPartition,
@@ -100,26 +102,6 @@ _NULL_UUID = uuid.UUID(int=0)
 #: ListOffsets timestamps (KIP-79): the latest offset and the earliest one.
 _LATEST = -1
 _EARLIEST = -2
-#: The last Fetch version that names topics (v13+ names them by topic id only).
-_LAST_FETCH_VERSION_WITH_NAMES = 12
-#: Fetch v4 added isolation levels and the aborted-transactions list (KIP-98).
-_FIRST_FETCH_VERSION_WITH_ISOLATION = 4
-
-#: Codes that mean "the metadata is stale": refresh it, then retry. The error table's
-#: `invalid_metadata` column covers most; these are the ones a Fetch or ListOffsets
-#: can answer during a leader move even where the table does not say so.
-_REFRESH_CODES = frozenset(
-    {
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.LEADER_NOT_AVAILABLE,
-        ErrorCode.FENCED_LEADER_EPOCH,
-        ErrorCode.UNKNOWN_LEADER_EPOCH,
-        ErrorCode.UNKNOWN_TOPIC_ID,
-        ErrorCode.INCONSISTENT_TOPIC_ID,
-        ErrorCode.REPLICA_NOT_AVAILABLE,
-    }
-)
 
 
 def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
@@ -133,15 +115,6 @@ def _not_negative(instance: object, attribute: attrs.Attribute[Any], value: floa
 
 
 # -- the I/O part ----------------------------------------------------------------------
-
-
-class _Retry(Exception):
-    """Internal: this attempt failed in a way that another attempt may not."""
-
-    def __init__(self, error: BaseException, *, refresh: bool) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.refresh = refresh
 
 
 @attrs.define(eq=False)
@@ -196,7 +169,7 @@ class PartitionReader:
         what = "latest" if timestamp == _LATEST else "earliest"
 
         async def attempt() -> int:
-            node, meta = await self._leader(topic, partition)
+            node, meta = await leader_of(self.selector, topic, partition, self.timeout)
             request = ListOffsetsRequest(
                 replica_id=-1,
                 isolation_level=self.isolation,
@@ -213,11 +186,11 @@ class PartitionReader:
                     )
                 ],
             )
-            response = await self._request(node, request)
+            response = await ask(self.selector, node, request)
             for t in response.topics:
                 for p in t.partitions:
                     if t.name == topic and p.partition_index == partition:
-                        _check(p.error_code, f"ListOffsets ({what}) of {topic}-{partition}")
+                        check_code(p.error_code, f"ListOffsets ({what}) of {topic}-{partition}")
                         # v0 answers in a list; v1+ in `offset`.
                         if p.offset < 0 and p.old_style_offsets:
                             return int(p.old_style_offsets[0])
@@ -303,7 +276,7 @@ class PartitionReader:
                 return None
             # Below the end but nothing came back: the broker answered empty (it may
             # be catching up after a leader move); ask again.
-            raise _Retry(
+            raise Retry(
                 KafkaError(f"empty Fetch answer at {offset} below the end {upper}"),
                 refresh=False,
             )
@@ -335,10 +308,12 @@ class PartitionReader:
     async def _fetch_once(
         self, topic: str, partition: int, offset: int, end: int | None, *, max_wait: float
     ) -> FetchResult:
-        node, meta = await self._leader(topic, partition)
+        node, meta = await leader_of(self.selector, topic, partition, self.timeout)
         topic_meta = self.selector.metadata.topic(topic)
         topic_id = topic_meta.topic_id if topic_meta is not None else None
-        version = await self._fetch_version(node, topic_id is not None)
+        version = await fetch_version(
+            self.selector, node, topic_id is not None, self.read_committed
+        )
         request = FetchRequest(
             replica_id=-1,
             # Never 0: Tansu answers a zero-wait Fetch with no topics at all.
@@ -363,8 +338,8 @@ class PartitionReader:
                 )
             ],
         )
-        response = await self._request(node, request, version=version, extra=max_wait)
-        data = _partition_data(response, partition, node)
+        response = await ask(self.selector, node, request, version=version, extra=max_wait)
+        data = partition_data(response, partition, node)
         where = f"Fetch of {topic}-{partition} at {offset}"
         if data is None:  # the broker left the partition out: an empty answer
             return FetchResult([], offset, -1, -1, -1)
@@ -376,7 +351,7 @@ class PartitionReader:
                 log_start_offset=data.log_start_offset,
                 log_end_offset=data.high_watermark,
             )
-        _check(data.error_code, where)
+        check_code(data.error_code, where)
         raw = data.records or b""
         batches = list(decode_batches(raw, allow_partial=True))
         if raw and not batches:
@@ -406,67 +381,6 @@ class PartitionReader:
             log_start_offset=data.log_start_offset,
         )
 
-    # -- plumbing ------------------------------------------------------------------------
-
-    async def _leader(self, topic: str, partition: int) -> tuple[int, PartitionMetadata]:
-        """The partition's leader node and metadata, waiting for the topic if needed."""
-        metadata = self.selector.metadata
-        found: TopicMetadata | None = metadata.topic(topic)
-        if found is None or not found.is_usable:
-            try:
-                found = await self.selector.wait_for_topic(topic, timeout=self.timeout)
-            except BrokerConnectionError as exc:
-                raise _Retry(exc, refresh=False) from exc
-        meta = self.selector.metadata.partition(topic, partition)
-        if meta is None:  # added since our snapshot? Look once more before giving up.
-            try:
-                found = (await self.selector.refresh_metadata([topic])).topic(topic) or found
-            except BrokerConnectionError as exc:
-                raise _Retry(exc, refresh=False) from exc
-            meta = self.selector.metadata.partition(topic, partition)
-        if meta is None:
-            raise KafkaError(
-                f"{topic} has no partition {partition} (it has {found.partition_count})"
-            )
-        if meta.leader < 0 or self.selector.metadata.leader_for(topic, partition) is None:
-            raise _Retry(
-                error_for_code(
-                    ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader now"
-                ),
-                refresh=True,
-            )
-        return meta.leader, meta
-
-    async def _fetch_version(self, node: int, have_topic_id: bool) -> int:
-        try:
-            connection = await self.selector.connection(node)
-        except BrokerConnectionError as exc:
-            raise _Retry(exc, refresh=True) from exc
-        negotiated = connection.api_versions.get(FetchRequest.API_KEY)
-        if negotiated is None:
-            raise error_for_code(
-                ErrorCode.UNSUPPORTED_VERSION, f"node {node} speaks no Fetch version we know"
-            )
-        version = negotiated if have_topic_id else min(negotiated, _LAST_FETCH_VERSION_WITH_NAMES)
-        if self.read_committed and version < _FIRST_FETCH_VERSION_WITH_ISOLATION:
-            raise error_for_code(
-                ErrorCode.UNSUPPORTED_VERSION,
-                f"node {node} speaks Fetch up to v{version}; read_committed needs v4+",
-            )
-        return version
-
-    async def _request(
-        self, node: int, request: Any, *, version: int | None = None, extra: float = 0.0
-    ) -> Any:
-        """Send and wait; connection trouble becomes a retry (reads are safe to repeat)."""
-        timeout = self.selector.config.request_timeout + extra
-        try:
-            return await self.selector.request(node, request, version=version, timeout=timeout)
-        except (BrokerConnectionError, ConnectionLostError, RequestTimeoutError) as exc:
-            raise _Retry(exc, refresh=True) from exc
-        except KeyError as exc:  # the node left the metadata between lookup and send
-            raise _Retry(KafkaError(str(exc)), refresh=True) from exc
-
     async def _retrying(
         self,
         what: str,
@@ -483,7 +397,7 @@ class PartitionReader:
             while True:
                 try:
                     return await attempt()
-                except _Retry as retry:
+                except Retry as retry:
                     last = retry.error
                     refresh = retry.refresh
                 if refresh:
@@ -503,125 +417,6 @@ class PartitionReader:
             f"<PartitionReader [{self.isolation.name.lower()}, max_bytes {self.max_bytes}, "
             f"max_wait {self.max_wait} s, timeout {self.timeout} s]>"
         )
-
-
-@attrs.define(eq=False)
-class PartitionRead:
-    """An iteration over `[start, end)` of one partition (see `PartitionReader.read`)."""
-
-    reader: PartitionReader
-    topic: str
-    partition: int
-    #: Requested bounds; resolved (None -> log start / log end) on the first step.
-    start: int | None
-    end: int | None
-    timeout: float
-    #: The next offset to fetch (None until the first step resolves `start`).
-    position: int | None = attrs.field(default=None, init=False)
-    # Fetched records not handed out yet (owned by this iteration).
-    _buffer: collections.deque[Record] = attrs.field(factory=collections.deque, init=False)
-
-    def __aiter__(self) -> PartitionRead:
-        return self
-
-    async def __anext__(self) -> Record:
-        while not self._buffer:
-            await self._step()
-        return self._buffer.popleft()
-
-    async def _step(self) -> None:
-        """Fetch once; raise StopAsyncIteration at the end, ReadTimeoutError when no
-        progress came within `timeout`."""
-        reader = self.reader
-        clock = reader.selector.clock
-        deadline = clock.now() + self.timeout
-        if self.position is None:
-            if self.start is None:
-                self.start = await reader.log_start_offset(
-                    self.topic, self.partition, timeout=self.timeout
-                )
-            self.position = self.start
-        while True:
-            if self.end is not None and self.position >= self.end:
-                raise StopAsyncIteration
-            remaining = deadline - clock.now()
-            asked = clock.now()
-            # Until the end is known, ask without a long poll: an empty partition must
-            # not cost max_wait.
-            wait = reader.max_wait if self.end is not None else 0.0
-            try:
-                if remaining <= 0:
-                    raise ReadTimeoutError("no progress")
-                result = await reader.fetch(
-                    self.topic,
-                    self.partition,
-                    self.position,
-                    end=self.end,
-                    max_wait=wait,
-                    timeout=remaining,
-                )
-            except ReadTimeoutError as exc:
-                raise ReadTimeoutError(
-                    f"reading {self.topic}-{self.partition}: stuck at offset {self.position} "
-                    f"for {self.timeout} s before the end {self.end} (is the high watermark, "
-                    f"or the last stable offset, below it?): {exc}"
-                ) from exc
-            records = result.records
-            if self.end is None:
-                self.end = _end_of(result, reader.read_committed)
-                if self.end is None:  # an answer without bounds: ask again
-                    await sleep_until(min(asked + reader.max_wait, deadline))
-                    continue
-                records = [r for r in records if r.offset < self.end]
-            moved = result.next_offset > self.position
-            self.position = max(self.position, result.next_offset)
-            self._buffer.extend(records)
-            if self._buffer:
-                return
-            if moved:
-                deadline = clock.now() + self.timeout  # control batches, aborted records
-                continue
-            # Nothing new: the broker long-polled, or answered at once; wait out the rest
-            # of max_wait either way so an early empty answer does not become a busy loop.
-            await sleep_until(min(asked + wait, deadline))
-
-    def __repr__(self) -> str:
-        end = "log end" if self.end is None else self.end
-        at = "not started" if self.position is None else f"at {self.position}"
-        return (
-            f"<PartitionRead [{self.topic}-{self.partition} [{self.start}, {end}), {at}, "
-            f"{len(self._buffer)} buffered]>"
-        )
-
-
-def _end_of(result: FetchResult, read_committed: bool) -> int | None:
-    """The log end a Fetch answer reports (None when it reports none)."""
-    if read_committed and result.last_stable_offset >= 0:
-        return result.last_stable_offset
-    return result.high_watermark if result.high_watermark >= 0 else None
-
-
-def _partition_data(response: FetchResponse, partition: int, node: int) -> PartitionData | None:
-    if response.error_code != ErrorCode.NONE:
-        _check(response.error_code, f"Fetch to node {node}")
-    for topic in response.responses:
-        for data in topic.partitions:
-            if data.partition_index == partition:
-                return data
-    return None
-
-
-def _check(code: int, where: str) -> None:
-    """Raise for an error code: `_Retry` for the ones another attempt may get past."""
-    if code == ErrorCode.NONE:
-        return
-    info = error_info(code)
-    error = error_for_code(code, f"{where}: {info.message}")
-    if code in _REFRESH_CODES or info.invalid_metadata:
-        raise _Retry(error, refresh=True)
-    if info.retriable:
-        raise _Retry(error, refresh=False)
-    raise error
 
 
 __all__ = [

@@ -61,6 +61,7 @@ from trio_kafka.net import (
     Event,
     ExponentialBackoff,
     KafkaSelector,
+    TaskGroup,
     primitives,
 )
 from trio_kafka.producer import ClusterView, ProducerBatch, ProducerCore, Settled
@@ -82,7 +83,7 @@ class Sender:
         core: ProducerCore,
         selector: KafkaSelector,
         clock: Clock,
-        nursery: anyio.abc.TaskGroup,
+        nursery: TaskGroup,
         on_progress: Callable[[], None],
         on_fatal: Callable[[], None] = lambda: None,
         buggify: Callable[[str], bool] | None = None,

@@ -54,7 +54,13 @@ from trio_kafka.errors import (
     InvalidPartitionError,
     KafkaError,
 )
-from trio_kafka.net import TRANSACTION_VERSION_FEATURE, ApiVersionsInfo, Clock, KafkaSelector
+from trio_kafka.net import (
+    TRANSACTION_VERSION_FEATURE,
+    ApiVersionsInfo,
+    Clock,
+    KafkaSelector,
+    TaskGroup,
+)
 from trio_kafka.producer import (
     GroupMetadata,
     OffsetAndMetadata,
@@ -85,7 +91,7 @@ class TransactionHost(Protocol):
     config: ProducerConfig
     selector: KafkaSelector
     _sender: Sender
-    _nursery: anyio.abc.TaskGroup
+    _nursery: TaskGroup
     _clock: Clock
     _core: ProducerCore
     _now: Callable[[], float]

@@ -43,7 +43,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
-import anyio.abc
 import attrs
 
 from trio_kafka.errors import (
@@ -55,7 +54,7 @@ from trio_kafka.errors import (
     RequestTimeoutError,
     error_for_code,
 )
-from trio_kafka.net._clock import Clock, LoopClock, Primitives, primitives
+from trio_kafka.net._clock import Clock, LoopClock, Primitives, TaskGroup, primitives
 from trio_kafka.net._pending import PendingResponse, expects_response
 from trio_kafka.net._transport import STREAM_ERRORS, ByteStream
 from trio_kafka.protocol import FrameSplitter, decode_response, encode_request_parts
@@ -155,7 +154,7 @@ class BrokerConnection:
     def queued(self) -> int:
         return self._queued
 
-    def start(self, tasks: anyio.abc.TaskGroup) -> None:
+    def start(self, tasks: TaskGroup) -> None:
         """Run the reader task in `tasks` (it ends when the connection closes)."""
         tasks.start_soon(self._reader, name=f"kafka-reader-{self.host}:{self.port}")
 
@@ -491,7 +490,7 @@ async def open_connection(
     stream: ByteStream, host: str, port: int, **options: Any
 ) -> AsyncIterator[BrokerConnection]:
     """A connection over `stream` with its reader running; closed on exit."""
-    async with anyio.create_task_group() as tasks:
+    async with primitives().task_group() as tasks:
         connection = BrokerConnection(stream, host, port, **options)
         connection.start(tasks)
         try:

@@ -30,6 +30,11 @@ The background tasks and the connections' reader tasks run in a task group of th
 selector's own, started inside the task group (a trio nursery is one too) the caller gives
 to `start()` (`open_selector()` does both);
 `aclose()` closes every connection and ends them.
+
+Files: this one (the nodes, their connections and backoff, the metadata snapshot, the
+background tasks), `_node_setup.py` (setting up one connection), `_metadata_ask.py`
+(which node to ask for metadata, and the hedged asking), `_topic_wait.py` (waiting for a
+topic), `_nodes.py` (the per-node bookkeeping).
 """
 
 from __future__ import annotations
@@ -38,7 +43,6 @@ import contextlib
 import functools
 import math
 import random
-import ssl
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -47,12 +51,11 @@ import anyio.abc
 import attrs
 
 from trio_kafka.errors import (
-    AuthenticationError,
     BrokerConnectionError,
     KafkaError,
 )
 from trio_kafka.net._backoff import ExponentialBackoff
-from trio_kafka.net._clock import Clock, LoopClock, default_rng, sleep_until
+from trio_kafka.net._clock import Clock, LoopClock, TaskGroup, default_rng, primitives, sleep_until
 from trio_kafka.net._config import SelectorConfig
 from trio_kafka.net._connection import BrokerConnection
 from trio_kafka.net._groups import only_error
@@ -61,18 +64,13 @@ from trio_kafka.net._metadata import (
     ClusterMetadata,
     TopicMetadata,
 )
-from trio_kafka.net._nodes import Attempt, Node, Refresh, root_error
+from trio_kafka.net._metadata_ask import ask_for_metadata, metadata_candidates
+from trio_kafka.net._node_setup import open_node
+from trio_kafka.net._nodes import Attempt, Node, Refresh
 from trio_kafka.net._pending import PendingResponse
-from trio_kafka.net._sasl import authenticate
 from trio_kafka.net._topic_wait import wait_for_topic
-from trio_kafka.net._transport import STREAM_ERRORS, TcpTransport, Transport
-from trio_kafka.net._versions import ApiVersionsInfo, negotiate
-from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
-
-#: How long a metadata refresh waits for a connection to come up before it also asks
-#: the next candidate (the attempt goes on). A healthy connect and ApiVersions take
-#: milliseconds; a blackholed address takes `connection_setup_timeout` to fail.
-_HEDGE_DELAY = 1.0
+from trio_kafka.net._transport import TcpTransport, Transport
+from trio_kafka.net._versions import ApiVersionsInfo
 
 
 @attrs.define(eq=False)
@@ -97,7 +95,7 @@ class KafkaSelector:
     # Consecutive failed refreshes (spaces the age task's retries).
     _refresh_failures: int = attrs.field(default=0, init=False)
     _backoff: ExponentialBackoff = attrs.field(init=False)
-    _nursery: anyio.abc.TaskGroup | None = attrs.field(default=None, init=False)
+    _nursery: TaskGroup | None = attrs.field(default=None, init=False)
     _closed: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -110,14 +108,14 @@ class KafkaSelector:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    async def start(self, tasks: anyio.abc.TaskGroup) -> None:
+    async def start(self, tasks: TaskGroup) -> None:
         """Start the background tasks in a task group of ours inside `tasks`."""
         await tasks.start(self._serve)
 
     async def _serve(
         self, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        async with anyio.create_task_group() as nursery:
+        async with primitives().task_group() as nursery:
             self._nursery = nursery
             nursery.start_soon(self._reap_idle, name="kafka-idle-reaper")
             nursery.start_soon(self._refresh_when_old, name="kafka-metadata-age")
@@ -219,7 +217,14 @@ class KafkaSelector:
 
     async def _connect(self, node: Node, attempt: Attempt) -> None:
         try:
-            connection, info = await self._open(node)
+            connection, info = await open_node(
+                node,
+                transport=self.transport,
+                config=self.config,
+                clock=self.clock,
+                rng=self.rng,
+                tasks=self._service_nursery(),
+            )
         except Exception as exc:
             self._record_failure(node, exc)
             attempt.error = exc
@@ -238,60 +243,6 @@ class KafkaSelector:
         finally:
             node.attempt = None
             attempt.done.set()
-
-    async def _open(self, node: Node) -> tuple[BrokerConnection, ApiVersionsInfo]:
-        if node.retry_at > self.clock.now():
-            await sleep_until(node.retry_at)
-        where = f"node {node.node_id} at {node.address}"
-        stream = None
-        try:
-            with anyio.move_on_after(self.config.connection_setup_timeout):
-                stream = await self.transport.connect(node.host, node.port)
-        except STREAM_ERRORS as exc:
-            cause = root_error(exc)
-            if isinstance(cause, ssl.SSLCertVerificationError):
-                raise AuthenticationError(
-                    f"TLS certificate of {where} failed verification: {cause.verify_message}"
-                ) from exc
-            hint = (
-                " (nothing listens there: is the broker running, at this host and port?)"
-                if isinstance(cause, ConnectionRefusedError)
-                else ""
-            )
-            raise BrokerConnectionError(f"cannot connect to {where}: {cause}{hint}") from exc
-        if stream is None:
-            raise BrokerConnectionError(
-                f"cannot connect to {where}: no connection within "
-                f"{self.config.connection_setup_timeout} s"
-            )
-        connection = BrokerConnection(
-            stream,
-            node.host,
-            node.port,
-            node_id=node.node_id,
-            client_id=self.config.client_id,
-            clock=self.clock,
-            max_in_flight=self.config.max_in_flight,
-            request_timeout=self.config.request_timeout,
-            max_frame_size=self.config.max_frame_size,
-        )
-        connection.start(self._service_nursery())
-        try:
-            info = await negotiate(connection)
-            if self.config.sasl is not None:
-                await authenticate(connection, self.config.sasl, self.rng)
-        except AuthenticationError:
-            await connection.aclose()
-            raise
-        except KafkaError as exc:
-            await connection.aclose()
-            raise BrokerConnectionError(
-                f"setting up the connection to {where} failed: {exc}"
-            ) from exc
-        except BaseException:
-            await connection.aclose()
-            raise
-        return connection, info
 
     def _record_failure(self, node: Node, error: BaseException | None) -> None:
         node.retry_at = self.clock.now() + self._backoff.backoff(node.failures, self.rng)
@@ -317,7 +268,7 @@ class KafkaSelector:
                 f"unknown node {node_id}; known: {sorted(self._nodes)} (refresh the metadata?)"
             ) from None
 
-    def _service_nursery(self) -> anyio.abc.TaskGroup:
+    def _service_nursery(self) -> TaskGroup:
         if self._nursery is None:
             raise RuntimeError("the selector is not started: use open_selector() or start()")
         return self._nursery
@@ -372,44 +323,11 @@ class KafkaSelector:
             refresh.done.set()
 
     async def _fetch_metadata(self, topics: frozenset[str] | None) -> None:
-        """Ask the candidates in order. A connection not up within `_HEDGE_DELAY` is
-        left connecting (the attempt goes on in the background) and the next candidate
-        is asked, so one hanging connect does not hold the refresh for the whole
-        `connection_setup_timeout` while other brokers answer; the nodes left
-        connecting get a last, full wait once every other candidate has failed."""
-        tried: list[str] = []
-        last_error: BaseException | None = None
-        request = MetadataRequest(
-            topics=None
-            if topics is None
-            else [MetadataRequestTopic(name=t) for t in sorted(topics)],
-            allow_auto_topic_creation=self.config.allow_auto_create_topics,
+        """Ask the candidates in order, hedged (`ask_for_metadata`), and apply the answer."""
+        response = await ask_for_metadata(
+            self.config, self.connection, self._metadata_candidates(), topics
         )
-        hedge = min(_HEDGE_DELAY, self.config.connection_setup_timeout)
-        queue = self._metadata_candidates()
-        connecting: list[Node] = []
-        while queue or connecting:
-            # Waiting fully for a node left connecting comes last.
-            node, hedged = (queue.pop(0), True) if queue else (connecting.pop(0), False)
-            try:
-                connection: BrokerConnection | None = None
-                with anyio.move_on_after(hedge if hedged and (queue or connecting) else math.inf):
-                    connection = await self.connection(node.node_id)
-                if connection is None:
-                    connecting.append(node)
-                    continue
-                response = await connection.request(request)
-            except AuthenticationError:
-                raise
-            except KafkaError as exc:
-                last_error = exc
-                tried.append(f"{node.address} ({type(root_error(exc)).__name__})")
-                continue
-            self._apply_metadata(response, topics)
-            return
-        raise BrokerConnectionError(
-            f"no broker answered Metadata; tried {', '.join(tried)}; last error: {last_error}"
-        ) from last_error
+        self._apply_metadata(response, topics)
 
     def apply_leaders(
         self,
@@ -451,26 +369,9 @@ class KafkaSelector:
                     self._service_nursery().start_soon(old.aclose)
 
     def _metadata_candidates(self) -> list[Node]:
-        """Nodes in the order to ask: open connections by load, then the rest by when
-        their backoff ends. Among the unconnected, metadata brokers come before
-        bootstrap pseudo-nodes, which stay as the fallback (re-bootstrap) when every
-        known broker fails."""
+        """Nodes in the order to ask (`metadata_candidates`)."""
         nodes = list(self._nodes.values())
-        offset = self.rng.randrange(len(nodes)) if nodes else 0
-        nodes = nodes[offset:] + nodes[:offset]  # spread load; rng keeps it deterministic
-
-        now = self.clock.now()
-
-        def key(node: Node) -> tuple[int, int, float]:
-            # An open connection first, even to a bootstrap address: it answers now,
-            # while a new connection may hang for connection_setup_timeout (sim
-            # transactional seed 62 lost a send()'s max_block that way).
-            if node.connection is not None and node.connection.is_open:
-                return (0, 0, float(node.connection.in_flight))
-            bootstrap = 1 if node.node_id < 0 and self.metadata.brokers else 0
-            return (1, bootstrap, max(node.retry_at, now))
-
-        return sorted(nodes, key=key)
+        return metadata_candidates(nodes, self.metadata, self.rng, self.clock.now())
 
     def request_refresh(self) -> None:
         """Start a metadata refresh in the background (shared with any in progress) and
@@ -563,7 +464,7 @@ async def open_selector(
     # (net/_groups.py): `except KafkaError` around `open_selector` must work.
     body_error: BaseException | None = None
     try:
-        async with anyio.create_task_group() as nursery:
+        async with primitives().task_group() as nursery:
             await selector.start(nursery)
             try:
                 yield selector

@@ -1,6 +1,6 @@
 """The load pipeline's rules (producer/_load.py): the decisions where a wrong rule loses
-or duplicates rows, gathered with the others in producer/_rules.py (the simulator's
-mutants replace them)."""
+or duplicates rows, gathered with the others in producer/_rules.py (a caller may pass
+its own rules in their place)."""
 
 from __future__ import annotations
 
