@@ -35,6 +35,9 @@ input order (I3), nothing else is in the topic.
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Callable
+
 import attrs
 import trio
 
@@ -74,7 +77,7 @@ _SMALL_BATCHES = BUGGIFY_SITES.register(
     description="a bulk load over CAS, crashed at seeded moments and resumed until done",
 )
 async def bulk(ctx: SimContext) -> None:
-    await _bulk(ctx, TOPIC, "exactly_once_cas")
+    await load_with_restarts(ctx, TOPIC, "exactly_once_cas")
 
 
 @register(
@@ -84,21 +87,39 @@ async def bulk(ctx: SimContext) -> None:
     "moments and resumed until done",
 )
 async def bulk_txn(ctx: SimContext) -> None:
-    await _bulk(ctx, TXN_TOPIC, "auto")
+    await load_with_restarts(ctx, TXN_TOPIC, "auto")
 
 
-async def _bulk(ctx: SimContext, topic: str, guarantee: str) -> None:
-    count, batch_bytes = _SIZES.get(ctx.profile.name, _SIZES["standard"])
-    rows: list[Row] = []
+async def load_with_restarts(
+    ctx: SimContext,
+    topic: str,
+    guarantee: str,
+    *,
+    rows: int | None = None,
+    batch_bytes: int | None = None,
+    run_time: float = _RUN_TIME,
+    on_run: Callable[[int, RunEnd], None] | None = None,
+) -> None:
+    """The workload on `topic` (PARTITIONS partitions): `rows` rows (default: the
+    profile's) in batches of `batch_bytes`, crashes within `run_time` seconds of a run's
+    start while the fault phase lasts (`ctx.fault_phase_end` seconds from now). The
+    chaos suite (tests/chaos) runs it over real sockets with sizes for real time.
+    `on_run(run, end)` hears how each run of the loader ended (the competitor's is -1)."""
+    default_count, default_batch = _SIZES.get(ctx.profile.name, _SIZES["standard"])
+    count = default_count if rows is None else rows
+    batch_bytes = default_batch if batch_bytes is None else batch_bytes
+    input_rows: list[Row] = []
     op_ids: list[tuple[int, int]] = []
     for row in range(count):
         value = ctx.value(WRITER, row)
         key = value if row % 3 == 0 else None
-        rows.append((key, value))
+        input_rows.append((key, value))
         partition = partition_of(row, key, PARTITIONS)
         op = Produce(WRITER, topic, partition, value, key)
         op_ids.append((ctx.history.invoke(op, time=trio.current_time()), partition))
-    load = _Load(ctx, topic, guarantee, rows, batch_bytes)
+    load = _Load(
+        ctx, topic, guarantee, input_rows, batch_bytes, run_time, trio.current_time(), on_run
+    )
     completed = False
 
     def loaded() -> None:
@@ -134,6 +155,20 @@ class _Load:
     guarantee: str
     rows: list[Row]
     batch_bytes: int
+    #: About how long a run of the load takes without faults (crashes land within it).
+    run_time: float
+    #: When the workload started (the fault phase ends `ctx.fault_phase_end` later).
+    started: float
+    on_run: Callable[[int, RunEnd], None] | None
+
+
+class RunEnd(enum.Enum):
+    """How a run of the loader (one process of the application) ended."""
+
+    DONE = "done"
+    CRASHED = "crashed"  # cancelled at its seeded moment
+    FAILED = "failed"  # it raised a KafkaError
+    STOPPED = "stopped"  # cancelled from outside (the other process finished first)
 
 
 async def _competitor(load: _Load) -> bool:
@@ -144,7 +179,7 @@ async def _competitor(load: _Load) -> bool:
     offset meets a record of other rows there (a mismatch must be read, not assumed).
     True when it finished the load (then the load is done, as the operator sees it)."""
     ctx = load.ctx
-    await ctx.sleep(_RUN_TIME * ctx.draws.uniform("bulk.competitor.start"))
+    await ctx.sleep(load.run_time * ctx.draws.uniform("bulk.competitor.start"))
     if ctx.fires_competitor("bulk.start", 0):
         return await _run(load, -1)
     return False
@@ -152,6 +187,16 @@ async def _competitor(load: _Load) -> bool:
 
 async def _run(load: _Load, run: int) -> bool:
     """One process of the load: True when the load finished."""
+    end = RunEnd.STOPPED
+    try:
+        end = await _process(load, run)
+    finally:
+        if load.on_run is not None:
+            load.on_run(run, end)
+    return end is RunEnd.DONE
+
+
+async def _process(load: _Load, run: int) -> RunEnd:
     ctx, batch_bytes = load.ctx, load.batch_bytes
     if run < 0:
         batch_bytes = batch_bytes * 5 // 2  # the competitor's batches straddle ours
@@ -161,12 +206,13 @@ async def _run(load: _Load, run: int) -> bool:
         batch_bytes = batch_bytes * 3 // 2
     now = trio.current_time()
     crash_at = float("inf")
-    if run >= 0 and now < ctx.fault_phase_end and ctx.draws.chance(_CRASH, "bulk.crash", run):
-        crash_at = now + _RUN_TIME * ctx.draws.uniform("bulk.crash-at", run)
+    in_fault_phase = now - load.started < ctx.fault_phase_end
+    if run >= 0 and in_fault_phase and ctx.draws.chance(_CRASH, "bulk.crash", run):
+        crash_at = now + load.run_time * ctx.draws.uniform("bulk.crash-at", run)
     timeout = ctx.profile.fault_phase
     if ctx.buggify(_SMALL_BATCHES):
         batch_bytes = 40
-    with trio.move_on_at(crash_at):
+    with trio.move_on_at(crash_at) as crash:
         try:
             async with ctx.open_selector(f"loader-{run}") as selector:
                 loader = BulkLoader(
@@ -181,15 +227,15 @@ async def _run(load: _Load, run: int) -> bool:
                     wall_clock=ctx.wall_clock,
                 )
                 await loader.run(load.rows)
-                return True
+                return RunEnd.DONE
         except KafkaError:
-            return False
+            return RunEnd.FAILED
         except BaseExceptionGroup as group:
             # The selector's nursery wraps what the run raised.
             if not all(isinstance(leaf, KafkaError) for leaf in _leaves(group)):
                 raise
-            return False
-    return False
+            return RunEnd.FAILED
+    return RunEnd.CRASHED if crash.cancelled_caught else RunEnd.STOPPED
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:

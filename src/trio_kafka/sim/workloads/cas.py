@@ -18,6 +18,8 @@ append acknowledged is in the committed log once at its offset, and one reported
 
 from __future__ import annotations
 
+import functools
+
 import trio
 
 from trio_kafka.broker import CAS_CONFIG
@@ -93,41 +95,74 @@ async def _writer(ctx: SimContext, topic: str, writer: str, appends: int) -> Non
 async def _session(
     ctx: SimContext, topic: str, writer: str, session: int, done: int, appends: int
 ) -> int:
+    """One process of the writer: one producer (so one set of connections), and on it a
+    conditional writer. A transactional writer fenced by a newer one (its append a
+    `ConcurrentWriteError`) opens a new conditional writer on the same producer, as the
+    error tells an application to: a new transactional session (InitProducerId fences
+    the newer writer in turn) and a new writer id, over the connections it has.
+
+    On the CAS topic the producer is the writer's (idempotent, as `open_conditional_
+    writer` would open it). On the transactional topic the conditional writer opens its
+    own transactional producer over this one's selector and never sends through this
+    one: it is opened without idempotence, so it asks for no producer id of its own.
+    A new writer of the process reads on from where the previous one's read ended (the
+    process has seen the log up to there), not from the log start."""
     cas = topic == TOPIC
-    async with (
-        ctx.open_producer(f"p-{writer}", linger=0.0) as producer,
-        open_conditional_writer(
-            topic,
-            0,
-            producer=producer,
-            writer_ids=lambda: f"sim-{writer}-{session}",
-            guarantee="exactly_once_cas" if cas else "auto",
-        ) as conditional,
-    ):
-        gap = ctx.fault_phase_end / max(appends, 1)
-        for n in range(done, appends):
-            await ctx.sleep(2 * gap * ctx.draws.uniform("cas.gap", writer, n))
-            if conditional.next_offset is None:
-                await _read(conditional, conditional.last_read_end or None)
-            assert conditional.next_offset is not None
-            value = ctx.value(writer, n)
-            op: CasAppend | Produce = (
-                CasAppend(writer, topic, 0, value, n, conditional.next_offset)
-                if cas
-                else Produce(writer, topic, 0, value)
-            )
-            op_id = ctx.history.invoke(op, time=trio.current_time())
-            try:
-                ack = await conditional.append(value)
-            except ConcurrentWriteError as exc:
-                ctx.history.complete(op_id, Fail(type(exc).__name__), time=trio.current_time())
-                if not cas:
-                    raise  # fenced: a new session takes the log back
-            except KafkaError as exc:
-                ctx.history.complete(op_id, Info(type(exc).__name__), time=trio.current_time())
-                raise
-            else:
-                ctx.history.complete(op_id, Ok(0, ack.offset), time=trio.current_time())
+    options = {} if cas else {"enable_idempotence": False}
+    read_end = 0
+    async with ctx.open_producer(f"p-{writer}", linger=0.0, **options) as producer:
+        for incarnation in range(appends + 1):
+            async with open_conditional_writer(
+                topic,
+                0,
+                producer=producer,
+                writer_ids=functools.partial(str, f"sim-{writer}-{session}.{incarnation}"),
+                guarantee="exactly_once_cas" if cas else "auto",
+            ) as conditional:
+                done = await _appends(ctx, conditional, topic, writer, done, appends, read_end)
+                read_end = conditional.last_read_end
+            if done >= appends:
+                break
+    return appends
+
+
+async def _appends(
+    ctx: SimContext,
+    conditional: ConditionalWriter,
+    topic: str,
+    writer: str,
+    done: int,
+    appends: int,
+    read_end: int,
+) -> int:
+    """Appends from the writer's `done`-th on; returns how many are done when all are, or
+    when a transactional writer was fenced (that append included, as failed). The
+    process has read the log up to `read_end`."""
+    cas = conditional.guarantee == "exactly_once_cas"
+    gap = ctx.fault_phase_end / max(appends, 1)
+    for n in range(done, appends):
+        await ctx.sleep(2 * gap * ctx.draws.uniform("cas.gap", writer, n))
+        if conditional.next_offset is None:
+            await _read(conditional, conditional.last_read_end or read_end or None)
+        assert conditional.next_offset is not None
+        value = ctx.value(writer, n)
+        op: CasAppend | Produce = (
+            CasAppend(writer, topic, 0, value, n, conditional.next_offset)
+            if cas
+            else Produce(writer, topic, 0, value)
+        )
+        op_id = ctx.history.invoke(op, time=trio.current_time())
+        try:
+            ack = await conditional.append(value)
+        except ConcurrentWriteError as exc:
+            ctx.history.complete(op_id, Fail(type(exc).__name__), time=trio.current_time())
+            if not cas:
+                return n + 1  # fenced: a new writer takes the log back
+        except KafkaError as exc:
+            ctx.history.complete(op_id, Info(type(exc).__name__), time=trio.current_time())
+            raise
+        else:
+            ctx.history.complete(op_id, Ok(0, ack.offset), time=trio.current_time())
     return appends
 
 
