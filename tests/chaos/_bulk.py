@@ -230,8 +230,9 @@ class BulkReport:
 
     @property
     def resumed_past_aborted_chunk(self) -> bool:
-        """Tansu's known divergence (KNOWN_TANSU_RESUME): every violation is a row lost
-        that the raw log holds only in aborted transactions, none other."""
+        """The shape of the bug KNOWN_TANSU_RESUME names (fixed; kept as a diagnosis):
+        every violation is a row lost that the raw log holds only in aborted
+        transactions, none other."""
         if self.chaos.broker != "tansu" or not self.violations:
             return False
         lost = [v for v in self.chaos.result.violations if v.render() in self.chaos.violations]
@@ -260,7 +261,7 @@ class BulkReport:
         )
         lines += [f"  [confluent] {v}" for v in self.confluent.violations]
         if self.resumed_past_aborted_chunk:
-            lines.append(f"  known Tansu divergence: {KNOWN_TANSU_RESUME}")
+            lines.append(f"  looks like: {KNOWN_TANSU_RESUME}")
         return "\n".join(lines)
 
 
@@ -315,10 +316,10 @@ async def bulk_run(
 
 
 #: Tansu's read_committed returns aborted records (docs/compatibility.md), and the
-#: transactional bulk load resumes from the last checkpoint a read_committed read shows:
-#: after a crash, the checkpoint of the crashed run's chunk, which the next run's
-#: InitProducerId aborted. The rerun skips that chunk's rows: lost (on Kafka, and on the
-#: mock broker, the read never shows an aborted checkpoint).
+#: transactional bulk load used to resume from the last checkpoint a read_committed read
+#: showed: after a crash, the checkpoint of the crashed run's chunk, which the next run's
+#: InitProducerId aborted, so the rerun skipped that chunk's rows. Fixed: the loader
+#: judges checkpoints by the log's markers. A report of this shape is now a regression.
 KNOWN_TANSU_RESUME = (
     "the transactional bulk load resumed from a checkpoint in an aborted chunk (Tansu's "
     "read_committed shows aborted records), so the rows of that chunk were never loaded"

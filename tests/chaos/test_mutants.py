@@ -100,8 +100,8 @@ def test_chaos_suite_catches_the_load_resume_past_checkpoint_mutant(broker: str)
             )
         print("\n" + report.render())
         resumed += report.runs.get("crashed", 0) + report.runs.get("failed", 0)
-        # On Tansu, rows lost only from aborted chunks are its known divergence (the
-        # same seed may lose them without the mutant): not a catch.
+        # Rows lost only from aborted chunks are the shape of the fixed Tansu resume bug
+        # (KNOWN_TANSU_RESUME), not this mutant's (it skips a committed row): not a catch.
         if (
             ViolationKind.LOST_WRITE in report.chaos.result.kinds
             and not report.resumed_past_aborted_chunk

@@ -68,6 +68,7 @@ from trio_kafka.client._cas_load import (
     send_to_leader,
 )
 from trio_kafka.client._edge import edge_defaults
+from trio_kafka.client._fetch import committed_newest_first
 from trio_kafka.client._open import open_producer
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._reader import IsolationLevel, PartitionReader
@@ -78,7 +79,12 @@ from trio_kafka.errors import (
     CasNotSupportedError,
     ConfigError,
 )
-from trio_kafka.net import ExponentialBackoff, KafkaSelector, SaslConfig, open_selector
+from trio_kafka.net import (
+    ExponentialBackoff,
+    KafkaSelector,
+    SaslConfig,
+    open_selector,
+)
 from trio_kafka.producer._load import DEFAULT_BATCH_BYTES, Backend, LoadPipeline
 from trio_kafka.producer._rows import LOAD_HEADER, ROW_HEADER, Row, partition_of, row_of
 
@@ -228,6 +234,8 @@ class BulkLoader:
         start = await reader.log_start_offset(topic, partition)
         if end <= start:
             return end, -1, False
+        if reader.read_committed:
+            return await self._committed_resume_point(partition, start, end)
         tail = await reader.read_at(topic, partition, end - 1)
         if tail is not None:
             row = row_of(tail, self._load)
@@ -243,6 +251,30 @@ class BulkLoader:
                     found = row
             if found >= 0:
                 return end, found, True
+            high = low
+        return end, -1, False
+
+    async def _committed_resume_point(
+        self, partition: int, start: int, end: int
+    ) -> tuple[int, int, bool]:
+        """`resume_point` as a read_committed reader would see it, judged from the
+        transaction markers in the log (`committed_newest_first`) instead of the
+        broker's read_committed answers: Tansu shows aborted records to read_committed
+        readers, and a resume from the checkpoint of a crashed run's aborted chunk would
+        never load that chunk's rows. The same answer as read_committed on Kafka."""
+        topic = self.topic
+        # From the high watermark down: the markers past the last stable offset count.
+        high = await self.reader.log_end_offset(topic, partition)
+        markers: dict[int, bool] = {}
+        while high > start:
+            low = max(start, high - _SCAN_WINDOW)
+            batches = await self.reader.batches(
+                topic, partition, low, high, first=low == start, timeout=self.request_timeout
+            )
+            for record in committed_newest_first(batches, markers):
+                row = row_of(record, self._load)
+                if row is not None:
+                    return end, row, record.offset != end - 1
             high = low
         return end, -1, False
 

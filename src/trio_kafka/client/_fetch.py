@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import collections
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import attrs
 
@@ -104,6 +104,32 @@ class FetchResult:
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
+    #: Every batch of the answer as decoded (control batches and, with read_committed,
+    #: aborted ones included): for callers that judge the markers themselves.
+    batches: list[RecordBatch] = attrs.field(factory=list)
 
 
-__all__ = ["FetchResult", "IsolationLevel", "select_records"]
+def committed_newest_first(
+    batches: Iterable[RecordBatch], next_marker: dict[int, bool]
+) -> Iterator[Record]:
+    """The records of `batches` (consecutive, in offset order) a read_committed reader
+    sees, newest first, judged from the transaction markers in the log itself rather
+    than from the broker's last stable offset and aborted-transactions list (which
+    Tansu does not keep: it shows aborted records to read_committed readers).
+
+    A transactional batch is seen only when the first marker of its producer id after
+    it is a COMMIT; with no marker after it (an open transaction) or an ABORT, it is
+    not. `next_marker` maps producer id -> whether that first marker is a COMMIT, for
+    the log after these batches: start with {} at the log end and pass the same dict
+    when going on to earlier batches (it is updated)."""
+    for batch in reversed(list(batches)):
+        if batch.is_control:
+            if batch.producer_id >= 0:
+                next_marker[batch.producer_id] = not _is_abort_marker(batch)
+            continue
+        if batch.is_transactional and not next_marker.get(batch.producer_id, False):
+            continue
+        yield from reversed(batch.records)
+
+
+__all__ = ["FetchResult", "IsolationLevel", "committed_newest_first", "select_records"]

@@ -80,6 +80,7 @@ from trio_kafka.errors import (
 from trio_kafka.net import (
     ExponentialBackoff,
     KafkaSelector,
+    sleep_until,
 )
 from trio_kafka.protocol.messages.fetch import (
     FetchPartition,
@@ -93,6 +94,7 @@ from trio_kafka.protocol.messages.list_offsets import (
 )
 from trio_kafka.records import (
     Record,
+    RecordBatch,
     decode_batches,
 )
 
@@ -285,6 +287,48 @@ class PartitionReader:
             f"reading offset {offset} of {topic}-{partition}", topic, timeout, attempt
         )
 
+    async def batches(
+        self,
+        topic: str,
+        partition: int,
+        low: int,
+        high: int,
+        *,
+        first: bool = False,
+        timeout: float | None = None,
+    ) -> list[RecordBatch]:
+        """Every batch as stored, control batches and aborted ones too, whose base
+        offset is in [low, high) (or below `high`, with `first`: the window at the log
+        start, whose first batch may begin below it): for callers that judge the
+        transaction markers themselves. `ReadTimeoutError` after `timeout` (default the
+        reader's) without progress."""
+        limit = self.timeout if timeout is None else timeout
+        clock = self.selector.clock
+        deadline = clock.now() + limit
+        batches: list[RecordBatch] = []
+        position = low
+        while position < high:
+            asked = clock.now()
+            if asked >= deadline:
+                raise ReadTimeoutError(
+                    f"reading the batches of {topic}-{partition}: stuck at offset {position} "
+                    f"for {limit} s below {high}"
+                )
+            result = await self.fetch(
+                topic, partition, position, end=high, timeout=deadline - asked
+            )
+            batches.extend(
+                b
+                for b in result.batches
+                if (first or b.base_offset >= low) and b.base_offset < high
+            )
+            if result.next_offset > position:
+                position = result.next_offset
+                deadline = clock.now() + limit
+            else:  # an empty answer below the end: ask again after max_wait
+                await sleep_until(min(asked + self.max_wait, deadline))
+        return batches
+
     async def fetch(
         self,
         topic: str,
@@ -379,6 +423,7 @@ class PartitionReader:
             high_watermark=data.high_watermark,
             last_stable_offset=data.last_stable_offset,
             log_start_offset=data.log_start_offset,
+            batches=batches,
         )
 
     async def _retrying(
