@@ -6,7 +6,7 @@ the expectation passed to the core.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from trio_kafka.client._cas import cas_gate
@@ -18,14 +18,13 @@ from trio_kafka.errors import ConfigError
 from trio_kafka.net import KafkaSelector
 from trio_kafka.producer import (
     BatchSpan,
+    Headers,
     ProducerBatch,
     ProducerConfig,
     ProducerCore,
     ProducerRecord,
     UnknownTopicError,
 )
-
-Headers = Sequence[tuple[str, bytes | None]]
 
 
 class ConditionalSendMixin:

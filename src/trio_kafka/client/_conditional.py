@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import ssl
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import attrs
@@ -66,12 +66,11 @@ from trio_kafka.errors import (
     ProducerFencedError,
 )
 from trio_kafka.net import SaslConfig
-from trio_kafka.producer import Acknowledged, Rules, current_rules
+from trio_kafka.producer import Acknowledged, Headers, Rules, current_rules
 from trio_kafka.records import Record
 
 WRITER_HEADER = "tk.writer"
 SEQUENCE_HEADER = "tk.seq"
-Headers = Sequence[tuple[str, bytes | None]]
 
 
 def writer_of(record: Record) -> tuple[bytes | None, int | None]:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -73,6 +73,7 @@ from trio_kafka.producer import (
     BatchSpan,
     BufferFullStrategy,
     DeliveryHandle,
+    Headers,
     MetricsSnapshot,
     ProducerBatch,
     ProducerConfig,
@@ -81,7 +82,6 @@ from trio_kafka.producer import (
     UnknownTopicError,
 )
 
-Headers = Sequence[tuple[str, bytes | None]]
 # send() checkpoints once per this many calls (a power of two: the test is a mask).
 _CHECKPOINT_EVERY = 64
 

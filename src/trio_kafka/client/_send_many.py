@@ -18,6 +18,7 @@ from trio_kafka.client._transactions import TransactionDriver
 from trio_kafka.errors import KafkaError
 from trio_kafka.producer import (
     BatchSpan,
+    Headers,
     ProducerBatch,
     ProducerConfig,
     ProducerCore,
@@ -25,7 +26,6 @@ from trio_kafka.producer import (
     UnknownTopicError,
 )
 
-Headers = Sequence[tuple[str, bytes | None]]
 _BYTES_OR_NONE = frozenset((bytes, type(None)))
 _BULK_CHUNK = 8192
 #: The size `_wait_for_room` is told when a chunk found no room (no one record's size).
