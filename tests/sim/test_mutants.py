@@ -74,6 +74,7 @@ QUICK = [
     # -- the load pipeline (producer/_load.py) --
     (_mutants.LOAD_LOST_AS_WRITTEN, 22, 2),
     (_mutants.LOAD_RESUME_PAST_CHECKPOINT, 143, 2),
+    (_mutants.LOAD_RESUME_FROM_ABORTED, 2, 1),
     (_mutants.LOAD_MISMATCH_AS_WRITTEN, 138, 2),
 ]
 

@@ -85,6 +85,7 @@ from trio_kafka.net import (
     SaslConfig,
     open_selector,
 )
+from trio_kafka.producer import current_rules
 from trio_kafka.producer._load import DEFAULT_BATCH_BYTES, Backend, LoadPipeline
 from trio_kafka.producer._rows import LOAD_HEADER, ROW_HEADER, Row, partition_of, row_of
 
@@ -176,6 +177,8 @@ class BulkLoader:
             selector, timeout=request_timeout, isolation=IsolationLevel.READ_COMMITTED
         )
         self._backoff = ExponentialBackoff(0.05, 1.0)
+        # Which checkpoints count on resume (the load rules in effect when built).
+        self._checkpoint_committed = current_rules().checkpoint_committed
 
     def _timestamp_ms(self) -> int:
         return int(self._wall() * 1000)
@@ -271,7 +274,7 @@ class BulkLoader:
             batches = await self.reader.batches(
                 topic, partition, low, high, first=low == start, timeout=self.request_timeout
             )
-            for record in committed_newest_first(batches, markers):
+            for record in committed_newest_first(batches, markers, self._checkpoint_committed):
                 row = row_of(record, self._load)
                 if row is not None:
                     return end, row, record.offset != end - 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import collections
 import enum
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import attrs
 
@@ -110,7 +110,9 @@ class FetchResult:
 
 
 def committed_newest_first(
-    batches: Iterable[RecordBatch], next_marker: dict[int, bool]
+    batches: Iterable[RecordBatch],
+    next_marker: dict[int, bool],
+    counts: Callable[[bool | None], bool] = lambda marker: marker is True,
 ) -> Iterator[Record]:
     """The records of `batches` (consecutive, in offset order) a read_committed reader
     sees, newest first, judged from the transaction markers in the log itself rather
@@ -121,13 +123,14 @@ def committed_newest_first(
     it is a COMMIT; with no marker after it (an open transaction) or an ABORT, it is
     not. `next_marker` maps producer id -> whether that first marker is a COMMIT, for
     the log after these batches: start with {} at the log end and pass the same dict
-    when going on to earlier batches (it is updated)."""
+    when going on to earlier batches (it is updated). `counts(first marker after)`
+    decides (the load rules' `checkpoint_committed`: a COMMIT, not an ABORT or none)."""
     for batch in reversed(list(batches)):
         if batch.is_control:
             if batch.producer_id >= 0:
                 next_marker[batch.producer_id] = not _is_abort_marker(batch)
             continue
-        if batch.is_transactional and not next_marker.get(batch.producer_id, False):
+        if batch.is_transactional and not counts(next_marker.get(batch.producer_id)):
             continue
         yield from reversed(batch.records)
 

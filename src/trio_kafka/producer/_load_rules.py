@@ -20,6 +20,12 @@ class LoadRules:
         broker appends it there or nowhere; -1 under the transactional backend)."""
         return expected_offset
 
+    def checkpoint_committed(self, first_marker_after: bool | None) -> bool:
+        """Whether a checkpoint in a transactional batch counts on resume, by the first
+        transaction marker of its producer id after it: a COMMIT (True) counts; an
+        ABORT (False) or none yet (None: the transaction is open) does not."""
+        return first_marker_after is True
+
     def load_answer(self, code: int | None) -> Action:
         """What a load batch's answer means (`_actions.classify`): no answer or a
         retriable error is resent at the same offset, a mismatch is read."""

@@ -81,6 +81,7 @@ NEW_PRODUCER_ID_ON_BUMP = "new-producer-id-on-bump"
 LOAD_LOST_AS_WRITTEN = "load-lost-as-written"
 LOAD_MISMATCH_AS_WRITTEN = "load-mismatch-as-written"
 LOAD_RESUME_PAST_CHECKPOINT = "load-resume-past-checkpoint"
+LOAD_RESUME_FROM_ABORTED = "load-resume-from-aborted"
 # -- end of the load pipeline's mutants --
 
 #: name -> (the bug, the workloads that can expose it).
@@ -162,6 +163,12 @@ MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     LOAD_RESUME_PAST_CHECKPOINT: (
         "a resumed load skips the row after its last checkpoint as if it were loaded",
         ("bulk",),
+    ),
+    LOAD_RESUME_FROM_ABORTED: (
+        "a resumed transactional load takes a checkpoint of an aborted (or still open) "
+        "transaction for a committed one, as a broker's read_committed that shows "
+        "aborted records (Tansu's) made it do",
+        ("bulk-txn",),
     ),
     # -- end of the load pipeline's mutants --
 }
@@ -313,6 +320,11 @@ class _LoadResumePastCheckpoint(Rules):
         return resumed_after_row + 1 if resumed_after_row >= 0 else resumed_after_row
 
 
+class _LoadResumeFromAborted(Rules):
+    def checkpoint_committed(self, first_marker_after: bool | None) -> bool:
+        return True
+
+
 #: name -> the rules with that one bug.
 BROKEN_RULES: dict[str, type[Rules]] = {
     TIMEOUT_NOT_WRITTEN: _TimeoutNotWritten,
@@ -331,6 +343,7 @@ BROKEN_RULES: dict[str, type[Rules]] = {
     LOAD_LOST_AS_WRITTEN: _LoadLostAsWritten,
     LOAD_MISMATCH_AS_WRITTEN: _LoadMismatchAsWritten,
     LOAD_RESUME_PAST_CHECKPOINT: _LoadResumePastCheckpoint,
+    LOAD_RESUME_FROM_ABORTED: _LoadResumeFromAborted,
 }
 
 
