@@ -75,6 +75,7 @@ QUICK = [
     (_mutants.LOAD_LOST_AS_WRITTEN, 22, 2),
     (_mutants.LOAD_RESUME_PAST_CHECKPOINT, 143, 2),
     (_mutants.LOAD_RESUME_FROM_ABORTED, 2, 1),
+    (_mutants.LOAD_RESTREAM_ON, 56, 1),
     (_mutants.LOAD_MISMATCH_AS_WRITTEN, 138, 2),
 ]
 

@@ -16,9 +16,8 @@ would push it past `batch_bytes`; the batch is then sealed (its last row carries
 checkpoint headers) and queued. `add_run` takes a whole run of a partition's rows at
 once (row numbers, values, keys as lists): a run that fits the open batch is sized by
 one sum; otherwise the cut is found from the run's cumulative sizes by bisection. The
-rows move as list slices, so the per-row work of a load is C work, not a Python call
-per row. A batch is the unit of everything below: it is written whole or not at all,
-and its checkpoint covers every row in it.
+rows move as list slices: a load's per-row work is C work, not a Python call per row.
+A batch is written whole or not at all, and its checkpoint covers every row in it.
 
 Backends. `Backend.CAS`: each batch is one Produce request of one idempotent record
 batch whose base offset is the *expected offset*, the log end the batch must start at
@@ -332,7 +331,8 @@ class LoadPipeline:
 
     def restream(self) -> None:
         """The oldest chunk's transaction was aborted: its rows go again, from the first."""
-        (self._batches[0] if self._batches else self._open).streamed = 0
+        chunk = self._batches[0] if self._batches else self._open
+        chunk.streamed = self.rules.restream_from(chunk.streamed)
 
     # -- the CAS window --------------------------------------------------------------------
 

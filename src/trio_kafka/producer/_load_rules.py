@@ -26,6 +26,11 @@ class LoadRules:
         ABORT (False) or none yet (None: the transaction is open) does not."""
         return first_marker_after is True
 
+    def restream_from(self, streamed: int) -> int:
+        """Where an aborted chunk's rows go again from (`streamed` of them were sent in
+        the aborted transaction): its first row, since none of them is in the log."""
+        return 0
+
     def load_answer(self, code: int | None) -> Action:
         """What a load batch's answer means (`_actions.classify`): no answer or a
         retriable error is resent at the same offset, a mismatch is read."""

@@ -6,9 +6,9 @@ Theory of operation
 The simulator must catch known client bugs: if it does not, its faults or its checker
 are too weak (the kill rate, as in mutation testing). Each mutant breaks one rule of
 `trio_kafka.producer.Rules` (the client's decisions where a wrong rule loses,
-duplicates, reorders or tears writes): a subclass here overrides one method with the
-wrong rule. Nothing in the client knows mutants exist: `enabled(name)` puts the broken
-rules in effect for a block (`rules_in_effect`, a context variable the client's objects
+duplicates, reorders or tears writes): a subclass (sim/_broken_rules.py) overrides one
+method with the wrong rule. Nothing in the client knows mutants exist: `enabled(name)`
+puts the broken rules in effect for a block (`rules_in_effect`, a context variable the client's objects
 read when they are built), and `trio-kafka simulate --mutants` does so in each worker.
 
 For each mutant, `hunt` runs the seeds of each workload that can expose it (0, 1, 2...
@@ -35,28 +35,29 @@ from typing import Any
 
 import attrs
 
-from trio_kafka.errors import (
-    ConcurrentWriteError,
-    DeliveryTimeoutError,
-    ExpectedOffsetMismatchError,
-    KafkaError,
-    TransactionOutcomeUnknownError,
-    error_for_code,
-)
 from trio_kafka.producer import (
-    Action,
-    Decision,
-    MismatchSettler,
-    PartitionSequence,
-    ProducerBatch,
-    ProducerCore,
     Rules,
-    Sequencer,
-    SequenceVerdict,
-    SequencingPolicy,
-    TransactionManager,
-    TxnResult,
     rules_in_effect,
+)
+from trio_kafka.sim._broken_rules import (
+    _BulkWithoutCas,
+    _CasMismatchNoRead,
+    _CasRebaseOnMismatch,
+    _CommitAfterFailedSend,
+    _ExpireInFlight,
+    _LoadLostAsWritten,
+    _LoadMismatchAsWritten,
+    _LoadRestreamOn,
+    _LoadResumeFromAborted,
+    _LoadResumePastCheckpoint,
+    _NewProducerIdOnBump,
+    _NotEnoughReplicasNotWritten,
+    _ReorderRetries,
+    _ResendAfterBump,
+    _SameEpochOnUnknownProducer,
+    _StaleEndTxn,
+    _TimeoutNotWritten,
+    _V1EndTxnEpoch,
 )
 from trio_kafka.sim.faults import FaultIdentity
 from trio_kafka.sim.minimize import ddmin, fault_id
@@ -82,6 +83,7 @@ LOAD_LOST_AS_WRITTEN = "load-lost-as-written"
 LOAD_MISMATCH_AS_WRITTEN = "load-mismatch-as-written"
 LOAD_RESUME_PAST_CHECKPOINT = "load-resume-past-checkpoint"
 LOAD_RESUME_FROM_ABORTED = "load-resume-from-aborted"
+LOAD_RESTREAM_ON = "load-restream-on"
 # -- end of the load pipeline's mutants --
 
 #: name -> (the bug, the workloads that can expose it).
@@ -170,159 +172,13 @@ MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
         "aborted records (Tansu's) made it do",
         ("bulk-txn",),
     ),
+    LOAD_RESTREAM_ON: (
+        "after an abort, a transactional load's chunk streams on from the row where it "
+        "stopped instead of from its first (the aborted rows are never written again)",
+        ("bulk-txn",),
+    ),
     # -- end of the load pipeline's mutants --
 }
-
-
-def _forget_sequence(core: ProducerCore, batch: ProducerBatch) -> None:
-    """Take `batch` back to unsequenced (it gets a new sequence when drained again)."""
-    sequencing = core.sequencing
-    if isinstance(sequencing, Sequencer) and batch.base_sequence >= 0:
-        sequencing.entry((batch.topic, batch.partition)).remove(batch)
-    batch.base_sequence = -1
-    batch.maybe_written = False
-
-
-class _TimeoutNotWritten(Rules):
-    def lost_request(
-        self, core: ProducerCore, batch: ProducerBatch, now: float, error: KafkaError
-    ) -> Decision:
-        _forget_sequence(core, batch)
-        return core.retry_or_fail(batch, now, error, refresh=True)
-
-
-class _SameEpochOnUnknownProducer(Rules):
-    def unknown_producer(
-        self,
-        sequencer: Sequencer,
-        batch: ProducerBatch,
-        entry: PartitionSequence,
-        log_start_offset: int,
-    ) -> SequenceVerdict:
-        sequence = 0  # restart at 0, same epoch, no bump
-        for unfinished in entry.inflight:
-            unfinished.base_sequence = sequence
-            unfinished.sequence_reset = True
-            sequence += unfinished.record_count
-        entry.next_sequence = sequence
-        entry.last_acked_sequence = -1
-        return SequenceVerdict.RETRY
-
-
-class _ResendAfterBump(Rules):
-    def drop_on_rewrite(self, batch: ProducerBatch) -> bool:
-        return False
-
-
-class _StaleEndTxn(Rules):
-    def unknown_commit_outcome(
-        self, manager: TransactionManager, error: KafkaError, now: float
-    ) -> None:
-        # No re-initialisation: the next transaction keeps this epoch. (Reaches into the
-        # manager: the bug is a different end of the transaction than any it has.)
-        pending = manager.pending_result
-        manager.finish_transaction()
-        manager.pending_result = None
-        if pending is not None:
-            pending.set_error(TransactionOutcomeUnknownError("EndTxn got no answer", error))
-
-    def init_when_ready(self, manager: TransactionManager) -> TxnResult | None:
-        done = TxnResult("init (planted bug: nothing to re-initialise)")
-        done.set_done()
-        return done
-
-
-class _CasMismatchNoRead(Rules):
-    async def settle_mismatch(
-        self, writer: MismatchSettler, expected: int, sequence: int, after_lost_attempt: bool
-    ) -> Any:
-        if after_lost_attempt:
-            writer.next_offset = None
-            raise ConcurrentWriteError(f"offset {expected} was taken (unread)", offset=expected)
-        return await super().settle_mismatch(writer, expected, sequence, after_lost_attempt)
-
-
-class _ReorderRetries(Rules):
-    def requeue(self, core: ProducerCore, batch: ProducerBatch, now: float) -> None:
-        if batch.maybe_written:
-            super().requeue(core, batch, now)
-            return
-        _forget_sequence(core, batch)  # to the back of the queue, with a new sequence
-        core.accumulator.reenqueue(batch, now, core.backoff(batch.attempts))
-        queue = core.accumulator.queues[(batch.topic, batch.partition)]
-        queue.remove(batch)
-        queue.append(batch)
-
-
-class _NotEnoughReplicasNotWritten(Rules):
-    def written_to_fewer_replicas(
-        self, core: ProducerCore, batch: ProducerBatch, now: float, code: int, message: str | None
-    ) -> Decision | None:
-        batch.maybe_written = False
-        error = error_for_code(code, message)
-        core.sequencing.on_final(batch, gap=True, error=error)
-        core.finish_failed(batch, error)
-        return Decision.FINAL
-
-
-class _ExpireInFlight(Rules):
-    def give_up_lost(
-        self, core: ProducerCore, batch: ProducerBatch, now: float, error: KafkaError
-    ) -> Decision:
-        if now - batch.created < core.config.delivery_timeout:
-            return super().give_up_lost(core, batch, now, error)
-        batch.maybe_written = False  # dropped as not written
-        timed_out = DeliveryTimeoutError(f"delivery_timeout passed ({error})")
-        core.sequencing.on_final(batch, gap=True, error=timed_out)
-        core.finish_failed(batch, timed_out)
-        return Decision.FINAL
-
-
-class _CasRebaseOnMismatch(Rules):
-    def offset_after_mismatch(self, mismatch: ExpectedOffsetMismatchError) -> int | None:
-        return mismatch.log_end_offset if mismatch.log_end_offset >= 0 else None
-
-
-class _BulkWithoutCas(Rules):
-    def load_batch_offset(self, expected_offset: int) -> int:
-        return -1
-
-
-class _CommitAfterFailedSend(Rules):
-    def send_failure_taints_transaction(self, error: KafkaError) -> bool:
-        return False
-
-
-class _V1EndTxnEpoch(Rules):
-    def end_txn_bumps_epoch(self, manager: TransactionManager) -> bool:
-        return True
-
-
-class _NewProducerIdOnBump(Rules):
-    def epoch_bump(self, sequencing: SequencingPolicy) -> tuple[int, int]:
-        return -1, -1
-
-
-class _LoadLostAsWritten(Rules):
-    def load_answer(self, code: int | None) -> Action:
-        action = super().load_answer(code)
-        return Action.ACKNOWLEDGED if action is Action.RETRY else action
-
-
-class _LoadMismatchAsWritten(Rules):
-    def load_answer(self, code: int | None) -> Action:
-        action = super().load_answer(code)
-        return Action.ACKNOWLEDGED if action is Action.RESOLVE_MISMATCH else action
-
-
-class _LoadResumePastCheckpoint(Rules):
-    def loaded_through(self, resumed_after_row: int) -> int:
-        return resumed_after_row + 1 if resumed_after_row >= 0 else resumed_after_row
-
-
-class _LoadResumeFromAborted(Rules):
-    def checkpoint_committed(self, first_marker_after: bool | None) -> bool:
-        return True
 
 
 #: name -> the rules with that one bug.
@@ -344,6 +200,7 @@ BROKEN_RULES: dict[str, type[Rules]] = {
     LOAD_MISMATCH_AS_WRITTEN: _LoadMismatchAsWritten,
     LOAD_RESUME_PAST_CHECKPOINT: _LoadResumePastCheckpoint,
     LOAD_RESUME_FROM_ABORTED: _LoadResumeFromAborted,
+    LOAD_RESTREAM_ON: _LoadRestreamOn,
 }
 
 
