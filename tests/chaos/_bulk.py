@@ -22,8 +22,6 @@ violation.
 from __future__ import annotations
 
 import itertools
-import time
-import uuid
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -32,6 +30,7 @@ import attrs
 import trio
 
 from tests.chaos._harness import ChaosContext, ChaosReport, Target, chaos_run, fetch_snapshot
+from tests.integration._helpers import read_offsets
 from trio_kafka.broker import CAS_CONFIG
 from trio_kafka.client._bulk import partition_of
 from trio_kafka.records import ControlType
@@ -42,9 +41,6 @@ CAS_TOPIC = sim_bulk.TOPIC
 TXN_TOPIC = sim_bulk.TXN_TOPIC
 PARTITIONS = sim_bulk.PARTITIONS
 CAS_CONFIGS = {CAS_TOPIC: {CAS_CONFIG: "true"}}
-
-#: librdkafka's log lines stay out of the test output.
-_QUIET: dict[str, Any] = {"log_level": 0, "logger": lambda *a: None}
 
 
 @attrs.frozen
@@ -117,38 +113,7 @@ def confluent_read_committed(
 ) -> dict[int, list[tuple[int, bytes]]]:
     """Every (offset, value) librdkafka returns with isolation.level=read_committed, per
     partition, from the start to each partition's end (fails if it never gets there)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"chaos-bulk-{uuid.uuid4().hex[:8]}",
-            "isolation.level": "read_committed",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            **_QUIET,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
-    eof: set[int] = set()
-    deadline = time.monotonic() + timeout
-    try:
-        while len(eof) < partitions and time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(msg.partition())
-                    continue
-                raise AssertionError(f"confluent-kafka read of {topic}: {msg.error()}")
-            eof.discard(msg.partition())
-            out[msg.partition()].append((msg.offset(), msg.value()))
-    finally:
-        consumer.close()
-    assert len(eof) == partitions, f"confluent-kafka never reached the end of {topic}"
-    return out
+    return read_offsets(bootstrap, topic, partitions, "read_committed", timeout=timeout)
 
 
 @attrs.frozen

@@ -102,17 +102,20 @@ def read_partitions(bootstrap: str, topic: str, partitions: int) -> list[tuple[i
         consumer.close()
 
 
-def consume_all(
+def read_offsets(
     bootstrap: str,
     topic: str,
     partitions: int,
     isolation: str,
-    require_end: bool = True,
+    *,
+    timeout: float = 20.0,
     at_least: int = 0,
-) -> list[bytes]:
-    """Every value of the topic from the beginning to the end (confluent-kafka), within
-    20 s, and at least `at_least` values (for records still arriving); with
-    `require_end`, fail unless every partition's end was reached."""
+    require_end: bool = True,
+) -> dict[int, list[tuple[int, bytes]]]:
+    """Every (offset, value) confluent-kafka returns per partition, from the start to
+    each partition's end (and at least `at_least` values in all, for records still
+    arriving), within `timeout` s; with `require_end`, fail unless every partition's
+    end was reached."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(
@@ -126,11 +129,12 @@ def consume_all(
         }
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    values: list[bytes] = []
+    out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+    count = 0
     eof: set[int] = set()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + timeout
     try:
-        while (len(eof) < partitions or len(values) < at_least) and time.monotonic() < deadline:
+        while (len(eof) < partitions or count < at_least) and time.monotonic() < deadline:
             msg = consumer.poll(0.2)
             if msg is None:
                 continue
@@ -138,13 +142,30 @@ def consume_all(
                 if msg.error().code() == KafkaError._PARTITION_EOF:
                     eof.add(msg.partition())
                     continue
-                raise AssertionError(msg.error())
-            values.append(msg.value())
+                raise AssertionError(f"confluent-kafka read of {topic}: {msg.error()}")
+            eof.discard(msg.partition())
+            out[msg.partition()].append((msg.offset(), msg.value()))
+            count += 1
     finally:
         consumer.close()
     if require_end:
-        assert len(eof) == partitions, "the consumer never reached the end"
-    return values
+        assert len(eof) == partitions, f"confluent-kafka never reached the end of {topic}"
+    return out
+
+
+def consume_all(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    isolation: str,
+    require_end: bool = True,
+    at_least: int = 0,
+) -> list[bytes]:
+    """`read_offsets`' values, partition after partition."""
+    read = read_offsets(
+        bootstrap, topic, partitions, isolation, at_least=at_least, require_end=require_end
+    )
+    return [value for p in range(partitions) for _, value in read[p]]
 
 
 def tansu_per_backend() -> Any:
