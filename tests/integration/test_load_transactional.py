@@ -8,6 +8,7 @@ import pytest
 
 from tests.integration._backends import mock_cluster
 from tests.integration._helpers import consume_all, rows
+from tests.integration.test_producer_faults import answer_with
 from trio_kafka.broker import DROP, HookCall
 from trio_kafka.client import BulkLoader, open_bulk_loader
 from trio_kafka.client._txn_load import TxnPartition
@@ -19,12 +20,12 @@ from trio_kafka.producer._rows import RECORD_OVERHEAD
 from trio_kafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.produce import (
-    PartitionProduceResponse,
     ProduceRequest,
-    ProduceResponse,
-    TopicProduceResponse,
 )
 from trio_kafka.testing import log_values
+
+#: A Produce hook answering TRANSACTION_ABORTABLE for every partition (not applied).
+abortable = answer_with(ErrorCode.TRANSACTION_ABORTABLE)
 
 #: Each test runs on trio, then on asyncio (issue 16; tests/conftest.py).
 pytestmark = pytest.mark.anyio
@@ -202,7 +203,7 @@ async def test_a_chunk_aborted_mid_stream_is_written_again_whole() -> None:
             if request.transactional_id is None or topic.partition_data[0].index != 0:
                 return None
             produced[0] += 1
-            return abortable(request) if produced[0] == 3 else None
+            return abortable(call) if produced[0] == 3 else None
 
         def end(call: HookCall) -> None:
             ends.append(call.request.committed)
@@ -220,25 +221,6 @@ async def test_a_chunk_aborted_mid_stream_is_written_again_whole() -> None:
         assert seen == [r for i, r in enumerate(rows(3000)) if i % 2 == 0] + [
             r for i, r in enumerate(rows(3000)) if i % 2 == 1
         ]
-
-
-def abortable(request: ProduceRequest) -> ProduceResponse:
-    return ProduceResponse(
-        responses=[
-            TopicProduceResponse(
-                name=t.name,
-                partition_responses=[
-                    PartitionProduceResponse(
-                        index=p.index,
-                        error_code=ErrorCode.TRANSACTION_ABORTABLE,
-                        base_offset=-1,
-                    )
-                    for p in t.partition_data
-                ],
-            )
-            for t in request.topic_data
-        ]
-    )
 
 
 async def test_a_chunk_whose_rows_come_slowly_is_committed_with_the_rows_it_has() -> None:
