@@ -27,7 +27,8 @@ exception closes with a zero timeout. Nothing waits on the network past the time
 Files: this one (the record path: `send()` and its slow path, the waits for room and
 metadata), `_send_many.py` (`send_many`), `_cas_send.py` (`send(..., expected_offset=)`),
 `_closing.py` (`flush`, `aclose`), `_txn_calls.py` (the transactional calls), each a
-mixin of `Producer` that declares what it uses of it; `_open.py` (`open_producer`).
+mixin of `Producer` on `ProducerBase` (`_producer_base.py`), which declares once what
+they use of it; `_open.py` (`open_producer`).
 """
 
 from __future__ import annotations
