@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import anyio
 import pytest
 
 from tests.integration._backends import mock_cluster
 from tests.integration._helpers import rows
 from trio_kafka.broker import DROP, HookCall
-from trio_kafka.client import BulkLoader, open_bulk_loader, row_of
+from trio_kafka.client import BulkLoader, open_bulk_loader, open_producer, row_of
 from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError
 from trio_kafka.net import open_selector
 from trio_kafka.protocol.messages.produce import ProduceRequest
@@ -122,6 +124,34 @@ async def test_two_loaders_racing_one_fails_cleanly_never_interleaved() -> None:
             other = tail[0][:1]
             # The later one resumed at the log end: its own rows from the start.
             assert tail == source[other][: len(tail)]
+
+
+@pytest.mark.parametrize("guarantee", ["exactly_once_cas", "transactional"])
+async def test_a_load_failing_as_its_caller_is_cancelled_raises_the_error_not_a_group(
+    guarantee: str,
+) -> None:
+    # An enclosing scope cancelled (a deadline, a crash) at the moment the load fails:
+    # its other tasks end Cancelled beside the error, and run() used to raise the lot as
+    # a group (the chaos suite's Tansu bulk runs 102 and 109: a fenced partition). Here
+    # the failure is the resume's: another writer appended after the load's last row.
+    async with mock_cluster() as cluster:
+        cluster.create_topic("t", 2, CAS)
+        async with open_selector(cluster.bootstrap) as selector:
+            loader = BulkLoader(selector, "t", "L", guarantee=guarantee, batch_bytes=1024)
+            await loader.run(rows(10))
+            async with open_producer(selector=selector) as producer:
+                await producer.send_and_wait("t", b"foreign", partition=0)
+
+            def more(scope: anyio.CancelScope) -> Iterator[bytes]:
+                yield from rows(10)
+                scope.cancel()  # the rows after this one fail the load: no checkpoint between
+                yield from rows(20)[10:]
+
+            with anyio.CancelScope() as scope:
+                with pytest.raises(ConcurrentWriteError, match="other writers"):
+                    again = BulkLoader(selector, "t", "L", guarantee=guarantee, batch_bytes=1024)
+                    await again.run(more(scope))
+        assert log_values(cluster, "t", 0)[-1] == b"foreign"  # nothing appended after it
 
 
 async def test_a_topic_without_the_check_is_refused_when_cas_is_forced() -> None:

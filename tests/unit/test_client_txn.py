@@ -60,6 +60,21 @@ async def test_the_body_exception_aborts_and_propagates_unwrapped(
             await producer.send("t", b"outside")
 
 
+async def test_the_body_exception_leaves_open_producer_unwrapped_under_a_cancelled_scope(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    # A scope around the producer cancelled as the body fails: the producer's tasks end
+    # Cancelled beside the body's error, which still comes out as itself.
+    cluster = make_cluster(topics={"t": 1})
+    with trio.CancelScope() as scope, pytest.raises(KeyError, match="boom"):
+        async with producer_of(cluster, nursery, transactional_id="tx") as producer:
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send("t", b"x")
+            scope.cancel()
+            raise KeyError("boom")
+
+
 async def test_abort_after_cancellation_is_bounded_when_the_coordinator_is_silent(
     autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
 ) -> None:

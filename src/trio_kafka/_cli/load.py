@@ -218,7 +218,7 @@ async def _load(
 
     from trio_kafka.client import BulkLoader, create_topic
     from trio_kafka.errors import KafkaError
-    from trio_kafka.net import open_selector
+    from trio_kafka.net import group_leaves, open_selector
 
     total = count_rows(file, fmt)
     size = file.stat().st_size
@@ -270,7 +270,7 @@ async def _load(
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
     except BaseExceptionGroup as group:
         # One Kafka error from inside a nursery we do not own (the embedded broker's).
-        leaves = _leaves(group)
+        leaves = group_leaves(group)
         if len(leaves) == 1 and isinstance(leaves[0], KafkaError):
             raise click.ClickException(f"{type(leaves[0]).__name__}: {leaves[0]}") from None
         raise
@@ -280,13 +280,6 @@ async def _load(
         + f"; guarantee {result.guarantee}",
         err=True,
     )
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
-    found: list[BaseException] = []
-    for error in group.exceptions:
-        found.extend(_leaves(error) if isinstance(error, BaseExceptionGroup) else [error])
-    return found
 
 
 class _Display:

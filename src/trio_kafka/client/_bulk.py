@@ -84,6 +84,7 @@ from trio_kafka.net import (
     KafkaSelector,
     SaslConfig,
     open_selector,
+    sole_error,
 )
 from trio_kafka.producer import current_rules
 from trio_kafka.producer._load import DEFAULT_BATCH_BYTES, Backend, LoadPipeline
@@ -331,16 +332,20 @@ class BulkLoader:
                 async with anyio.create_task_group() as nursery:
                     for part in parts:
                         nursery.start_soon(part.run)
-                    try:
-                        await self._feed(rows, parts, count)
-                    finally:
-                        for part in parts:
-                            await part.close_input()
+                    await self._feed(rows, parts, count)
+                    # Only an input that ended is closed: a feed that failed (bad rows,
+                    # another writer's records in the way) leaves the tasks to the task
+                    # group's cancellation, or a transactional one would take the
+                    # unfinished chunk for the end of the input (a RuntimeError beside
+                    # the failure, seen on asyncio).
+                    for part in parts:
+                        await part.close_input()
             except BaseExceptionGroup as group:
-                # One partition's error (the others were cancelled): raise it as itself.
-                leaves = _leaves(group)
-                if len(leaves) == 1:
-                    raise leaves[0] from None
+                # One partition's error (the others were cancelled, by the task group or
+                # by an enclosing scope at the same moment): raise it as itself.
+                error = sole_error(group)
+                if error is not None:
+                    raise error from None
                 raise
         pipes = [part.pipe for part in parts]
         if backend is Backend.CAS:
@@ -375,9 +380,9 @@ class BulkLoader:
                 for partition in range(count):
                     tasks.start_soon(resume, partition)
         except BaseExceptionGroup as group:
-            leaves = _leaves(group)
-            if len(leaves) == 1:
-                raise leaves[0] from None
+            error = sole_error(group)
+            if error is not None:
+                raise error from None
             raise
         return points
 
@@ -418,13 +423,6 @@ def _summary(pipe: LoadPipeline, end: int) -> PartitionLoad:
     return PartitionLoad(
         pipe.partition, pipe.start_offset, end, pipe.resumed_after_row, pipe.loaded, pipe.skipped
     )
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
-    out: list[BaseException] = []
-    for error in group.exceptions:
-        out.extend(_leaves(error) if isinstance(error, BaseExceptionGroup) else [error])
-    return out
 
 
 @contextlib.asynccontextmanager

@@ -53,6 +53,7 @@ from trio_kafka.errors import (
     IllegalTransactionStateError,
     InvalidPartitionError,
     KafkaError,
+    ProducerClosedError,
 )
 from trio_kafka.net import (
     TRANSACTION_VERSION_FEATURE,
@@ -124,6 +125,11 @@ class TransactionDriver:
         # Set by `attach` (the producer builds the core with our sequencer first).
         self._producer: TransactionHost | None = None
         self._wake_event = anyio.Event()
+        # Set once the coordinator loop has ended (the producer closed, or a scope around
+        # it was cancelled): nothing waited for in `_wait` can finish any more.
+        self._loop_ended = False
+        # The events of the `_wait`s in progress: set when the loop ends, to wake them.
+        self._waiting: set[anyio.Event] = set()
         # Versions last given to the manager (only re-sent when they change).
         self._info: ApiVersionsInfo | None = None
 
@@ -168,6 +174,14 @@ class TransactionDriver:
     # -- the coordinator loop ----------------------------------------------------------
 
     async def run(self) -> None:
+        try:
+            await self._loop()
+        finally:
+            self._loop_ended = True
+            for done in self._waiting:
+                done.set()
+
+    async def _loop(self) -> None:
         clock = self._p._clock
         manager = self.manager
         while True:
@@ -324,11 +338,20 @@ class TransactionDriver:
         if not result.done():
             done = anyio.Event()
             result.add_done_callback(lambda _: done.set())
-            if timeout is None:
-                await done.wait()
-            else:
-                with anyio.fail_after(timeout):
-                    await done.wait()
+            self._waiting.add(done)
+            try:
+                if not self._loop_ended:
+                    with anyio.fail_after(timeout):
+                        await done.wait()
+            finally:
+                self._waiting.discard(done)
+            if not result.done():
+                raise ProducerClosedError(
+                    f"transactional id {self.manager.transactional_id!r}: the producer's "
+                    "tasks have stopped (it was closed, or a scope around it was cancelled), "
+                    "so the transaction cannot go on from here; an open transaction is "
+                    "aborted by the coordinator after transaction_timeout"
+                )
         else:
             await anyio.lowlevel.checkpoint()
         self.update_detour()
