@@ -32,9 +32,9 @@ class ConditionalSendMixin(ProducerBase):
         """`send(..., expected_offset=N)`: checked, then appended as a batch of its own
         that must land at offset N (see client/_cas.py)."""
         if topic.__class__ is not str:
-            given = partition
-            topic, value, key, headers, partition, timestamp = record_fields(topic)
-            partition = partition if given is None else given
+            topic, value, key, headers, partition, timestamp = record_fields(
+                topic, value, key, headers, partition, timestamp
+            )
         if partition is None:
             raise ConfigError(
                 f"expected_offset={expected_offset} needs partition=: an expected offset only "

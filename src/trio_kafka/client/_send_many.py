@@ -15,7 +15,7 @@ from trio_kafka.client._checks import as_bytes, check_extras, check_types
 from trio_kafka.client._handles import BulkDelivery
 from trio_kafka.client._producer_base import ProducerBase
 from trio_kafka.errors import KafkaError
-from trio_kafka.producer import BatchSpan, UnknownTopicError
+from trio_kafka.producer import BatchSpan, ProducerRecord, UnknownTopicError
 
 _BYTES_OR_NONE = frozenset((bytes, type(None)))
 _BULK_CHUNK = 8192
@@ -114,6 +114,12 @@ class SendManyMixin(ProducerBase):
         spans: list[BatchSpan] = []
         for index, record in enumerate(records):
             if topic is None:
+                if not isinstance(record, ProducerRecord):
+                    raise TypeError(
+                        f"send_many: record {index} is a {type(record).__name__}, not a "
+                        "ProducerRecord: without topic=, records are ProducerRecords "
+                        "(pass topic= to send values)"
+                    )
                 handle = await self.send(record)
             else:
                 key = None if keys is None else keys[index]
