@@ -199,3 +199,35 @@ async def test_init_retries_find_coordinator_after_a_slow_connect(
         assert producer._txn is not None
         assert producer._txn.manager.state is TxnState.READY
         assert transport.connects >= 4  # every refusal was retried
+
+
+@pytest.mark.parametrize(
+    ("offsets", "group", "kind", "message"),
+    [
+        ({"t": 10}, "g", TypeError, r"keys are \(topic, partition\) tuples, not 't'"),
+        ([(("t", 0), 10)], "g", TypeError, "offsets must be a dict"),
+        ({("t", 0): "10"}, "g", TypeError, r"offset of \('t', 0\) must be an int"),
+        ({("t", 0): -3}, "g", ValueError, r"is -3: it must be >= 0"),
+        ({("t", 0): 10}, 5, TypeError, "group_metadata must be"),
+        ({("t", 0): 10}, "", TypeError, "non-empty group id"),
+    ],
+)
+async def test_bad_offsets_for_the_transaction_are_refused_naming_them_and_it_goes_on(
+    autojump_clock: trio.testing.MockClock,
+    nursery: trio.Nursery,
+    offsets: Any,
+    group: Any,
+    kind: type[Exception],
+    message: str,
+) -> None:
+    # A str key raised "too many values to unpack", an int group an AttributeError, and
+    # a negative offset was committed to the group.
+    cluster = make_cluster(topics={"t": 1})
+    async with producer_of(cluster, nursery, transactional_id="tx") as producer:
+        await producer.init_transactions()
+        async with producer.transaction():
+            handle = await producer.send("t", b"x")
+            with pytest.raises(kind, match=message):
+                await producer.send_offsets_to_transaction(offsets, group)
+        assert (await handle).offset == 0
+        assert producer._txn.manager.state is TxnState.READY

@@ -514,6 +514,16 @@ async def test_the_body_error_leaves_open_selector_unwrapped(nursery: trio.Nurse
             await selector.refresh_metadata()
 
 
+async def test_the_hint_to_start_a_broker_names_the_port_that_was_tried(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    # It said `--port 9092` whatever the address.
+    cluster = FakeCluster(nursery, brokers={})
+    async with open_selector("b9:19092", transport=cluster, max_block=2.0) as selector:
+        with pytest.raises(BrokerConnectionError, match="trio-kafka broker --port 19092`"):
+            await selector.wait_for_topic("events")
+
+
 async def test_the_body_error_leaves_unwrapped_when_a_scope_around_is_cancelled_too(
     nursery: trio.Nursery,
 ) -> None:

@@ -380,6 +380,7 @@ class TransactionDriver:
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
         group_metadata: GroupMetadata | str,
     ) -> None:
+        _check_offsets(offsets, group_metadata)
         await self._check_partitions_exist(offsets)
         await self._wait(self.manager.send_offsets(offsets, group_metadata))
 
@@ -425,6 +426,46 @@ class TransactionDriver:
                 self.manager.transactional_id,
                 self.abort_timeout,
             )
+
+
+def _check_offsets(offsets: object, group_metadata: object) -> None:
+    """`send_offsets_to_transaction`'s arguments, refused naming what is wrong before
+    anything is sent (a str key raised "too many values to unpack", an int group an
+    AttributeError, and a negative offset was committed: Java's OffsetAndMetadata
+    refuses one)."""
+    where = "send_offsets_to_transaction"
+    if not isinstance(offsets, Mapping):
+        raise TypeError(
+            f"{where}: offsets must be a dict of (topic, partition) -> offset, not "
+            f"{type(offsets).__name__}"
+        )
+    for tp, position in offsets.items():
+        if (
+            not isinstance(tp, tuple)
+            or len(tp) != 2
+            or not isinstance(tp[0], str)
+            or isinstance(tp[1], bool)
+            or not isinstance(tp[1], int)
+        ):
+            raise TypeError(f"{where}: the offsets' keys are (topic, partition) tuples, not {tp!r}")
+        offset = position.offset if isinstance(position, OffsetAndMetadata) else position
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise TypeError(
+                f"{where}: the offset of {tp!r} must be an int or an OffsetAndMetadata, not "
+                f"{type(position).__name__} ({position!r})"
+            )
+        if offset < 0:
+            raise ValueError(
+                f"{where}: the offset of {tp!r} is {offset}: it must be >= 0 (the next "
+                "offset to read)"
+            )
+    if not isinstance(group_metadata, GroupMetadata | str) or not (
+        group_metadata.group_id if isinstance(group_metadata, GroupMetadata) else group_metadata
+    ):
+        raise TypeError(
+            f"{where}: group_metadata must be the consumer's GroupMetadata or a non-empty "
+            f"group id, not {group_metadata!r}"
+        )
 
 
 def transaction_driver(config: ProducerConfig) -> TransactionDriver | None:

@@ -122,7 +122,8 @@ def _unknown_topic_message(
             f"no Kafka broker answered within {timeout:.1f} s, so topic {topic!r} could "
             f"not be looked up{why}. Is a broker running at {servers}? "
             "Check the host and port (bootstrap=), or start "
-            "trio-kafka's mock broker there: `trio-kafka broker --port 9092`"
+            "trio-kafka's mock broker there: `trio-kafka broker --port "
+            f"{selector.config.bootstrap_servers[0][1]}`"
         )
     else:
         why = "the brokers do not know it"
