@@ -1,7 +1,8 @@
 """`trio-kafka load FILE --topic T`: a resumable, exactly-once bulk load (BulkLoader).
 
-Rows are JSON Lines (each line is a record value, as written) or CSV (each row becomes a
-JSON object value). `--key-field` takes the key from a field. The load id names the load
+Rows are JSON Lines (each line is a record value, as written: not parsed, unless
+`--key-field` needs its field) or CSV (each row becomes a JSON object value; a row with
+more or fewer fields than the header is refused, naming its line). `--key-field` takes the key from a field. The load id names the load
 in the topic's manifest headers; by default it is derived from the file's absolute path
 and size, so running the same command again resumes where the last run stopped.
 """
@@ -54,10 +55,24 @@ def read_rows(path: Path, fmt: str, key_field: str | None) -> Iterator[Any]:
                 key = obj.get(key_field) if isinstance(obj, dict) else None
                 yield (_key_of(key), line)
     else:
-        with path.open(newline="", encoding="utf-8") as handle:
-            for row in csv.DictReader(handle):
-                value = json.dumps(row, separators=(",", ":")).encode()
-                yield value if key_field is None else (_key_of(row.get(key_field)), value)
+        for row in csv_rows(path):
+            value = json.dumps(row, separators=(",", ":")).encode()
+            yield value if key_field is None else (_key_of(row.get(key_field)), value)
+
+
+def csv_rows(path: Path) -> Iterator[dict[str, str]]:
+    """The rows of a CSV file with a header line. DictReader files extra fields under
+    None and fills missing ones with None: a row that does not match its header is
+    refused, naming its line (`count_rows` reads them all before anything is written)."""
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        for row in reader:
+            if None in row or None in row.values():
+                raise click.ClickException(
+                    f"{path}:{reader.line_num}: {_width(row)} fields, the header has "
+                    f"{len(reader.fieldnames or ())}"
+                )
+            yield row
 
 
 def check_key_field(path: Path, fmt: str, key_field: str) -> None:
@@ -99,6 +114,12 @@ def check_key_field(path: Path, fmt: str, key_field: str) -> None:
             seen.update(dict.fromkeys(obj))
 
 
+def _width(row: dict[Any, Any]) -> int:
+    """How many fields a CSV row really had (DictReader's None key holds the extras)."""
+    extra = row.get(None)
+    return sum(1 for k, v in row.items() if k is not None and v is not None) + len(extra or ())
+
+
 def _names(names: Any) -> str:
     return ", ".join(repr(name) for name in names) or "(none)"
 
@@ -107,8 +128,7 @@ def count_rows(path: Path, fmt: str) -> int:
     if fmt == "jsonl":
         with path.open("rb") as lines:
             return sum(1 for line in lines if line.strip())
-    with path.open(newline="", encoding="utf-8") as handle:
-        return sum(1 for _ in csv.DictReader(handle))
+    return sum(1 for _ in csv_rows(path))
 
 
 @click.command()
@@ -119,7 +139,11 @@ def count_rows(path: Path, fmt: str) -> int:
     help="Topic to load into (created with CAS on unless --guarantee transactional).",
 )
 @click.option(
-    "--partitions", default=1, show_default=True, help="Partitions when the topic is created."
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Partitions when the topic is created (an existing topic keeps its own).",
 )
 @click.option("--bootstrap", help="host:port of a broker (default: an embedded mock broker).")
 @click.option("--key-field", help="Field (JSON) or column (CSV) holding the record key.")
@@ -132,6 +156,7 @@ def count_rows(path: Path, fmt: str) -> int:
 @click.option("--load-id", help="Names the load in the manifest (default: from path and size).")
 @click.option(
     "--batch-bytes",
+    type=click.IntRange(min=1),
     default=_DEFAULT_BATCH,
     show_default=True,
     help="Bytes per batch (a transaction holds 8).",
@@ -239,7 +264,8 @@ async def _load(
             cas = guarantee != "transactional"
             if await create_topic(selector, topic, partitions, cas=cas):
                 click.echo(
-                    f"created topic {topic} ({partitions} partitions, CAS {'on' if cas else 'off'})",
+                    f"created topic {topic} ({partitions} partition{'s' if partitions != 1 else ''}, "
+                    f"CAS {'on' if cas else 'off'})",
                     err=True,
                 )
             loader = BulkLoader(
