@@ -11,7 +11,7 @@ from tests.integration._backends import mock_cluster
 from tests.integration._helpers import rows
 from trio_kafka.broker import DROP, HookCall
 from trio_kafka.client import BulkLoader, open_bulk_loader, open_producer, row_of
-from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError
+from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError, ConfigError
 from trio_kafka.net import open_selector
 from trio_kafka.protocol.messages.produce import ProduceRequest
 from trio_kafka.testing import log_values
@@ -171,3 +171,34 @@ def test_row_of_reads_the_manifest_headers() -> None:
     record = Record(5, 0, None, b"v", (("tk.load", b"L"), ("tk.row", b"42")))
     assert row_of(record, b"L") == 42
     assert row_of(record, b"other") is None
+
+
+@pytest.mark.parametrize("rows_given", [b"row", "row", 5])
+async def test_rows_that_are_not_an_iterable_of_rows_are_refused_naming_the_type(
+    rows_given: object,
+) -> None:
+    # bytes were taken as rows of ints ("the value of row 0 is a int"), an int gave
+    # "'int' object is not iterable".
+    async with mock_cluster() as cluster:
+        cluster.create_topic("t", 1, CAS)
+        async with open_bulk_loader("t", "L", bootstrap=cluster.bootstrap) as loader:
+            with pytest.raises(TypeError, match=f"not a {type(rows_given).__name__}: for one"):
+                await loader.run(rows_given)  # type: ignore[arg-type]
+        assert log_values(cluster, "t", 0) == []
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("batch_bytes", "1", "batch_bytes='1' is not allowed: it must be an int, not str"),
+        ("retry_timeout", "60", "retry_timeout='60' is not allowed: it must be a number of"),
+    ],
+)
+async def test_a_loader_option_of_the_wrong_type_is_refused_naming_it(
+    option: str, value: object, message: str
+) -> None:
+    # A str reached a comparison: "'<' not supported between instances of 'str' and 'int'".
+    async with mock_cluster() as cluster:
+        with pytest.raises(ConfigError, match=message):
+            async with open_bulk_loader("t", "L", bootstrap=cluster.bootstrap, **{option: value}):
+                pass

@@ -148,6 +148,14 @@ class BulkLoader:
     ) -> None:
         if not load_id:
             raise ConfigError("a bulk load needs a load_id (it names the load in the manifest)")
+        _check_numbers(
+            batch_bytes=batch_bytes,
+            chunk_bytes=chunk_bytes,
+            max_in_flight=max_in_flight,
+            request_timeout=request_timeout,
+            retry_timeout=retry_timeout,
+            transaction_timeout=transaction_timeout,
+        )
         if not 1 <= max_in_flight <= 5:
             raise ConfigError(
                 f"max_in_flight={max_in_flight}: use 1 to 5 (the broker's dedup window)"
@@ -305,6 +313,11 @@ class BulkLoader:
 
     async def run(self, rows: Iterable[Row]) -> LoadResult:
         """Load `rows` (values, or (key, value) pairs); returns what this run did."""
+        if isinstance(rows, str | bytes | bytearray | memoryview) or not isinstance(rows, Iterable):
+            raise TypeError(
+                f"rows must be an iterable of rows (bytes values, or (key, value) pairs), "
+                f"not a {type(rows).__name__}: for one row, pass [row]"
+            )
         selector, topic = self.selector, self.topic
         meta = await selector.wait_for_topic(topic)
         count = meta.partition_count
@@ -417,6 +430,20 @@ class BulkLoader:
     def _progress(self, records: int, size: int) -> None:
         if self.on_progress is not None:
             self.on_progress(records, size)
+
+
+def _check_numbers(**numbers: object) -> None:
+    """`BulkLoader`'s sizes (ints) and times (seconds, `*_timeout`), by type: a str
+    would fail later, in a comparison, with a TypeError that names nothing."""
+    for name, value in numbers.items():
+        seconds = name.endswith("_timeout")
+        if value is None and name == "chunk_bytes":
+            continue  # the default: 8 batches
+        if isinstance(value, bool) or not isinstance(value, int | float if seconds else int):
+            raise ConfigError(
+                f"{name}={value!r} is not allowed: it must be "
+                f"{'a number of seconds' if seconds else 'an int'}, not {type(value).__name__}"
+            )
 
 
 def _summary(pipe: LoadPipeline, end: int) -> PartitionLoad:
