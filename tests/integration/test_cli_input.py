@@ -140,6 +140,8 @@ def test_load_refuses_a_csv_row_that_does_not_match_its_header_before_writing(
         (["broker", "--port", "70000"], "70000 is not in the range 0<=x<=65535"),
         (["broker", "--brokers", "0"], "'--brokers': 0 is not in"),
         (["broker", "--port", "65535", "--brokers", "2"], "would need ports up to 65536"),
+        (["demo", "--seeds", "-1"], "'--seeds': -1 is not in the range x>=1"),
+        (["demo", "--jobs", "0"], "'--jobs' / '-j': 0 is not in the range x>=1"),
     ],
 )
 def test_a_number_out_of_range_is_refused_by_the_option(
