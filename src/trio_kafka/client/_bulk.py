@@ -346,11 +346,8 @@ class BulkLoader:
                     for part in parts:
                         nursery.start_soon(part.run)
                     await self._feed(rows, parts, count)
-                    # Only an input that ended is closed: a feed that failed (bad rows,
-                    # another writer's records in the way) leaves the tasks to the task
-                    # group's cancellation, or a transactional one would take the
-                    # unfinished chunk for the end of the input (a RuntimeError beside
-                    # the failure, seen on asyncio).
+                    # Not after a failed feed: a transactional task would take its open
+                    # chunk for the input's end (a RuntimeError beside the failure).
                     for part in parts:
                         await part.close_input()
             except BaseExceptionGroup as group:
@@ -433,8 +430,7 @@ class BulkLoader:
 
 
 def _check_numbers(**numbers: object) -> None:
-    """`BulkLoader`'s sizes (ints) and times (seconds, `*_timeout`), by type: a str
-    would fail later, in a comparison, with a TypeError that names nothing."""
+    """Sizes (ints) and times (`*_timeout`) by type: a str failed later, naming nothing."""
     for name, value in numbers.items():
         seconds = name.endswith("_timeout")
         if value is None and name == "chunk_bytes":
