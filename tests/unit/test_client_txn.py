@@ -231,3 +231,24 @@ async def test_bad_offsets_for_the_transaction_are_refused_naming_them_and_it_go
                 await producer.send_offsets_to_transaction(offsets, group)
         assert (await handle).offset == 0
         assert producer._txn.manager.state is TxnState.READY
+
+
+async def test_a_call_the_state_refuses_says_what_to_do_instead(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    # "cannot commit in state READY" said what, not what to do.
+    cluster = make_cluster(topics={"t": 1})
+    async with producer_of(cluster, nursery, transactional_id="tx") as producer:
+        with pytest.raises(IllegalTransactionStateError, match="call init_transactions"):
+            producer.begin_transaction()
+        await producer.init_transactions()
+        with pytest.raises(IllegalTransactionStateError, match="initialised already"):
+            await producer.init_transactions()
+        with pytest.raises(IllegalTransactionStateError, match="call begin_transaction"):
+            await producer.commit_transaction()
+        with pytest.raises(IllegalTransactionStateError, match="nothing to abort"):
+            await producer.abort_transaction()
+        producer.begin_transaction()
+        with pytest.raises(IllegalTransactionStateError, match="commit or abort it first"):
+            producer.begin_transaction()
+        await producer.abort_transaction()
