@@ -163,3 +163,30 @@ def test_broker_on_a_port_in_use_says_so(cluster: ThreadedCluster) -> None:
     result = CliRunner().invoke(main, ["broker", "--port", port])
     assert result.exit_code == 1, result.output
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in result.output
+
+
+def test_load_refuses_a_csv_that_is_not_utf8_before_writing(
+    tmp_path: Path, cluster: ThreadedCluster
+) -> None:
+    # It was a UnicodeDecodeError traceback.
+    rows = tmp_path / "rows.csv"
+    rows.write_bytes(b"id,n\n\xff\xfe,1\n")
+    result = CliRunner().invoke(
+        main, ["load", str(rows), "--topic", "t", "--bootstrap", cluster.bootstrap, "--quiet"]
+    )
+    assert result.exit_code == 1, result.output
+    assert f"{rows} is not UTF-8" in result.output
+    assert cluster.call(lambda: cluster.cluster.state.topics.get("t")) is None
+
+
+def test_load_takes_a_csv_key_column_behind_a_byte_order_mark(
+    tmp_path: Path, cluster: ThreadedCluster
+) -> None:
+    # A spreadsheet's UTF-8 BOM made the first column '\ufeffid', so --key-field id failed.
+    rows = tmp_path / "rows.csv"
+    rows.write_bytes(b"\xef\xbb\xbfid,n\nx,1\n")
+    args = ["load", str(rows), "--topic", "t", "--key-field", "id", "--quiet"]
+    result = CliRunner().invoke(main, [*args, "--bootstrap", cluster.bootstrap])
+    assert result.exit_code == 0, result.output
+    tail = CliRunner().invoke(main, ["tail", "--topic", "t", "--bootstrap", cluster.bootstrap])
+    assert '0:0\tx\t{"id":"x","n":"1"}' in tail.output

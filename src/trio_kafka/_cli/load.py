@@ -63,24 +63,34 @@ def read_rows(path: Path, fmt: str, key_field: str | None) -> Iterator[Any]:
 def csv_rows(path: Path) -> Iterator[dict[str, str]]:
     """The rows of a CSV file with a header line. DictReader files extra fields under
     None and fills missing ones with None: a row that does not match its header is
-    refused, naming its line (`count_rows` reads them all before anything is written)."""
-    with path.open(newline="", encoding="utf-8") as handle:
+    refused, naming its line (`count_rows` reads them all before anything is written).
+    UTF-8, with or without the byte order mark spreadsheets write."""
+    with path.open(newline="", encoding="utf-8-sig") as handle:
         reader = csv.DictReader(handle)
-        for row in reader:
-            if None in row or None in row.values():
-                raise click.ClickException(
-                    f"{path}:{reader.line_num}: {_width(row)} fields, the header has "
-                    f"{len(reader.fieldnames or ())}"
-                )
-            yield row
+        try:
+            for row in reader:
+                if None in row or None in row.values():
+                    raise click.ClickException(
+                        f"{path}:{reader.line_num}: {_width(row)} fields, the header has "
+                        f"{len(reader.fieldnames or ())}"
+                    )
+                yield row
+        except UnicodeDecodeError as exc:
+            raise click.ClickException(
+                f"{path} is not UTF-8 ({exc.reason}: byte "
+                f"{exc.object[exc.start : exc.start + 1]!r}): CSV input must be UTF-8"
+            ) from None
 
 
 def check_key_field(path: Path, fmt: str, key_field: str) -> None:
     """Refuse a `--key-field` the rows do not have (naming it and the fields they do
     have), before anything is written: a typo must not load every row without a key."""
     if fmt == "csv":
-        with path.open(newline="", encoding="utf-8") as handle:
-            columns = csv.DictReader(handle).fieldnames or []
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            try:
+                columns = csv.DictReader(handle).fieldnames or []
+            except UnicodeDecodeError as exc:
+                raise click.ClickException(f"{path}: not UTF-8 ({exc})") from None
         if key_field not in columns:
             raise click.ClickException(
                 f"--key-field {key_field!r} is not a column of {path}; its columns are "
@@ -276,7 +286,9 @@ async def _load(
                 batch_bytes=batch_bytes,
                 on_progress=on_progress,
             )
-            click.echo(f"load {load_id}: {total} rows from {file}", err=True)
+            click.echo(
+                f"load {load_id}: {total} row{'s' if total != 1 else ''} from {file}", err=True
+            )
             rows = read_rows(file, fmt, key_field)
             # The load's error is raised after the display's nursery, not from inside
             # it (where trio would wrap it in an exception group).
