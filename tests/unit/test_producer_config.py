@@ -186,3 +186,9 @@ def test_nan_and_infinity_do_not_warn_about_milliseconds() -> None:
         with pytest.raises(ConfigError):
             ProducerConfig.from_kwargs(linger=float("nan"))
         ProducerConfig.from_kwargs(max_block=float("inf"))
+
+
+def test_an_interceptor_without_either_hook_is_refused() -> None:
+    # A function passed as an interceptor was skipped at every send, silently.
+    with pytest.raises(ConfigError, match="has neither on_send"):
+        ProducerConfig(interceptors=[lambda record: record])

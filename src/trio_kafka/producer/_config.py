@@ -232,7 +232,17 @@ def _interceptors(value: object) -> tuple[Any, ...]:
             f"interceptors={value!r} is not allowed: it must be a list of interceptors, not "
             f"{type(value).__name__}"
         )
-    return tuple(value)
+    interceptors = tuple(value)
+    for interceptor in interceptors:
+        # A plain function has neither hook: it would be skipped, silently.
+        if not any(
+            callable(getattr(interceptor, hook, None)) for hook in ("on_send", "on_acknowledgement")
+        ):
+            raise ConfigError(
+                f"interceptor {interceptor!r} has neither on_send(record) nor "
+                "on_acknowledgement(outcome): an interceptor is an object with one or both"
+            )
+    return interceptors
 
 
 def _positive_int(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
