@@ -10,7 +10,7 @@ import pytest
 from tests.integration._backends import mock_cluster
 from tests.integration._helpers import rows
 from trio_kafka.broker import DROP, HookCall
-from trio_kafka.client import BulkLoader, open_bulk_loader, open_producer, row_of
+from trio_kafka.client import BulkLoader, create_topic, open_bulk_loader, open_producer, row_of
 from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError, ConfigError
 from trio_kafka.net import open_selector
 from trio_kafka.protocol.messages.produce import ProduceRequest
@@ -202,3 +202,19 @@ async def test_a_loader_option_of_the_wrong_type_is_refused_naming_it(
         with pytest.raises(ConfigError, match=message):
             async with open_bulk_loader("t", "L", bootstrap=cluster.bootstrap, **{option: value}):
                 pass
+
+
+@pytest.mark.parametrize(
+    ("partitions", "kind", "message"),
+    [
+        ("2", TypeError, r"partitions must be an int, not str \('2'\)"),
+        (0, ValueError, "at least 1"),
+    ],
+)
+async def test_create_topic_refuses_partitions_that_are_not_a_count_before_any_request(
+    partitions: object, kind: type[Exception], message: str
+) -> None:
+    # A str failed in the encoder ("required argument is not an integer").
+    async with mock_cluster() as cluster, open_selector(cluster.bootstrap) as selector:
+        with pytest.raises(kind, match=message):
+            await create_topic(selector, "t", partitions)  # type: ignore[arg-type]
