@@ -257,3 +257,12 @@ async def test_bytearray_and_memoryview_values_and_keys_are_copied_and_sent() ->
         data = b"".join(stored.data for stored in partition.log.batches)
         records = [(r.key, r.value) for b in decode_batches(data) for r in b.records]
     assert records == [(b"key", b"v1"), (b"key", b"v2")]
+
+
+async def test_open_producer_refuses_a_metrics_interval_that_is_not_a_number() -> None:
+    # It failed in a comparison when the producer started ("'>' not supported").
+    from trio_kafka.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="metrics_interval='60' is not allowed"):
+        async with open_producer("127.0.0.1:1", metrics_interval="60"):  # type: ignore[arg-type]
+            pass

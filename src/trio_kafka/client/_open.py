@@ -82,6 +82,11 @@ async def open_producer(
     """
     security = pop_security(options, tls, sasl)  # Kafka's security names leave options
     config = ProducerConfig.from_kwargs(**options)
+    if isinstance(metrics_interval, bool) or not isinstance(metrics_interval, int | float):
+        raise ConfigError(
+            f"metrics_interval={metrics_interval!r} is not allowed: it must be a number of "
+            f"seconds (0: never), not {type(metrics_interval).__name__}"
+        )
     clock, rng, wall_clock = edge_defaults(clock, rng, wall_clock)
     # The exception the body raised, if any: the nurseries below wrap it in exception
     # groups, and the caller should see it as raised (`except RuntimeError` must work).
