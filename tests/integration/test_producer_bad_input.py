@@ -266,3 +266,18 @@ async def test_open_producer_refuses_a_metrics_interval_that_is_not_a_number() -
     with pytest.raises(ConfigError, match="metrics_interval='60' is not allowed"):
         async with open_producer("127.0.0.1:1", metrics_interval="60"):  # type: ignore[arg-type]
             pass
+
+
+@pytest.mark.parametrize("codec", ["snappy", "lz4"])
+async def test_snappy_or_lz4_without_cramjam_is_refused_at_open(
+    codec: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It opened, and then every batch failed to encode in the sender.
+    import sys
+
+    from trio_kafka.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, "cramjam", None)
+    with pytest.raises(ConfigError, match=f"compression='{codec}' needs the cramjam library"):
+        async with open_producer("127.0.0.1:1", compression=codec):
+            pass

@@ -192,3 +192,15 @@ def test_an_interceptor_without_either_hook_is_refused() -> None:
     # A function passed as an interceptor was skipped at every send, silently.
     with pytest.raises(ConfigError, match="has neither on_send"):
         ProducerConfig(interceptors=[lambda record: record])
+
+
+@pytest.mark.parametrize(
+    ("codec", "level", "message"),
+    [("gzip", 99, "outside -1..9 for gzip"), ("snappy", 1, "snappy takes no level")],
+)
+def test_a_compression_level_the_codec_refuses_is_refused_here(
+    codec: str, level: int, message: str
+) -> None:
+    # It passed, and then every batch failed to encode in the sender.
+    with pytest.raises(ConfigError, match=message):
+        ProducerConfig(compression=codec, compression_level=level)

@@ -55,6 +55,7 @@ from typing import Any
 import attrs
 
 from trio_kafka.errors import ConfigError
+from trio_kafka.records import BatchBuilder, Compression
 
 # The Java client's names, from the table in this module's docstring: a user coming from
 # Java writes `linger.ms` or `linger_ms`, and the error should name our option.
@@ -364,6 +365,8 @@ class ProducerConfig:
                 "compression_level is set but compression='none': choose a codec "
                 f"({', '.join(_CODECS[1:])}) or leave compression_level=None"
             )
+        # The codec's own check of the level, now: in the sender it failed every batch.
+        BatchBuilder(Compression[self.compression.upper()], self.compression_level)
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> ProducerConfig:
