@@ -22,6 +22,7 @@ from trio_kafka.spark import (
     write_dataframe,
 )
 from trio_kafka.spark._manifest import ensure_control_topic
+from trio_kafka.spark._options import LoadOptions
 
 ROWS = 12_000
 PARTITIONS = 6
@@ -294,3 +295,52 @@ def test_a_manifest_of_the_older_format_is_refused_by_name() -> None:
     old = b'{"load_id": "x", "topic": "t", "guarantee": "exactly_once", "bases": {"0": 5}}'
     with pytest.raises(ConfigError, match="older trio-kafka"):
         Manifest.from_json(old)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"batchbytes": "5"}, r"no option 'batchbytes' \(did you mean 'batch_bytes'\?\)"),
+        ({"colour": "red"}, r"no option 'colour'; it takes batch_bytes, bootstrap"),
+        ({"batch_bytes": "big"}, r"option batch_bytes='big': expected an integer >= 1"),
+        ({"batch_bytes": "0"}, r"option batch_bytes='0': expected an integer >= 1"),
+        ({"request_timeout": "nan"}, r"option request_timeout='nan': expected a number"),
+        ({"max_attempts": "2.5"}, r"option max_attempts='2.5': expected an integer"),
+        ({"guarantee": "sometimes"}, r"guarantee='sometimes': use one of"),
+    ],
+)
+def test_a_bad_option_is_refused_by_name(options: dict[str, str], named: str) -> None:
+    given = {"bootstrap": "127.0.0.1:9", "topic": "t", "load_id": "l", **options}
+    with pytest.raises(ConfigError, match=named):
+        LoadOptions.parse(given)
+
+
+def test_options_parse_with_spark_case_and_strings() -> None:
+    parsed = LoadOptions.parse(
+        {"Bootstrap": "h:1", "TOPIC": "t", "batch_bytes": " 1024 ", "request_timeout": "2.5"}
+    )
+    assert (parsed.bootstrap, parsed.topic, parsed.batch_bytes) == ("h:1", "t", 1024)
+    assert parsed.request_timeout == 2.5
+
+
+@pytest.mark.parametrize(
+    ("load_id", "options", "named"),
+    [
+        ("", {}, r"load_id='': a non-empty name"),
+        ("l", {"batchbytes": 5}, r"did you mean 'batch_bytes'"),
+        ("l", {"batch_bytes": "big"}, r"batch_bytes='big'"),
+    ],
+)
+def test_write_dataframe_refuses_bad_options_before_spark_runs(
+    load_id: str, options: dict[str, Any], named: str
+) -> None:
+    # A frame that fails if touched: the check must come before Spark (and the broker,
+    # here a closed port) is asked anything, as a ConfigError, not an AnalysisException.
+    class Untouchable:
+        def __getattr__(self, name: str) -> Any:
+            raise AssertionError(f"the frame was used ({name}) before the options were checked")
+
+    with pytest.raises(ConfigError, match=named):
+        write_dataframe(
+            Untouchable(), topic="t", load_id=load_id, bootstrap="127.0.0.1:9", **options
+        )

@@ -170,6 +170,7 @@ async def load_partition(
             point = await loader.resume_point(partition, loader.committed_reader)
             part = _HeldTxnPartition(loader, loader._pipeline(backend, partition, point), producer)
             producer.begin_transaction()
+        stack.callback(part.discard)  # a failed input leaves its stream open otherwise
         pipe = part.pipe
         given, last = 0, -1
         try:

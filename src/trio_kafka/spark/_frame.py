@@ -24,7 +24,8 @@ from typing import Any
 import trio
 
 from trio_kafka.client import open_selector, partition_of
-from trio_kafka.spark._options import AUTO, NAME
+from trio_kafka.errors import ConfigError
+from trio_kafka.spark._options import AUTO, NAME, LoadOptions
 from trio_kafka.spark._source import KafkaDataSource
 
 
@@ -138,20 +139,28 @@ def write_dataframe(
     `control_topic`, ...). Rerunning with the same `load_id` resumes a failed load, or
     does nothing after a successful one.
     """
+    given = {
+        "bootstrap": bootstrap,
+        "topic": topic,
+        "load_id": load_id,
+        "guarantee": guarantee,
+        **{name: str(setting) for name, setting in options.items()},
+    }
+    # Checked here, before Spark runs anything: an error raised inside the data source
+    # reaches the caller as an AnalysisException with the real error deep in its text.
+    if not isinstance(load_id, str) or not load_id:
+        raise ConfigError(
+            f"load_id={load_id!r}: a non-empty name of the load (a rerun with the same "
+            "load_id resumes it instead of writing the rows again)"
+        )
+    LoadOptions.parse(given)
     spark = df.sparkSession
     spark.dataSource.register(KafkaDataSource)
     partitions = topic_partitions(bootstrap, topic)
     prepared = prepare_dataframe(df, partitions, key=key, value=value, order_by=order_by)
-    writer = (
-        prepared.write.format(NAME)
-        .mode("append")
-        .option("bootstrap", bootstrap)
-        .option("topic", topic)
-        .option("load_id", load_id)
-        .option("guarantee", guarantee)
-    )
-    for name, setting in options.items():
-        writer = writer.option(name, str(setting))
+    writer = prepared.write.format(NAME).mode("append")
+    for name, setting in given.items():
+        writer = writer.option(name, setting)
     writer.save()
 
 
