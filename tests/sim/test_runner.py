@@ -4,13 +4,11 @@ user workloads, and that a wrong history or a hang is reported."""
 
 from __future__ import annotations
 
-import gc
-
 import trio
 
 from trio_kafka.sim.faults import FaultKind
 from trio_kafka.sim.history import Fail
-from trio_kafka.sim.runner import EXCEPTION, SEED_GC_THRESHOLD, run_seed
+from trio_kafka.sim.runner import EXCEPTION, run_seed
 from trio_kafka.sim.workloads import WORKLOADS, SimContext, get_workload, register
 
 
@@ -136,25 +134,3 @@ def test_an_exception_in_a_workload_fails_the_seed() -> None:
         assert "workload bug" in r.violations[0]
     finally:
         del WORKLOADS["test-raise"]
-
-
-def test_a_seed_runs_with_a_lazier_collector_and_gives_the_process_its_own_back() -> None:
-    seen: list[tuple[int, int, int]] = []
-
-    @register("test-gc", topics={"gc": 1})
-    async def gc_workload(ctx: SimContext) -> None:
-        seen.append(gc.get_threshold())
-        async with ctx.open_producer() as producer:
-            await ctx.track_send(producer, "w0", "gc", b"v", partition=0)
-
-    before = gc.get_threshold()
-    try:
-        gc.set_threshold(500, 7, 9)
-        r = run_seed("test-gc", 0, rates={}).result
-        assert r.ok, r.violations
-        assert seen == [(SEED_GC_THRESHOLD, 7, 9)]
-        assert gc.get_threshold() == (500, 7, 9)
-    finally:
-        gc.set_threshold(*before)
-        del WORKLOADS["test-gc"]
-

@@ -32,9 +32,8 @@ compares. This module executes the seed; `_results.py` builds what it comes to.
 from __future__ import annotations
 
 import contextlib
-import gc
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -100,17 +99,6 @@ _CLUSTER_TICK = 1.0
 #: violation. (Each round runs at least one task step while tasks spin.)
 MAX_ROUNDS = 400_000
 LIVELOCK = "livelock"
-#: The cyclic garbage collector's generation-0 threshold while a seed runs (Python's
-#: default is 700 allocations). A seed allocates its whole simulated world, most of which
-#: lives until the seed ends, so at 700 the collector ran about 30 times per idempotent
-#: lite seed, mostly traversing objects that were still alive, and a full collection
-#: (the whole heap, the imported modules included) every few seeds: 8-15% of a seed's
-#: CPU (issue 15). At 10,000 a lite seed runs no collection and a standard one a few.
-#: A seed's run does not depend on when the collector runs (a worker process runs it
-#: after any number of other seeds, and the determinism tests compare such runs): the
-#: traces of seeds 12,000,000-149 (lite) and -019 (standard) of the six workloads are
-#: byte for byte those at the default threshold.
-SEED_GC_THRESHOLD = 10_000
 
 
 @attrs.define(eq=False)
@@ -205,22 +193,9 @@ def run_seed(
     async def main(clock: VirtualClock) -> None:
         await _simulate(spec, seed, prof, allowed, rates, trace, out)
 
-    with _seed_gc():
-        run_seeded(main, seed=seed)
-        wall = time.perf_counter() - started
-        return finish(spec, seed, prof, allowed is not None, out, wall, trace)
-
-
-@contextlib.contextmanager
-def _seed_gc() -> Iterator[None]:
-    """Collect less often while a seed runs (`SEED_GC_THRESHOLD`); the process's own
-    thresholds come back after it, and the seed's garbage is collected then."""
-    threshold = gc.get_threshold()
-    gc.set_threshold(max(SEED_GC_THRESHOLD, threshold[0]), *threshold[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*threshold)
+    run_seeded(main, seed=seed)
+    wall = time.perf_counter() - started
+    return finish(spec, seed, prof, allowed is not None, out, wall, trace)
 
 
 async def _simulate(
@@ -374,7 +349,6 @@ __all__ = [
     "NO_OPERATIONS",
     "PRODUCER_DEFAULTS",
     "READ_MISMATCH",
-    "SEED_GC_THRESHOLD",
     "UNEXPLAINED_RECORDS",
     "RunOutput",
     "SeedResult",
