@@ -226,7 +226,7 @@ class BulkReport:
         )
         lines += [f"  [confluent] {v}" for v in self.confluent.violations]
         if self.resumed_past_aborted_chunk:
-            lines.append(f"  looks like: {KNOWN_TANSU_RESUME}")
+            lines.append(f"  looks like the fixed resume bug (a regression): {KNOWN_TANSU_RESUME}")
         return "\n".join(lines)
 
 

@@ -336,7 +336,10 @@ async def open_conditional_writer(
                 selector=selector,
                 clock=selector.clock,
                 rng=selector.rng,
-                buggify=producer._sender.buggify,  # the simulator's hook, as the producer's
+                # The simulator's seams, as the producer's: its virtual wall clock (records
+                # stamped by time.time() would differ run to run) and its fault hook.
+                wall_clock=lambda: producer._core.accumulator.wall_offset + selector.clock.now(),
+                buggify=producer._sender.buggify,
                 linger=0.0,
                 transactional_id=log_transactional_id(topic, partition),
             )
