@@ -78,22 +78,7 @@ def test_200_seeds_twice_in_process_and_once_under_another_hash_seed() -> None:
 _BUILT_IN = ["idempotent", "transactional", "cas", "bulk", "bulk-txn", "cas-txn"]
 
 
-@pytest.mark.parametrize(
-    "workload",
-    [
-        pytest.param(
-            w,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="open_conditional_writer opens its transactional producer without the "
-                "producer's wall clock, so its records carry time.time() (client/_conditional.py)",
-            ),
-        )
-        if w == "cas-txn"
-        else w
-        for w in _BUILT_IN
-    ],
-)
+@pytest.mark.parametrize("workload", _BUILT_IN)
 def test_record_timestamps_come_from_the_virtual_wall_clock(
     workload: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
