@@ -37,13 +37,25 @@ def _read_users(values: tuple[str, ...]) -> dict[str, str]:
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
-    "--port", default=9092, show_default=True, help="Port of the first broker (the others follow)."
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=9092,
+    show_default=True,
+    help="Port of the first broker (the others follow; 0: free ports, printed).",
 )
 @click.option(
-    "--brokers", default=1, show_default=True, help="How many brokers (ports port, port+1...)."
+    "--brokers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="How many brokers (ports port, port+1...).",
 )
 @click.option(
-    "--partitions", default=1, show_default=True, help="Partitions of auto-created topics."
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Partitions of auto-created topics.",
 )
 @click.option("--no-auto-create", is_flag=True, help="Do not create topics on Metadata requests.")
 @click.option(
@@ -91,6 +103,7 @@ def broker(
     advertised_listener: tuple[str, ...],
 ) -> None:
     """Run the in-memory mock Kafka broker until interrupted."""
+    import errno
     import logging
     import signal
     import ssl
@@ -99,8 +112,14 @@ def broker(
 
     from trio_kafka._cli.proxy import host_port
     from trio_kafka.broker import MECHANISMS, ClusterOptions, SaslConfig, open_cluster
+    from trio_kafka.net import sole_error
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if port and port + brokers - 1 > 65535:
+        raise click.BadParameter(
+            f"{brokers} brokers from port {port} would need ports up to {port + brokers - 1}",
+            param_hint="--port",
+        )
     if bool(tls_cert) != bool(tls_key):
         raise click.UsageError("--tls-cert and --tls-key go together")
     sasl = None
@@ -156,7 +175,22 @@ def broker(
                     click.echo(f"stopped by signal {signum}", err=True)
                     return
 
-    trio.run(run)
+    try:
+        trio.run(run)
+    except (OSError, BaseExceptionGroup) as exc:
+        # Listening failed (the port is taken, the host is not this machine's): say so,
+        # not a traceback through the cluster's nursery.
+        error = sole_error(exc) if isinstance(exc, BaseExceptionGroup) else exc
+        if not isinstance(error, OSError):
+            raise
+        raise click.ClickException(
+            f"cannot listen on {host}:{port}: {error.strerror or error}"
+            + (
+                " (another broker runs there? try another --port)"
+                if error.errno == errno.EADDRINUSE
+                else ""
+            )
+        ) from None
 
 
 from trio_kafka._cli.simulate import simulate  # noqa: E402

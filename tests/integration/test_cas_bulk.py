@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import anyio
 import pytest
 
 from tests.integration._backends import mock_cluster
 from tests.integration._helpers import rows
 from trio_kafka.broker import DROP, HookCall
-from trio_kafka.client import BulkLoader, open_bulk_loader, row_of
-from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError
+from trio_kafka.client import BulkLoader, create_topic, open_bulk_loader, open_producer, row_of
+from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError, ConfigError
 from trio_kafka.net import open_selector
 from trio_kafka.protocol.messages.produce import ProduceRequest
 from trio_kafka.testing import log_values
@@ -124,6 +126,34 @@ async def test_two_loaders_racing_one_fails_cleanly_never_interleaved() -> None:
             assert tail == source[other][: len(tail)]
 
 
+@pytest.mark.parametrize("guarantee", ["exactly_once_cas", "transactional"])
+async def test_a_load_failing_as_its_caller_is_cancelled_raises_the_error_not_a_group(
+    guarantee: str,
+) -> None:
+    # An enclosing scope cancelled (a deadline, a crash) at the moment the load fails:
+    # its other tasks end Cancelled beside the error, and run() used to raise the lot as
+    # a group (the chaos suite's Tansu bulk runs 102 and 109: a fenced partition). Here
+    # the failure is the resume's: another writer appended after the load's last row.
+    async with mock_cluster() as cluster:
+        cluster.create_topic("t", 2, CAS)
+        async with open_selector(cluster.bootstrap) as selector:
+            loader = BulkLoader(selector, "t", "L", guarantee=guarantee, batch_bytes=1024)
+            await loader.run(rows(10))
+            async with open_producer(selector=selector) as producer:
+                await producer.send_and_wait("t", b"foreign", partition=0)
+
+            def more(scope: anyio.CancelScope) -> Iterator[bytes]:
+                yield from rows(10)
+                scope.cancel()  # the rows after this one fail the load: no checkpoint between
+                yield from rows(20)[10:]
+
+            with anyio.CancelScope() as scope:
+                with pytest.raises(ConcurrentWriteError, match="other writers"):
+                    again = BulkLoader(selector, "t", "L", guarantee=guarantee, batch_bytes=1024)
+                    await again.run(more(scope))
+        assert log_values(cluster, "t", 0)[-1] == b"foreign"  # nothing appended after it
+
+
 async def test_a_topic_without_the_check_is_refused_when_cas_is_forced() -> None:
     async with mock_cluster() as cluster:
         cluster.create_topic("plain", 1)
@@ -141,3 +171,50 @@ def test_row_of_reads_the_manifest_headers() -> None:
     record = Record(5, 0, None, b"v", (("tk.load", b"L"), ("tk.row", b"42")))
     assert row_of(record, b"L") == 42
     assert row_of(record, b"other") is None
+
+
+@pytest.mark.parametrize("rows_given", [b"row", "row", 5])
+async def test_rows_that_are_not_an_iterable_of_rows_are_refused_naming_the_type(
+    rows_given: object,
+) -> None:
+    # bytes were taken as rows of ints ("the value of row 0 is a int"), an int gave
+    # "'int' object is not iterable".
+    async with mock_cluster() as cluster:
+        cluster.create_topic("t", 1, CAS)
+        async with open_bulk_loader("t", "L", bootstrap=cluster.bootstrap) as loader:
+            with pytest.raises(TypeError, match=f"not a {type(rows_given).__name__}: for one"):
+                await loader.run(rows_given)  # type: ignore[arg-type]
+        assert log_values(cluster, "t", 0) == []
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("batch_bytes", "1", "batch_bytes='1' is not allowed: it must be an int, not str"),
+        ("retry_timeout", "60", "retry_timeout='60' is not allowed: it must be a number of"),
+    ],
+)
+async def test_a_loader_option_of_the_wrong_type_is_refused_naming_it(
+    option: str, value: object, message: str
+) -> None:
+    # A str reached a comparison: "'<' not supported between instances of 'str' and 'int'".
+    async with mock_cluster() as cluster:
+        with pytest.raises(ConfigError, match=message):
+            async with open_bulk_loader("t", "L", bootstrap=cluster.bootstrap, **{option: value}):
+                pass
+
+
+@pytest.mark.parametrize(
+    ("partitions", "kind", "message"),
+    [
+        ("2", TypeError, r"partitions must be an int, not str \('2'\)"),
+        (0, ValueError, "at least 1"),
+    ],
+)
+async def test_create_topic_refuses_partitions_that_are_not_a_count_before_any_request(
+    partitions: object, kind: type[Exception], message: str
+) -> None:
+    # A str failed in the encoder ("required argument is not an integer").
+    async with mock_cluster() as cluster, open_selector(cluster.bootstrap) as selector:
+        with pytest.raises(kind, match=message):
+            await create_topic(selector, "t", partitions)  # type: ignore[arg-type]

@@ -69,6 +69,15 @@ async def test_send_with_expected_offset_needs_a_partition() -> None:
                 await producer.send("log", b"a", partition=0, expected_offset=-1)
 
 
+async def test_a_writer_on_a_partition_that_is_not_an_int_is_refused_naming_it() -> None:
+    # It was "'<=' not supported between instances of 'int' and 'str'".
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        with pytest.raises(TypeError, match=r"partition must be an int, not str \('0'\)"):
+            async with open_conditional_writer("log", "0", bootstrap=cluster.bootstrap):  # type: ignore[arg-type]
+                pass
+
+
 async def test_idempotent_retry_of_a_landed_cas_write_is_acknowledged() -> None:
     """Dedup before CAS: the first attempt landed, its answer was lost; the retry (same
     sequence) is answered with the original offset, not a mismatch."""

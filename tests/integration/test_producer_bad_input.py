@@ -83,6 +83,8 @@ BAD_FIELDS: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"timestamp": "now"}, TypeError, "timestamp must be an int (ms since the epoch)"),
     ({"partition": 0.0}, TypeError, "partition must be an int or None, not float"),
     ({"partition": "0"}, TypeError, "partition must be an int or None, not str"),
+    ({"timestamp": -5}, ValueError, "timestamp=-5 is not allowed"),
+    ({"timestamp": 2**63}, ValueError, "0 to 9223372036854775807"),
 ]
 
 
@@ -102,6 +104,48 @@ async def test_a_topic_that_is_not_a_str_is_a_type_error() -> None:
     async with mock_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
         with pytest.raises(TypeError, match="topic must be a str or a ProducerRecord, not bytes"):
             await producer.send(b"t", b"v")  # type: ignore[arg-type]
+        await _healthy(producer)
+
+
+async def test_a_timestamp_past_int64_fails_alone_not_its_batch() -> None:
+    # It used to pass send() and fail the encoding of its whole batch in the sender,
+    # taking the records sent before and after it into the same batch with it.
+    async with mock_cluster() as cluster, open_producer(cluster.bootstrap, linger=0.5) as producer:
+        before = await producer.send("t", b"before", partition=0)
+        with pytest.raises(ValueError, match="timestamp"):
+            await producer.send("t", b"bad", partition=0, timestamp=2**70)
+        after = await producer.send("t", b"after", partition=0)
+        await producer.flush()
+        assert [(await h).offset for h in (before, after)] == [0, 1]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("field", ["value", "key", "headers"])
+async def test_a_producer_record_with_a_field_beside_it_is_refused(field: str) -> None:
+    # It used to be dropped silently: the record's own (None) went instead.
+    given: dict[str, Any] = {"value": b"v", "key": b"k", "headers": [("h", b"v")]}
+    async with mock_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
+        with pytest.raises(TypeError, match=f"a ProducerRecord and {field} beside it"):
+            if field == "value":
+                await producer.send(ProducerRecord("t", b"r"), b"v")
+            else:
+                await producer.send(ProducerRecord("t", b"r"), **{field: given[field]})
+        await _healthy(producer)
+
+
+async def test_partition_and_timestamp_beside_a_producer_record_replace_its_own() -> None:
+    # As the blocking facade and the CAS form take them (the fast path ignored them).
+    async with mock_cluster() as cluster:
+        cluster.create_topic("t", 2)
+        async with open_producer(cluster.bootstrap) as producer:
+            record = ProducerRecord("t", b"r", partition=0, timestamp=5)
+            ack = await (await producer.send(record, partition=1, timestamp=7))
+        assert (ack.partition, ack.timestamp) == (1, 7)  # type: ignore[attr-defined]
+
+
+async def test_send_many_of_values_without_a_topic_says_so() -> None:
+    async with mock_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
+        with pytest.raises(TypeError, match="record 0 is a bytes, not a ProducerRecord"):
+            await producer.send_many([b"a", b"b"])
         await _healthy(producer)
 
 
@@ -213,3 +257,27 @@ async def test_bytearray_and_memoryview_values_and_keys_are_copied_and_sent() ->
         data = b"".join(stored.data for stored in partition.log.batches)
         records = [(r.key, r.value) for b in decode_batches(data) for r in b.records]
     assert records == [(b"key", b"v1"), (b"key", b"v2")]
+
+
+async def test_open_producer_refuses_a_metrics_interval_that_is_not_a_number() -> None:
+    # It failed in a comparison when the producer started ("'>' not supported").
+    from trio_kafka.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="metrics_interval='60' is not allowed"):
+        async with open_producer("127.0.0.1:1", metrics_interval="60"):  # type: ignore[arg-type]
+            pass
+
+
+@pytest.mark.parametrize("codec", ["snappy", "lz4"])
+async def test_snappy_or_lz4_without_cramjam_is_refused_at_open(
+    codec: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It opened, and then every batch failed to encode in the sender.
+    import sys
+
+    from trio_kafka.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, "cramjam", None)
+    with pytest.raises(ConfigError, match=f"compression='{codec}' needs the cramjam library"):
+        async with open_producer("127.0.0.1:1", compression=codec):
+            pass

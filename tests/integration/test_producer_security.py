@@ -18,6 +18,7 @@ import pytest
 from trio_kafka import (
     Acknowledged,
     AuthenticationError,
+    BrokerConnectionError,
     ConfigError,
     SaslConfig,
     open_producer,
@@ -250,3 +251,29 @@ async def test_bulk_loader_security_contradictions_are_config_errors() -> None:
             "t", 0, bootstrap="127.0.0.1:9", sasl_mechanism="PLAIN", sasl_plain_username="a"
         ):
             pass
+
+
+async def test_tls_to_a_plaintext_listener_says_the_handshake_was_closed() -> None:
+    # It raised a bare anyio.EndOfStream: no message, no address.
+    async with open_cluster() as cluster:
+        with pytest.raises(BrokerConnectionError, match="closed the connection during the TLS"):
+            async with open_producer(cluster.bootstrap, tls=True, max_block=1.0) as producer:
+                await producer.send("t", b"x")
+
+
+async def test_no_credentials_for_a_sasl_listener_suggests_security_protocol() -> None:
+    # It asked "Is a broker running at ...?" of a broker that was running.
+    async with open_cluster(sasl=BrokerSasl(USERS)) as cluster:
+        with pytest.raises(BrokerConnectionError, match="requires SASL or TLS") as info:
+            async with open_producer(cluster.bootstrap, max_block=1.0) as producer:
+                await producer.send("t", b"x")
+    assert "Is a broker running" not in str(info.value)
+
+
+def test_a_tls_file_that_cannot_be_read_is_named(tmp_path: Path) -> None:
+    # FileNotFoundError said "[Errno 2] No such file or directory", naming no file.
+    missing = tmp_path / "ca.pem"
+    with pytest.raises(ConfigError, match=f"cafile='{missing}'"):
+        tls_context(cafile=str(missing))
+    with pytest.raises(ConfigError, match="certfile="):
+        tls_context(certfile=str(missing))

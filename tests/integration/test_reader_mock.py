@@ -18,7 +18,12 @@ import trio
 
 from trio_kafka.broker import DROP, Cluster, HookCall, open_cluster
 from trio_kafka.client._reader import PartitionReader
-from trio_kafka.errors import ErrorCode, KafkaError, OffsetOutOfRangeError, ReadTimeoutError
+from trio_kafka.errors import (
+    ErrorCode,
+    InvalidPartitionError,
+    OffsetOutOfRangeError,
+    ReadTimeoutError,
+)
 from trio_kafka.net import KafkaSelector, open_selector
 from trio_kafka.protocol.messages.fetch import (
     FetchableTopicResponse,
@@ -452,5 +457,13 @@ async def test_below_the_log_start_is_an_error_for_read_at_and_read() -> None:
 async def test_a_missing_partition_is_a_clear_error() -> None:
     async with one_topic() as (topic, _, selector):
         reader = PartitionReader(selector)
-        with pytest.raises(KafkaError, match="has no partition 3"):
+        with pytest.raises(InvalidPartitionError, match="has no partition 3"):
             await reader.read_at(topic, 3, 0)
+
+
+async def test_a_partition_that_is_not_an_int_is_named() -> None:
+    # It was "'<=' not supported between instances of 'int' and 'str'".
+    async with one_topic() as (topic, _, selector):
+        reader = PartitionReader(selector)
+        with pytest.raises(TypeError, match=r"partition must be an int, not str \('0'\)"):
+            await reader.read_at(topic, "0", 0)  # type: ignore[arg-type]

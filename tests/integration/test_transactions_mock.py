@@ -181,3 +181,25 @@ async def test_transactions_v2_add_partitions_with_produce_and_bump_at_commit() 
             consume_all, cluster.bootstrap, "t", 3, "read_committed"
         )
         assert len(seen) == 90 and b"aborted" not in seen
+
+
+async def test_a_scope_cancelled_around_the_producer_does_not_wait_out_the_abort(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The abort of the open transaction needs the producer's tasks, which the same
+    # cancellation stops: it used to wait out its whole abort_timeout (request_timeout,
+    # 30 s by default) for nothing before the cancellation could take effect.
+    async with mock_cluster() as cluster:
+        cluster.create_topic("t", 1)
+        with anyio.CancelScope() as scope:
+            async with open_producer(
+                cluster.bootstrap, transactional_id="tx", request_timeout=5.0, **FAST
+            ) as producer:
+                await producer.init_transactions()
+                async with producer.transaction():
+                    await producer.send_and_wait("t", b"x")
+                    scope.cancel()
+                    await anyio.sleep_forever()
+        assert scope.cancelled_caught
+        assert "the producer's tasks have stopped" in caplog.text
+        assert "did not finish within" not in caplog.text

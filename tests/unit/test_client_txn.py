@@ -60,6 +60,21 @@ async def test_the_body_exception_aborts_and_propagates_unwrapped(
             await producer.send("t", b"outside")
 
 
+async def test_the_body_exception_leaves_open_producer_unwrapped_under_a_cancelled_scope(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    # A scope around the producer cancelled as the body fails: the producer's tasks end
+    # Cancelled beside the body's error, which still comes out as itself.
+    cluster = make_cluster(topics={"t": 1})
+    with trio.CancelScope() as scope, pytest.raises(KeyError, match="boom"):
+        async with producer_of(cluster, nursery, transactional_id="tx") as producer:
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send("t", b"x")
+            scope.cancel()
+            raise KeyError("boom")
+
+
 async def test_abort_after_cancellation_is_bounded_when_the_coordinator_is_silent(
     autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
 ) -> None:
@@ -184,3 +199,56 @@ async def test_init_retries_find_coordinator_after_a_slow_connect(
         assert producer._txn is not None
         assert producer._txn.manager.state is TxnState.READY
         assert transport.connects >= 4  # every refusal was retried
+
+
+@pytest.mark.parametrize(
+    ("offsets", "group", "kind", "message"),
+    [
+        ({"t": 10}, "g", TypeError, r"keys are \(topic, partition\) tuples, not 't'"),
+        ([(("t", 0), 10)], "g", TypeError, "offsets must be a dict"),
+        ({("t", 0): "10"}, "g", TypeError, r"offset of \('t', 0\) must be an int"),
+        ({("t", 0): -3}, "g", ValueError, r"is -3: it must be >= 0"),
+        ({("t", 0): 10}, 5, TypeError, "group_metadata must be"),
+        ({("t", 0): 10}, "", TypeError, "non-empty group id"),
+    ],
+)
+async def test_bad_offsets_for_the_transaction_are_refused_naming_them_and_it_goes_on(
+    autojump_clock: trio.testing.MockClock,
+    nursery: trio.Nursery,
+    offsets: Any,
+    group: Any,
+    kind: type[Exception],
+    message: str,
+) -> None:
+    # A str key raised "too many values to unpack", an int group an AttributeError, and
+    # a negative offset was committed to the group.
+    cluster = make_cluster(topics={"t": 1})
+    async with producer_of(cluster, nursery, transactional_id="tx") as producer:
+        await producer.init_transactions()
+        async with producer.transaction():
+            handle = await producer.send("t", b"x")
+            with pytest.raises(kind, match=message):
+                await producer.send_offsets_to_transaction(offsets, group)
+        assert (await handle).offset == 0
+        assert producer._txn.manager.state is TxnState.READY
+
+
+async def test_a_call_the_state_refuses_says_what_to_do_instead(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    # "cannot commit in state READY" said what, not what to do.
+    cluster = make_cluster(topics={"t": 1})
+    async with producer_of(cluster, nursery, transactional_id="tx") as producer:
+        with pytest.raises(IllegalTransactionStateError, match="call init_transactions"):
+            producer.begin_transaction()
+        await producer.init_transactions()
+        with pytest.raises(IllegalTransactionStateError, match="initialised already"):
+            await producer.init_transactions()
+        with pytest.raises(IllegalTransactionStateError, match="call begin_transaction"):
+            await producer.commit_transaction()
+        with pytest.raises(IllegalTransactionStateError, match="nothing to abort"):
+            await producer.abort_transaction()
+        producer.begin_transaction()
+        with pytest.raises(IllegalTransactionStateError, match="commit or abort it first"):
+            producer.begin_transaction()
+        await producer.abort_transaction()

@@ -77,6 +77,8 @@ def test_topics_not_requested_keep_their_cached_entry() -> None:
         (" a:1 , b:2 ,", [("a", 1), ("b", 2)]),
         (["a:1", "b:2"], [("a", 1), ("b", 2)]),
         ("[::1]:9092", [("::1", 9092)]),
+        # A listener's scheme, as the Java client and librdkafka take it.
+        ("PLAINTEXT://a:1,tcp://b:2", [("a", 1), ("b", 2)]),
     ],
 )
 def test_bootstrap_servers_parse(servers: str | list[str], expected: list[tuple[str, int]]) -> None:
@@ -87,6 +89,22 @@ def test_bootstrap_servers_parse(servers: str | list[str], expected: list[tuple[
 def test_bad_bootstrap_servers_name_the_bad_value(servers: str | list[str]) -> None:
     with pytest.raises(ConfigError):
         parse_bootstrap(servers)
+
+
+@pytest.mark.parametrize(
+    ("servers", "message"),
+    [
+        ("SSL://a:1", r"without SSL:// \(for SSL, pass security_protocol='SSL'\)"),
+        ("http://a:1", "give host:port without http://"),
+        (b"a:1", "not bytes"),
+        (9092, "not int"),
+        ([("a", 1)], r"\('a', 1\) is not a 'host:port' str but a tuple"),
+    ],
+)
+def test_a_bootstrap_of_the_wrong_form_says_what_is_wrong(servers: object, message: str) -> None:
+    # A scheme was taken for part of the host, bytes and tuples raised AttributeError.
+    with pytest.raises(ConfigError, match=message):
+        parse_bootstrap(servers)  # type: ignore[arg-type]
 
 
 def test_which_errors_mean_refresh_the_metadata() -> None:
@@ -125,3 +143,22 @@ def test_backoff_config_is_checked() -> None:
     with pytest.raises(ConfigError):
         ExponentialBackoff(0.1, 1.0, jitter=1.5)
     assert ExponentialBackoff(0.0, 0.0).backoff(3, random.Random(0)) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("request_timeout", "5", r"request_timeout must be a number \(int or float\), not str"),
+        ("client_id", 1, "client_id must be a str, not int"),
+        ("allow_auto_create_topics", "no", "allow_auto_create_topics must be True or False"),
+    ],
+)
+def test_a_selector_option_of_the_wrong_type_names_it(
+    option: str, value: object, message: str
+) -> None:
+    # request_timeout="5" raised a bare TypeError from the comparison; client_id=1 failed
+    # every connection's encoding until max_block ran out.
+    from trio_kafka.net import SelectorConfig
+
+    with pytest.raises(ConfigError, match=message):
+        SelectorConfig(bootstrap_servers="a:1", **{option: value})

@@ -514,6 +514,29 @@ async def test_the_body_error_leaves_open_selector_unwrapped(nursery: trio.Nurse
             await selector.refresh_metadata()
 
 
+async def test_the_hint_to_start_a_broker_names_the_port_that_was_tried(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    # It said `--port 9092` whatever the address.
+    cluster = FakeCluster(nursery, brokers={})
+    async with open_selector("b9:19092", transport=cluster, max_block=2.0) as selector:
+        with pytest.raises(BrokerConnectionError, match="trio-kafka broker --port 19092`"):
+            await selector.wait_for_topic("events")
+
+
+async def test_the_body_error_leaves_unwrapped_when_a_scope_around_is_cancelled_too(
+    nursery: trio.Nursery,
+) -> None:
+    # The selector's own tasks end Cancelled beside the body's error (the cancellation
+    # is not the selector's): that is not a second error, the caller gets the one.
+    cluster = FakeCluster(nursery)
+    with trio.CancelScope() as scope, pytest.raises(KeyError, match="body"):
+        async with open_selector("b1:9092", transport=cluster) as selector:
+            await selector.connection(-1)
+            scope.cancel()
+            raise KeyError("body")
+
+
 async def test_a_broker_never_reached_is_a_connection_error_not_an_unknown_topic(
     nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:

@@ -68,6 +68,19 @@ def test_delivery_timeout_must_cover_linger_and_request_timeout() -> None:
         ("request_timeout", 0, "it must be > 0"),
         ("buffer_full_strategy", "wait", "use one of block, drop, park"),
         ("partitioner", "round_robin", "use 'sticky', 'leader_aware' or a callable"),
+        # The type first, not "below 0" (linger='5' said "it must be >= 0").
+        ("linger", "5", r"must be a number \(int or float\) >= 0, not str"),
+        ("request_timeout", "30", r"must be a number \(int or float\) > 0, not str"),
+        ("linger", float("nan"), "it must be >= 0"),
+        # These went through and failed later: at the first use, or a minute later.
+        ("client_id", 5, "it must be a str, not int"),
+        ("transactional_id", 5, "it must be a str, not int"),
+        ("transactional_id", "", "name the producer"),
+        ("key_serializer", "utf8", r"it must be a callable \(or None\), not str"),
+        ("value_serializer", b"json", r"it must be a callable \(or None\), not bytes"),
+        ("enable_idempotence", "false", "it must be True or False, not str"),
+        ("partitioner_adaptive", 0, "it must be True or False, not int"),
+        ("interceptors", 5, "it must be a list of interceptors, not int"),
     ],
 )
 def test_wrong_values_name_the_option_and_what_is_allowed(
@@ -158,3 +171,36 @@ def test_evolve_warns_only_for_the_options_it_changes() -> None:
 def test_the_java_name_still_gets_its_did_you_mean() -> None:
     with pytest.raises(ConfigError, match="did you mean 'linger'"):
         ProducerConfig.from_kwargs(**{"linger.ms": 5})
+
+
+def test_a_compression_level_must_be_an_int() -> None:
+    with pytest.raises(ConfigError, match=r"compression_level='9'.*an int \(or None\), not str"):
+        ProducerConfig(compression="gzip", compression_level="9")  # type: ignore[arg-type]
+
+
+def test_nan_and_infinity_do_not_warn_about_milliseconds() -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ConfigError):
+            ProducerConfig.from_kwargs(linger=float("nan"))
+        ProducerConfig.from_kwargs(max_block=float("inf"))
+
+
+def test_an_interceptor_without_either_hook_is_refused() -> None:
+    # A function passed as an interceptor was skipped at every send, silently.
+    with pytest.raises(ConfigError, match="has neither on_send"):
+        ProducerConfig(interceptors=[lambda record: record])
+
+
+@pytest.mark.parametrize(
+    ("codec", "level", "message"),
+    [("gzip", 99, "outside -1..9 for gzip"), ("snappy", 1, "snappy takes no level")],
+)
+def test_a_compression_level_the_codec_refuses_is_refused_here(
+    codec: str, level: int, message: str
+) -> None:
+    # It passed, and then every batch failed to encode in the sender.
+    with pytest.raises(ConfigError, match=message):
+        ProducerConfig(compression=codec, compression_level=level)

@@ -116,9 +116,21 @@ def final_table(checks: list[Check], elapsed: float) -> Table:
 @click.command()
 @click.option("--bootstrap", help="host:port of a broker (default: a mock broker in-process).")
 @click.option("--records", type=int, default=None, help=f"Rows to bulk load (default {RECORDS:,}).")
-@click.option("--seeds", type=int, default=None, help=f"Simulator seeds in all (default {SEEDS}).")
+@click.option(
+    "--seeds",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"Simulator seeds in all (default {SEEDS}; at least one per workload).",
+)
 @click.option("--seed", type=int, default=None, help="Seed of the kill point (default: random).")
-@click.option("--jobs", "-j", type=int, default=2, show_default=True, help="Simulator workers.")
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Simulator workers.",
+)
 @click.option(
     "--backend",
     type=click.Choice(["trio", "asyncio"]),

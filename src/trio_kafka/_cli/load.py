@@ -1,7 +1,8 @@
 """`trio-kafka load FILE --topic T`: a resumable, exactly-once bulk load (BulkLoader).
 
-Rows are JSON Lines (each line is a record value, as written) or CSV (each row becomes a
-JSON object value). `--key-field` takes the key from a field. The load id names the load
+Rows are JSON Lines (each line is a record value, as written: not parsed, unless
+`--key-field` needs its field) or CSV (each row becomes a JSON object value; a row with
+more or fewer fields than the header is refused, naming its line). `--key-field` takes the key from a field. The load id names the load
 in the topic's manifest headers; by default it is derived from the file's absolute path
 and size, so running the same command again resumes where the last run stopped.
 """
@@ -54,18 +55,42 @@ def read_rows(path: Path, fmt: str, key_field: str | None) -> Iterator[Any]:
                 key = obj.get(key_field) if isinstance(obj, dict) else None
                 yield (_key_of(key), line)
     else:
-        with path.open(newline="", encoding="utf-8") as handle:
-            for row in csv.DictReader(handle):
-                value = json.dumps(row, separators=(",", ":")).encode()
-                yield value if key_field is None else (_key_of(row.get(key_field)), value)
+        for row in csv_rows(path):
+            value = json.dumps(row, separators=(",", ":")).encode()
+            yield value if key_field is None else (_key_of(row.get(key_field)), value)
+
+
+def csv_rows(path: Path) -> Iterator[dict[str, str]]:
+    """The rows of a CSV file with a header line. DictReader files extra fields under
+    None and fills missing ones with None: a row that does not match its header is
+    refused, naming its line (`count_rows` reads them all before anything is written).
+    UTF-8, with or without the byte order mark spreadsheets write."""
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.DictReader(handle)
+        try:
+            for row in reader:
+                if None in row or None in row.values():
+                    raise click.ClickException(
+                        f"{path}:{reader.line_num}: {_width(row)} fields, the header has "
+                        f"{len(reader.fieldnames or ())}"
+                    )
+                yield row
+        except UnicodeDecodeError as exc:
+            raise click.ClickException(
+                f"{path} is not UTF-8 ({exc.reason}: byte "
+                f"{exc.object[exc.start : exc.start + 1]!r}): CSV input must be UTF-8"
+            ) from None
 
 
 def check_key_field(path: Path, fmt: str, key_field: str) -> None:
     """Refuse a `--key-field` the rows do not have (naming it and the fields they do
     have), before anything is written: a typo must not load every row without a key."""
     if fmt == "csv":
-        with path.open(newline="", encoding="utf-8") as handle:
-            columns = csv.DictReader(handle).fieldnames or []
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            try:
+                columns = csv.DictReader(handle).fieldnames or []
+            except UnicodeDecodeError as exc:
+                raise click.ClickException(f"{path}: not UTF-8 ({exc})") from None
         if key_field not in columns:
             raise click.ClickException(
                 f"--key-field {key_field!r} is not a column of {path}; its columns are "
@@ -99,6 +124,12 @@ def check_key_field(path: Path, fmt: str, key_field: str) -> None:
             seen.update(dict.fromkeys(obj))
 
 
+def _width(row: dict[Any, Any]) -> int:
+    """How many fields a CSV row really had (DictReader's None key holds the extras)."""
+    extra = row.get(None)
+    return sum(1 for k, v in row.items() if k is not None and v is not None) + len(extra or ())
+
+
 def _names(names: Any) -> str:
     return ", ".join(repr(name) for name in names) or "(none)"
 
@@ -107,8 +138,7 @@ def count_rows(path: Path, fmt: str) -> int:
     if fmt == "jsonl":
         with path.open("rb") as lines:
             return sum(1 for line in lines if line.strip())
-    with path.open(newline="", encoding="utf-8") as handle:
-        return sum(1 for _ in csv.DictReader(handle))
+    return sum(1 for _ in csv_rows(path))
 
 
 @click.command()
@@ -119,7 +149,11 @@ def count_rows(path: Path, fmt: str) -> int:
     help="Topic to load into (created with CAS on unless --guarantee transactional).",
 )
 @click.option(
-    "--partitions", default=1, show_default=True, help="Partitions when the topic is created."
+    "--partitions",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Partitions when the topic is created (an existing topic keeps its own).",
 )
 @click.option("--bootstrap", help="host:port of a broker (default: an embedded mock broker).")
 @click.option("--key-field", help="Field (JSON) or column (CSV) holding the record key.")
@@ -132,6 +166,7 @@ def count_rows(path: Path, fmt: str) -> int:
 @click.option("--load-id", help="Names the load in the manifest (default: from path and size).")
 @click.option(
     "--batch-bytes",
+    type=click.IntRange(min=1),
     default=_DEFAULT_BATCH,
     show_default=True,
     help="Bytes per batch (a transaction holds 8).",
@@ -218,7 +253,7 @@ async def _load(
 
     from trio_kafka.client import BulkLoader, create_topic
     from trio_kafka.errors import KafkaError
-    from trio_kafka.net import open_selector
+    from trio_kafka.net import group_leaves, open_selector
 
     total = count_rows(file, fmt)
     size = file.stat().st_size
@@ -239,7 +274,8 @@ async def _load(
             cas = guarantee != "transactional"
             if await create_topic(selector, topic, partitions, cas=cas):
                 click.echo(
-                    f"created topic {topic} ({partitions} partitions, CAS {'on' if cas else 'off'})",
+                    f"created topic {topic} ({partitions} partition{'s' if partitions != 1 else ''}, "
+                    f"CAS {'on' if cas else 'off'})",
                     err=True,
                 )
             loader = BulkLoader(
@@ -250,7 +286,9 @@ async def _load(
                 batch_bytes=batch_bytes,
                 on_progress=on_progress,
             )
-            click.echo(f"load {load_id}: {total} rows from {file}", err=True)
+            click.echo(
+                f"load {load_id}: {total} row{'s' if total != 1 else ''} from {file}", err=True
+            )
             rows = read_rows(file, fmt, key_field)
             # The load's error is raised after the display's nursery, not from inside
             # it (where trio would wrap it in an exception group).
@@ -270,7 +308,7 @@ async def _load(
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
     except BaseExceptionGroup as group:
         # One Kafka error from inside a nursery we do not own (the embedded broker's).
-        leaves = _leaves(group)
+        leaves = group_leaves(group)
         if len(leaves) == 1 and isinstance(leaves[0], KafkaError):
             raise click.ClickException(f"{type(leaves[0]).__name__}: {leaves[0]}") from None
         raise
@@ -280,13 +318,6 @@ async def _load(
         + f"; guarantee {result.guarantee}",
         err=True,
     )
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
-    found: list[BaseException] = []
-    for error in group.exceptions:
-        found.extend(_leaves(error) if isinstance(error, BaseExceptionGroup) else [error])
-    return found
 
 
 class _Display:

@@ -13,9 +13,16 @@ def _text(data: bytes | None) -> str:
 
 @click.command()
 @click.option("--topic", required=True)
-@click.option("--partition", type=int, help="Only this partition (default: all).")
+@click.option("--partition", type=click.IntRange(min=0), help="Only this partition (default: all).")
 @click.option("--from-beginning", is_flag=True, help="Every record (default: the last --lines).")
-@click.option("--lines", "-n", default=10, show_default=True, help="Records per partition.")
+@click.option(
+    "--lines",
+    "-n",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="Records per partition.",
+)
 @click.option("--bootstrap", default="127.0.0.1:9092", show_default=True)
 @click.option("--headers", "show_headers", is_flag=True, help="Print the record headers too.")
 def tail(

@@ -36,7 +36,7 @@ from trio_kafka.client._producer import Producer
 from trio_kafka.client._reader import PartitionRead, PartitionReader
 from trio_kafka.client._transactions import GroupMetadata, OffsetAndMetadata
 from trio_kafka.client._txn_calls import HandedOffTransaction
-from trio_kafka.net import KafkaSelector, open_selector
+from trio_kafka.net import KafkaSelector, group_leaves, open_selector
 from trio_kafka.producer import (
     Acknowledged,
     Ambiguous,
@@ -79,6 +79,7 @@ __all__ = [
     "RowChunk",
     "create_topic",
     "describe_topic_config",
+    "group_leaves",
     "load_partition",
     "one_batch_request",
     "open_bulk_loader",

@@ -84,6 +84,7 @@ from trio_kafka.net import (
     KafkaSelector,
     SaslConfig,
     open_selector,
+    sole_error,
 )
 from trio_kafka.producer import current_rules
 from trio_kafka.producer._load import DEFAULT_BATCH_BYTES, Backend, LoadPipeline
@@ -147,6 +148,14 @@ class BulkLoader:
     ) -> None:
         if not load_id:
             raise ConfigError("a bulk load needs a load_id (it names the load in the manifest)")
+        _check_numbers(
+            batch_bytes=batch_bytes,
+            chunk_bytes=chunk_bytes,
+            max_in_flight=max_in_flight,
+            request_timeout=request_timeout,
+            retry_timeout=retry_timeout,
+            transaction_timeout=transaction_timeout,
+        )
         if not 1 <= max_in_flight <= 5:
             raise ConfigError(
                 f"max_in_flight={max_in_flight}: use 1 to 5 (the broker's dedup window)"
@@ -304,6 +313,11 @@ class BulkLoader:
 
     async def run(self, rows: Iterable[Row]) -> LoadResult:
         """Load `rows` (values, or (key, value) pairs); returns what this run did."""
+        if isinstance(rows, str | bytes | bytearray | memoryview) or not isinstance(rows, Iterable):
+            raise TypeError(
+                f"rows must be an iterable of rows (bytes values, or (key, value) pairs), "
+                f"not a {type(rows).__name__}: for one row, pass [row]"
+            )
         selector, topic = self.selector, self.topic
         meta = await selector.wait_for_topic(topic)
         count = meta.partition_count
@@ -331,16 +345,17 @@ class BulkLoader:
                 async with anyio.create_task_group() as nursery:
                     for part in parts:
                         nursery.start_soon(part.run)
-                    try:
-                        await self._feed(rows, parts, count)
-                    finally:
-                        for part in parts:
-                            await part.close_input()
+                    await self._feed(rows, parts, count)
+                    # Not after a failed feed: a transactional task would take its open
+                    # chunk for the input's end (a RuntimeError beside the failure).
+                    for part in parts:
+                        await part.close_input()
             except BaseExceptionGroup as group:
-                # One partition's error (the others were cancelled): raise it as itself.
-                leaves = _leaves(group)
-                if len(leaves) == 1:
-                    raise leaves[0] from None
+                # One partition's error (the others were cancelled, by the task group or
+                # by an enclosing scope at the same moment): raise it as itself.
+                error = sole_error(group)
+                if error is not None:
+                    raise error from None
                 raise
         pipes = [part.pipe for part in parts]
         if backend is Backend.CAS:
@@ -375,9 +390,9 @@ class BulkLoader:
                 for partition in range(count):
                     tasks.start_soon(resume, partition)
         except BaseExceptionGroup as group:
-            leaves = _leaves(group)
-            if len(leaves) == 1:
-                raise leaves[0] from None
+            error = sole_error(group)
+            if error is not None:
+                raise error from None
             raise
         return points
 
@@ -414,17 +429,23 @@ class BulkLoader:
             self.on_progress(records, size)
 
 
+def _check_numbers(**numbers: object) -> None:
+    """Sizes (ints) and times (`*_timeout`) by type: a str failed later, naming nothing."""
+    for name, value in numbers.items():
+        seconds = name.endswith("_timeout")
+        if value is None and name == "chunk_bytes":
+            continue  # the default: 8 batches
+        if isinstance(value, bool) or not isinstance(value, int | float if seconds else int):
+            raise ConfigError(
+                f"{name}={value!r} is not allowed: it must be "
+                f"{'a number of seconds' if seconds else 'an int'}, not {type(value).__name__}"
+            )
+
+
 def _summary(pipe: LoadPipeline, end: int) -> PartitionLoad:
     return PartitionLoad(
         pipe.partition, pipe.start_offset, end, pipe.resumed_after_row, pipe.loaded, pipe.skipped
     )
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
-    out: list[BaseException] = []
-    for error in group.exceptions:
-        out.extend(_leaves(error) if isinstance(error, BaseExceptionGroup) else [error])
-    return out
 
 
 @contextlib.asynccontextmanager

@@ -192,8 +192,16 @@ async def create_topic(
     """Create `topic` (with `expected.offset.check.enable=true` when `cas`, and the
     topic `configs` given, e.g. `{"cleanup.policy": "compact"}`); returns False when it
     already existed (and `exist_ok`). An invalid name raises `InvalidTopicError` before
-    any request."""
+    any request, as do partitions that are not an int >= 1 (or -1: the broker's default)."""
     check_topic_name(topic)
+    if isinstance(partitions, bool) or not isinstance(partitions, int):
+        raise TypeError(
+            f"partitions must be an int, not {type(partitions).__name__} ({partitions!r})"
+        )
+    if partitions < 1 and partitions != -1:
+        raise ValueError(
+            f"partitions={partitions}: a topic needs at least 1 (or -1: the broker's default)"
+        )
     settings = dict(configs or {})
     if cas:
         settings[CAS_TOPIC_CONFIG] = "true"

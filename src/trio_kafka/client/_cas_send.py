@@ -6,63 +6,18 @@ the expectation passed to the core.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._checks import check_extras, check_types, record_fields
 from trio_kafka.client._handles import RecordHandle
-from trio_kafka.client._sender import Sender
-from trio_kafka.client._transactions import TransactionDriver
+from trio_kafka.client._producer_base import ProducerBase
 from trio_kafka.errors import ConfigError
-from trio_kafka.net import KafkaSelector
-from trio_kafka.producer import (
-    BatchSpan,
-    Headers,
-    ProducerBatch,
-    ProducerConfig,
-    ProducerCore,
-    ProducerRecord,
-    UnknownTopicError,
-)
+from trio_kafka.producer import Headers, ProducerRecord, UnknownTopicError
 
 
-class ConditionalSendMixin:
+class ConditionalSendMixin(ProducerBase):
     """The CAS form of `Producer.send` (`expected_offset=`)."""
-
-    # What these calls use of `Producer` (it defines them; declared for the type checker).
-    config: ProducerConfig
-    selector: KafkaSelector
-    _core: ProducerCore
-    _sender: Sender
-    _txn: TransactionDriver | None
-    _slow: bool
-    _closing: bool
-    _calls: int
-    _now: Callable[[], float]
-    _checkpoint: Callable[[], Awaitable[None]]
-
-    if TYPE_CHECKING:
-
-        def _refuse(self) -> None: ...
-
-        def _prepare(
-            self,
-            topic: str,
-            value: Any,
-            key: Any,
-            headers: Headers | None,
-            partition: int | None,
-            timestamp: int | None,
-        ) -> tuple[str, Any, Any, Headers | None, int | None, int | None]: ...
-
-        async def _wait_for_topic(self, topic: str, deadline: float) -> None: ...
-
-        async def _wait_for_room(
-            self, deadline: float, size: int, appended: list[BatchSpan] | None
-        ) -> None: ...
-
-        def _opened(self, batch: ProducerBatch) -> None: ...
 
     async def _send_conditional(
         self,
@@ -77,9 +32,9 @@ class ConditionalSendMixin:
         """`send(..., expected_offset=N)`: checked, then appended as a batch of its own
         that must land at offset N (see client/_cas.py)."""
         if topic.__class__ is not str:
-            given = partition
-            topic, value, key, headers, partition, timestamp = record_fields(topic)
-            partition = partition if given is None else given
+            topic, value, key, headers, partition, timestamp = record_fields(
+                topic, value, key, headers, partition, timestamp
+            )
         if partition is None:
             raise ConfigError(
                 f"expected_offset={expected_offset} needs partition=: an expected offset only "

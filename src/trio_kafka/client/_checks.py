@@ -24,6 +24,8 @@ from trio_kafka.producer import ProducerRecord
 Header = tuple[str, bytes | None]
 
 _BINARY = (bytes, bytearray, memoryview)
+#: The largest timestamp a record batch holds (an int64 of ms).
+_MAX_TIMESTAMP = 2**63 - 1
 
 
 def check_extras(headers: Any, partition: Any, timestamp: Any) -> Any:
@@ -33,11 +35,19 @@ def check_extras(headers: Any, partition: Any, timestamp: Any) -> Any:
         raise TypeError(
             f"partition must be an int or None, not {type(partition).__name__} ({partition!r})"
         )
-    if timestamp is not None and timestamp.__class__ is not int:
-        raise TypeError(
-            f"timestamp must be an int (ms since the epoch) or None, not "
-            f"{type(timestamp).__name__} ({timestamp!r})"
-        )
+    if timestamp is not None:
+        if timestamp.__class__ is not int:
+            raise TypeError(
+                f"timestamp must be an int (ms since the epoch) or None, not "
+                f"{type(timestamp).__name__} ({timestamp!r})"
+            )
+        if not 0 <= timestamp <= _MAX_TIMESTAMP:
+            # Java's ProducerRecord refuses a negative one too; one past int64 would
+            # fail the encoding of its whole batch in the sender, not this record alone.
+            raise ValueError(
+                f"timestamp={timestamp} is not allowed: it must be ms since the epoch, "
+                f"0 to {_MAX_TIMESTAMP} (or None: now)"
+            )
     if headers is None:
         return None
     return check_headers(headers)
@@ -127,18 +137,33 @@ SendHeaders = Sequence[tuple[str, bytes | None]]
 
 def record_fields(
     record: object,
+    value: Any = None,
+    key: Any = None,
+    headers: Any = None,
+    partition: int | None = None,
+    timestamp: int | None = None,
 ) -> tuple[str, Any, Any, SendHeaders | None, int | None, int | None]:
-    """A `ProducerRecord`'s fields as `send()` takes them (no headers: None); anything
-    else in `topic`'s place is a `TypeError` naming its type."""
+    """A `ProducerRecord`'s fields as `send()` takes them (no headers: None), with
+    `partition=` and `timestamp=` given beside it in place of the record's (as the
+    blocking facade takes them). A value, key or headers beside it would be one too
+    many (which counts?): a `TypeError`, as is anything else in `topic`'s place."""
     if not isinstance(record, ProducerRecord):
         raise TypeError(f"topic must be a str or a ProducerRecord, not {type(record).__name__}")
+    if value is not None or key is not None or headers is not None:
+        given = [
+            n for n, v in (("value", value), ("key", key), ("headers", headers)) if v is not None
+        ]
+        raise TypeError(
+            f"send() got a ProducerRecord and {', '.join(given)} beside it: pass either a "
+            "ProducerRecord or topic, value, key=..., not both"
+        )
     return (
         record.topic,
         record.value,
         record.key,
         record.headers or None,
-        record.partition,
-        record.timestamp,
+        record.partition if partition is None else partition,
+        record.timestamp if timestamp is None else timestamp,
     )
 
 

@@ -6,40 +6,14 @@ rest without waiting and stop the producer's tasks). The order of a close and wh
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
-
 import anyio
 
-from trio_kafka.client._sender import Sender
-from trio_kafka.client._transactions import TransactionDriver
+from trio_kafka.client._producer_base import ProducerBase
 from trio_kafka.errors import ProducerClosedError
-from trio_kafka.net import Event, TaskGroup
-from trio_kafka.producer import ProducerConfig, ProducerCore
 
 
-class ClosingMixin:
+class ClosingMixin(ProducerBase):
     """`Producer.flush`, `Producer.aclose` and the settling of everything at close."""
-
-    # What these calls use of `Producer` (it defines them; declared for the type checker).
-    config: ProducerConfig
-    _core: ProducerCore
-    _sender: Sender
-    _txn: TransactionDriver | None
-    _nursery: TaskGroup
-    _progress: Event
-    _closing: bool
-    _closed: bool
-    _metadata_waits: set[anyio.CancelScope]
-    _checkpoint: Callable[[], Awaitable[None]]
-
-    if TYPE_CHECKING:
-
-        def _refuse(self) -> None: ...
-
-        def refresh_fast_path(self) -> None: ...
-
-        def _notify_progress(self) -> None: ...
 
     async def flush(self) -> None:
         """Send everything appended so far now and wait until every record has settled.

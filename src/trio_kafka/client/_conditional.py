@@ -302,6 +302,8 @@ async def open_conditional_writer(
         raise ConfigError(
             f"guarantee={guarantee!r}: use one of {', '.join(map(repr, _GUARANTEES))}"
         )
+    if isinstance(partition, bool) or not isinstance(partition, int):
+        raise TypeError(f"partition must be an int, not {type(partition).__name__} ({partition!r})")
     source = writer_ids if writer_ids is not None else new_writer_id
     async with contextlib.AsyncExitStack() as stack:
         if producer is None:

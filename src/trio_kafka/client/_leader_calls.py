@@ -15,6 +15,7 @@ from trio_kafka.errors import (
     BrokerConnectionError,
     ConnectionLostError,
     ErrorCode,
+    InvalidPartitionError,
     KafkaError,
     RequestTimeoutError,
     error_for_code,
@@ -59,6 +60,8 @@ async def leader_of(
     selector: KafkaSelector, topic: str, partition: int, timeout: float
 ) -> tuple[int, PartitionMetadata]:
     """The partition's leader node and metadata, waiting for the topic if needed."""
+    if isinstance(partition, bool) or not isinstance(partition, int):
+        raise TypeError(f"partition must be an int, not {type(partition).__name__} ({partition!r})")
     metadata = selector.metadata
     found: TopicMetadata | None = metadata.topic(topic)
     if found is None or not found.is_usable:
@@ -74,7 +77,9 @@ async def leader_of(
             raise Retry(exc, refresh=False) from exc
         meta = selector.metadata.partition(topic, partition)
     if meta is None:
-        raise KafkaError(f"{topic} has no partition {partition} (it has {found.partition_count})")
+        raise InvalidPartitionError(
+            f"{topic} has no partition {partition} (it has {found.partition_count})"
+        )
     if meta.leader < 0 or selector.metadata.leader_for(topic, partition) is None:
         raise Retry(
             error_for_code(

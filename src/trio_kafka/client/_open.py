@@ -7,6 +7,7 @@ producer's tasks in a task group of their own, and closes the producer on the wa
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import random
 import ssl
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -82,6 +83,17 @@ async def open_producer(
     """
     security = pop_security(options, tls, sasl)  # Kafka's security names leave options
     config = ProducerConfig.from_kwargs(**options)
+    if config.compression in ("snappy", "lz4") and importlib.util.find_spec("cramjam") is None:
+        # Refused now: in the sender, every batch would fail to encode.
+        raise ConfigError(
+            f"compression={config.compression!r} needs the cramjam library: "
+            "pip install 'trio-kafka[compression]' (gzip and zstd need nothing more)"
+        )
+    if isinstance(metrics_interval, bool) or not isinstance(metrics_interval, int | float):
+        raise ConfigError(
+            f"metrics_interval={metrics_interval!r} is not allowed: it must be a number of "
+            f"seconds (0: never), not {type(metrics_interval).__name__}"
+        )
     clock, rng, wall_clock = edge_defaults(clock, rng, wall_clock)
     # The exception the body raised, if any: the nurseries below wrap it in exception
     # groups, and the caller should see it as raised (`except RuntimeError` must work).

@@ -31,14 +31,14 @@ from collections.abc import AsyncIterable, Sequence
 
 import attrs
 
-from trio_kafka.client._bulk import BulkLoader, _leaves
+from trio_kafka.client._bulk import BulkLoader
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._cas_load import _CasPartition, _Partition
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._txn_calls import HandedOffTransaction
 from trio_kafka.client._txn_load import send_chunk
 from trio_kafka.errors import ConfigError
-from trio_kafka.net import open_task_group
+from trio_kafka.net import open_task_group, sole_error
 from trio_kafka.producer._load import Backend, LoadPipeline
 from trio_kafka.producer._rows import partition_of
 
@@ -175,28 +175,27 @@ async def load_partition(
         try:
             async with open_task_group() as nursery:
                 nursery.start_soon(part.run)
-                try:
-                    stamp = loader._timestamp_ms()
-                    async for chunk in chunks:
-                        _check(chunk, last, topic, partition, count)
-                        if chunk.rows:
-                            last = chunk.rows[-1]
-                        # The whole chunk as one run (batches cut by cumulative sizes);
-                        # each sealed batch is handed on before the next chunk.
-                        sealed = pipe.add_run(chunk.rows, chunk.keys, chunk.values, stamp)
-                        for _ in range(sealed):
-                            await part.sealed()
-                        if sealed:
-                            stamp = loader._timestamp_ms()
-                        given += len(chunk.rows)
-                    if pipe.finish(stamp):
+                stamp = loader._timestamp_ms()
+                async for chunk in chunks:
+                    _check(chunk, last, topic, partition, count)
+                    if chunk.rows:
+                        last = chunk.rows[-1]
+                    # The whole chunk as one run (batches cut by cumulative sizes);
+                    # each sealed batch is handed on before the next chunk.
+                    sealed = pipe.add_run(chunk.rows, chunk.keys, chunk.values, stamp)
+                    for _ in range(sealed):
                         await part.sealed()
-                finally:
-                    await part.close_input()
+                    if sealed:
+                        stamp = loader._timestamp_ms()
+                    given += len(chunk.rows)
+                if pipe.finish(stamp):
+                    await part.sealed()
+                # Only an input that ended is closed (BulkLoader.run says why).
+                await part.close_input()
         except BaseExceptionGroup as group:
-            leaves = _leaves(group)
-            if len(leaves) == 1:
-                raise leaves[0] from None
+            error = sole_error(group)
+            if error is not None:
+                raise error from None
             raise
         transaction = None
         if isinstance(part, _HeldTxnPartition):

@@ -27,7 +27,8 @@ exception closes with a zero timeout. Nothing waits on the network past the time
 Files: this one (the record path: `send()` and its slow path, the waits for room and
 metadata), `_send_many.py` (`send_many`), `_cas_send.py` (`send(..., expected_offset=)`),
 `_closing.py` (`flush`, `aclose`), `_txn_calls.py` (the transactional calls), each a
-mixin of `Producer` that declares what it uses of it; `_open.py` (`open_producer`).
+mixin of `Producer` on `ProducerBase` (`_producer_base.py`), which declares once what
+they use of it; `_open.py` (`open_producer`).
 """
 
 from __future__ import annotations
@@ -169,10 +170,12 @@ class Producer(SendManyMixin, ConditionalSendMixin, ClosingMixin, TransactionalP
 
         `timestamp` is the create time in ms since the epoch (None: now); `headers` a
         list of (str, bytes | str | None) pairs or a dict (a str value is sent as UTF-8,
-        as confluent-kafka does). A record that cannot be sent fails here, alone:
-        `TypeError` naming the field (value, key, a header, partition, timestamp),
-        `InvalidTopicError` for a name Kafka forbids, or whatever a serializer or a
-        custom partitioner raised. Also raises `BufferFullError`, `UnknownTopicError`
+        as confluent-kafka does). A `ProducerRecord` in `topic`'s place takes
+        `partition=` and `timestamp=` beside it (they replace its own), not a value, key
+        or headers. A record that cannot be sent fails here, alone: `TypeError` naming
+        the field (value, key, a header, partition, timestamp), `ValueError` for a
+        timestamp outside 0 to 2**63 - 1, `InvalidTopicError` for a name Kafka forbids,
+        or whatever a serializer or a custom partitioner raised. Also raises `BufferFullError`, `UnknownTopicError`
         (once the brokers say it does not exist, or after `max_block`;
         `BrokerConnectionError` when no broker ever answered), `RecordTooLargeError`,
         `InvalidPartitionError`, `ProducerClosedError` or the producer's fatal error.
@@ -186,6 +189,14 @@ class Producer(SendManyMixin, ConditionalSendMixin, ClosingMixin, TransactionalP
             )
         # -- end CAS --
         if topic.__class__ is ProducerRecord:  # the same fast path as the positional form
+            if (
+                value is not None
+                or key is not None
+                or headers is not None
+                or partition is not None
+                or timestamp is not None
+            ):  # fields beside the record: record_fields merges or refuses them
+                return await self._send_slow(topic, value, key, headers, partition, timestamp)
             topic, value, key, headers, partition, timestamp = topic
             if not headers:
                 headers = None
@@ -228,7 +239,9 @@ class Producer(SendManyMixin, ConditionalSendMixin, ClosingMixin, TransactionalP
         timestamp: int | None,
     ) -> RecordHandle:
         if topic.__class__ is not str:
-            topic, value, key, headers, partition, timestamp = record_fields(topic)
+            topic, value, key, headers, partition, timestamp = record_fields(
+                topic, value, key, headers, partition, timestamp
+            )
         if self._closing or self._sender.fatal_error is not None:
             self._refuse()
         if self._txn is not None:

@@ -6,25 +6,16 @@ Cancelling it: docs/asyncio.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import anyio.lowlevel
 
 from trio_kafka.client._checks import as_bytes, check_extras, check_types
-from trio_kafka.client._handles import BulkDelivery, RecordHandle
-from trio_kafka.client._sender import Sender
-from trio_kafka.client._transactions import TransactionDriver
+from trio_kafka.client._handles import BulkDelivery
+from trio_kafka.client._producer_base import ProducerBase
 from trio_kafka.errors import KafkaError
-from trio_kafka.producer import (
-    BatchSpan,
-    Headers,
-    ProducerBatch,
-    ProducerConfig,
-    ProducerCore,
-    ProducerRecord,
-    UnknownTopicError,
-)
+from trio_kafka.producer import BatchSpan, ProducerRecord, UnknownTopicError
 
 _BYTES_OR_NONE = frozenset((bytes, type(None)))
 _BULK_CHUNK = 8192
@@ -32,43 +23,8 @@ _BULK_CHUNK = 8192
 RECORD_SIZE_UNKNOWN = -1
 
 
-class SendManyMixin:
+class SendManyMixin(ProducerBase):
     """`Producer.send_many` (and its one-`send()`-per-record form)."""
-
-    # What these calls use of `Producer` (it defines them; declared for the type checker).
-    config: ProducerConfig
-    _core: ProducerCore
-    _sender: Sender
-    _txn: TransactionDriver | None
-    _slow: bool
-    _closing: bool
-    _now: Callable[[], float]
-
-    if TYPE_CHECKING:
-
-        async def send(
-            self,
-            topic: str | ProducerRecord,
-            value: Any = None,
-            *,
-            key: Any = None,
-            headers: Headers | None = None,
-            partition: int | None = None,
-            timestamp: int | None = None,
-            expected_offset: int | None = None,
-        ) -> RecordHandle: ...
-
-        def _refuse(self) -> None: ...
-
-        async def _wait_for_topic(self, topic: str, deadline: float) -> None: ...
-
-        async def _wait_for_room(
-            self, deadline: float, size: int, appended: list[BatchSpan] | None
-        ) -> None: ...
-
-        def _opened(self, batch: ProducerBatch) -> None: ...
-
-        def _send_raised(self, topic: str, partition: int | None, error: KafkaError) -> None: ...
 
     async def send_many(
         self,
@@ -158,6 +114,12 @@ class SendManyMixin:
         spans: list[BatchSpan] = []
         for index, record in enumerate(records):
             if topic is None:
+                if not isinstance(record, ProducerRecord):
+                    raise TypeError(
+                        f"send_many: record {index} is a {type(record).__name__}, not a "
+                        "ProducerRecord: without topic=, records are ProducerRecords "
+                        "(pass topic= to send values)"
+                    )
                 handle = await self.send(record)
             else:
                 key = None if keys is None else keys[index]

@@ -53,6 +53,7 @@ from trio_kafka.errors import (
     IllegalTransactionStateError,
     InvalidPartitionError,
     KafkaError,
+    ProducerClosedError,
 )
 from trio_kafka.net import (
     TRANSACTION_VERSION_FEATURE,
@@ -124,6 +125,11 @@ class TransactionDriver:
         # Set by `attach` (the producer builds the core with our sequencer first).
         self._producer: TransactionHost | None = None
         self._wake_event = anyio.Event()
+        # Set once the coordinator loop has ended (the producer closed, or a scope around
+        # it was cancelled): nothing waited for in `_wait` can finish any more.
+        self._loop_ended = False
+        # The events of the `_wait`s in progress: set when the loop ends, to wake them.
+        self._waiting: set[anyio.Event] = set()
         # Versions last given to the manager (only re-sent when they change).
         self._info: ApiVersionsInfo | None = None
 
@@ -168,6 +174,14 @@ class TransactionDriver:
     # -- the coordinator loop ----------------------------------------------------------
 
     async def run(self) -> None:
+        try:
+            await self._loop()
+        finally:
+            self._loop_ended = True
+            for done in self._waiting:
+                done.set()
+
+    async def _loop(self) -> None:
         clock = self._p._clock
         manager = self.manager
         while True:
@@ -324,11 +338,20 @@ class TransactionDriver:
         if not result.done():
             done = anyio.Event()
             result.add_done_callback(lambda _: done.set())
-            if timeout is None:
-                await done.wait()
-            else:
-                with anyio.fail_after(timeout):
-                    await done.wait()
+            self._waiting.add(done)
+            try:
+                if not self._loop_ended:
+                    with anyio.fail_after(timeout):
+                        await done.wait()
+            finally:
+                self._waiting.discard(done)
+            if not result.done():
+                raise ProducerClosedError(
+                    f"transactional id {self.manager.transactional_id!r}: the producer's "
+                    "tasks have stopped (it was closed, or a scope around it was cancelled), "
+                    "so the transaction cannot go on from here; an open transaction is "
+                    "aborted by the coordinator after transaction_timeout"
+                )
         else:
             await anyio.lowlevel.checkpoint()
         self.update_detour()
@@ -357,6 +380,7 @@ class TransactionDriver:
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
         group_metadata: GroupMetadata | str,
     ) -> None:
+        _check_offsets(offsets, group_metadata)
         await self._check_partitions_exist(offsets)
         await self._wait(self.manager.send_offsets(offsets, group_metadata))
 
@@ -402,6 +426,46 @@ class TransactionDriver:
                 self.manager.transactional_id,
                 self.abort_timeout,
             )
+
+
+def _check_offsets(offsets: object, group_metadata: object) -> None:
+    """`send_offsets_to_transaction`'s arguments, refused naming what is wrong before
+    anything is sent (a str key raised "too many values to unpack", an int group an
+    AttributeError, and a negative offset was committed: Java's OffsetAndMetadata
+    refuses one)."""
+    where = "send_offsets_to_transaction"
+    if not isinstance(offsets, Mapping):
+        raise TypeError(
+            f"{where}: offsets must be a dict of (topic, partition) -> offset, not "
+            f"{type(offsets).__name__}"
+        )
+    for tp, position in offsets.items():
+        if (
+            not isinstance(tp, tuple)
+            or len(tp) != 2
+            or not isinstance(tp[0], str)
+            or isinstance(tp[1], bool)
+            or not isinstance(tp[1], int)
+        ):
+            raise TypeError(f"{where}: the offsets' keys are (topic, partition) tuples, not {tp!r}")
+        offset = position.offset if isinstance(position, OffsetAndMetadata) else position
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise TypeError(
+                f"{where}: the offset of {tp!r} must be an int or an OffsetAndMetadata, not "
+                f"{type(position).__name__} ({position!r})"
+            )
+        if offset < 0:
+            raise ValueError(
+                f"{where}: the offset of {tp!r} is {offset}: it must be >= 0 (the next "
+                "offset to read)"
+            )
+    if not isinstance(group_metadata, GroupMetadata | str) or not (
+        group_metadata.group_id if isinstance(group_metadata, GroupMetadata) else group_metadata
+    ):
+        raise TypeError(
+            f"{where}: group_metadata must be the consumer's GroupMetadata or a non-empty "
+            f"group id, not {group_metadata!r}"
+        )
 
 
 def transaction_driver(config: ProducerConfig) -> TransactionDriver | None:

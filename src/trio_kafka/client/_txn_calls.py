@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Mapping
 
 import attrs
 
+from trio_kafka.client._producer_base import ProducerBase
 from trio_kafka.client._transactions import TopicPartition, TransactionDriver
 from trio_kafka.errors import AbortableError, ConfigError
 from trio_kafka.producer import GroupMetadata, OffsetAndMetadata, TxnState
@@ -25,10 +26,8 @@ class HandedOffTransaction:
     producer_epoch: int
 
 
-class TransactionalProducerMixin:
+class TransactionalProducerMixin(ProducerBase):
     """The transactional calls of `Producer` (they need `transactional_id=`)."""
-
-    _txn: TransactionDriver | None
 
     def _transactions(self) -> TransactionDriver:
         if self._txn is None:
@@ -80,7 +79,7 @@ class TransactionalProducerMixin:
         can then send nothing more, and closing it does not abort the transaction: the
         coordinator aborts it after `transaction_timeout` unless it is ended before."""
         driver = self._transactions()
-        await self.flush()  # type: ignore[attr-defined]
+        await self.flush()
         producer_id, epoch = driver.manager.hand_off()
         driver.update_detour()
         return HandedOffTransaction(driver.manager.transactional_id, producer_id, epoch)

@@ -29,7 +29,7 @@ from trio_kafka.net._connection import (
     ConnectionState,
     open_connection,
 )
-from trio_kafka.net._groups import only_error
+from trio_kafka.net._groups import group_leaves, only_error, sole_error
 from trio_kafka.net._metadata import (
     BrokerMetadata,
     ClusterMetadata,
@@ -90,6 +90,7 @@ __all__ = [
     "check_topic_name",
     "checkpoint_function",
     "expects_response",
+    "group_leaves",
     "invalidates_metadata",
     "loop_time",
     "only_error",
@@ -99,5 +100,6 @@ __all__ = [
     "parse_bootstrap",
     "primitives",
     "sleep_until",
+    "sole_error",
     "tls_context",
 ]

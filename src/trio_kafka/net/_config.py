@@ -21,14 +21,35 @@ def _bootstrap(value: str | Iterable[str]) -> tuple[tuple[str, int], ...]:
     return tuple(parse_bootstrap(value))
 
 
+def _number(attribute: attrs.Attribute[Any], value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(
+            f"{attribute.name} must be a number (int or float), not "
+            f"{type(value).__name__} ({value!r})"
+        )
+    return value
+
+
 def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
-    if not value > 0:
+    if not _number(attribute, value) > 0:
         raise ConfigError(f"{attribute.name} must be positive, not {value!r}")
 
 
 def _not_negative(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
-    if value < 0:
+    if not _number(attribute, value) >= 0:
         raise ConfigError(f"{attribute.name} must not be negative, not {value!r}")
+
+
+def _text(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str):
+        raise ConfigError(f"{attribute.name} must be a str, not {type(value).__name__} ({value!r})")
+
+
+def _flag(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(
+            f"{attribute.name} must be True or False, not {type(value).__name__} ({value!r})"
+        )
 
 
 @attrs.frozen(slots=True)
@@ -37,7 +58,7 @@ class SelectorConfig:
 
     #: "host:port,host:port" or a list of "host:port": where to find the first broker.
     bootstrap_servers: tuple[tuple[str, int], ...] = attrs.field(converter=_bootstrap)
-    client_id: str = "trio-kafka"
+    client_id: str = attrs.field(default="trio-kafka", validator=_text)
     #: request.timeout.ms: how long a written request may wait for its response.
     request_timeout: float = attrs.field(default=DEFAULT_REQUEST_TIMEOUT, validator=_positive)
     #: max.in.flight.requests.per.connection.
@@ -57,6 +78,6 @@ class SelectorConfig:
     #: socket.connection.setup.timeout.ms: TCP connect plus TLS handshake.
     connection_setup_timeout: float = attrs.field(default=10.0, validator=_positive)
     #: allow.auto.create.topics (the producer's default is true).
-    allow_auto_create_topics: bool = True
+    allow_auto_create_topics: bool = attrs.field(default=True, validator=_flag)
     sasl: SaslConfig | None = None
     max_frame_size: int = attrs.field(default=DEFAULT_MAX_FRAME_SIZE, validator=_positive)

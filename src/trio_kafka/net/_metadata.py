@@ -252,13 +252,38 @@ def _newer(cached: TopicMetadata, fresh: PartitionMetadata) -> PartitionMetadata
 
 
 def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
-    """`"a:1,b:2"` or `["a:1", "b:2"]` -> `[("a", 1), ("b", 2)]`; IPv6 as `[::1]:9092`."""
+    """`"a:1,b:2"` or `["a:1", "b:2"]` -> `[("a", 1), ("b", 2)]`; IPv6 as `[::1]:9092`.
+    A listener's `PLAINTEXT://` or `tcp://` before an address is dropped (the Java
+    client and librdkafka drop any); `SSL://` and the SASL ones are refused, naming the
+    option that does turn them on, rather than ignored."""
+    given: object = servers  # checked: callers pass what users typed
+    if isinstance(given, bytes) or not isinstance(given, str | Iterable):
+        raise ConfigError(
+            f"bootstrap servers must be 'host:port,host:port' or a list of 'host:port' "
+            f"strs, not {type(servers).__name__} ({servers!r})"
+        )
     items = servers.split(",") if isinstance(servers, str) else list(servers)
     addresses: list[tuple[str, int]] = []
     for item in items:
+        if not isinstance(item, str):
+            raise ConfigError(
+                f"bootstrap server {item!r} is not a 'host:port' str but a {type(item).__name__}"
+            )
         text = item.strip()
         if not text:
             continue
+        scheme, sep, rest = text.partition("://")
+        if sep:
+            if scheme.upper() not in ("PLAINTEXT", "TCP"):
+                raise ConfigError(
+                    f"bootstrap server {text!r}: give host:port without {scheme}://"
+                    + (
+                        f" (for {scheme.upper()}, pass security_protocol={scheme.upper()!r})"
+                        if scheme.upper() in ("SSL", "SASL_SSL", "SASL_PLAINTEXT")
+                        else ""
+                    )
+                )
+            text = rest
         host, sep, port_text = text.rpartition(":")
         if not sep or not host or not port_text.isdigit():
             raise ConfigError(f"bootstrap server {text!r} is not host:port")

@@ -14,6 +14,7 @@ import anyio
 
 from trio_kafka.errors import (
     BrokerConnectionError,
+    ConnectionLostError,
     ErrorCode,
     InvalidTopicError,
     UnknownTopicError,
@@ -118,11 +119,21 @@ def _unknown_topic_message(
             if last_error is not None
             else " (connections hang or nothing answers on them)"
         )
+        if last_error is not None and isinstance(last_error.__cause__, ConnectionLostError):
+            # Connected, then closed by the other end: something listens there.
+            return (
+                f"no Kafka broker answered within {timeout:.1f} s, so topic {topic!r} could "
+                f"not be looked up{why}. Something at {servers} accepts connections but "
+                "closes them: a listener that requires SASL or TLS closes a client that "
+                "has neither (set security_protocol=..., see docs/security.md), or it is "
+                "not a Kafka broker"
+            )
         return (
             f"no Kafka broker answered within {timeout:.1f} s, so topic {topic!r} could "
             f"not be looked up{why}. Is a broker running at {servers}? "
             "Check the host and port (bootstrap=), or start "
-            "trio-kafka's mock broker there: `trio-kafka broker --port 9092`"
+            "trio-kafka's mock broker there: `trio-kafka broker --port "
+            f"{selector.config.bootstrap_servers[0][1]}`"
         )
     else:
         why = "the brokers do not know it"

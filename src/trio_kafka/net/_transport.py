@@ -30,6 +30,8 @@ import attrs
 import trio
 from anyio.streams.tls import TLSStream
 
+from trio_kafka.errors import ConfigError
+
 Buffer = bytes | bytearray | memoryview
 
 #: What a broken or closed stream raises, whichever library made it.
@@ -141,12 +143,22 @@ def tls_context(
 ) -> ssl.SSLContext:
     """A client TLS context: verification on unless `verify=False`; `cafile` replaces the
     system trust store; `certfile`/`keyfile` give a client certificate (mutual TLS)."""
-    context = ssl.create_default_context(cafile=cafile)
+    try:
+        context = ssl.create_default_context(cafile=cafile)
+    except (OSError, ssl.SSLError) as exc:
+        # FileNotFoundError said "[Errno 2] No such file or directory", naming no file.
+        raise ConfigError(f"TLS: cannot load the CA file cafile={cafile!r}: {exc}") from exc
     if not verify:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     if certfile is not None:
-        context.load_cert_chain(certfile, keyfile)
+        try:
+            context.load_cert_chain(certfile, keyfile)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"TLS: cannot load the client certificate certfile={certfile!r}, "
+                f"keyfile={keyfile!r}: {exc}"
+            ) from exc
     return context
 
 
@@ -189,6 +201,14 @@ class TlsTransport:
                 # are moot.
                 standard_compatible=False,
             )
+        except anyio.EndOfStream:
+            # It escaped as a bare EndOfStream (no message, no address).
+            await anyio.aclose_forcefully(raw)
+            raise ConnectionResetError(
+                f"{host}:{port} closed the connection during the TLS handshake: is it a "
+                "TLS listener? (a plaintext one closes on a TLS hello; use "
+                "security_protocol='PLAINTEXT' or the broker's TLS port)"
+            ) from None
         except BaseException:
             await anyio.aclose_forcefully(raw)
             raise

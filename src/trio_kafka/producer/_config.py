@@ -46,14 +46,16 @@ from __future__ import annotations
 
 import difflib
 import enum
+import math
 import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
 
 from trio_kafka.errors import ConfigError
+from trio_kafka.records import BatchBuilder, Compression
 
 # The Java client's names, from the table in this module's docstring: a user coming from
 # Java writes `linger.ms` or `linger_ms`, and the error should name our option.
@@ -111,6 +113,7 @@ def _warn_units(options: dict[str, Any]) -> None:
             limit is None
             or isinstance(value, bool)
             or not isinstance(value, int | float)
+            or not math.isfinite(value)  # no unit makes NaN or infinity right
             or value < limit
         ):
             continue
@@ -156,14 +159,91 @@ def _acks(value: object) -> int:
     return value
 
 
+def _number(attribute: attrs.Attribute[Any], value: object, rule: str) -> None:
+    """A number's type first: `linger='5'` is not "below 0", it is a str."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(
+            f"{attribute.name}={value!r} is not allowed: it must be a number (int or float) "
+            f"{rule}, not {type(value).__name__}"
+        )
+
+
 def _positive(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+    _number(attribute, value, "> 0")
+    assert isinstance(value, int | float)
+    if not value > 0:  # NaN too
         raise ConfigError(f"{attribute.name}={value!r} is not allowed: it must be > 0")
 
 
 def _non_negative(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    _number(attribute, value, ">= 0")
+    assert isinstance(value, int | float)
+    if not value >= 0:  # NaN too
         raise ConfigError(f"{attribute.name}={value!r} is not allowed: it must be >= 0")
+
+
+def _flag(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    # A str from a config file ("false") would be true: refused, not guessed.
+    if not isinstance(value, bool):
+        raise ConfigError(
+            f"{attribute.name}={value!r} is not allowed: it must be True or False, not "
+            f"{type(value).__name__}"
+        )
+
+
+def _text(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str):
+        raise ConfigError(
+            f"{attribute.name}={value!r} is not allowed: it must be a str, not "
+            f"{type(value).__name__}"
+        )
+
+
+def _transactional_id(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is None:
+        return
+    _text(instance, attribute, value)
+    if not value:
+        # Kafka's coordinator answers INVALID_REQUEST to an empty one.
+        raise ConfigError(
+            "transactional_id='' is not allowed: name the producer (a non-empty str), or "
+            "leave it None for a producer without transactions"
+        )
+
+
+def _optional_callable(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and not callable(value):
+        raise ConfigError(
+            f"{attribute.name}={value!r} is not allowed: it must be a callable (or None), not "
+            f"{type(value).__name__}"
+        )
+
+
+def _optional_int(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ConfigError(
+            f"{attribute.name}={value!r} is not allowed: it must be an int (or None), not "
+            f"{type(value).__name__}"
+        )
+
+
+def _interceptors(value: object) -> tuple[Any, ...]:
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ConfigError(
+            f"interceptors={value!r} is not allowed: it must be a list of interceptors, not "
+            f"{type(value).__name__}"
+        )
+    interceptors = tuple(value)
+    for interceptor in interceptors:
+        # A plain function has neither hook: it would be skipped, silently.
+        if not any(
+            callable(getattr(interceptor, hook, None)) for hook in ("on_send", "on_acknowledgement")
+        ):
+            raise ConfigError(
+                f"interceptor {interceptor!r} has neither on_send(record) nor "
+                "on_acknowledgement(outcome): an interceptor is an object with one or both"
+            )
+    return interceptors
 
 
 def _positive_int(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -204,7 +284,7 @@ class ProducerConfig:
     """Every producer option (see the module's table for Java names and defaults)."""
 
     acks: int = attrs.field(default=-1, converter=_acks)
-    enable_idempotence: bool = True
+    enable_idempotence: bool = attrs.field(default=True, validator=_flag)
     max_in_flight: int = attrs.field(default=5, validator=_positive_int)
     retries: int = attrs.field(default=_MAX_RETRIES, validator=_non_negative)
     retry_backoff: float = attrs.field(default=0.1, validator=_non_negative)
@@ -217,14 +297,14 @@ class ProducerConfig:
     max_block: float = attrs.field(default=60.0, validator=_non_negative)
     max_request_size: int = attrs.field(default=1024 * 1024, validator=_positive_int)
     compression: str = attrs.field(default="none", validator=_one_of(*_CODECS))
-    compression_level: int | None = None
+    compression_level: int | None = attrs.field(default=None, validator=_optional_int)
     partitioner: str | Callable[..., int] = attrs.field(default="sticky", validator=_partitioner)
-    partitioner_ignore_keys: bool = False
-    partitioner_adaptive: bool = True
+    partitioner_ignore_keys: bool = attrs.field(default=False, validator=_flag)
+    partitioner_adaptive: bool = attrs.field(default=True, validator=_flag)
     partitioner_availability_timeout: float = attrs.field(default=0.0, validator=_non_negative)
     leader_switch_interval: float = attrs.field(default=30.0, validator=_positive)
-    client_id: str = "trio-kafka"
-    transactional_id: str | None = None
+    client_id: str = attrs.field(default="trio-kafka", validator=_text)
+    transactional_id: str | None = attrs.field(default=None, validator=_transactional_id)
     transaction_timeout: float = attrs.field(default=60.0, validator=_positive)
     metadata_max_age: float = attrs.field(default=300.0, validator=_positive)
     connections_max_idle: float = attrs.field(default=540.0, validator=_positive)
@@ -234,9 +314,13 @@ class ProducerConfig:
     buffer_full_strategy: BufferFullStrategy = attrs.field(
         default=BufferFullStrategy.BLOCK, converter=_strategy
     )
-    key_serializer: Callable[[Any], bytes | None] | None = None
-    value_serializer: Callable[[Any], bytes | None] | None = None
-    interceptors: Sequence[Any] = attrs.field(default=(), converter=tuple)
+    key_serializer: Callable[[Any], bytes | None] | None = attrs.field(
+        default=None, validator=_optional_callable
+    )
+    value_serializer: Callable[[Any], bytes | None] | None = attrs.field(
+        default=None, validator=_optional_callable
+    )
+    interceptors: Sequence[Any] = attrs.field(default=(), converter=_interceptors)
 
     def __attrs_post_init__(self) -> None:
         # Cross-option rules, as Java's ProducerConfig.postProcessAndValidateIdempotenceConfigs
@@ -281,6 +365,8 @@ class ProducerConfig:
                 "compression_level is set but compression='none': choose a codec "
                 f"({', '.join(_CODECS[1:])}) or leave compression_level=None"
             )
+        # The codec's own check of the level, now: in the sender it failed every batch.
+        BatchBuilder(Compression[self.compression.upper()], self.compression_level)
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> ProducerConfig:

@@ -20,7 +20,7 @@ from trio_kafka.errors import (
 )
 from trio_kafka.producer._rule_context import rules_for
 from trio_kafka.producer._txn_queue import TxnRequestQueue
-from trio_kafka.producer._txn_state import ALLOWED, TxnState
+from trio_kafka.producer._txn_state import ALLOWED, TxnState, refusal_hint
 from trio_kafka.producer._txn_types import (
     AbortPlan,
     Coordinator,
@@ -164,9 +164,7 @@ class TransactionManager:
             pending.set_error(handlers.outcome_unknown(self, error))
 
     def _refuse(self, operation: str) -> IllegalTransactionStateError:
-        hint = ""
-        if self.state is TxnState.INITIALIZING:
-            hint = "; await init() first"
+        hint = refusal_hint(self.state, operation)
         return IllegalTransactionStateError(
             f"transactional id {self.transactional_id!r}: cannot {operation} in state "
             f"{self.state.name}{hint}",

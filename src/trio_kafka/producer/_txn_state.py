@@ -43,4 +43,32 @@ ALLOWED: Mapping[TxnState, frozenset[TxnState]] = {
     S.HANDED_OFF: frozenset({S.FATAL_ERROR}),  # closing
 }
 
-__all__ = ["ALLOWED", "TxnState"]
+
+def refusal_hint(state: TxnState, operation: str) -> str:
+    """What to do instead, for a call the state does not allow (`operation` is what the
+    manager says it cannot do: "init", "commit", ...)."""
+    match state:
+        case S.UNINITIALIZED:
+            return "; call init_transactions() first"
+        case S.INITIALIZING:  # also after an unknown commit outcome: the epoch bump
+            return "; await init_transactions() first (it returns once initialised)"
+        case S.READY if operation == "init":
+            return "; it is initialised already (once per producer)"
+        case S.READY if operation == "abort":
+            return "; no transaction is open, so there is nothing to abort"
+        case S.READY:
+            return (
+                "; no transaction is open: call begin_transaction() first, or use "
+                "`async with producer.transaction()`"
+            )
+        case S.IN_TRANSACTION if operation == "begin a transaction":
+            return "; a transaction is open already: commit or abort it first"
+        case S.COMMITTING | S.ABORTING:
+            return "; wait until the transaction has ended"
+        case S.ABORTABLE_ERROR:
+            return "; the transaction failed: abort it"
+        case _:
+            return ""
+
+
+__all__ = ["ALLOWED", "TxnState", "refusal_hint"]

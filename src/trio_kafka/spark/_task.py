@@ -32,6 +32,7 @@ from trio_kafka.client import (
     BulkLoader,
     HandedOffTransaction,
     RowChunk,
+    group_leaves,
     load_partition,
     open_selector,
 )
@@ -248,18 +249,11 @@ async def write_partitions(
                 for send in sends.values():
                     await send.aclose()
         except BaseExceptionGroup as group:
-            errors = _leaves(group)
+            errors = group_leaves(group)
             if len(errors) == 1:
                 raise errors[0] from None
             raise
     return sorted(reports, key=lambda r: r.partition)
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
-    out: list[BaseException] = []
-    for error in group.exceptions:
-        out.extend(_leaves(error) if isinstance(error, BaseExceptionGroup) else [error])
-    return out
 
 
 __all__ = [

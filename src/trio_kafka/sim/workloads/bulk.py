@@ -44,6 +44,7 @@ import trio
 from trio_kafka.broker import CAS_CONFIG
 from trio_kafka.client._bulk import BulkLoader, Row, partition_of
 from trio_kafka.errors import KafkaError
+from trio_kafka.net import group_leaves
 from trio_kafka.sim.faults import BUGGIFY_SITES
 from trio_kafka.sim.history import Ok, Produce
 from trio_kafka.sim.workloads._api import SimContext, register
@@ -234,17 +235,10 @@ async def _process(load: _Load, run: int) -> RunEnd:
             # The selector's nursery wraps what the run raised: a KafkaError, possibly
             # beside the Cancelled of its other tasks when the crash came at the same
             # moment (the chaos suite's real time: a fenced partition while crashing).
-            leaves = _leaves(group)
+            leaves = group_leaves(group)
             if not all(isinstance(leaf, KafkaError | trio.Cancelled) for leaf in leaves) or (
                 not any(isinstance(leaf, KafkaError) for leaf in leaves)
             ):
                 raise
             return RunEnd.FAILED
     return RunEnd.CRASHED if crash.cancelled_caught else RunEnd.STOPPED
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
-    out: list[BaseException] = []
-    for exc in group.exceptions:
-        out += _leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc]
-    return out

@@ -25,6 +25,7 @@ import trio
 from trio_kafka.broker import CAS_CONFIG
 from trio_kafka.client import ConditionalWriter, open_conditional_writer
 from trio_kafka.errors import ConcurrentWriteError, KafkaError
+from trio_kafka.net import group_leaves
 from trio_kafka.sim.history import CasAppend, Fail, Info, Ok, Produce
 from trio_kafka.sim.workloads._api import SimContext, register
 
@@ -86,7 +87,7 @@ async def _writer(ctx: SimContext, topic: str, writer: str, appends: int) -> Non
         except KafkaError:
             pass
         except BaseExceptionGroup as group:
-            if not all(isinstance(leaf, KafkaError) for leaf in _leaves(group)):
+            if not all(isinstance(leaf, KafkaError) for leaf in group_leaves(group)):
                 raise
         done = sum(1 for o in ctx.history if o.op.writer == writer)
         await ctx.sleep(_SESSION_BACKOFF)
@@ -169,10 +170,3 @@ async def _appends(
 async def _read(conditional: ConditionalWriter, start: int | None) -> None:
     async for _ in conditional.read_to_end(start=start):
         pass
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
-    out: list[BaseException] = []
-    for exc in group.exceptions:
-        out += _leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc]
-    return out
