@@ -8,8 +8,13 @@ import hashlib
 import os
 import subprocess
 import sys
+from typing import Any
+
+import pytest
 
 from tests.conftest import REPO
+from trio_kafka.records import decode_batches
+from trio_kafka.sim import runner
 from trio_kafka.sim.runner import run_seed
 
 SEEDS = range(200)
@@ -68,3 +73,39 @@ def test_200_seeds_twice_in_process_and_once_under_another_hash_seed() -> None:
     )
     assert other == here
     assert len({line.split()[1] for line in here}) == len(here)
+
+
+_BUILT_IN = ["idempotent", "transactional", "cas", "bulk", "bulk-txn", "cas-txn"]
+
+
+@pytest.mark.parametrize("workload", _BUILT_IN)
+def test_record_timestamps_come_from_the_virtual_wall_clock(
+    workload: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The trace leaves timestamps out, so D1 and D2 cannot see a producer that reads the
+    # real clock: every record of a seed must be stamped between the run's virtual start
+    # and end (`runner.EPOCH` plus trio's virtual seconds).
+    clusters: list[Any] = []
+    finish = runner.finish
+
+    def keep_cluster(*args: Any) -> Any:
+        clusters.append(args[4].cluster)
+        return finish(*args)
+
+    monkeypatch.setattr(runner, "finish", keep_cluster)
+    out = run_seed(workload, 12_000_001, profile="lite")
+    assert out.result.ok, out.result.violations
+    (cluster,) = clusters
+    stamps = [
+        record.timestamp
+        for topic in cluster.state.topics.values()
+        for partition in topic.partitions
+        for stored in partition.log.batches
+        for batch in decode_batches(stored.data)
+        if not batch.is_control
+        for record in batch.records
+    ]
+    assert stamps
+    low, high = runner.EPOCH * 1000, (runner.EPOCH + out.result.virtual_time) * 1000
+    outside = [t for t in stamps if not low <= t <= high]
+    assert not outside, f"{len(outside)} of {len(stamps)} records stamped outside [{low}, {high}]"

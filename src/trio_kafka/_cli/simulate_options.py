@@ -80,18 +80,22 @@ def quiet_client_logs() -> Callable[[], None]:
     stopped by a fatal error" is what a fencing fault is for, and the report (the
     checker's verdict) says what went wrong. Called in this process (undone when the
     command ends, by the returned function) and in each worker (`initializer=`); a
-    `trio_kafka` logger someone configured keeps its handlers."""
+    `trio_kafka` logger someone configured keeps its handlers. Above CRITICAL, a log
+    call returns before it builds its record (fenced cas-txn writers log hundreds a
+    seed)."""
     import logging
 
     client = logging.getLogger("trio_kafka")
     if client.handlers:
         return lambda: None
-    handler, propagate = logging.NullHandler(), client.propagate
+    handler, propagate, level = logging.NullHandler(), client.propagate, client.level
     client.addHandler(handler)
     client.propagate = False
+    client.setLevel(logging.CRITICAL + 1)
 
     def restore() -> None:
         client.removeHandler(handler)
         client.propagate = propagate
+        client.setLevel(level)
 
     return restore

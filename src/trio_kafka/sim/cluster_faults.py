@@ -214,25 +214,25 @@ class ClusterFaults:
         if not isinstance(request, ProduceRequest) or request.acks == 0:
             return None
         injected: list[tuple[str, int, str]] = []
+        refused: set[int] = set()  # ids of the partitions' data that get an error instead
         after: set[tuple[str, int]] = set()
-        kept_topics: list[TopicProduceData] = []
         for topic_data in request.topic_data:
-            kept: list[PartitionProduceData] = []
             for pdata in topic_data.partition_data:
                 code = self._decide(topic_data.name, pdata)
-                if code is None:
-                    kept.append(pdata)
-                elif code == _AFTER_APPEND:
-                    kept.append(pdata)
+                if code == _AFTER_APPEND:
                     after.add((topic_data.name, pdata.index))
-                else:
+                elif code is not None:
                     injected.append((topic_data.name, pdata.index, code))
-            if kept:
-                kept_topics.append(attrs.evolve(topic_data, partition_data=kept))
+                    refused.add(id(pdata))
         if after:
             self._after[id(request)] = after
         if not injected:
-            return None
+            return None  # the usual case: the request goes to the handler as it is
+        kept_topics: list[TopicProduceData] = []
+        for topic_data in request.topic_data:
+            kept = [p for p in topic_data.partition_data if id(p) not in refused]
+            if kept:
+                kept_topics.append(attrs.evolve(topic_data, partition_data=kept))
         # Apply the rest ourselves (the hook's answer replaces the handler's run).
         state = self.cluster.state
         state.tick()

@@ -431,10 +431,17 @@ class Buggify:
     registry: BuggifyRegistry = BUGGIFY_SITES
     #: Calls so far per site: the n-th call is the key of its decision.
     calls: dict[str, int] = attrs.field(factory=dict)
+    #: Whether each site asked about is active in this run (a pure function of the seed
+    #: and the site, kept: the client asks at every request, ~360 times a standard seed).
+    _active: dict[str, bool] = attrs.field(init=False, factory=dict)
 
     def active(self, site: str) -> bool:
-        profile = self.decider.plan.profile
-        return self.decider.draws.chance(profile.buggify_activation, "buggify.active", site)
+        active = self._active.get(site)
+        if active is None:
+            profile = self.decider.plan.profile
+            active = self.decider.draws.chance(profile.buggify_activation, "buggify.active", site)
+            self._active[site] = active
+        return active
 
     def __call__(self, site: str) -> bool:
         if site not in self.registry:
