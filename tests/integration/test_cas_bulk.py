@@ -11,7 +11,12 @@ from tests.integration._backends import mock_cluster
 from tests.integration._helpers import rows
 from trio_kafka.broker import DROP, HookCall
 from trio_kafka.client import BulkLoader, create_topic, open_bulk_loader, open_producer, row_of
-from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError, ConfigError
+from trio_kafka.errors import (
+    CasNotSupportedError,
+    ConcurrentWriteError,
+    ConfigError,
+    RecordTooLargeError,
+)
 from trio_kafka.net import open_selector
 from trio_kafka.protocol.messages.produce import ProduceRequest
 from trio_kafka.testing import log_values
@@ -218,3 +223,30 @@ async def test_create_topic_refuses_partitions_that_are_not_a_count_before_any_r
     async with mock_cluster() as cluster, open_selector(cluster.bootstrap) as selector:
         with pytest.raises(kind, match=message):
             await create_topic(selector, "t", partitions)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("batch_bytes", "named"),
+    [
+        (8192, r"lower batch_bytes \(now 8192\) below the topic's max.message.bytes"),
+        (1, r"row 20, about \d+ bytes.*that row alone is larger"),
+    ],
+)
+async def test_a_batch_the_broker_finds_too_large_names_its_rows_and_the_rows_before_stay(
+    batch_bytes: int, named: str
+) -> None:
+    # A CAS load never splits a batch: MESSAGE_TOO_LARGE stops it with a
+    # RecordTooLargeError naming the rows and what to change, and what came before is
+    # loaded (a rerun resumes after it).
+    async with mock_cluster() as cluster:
+        cluster.create_topic("t", 1, {**CAS, "max.message.bytes": "2000"})
+        data = [b"v%d" % i for i in range(20)] + [b"x" * 3000] + [b"w"] * 10
+        async with open_bulk_loader(
+            "t", "L", bootstrap=cluster.bootstrap, batch_bytes=batch_bytes
+        ) as loader:
+            with pytest.raises(RecordTooLargeError, match=r"t-0: the batch of .*" + named):
+                await loader.run(data)
+        loaded = log_values(cluster, "t", 0)
+        assert loaded == data[: len(loaded)]
+        if batch_bytes == 1:
+            assert loaded == data[:20]

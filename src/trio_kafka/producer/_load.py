@@ -50,11 +50,10 @@ by producer/_actions.py:
   attempt landed (the broker lost our producer state), acknowledged. Otherwise another
   writer took the offset: `Step.FAIL` with `ConcurrentWriteError`, and the load stops.
   The batches behind it cannot land: their sequences follow one the broker never took;
-- anything else: `Step.FAIL` with the broker's error.
+- anything else: `Step.FAIL` with the broker's error (MESSAGE_TOO_LARGE names the rows).
 
-A batch that has made no progress for `retry_timeout` seconds fails the load with an
-`AmbiguousError` (rerunning resumes after what landed). Delays come from the injected
-`backoff(attempts)` (the shell passes net/_backoff.py's jittered exponential backoff).
+A batch without progress for `retry_timeout` seconds fails the load with an
+`AmbiguousError` (a rerun resumes after what landed). Delays: the injected `backoff`.
 
 State owned here: the queue of sealed unacknowledged batches in order (`_batches`),
 the open batch, the next expected offset and sequence, the producer id, the rewind
@@ -85,6 +84,7 @@ from trio_kafka.producer._load_batch import (
     OpenLoadBatch,
     Step,
     StreamRows,
+    load_failure,
     run_size,
     unstreamed,
 )
@@ -428,8 +428,8 @@ class LoadPipeline:
             case Action.RESOLVE_MISMATCH:
                 return Step.READ
             case Action.FAIL:
-                assert code is not None
-                self.error = error_for_code(code, message or None)
+                where = f"{self.topic}-{self.partition}"
+                self.error = load_failure(code, message, batch, where, self.batch_bytes)
                 return Step.FAIL
             case Action.NEW_PRODUCER_ID:
                 self.producer_id = self.producer_epoch = -1

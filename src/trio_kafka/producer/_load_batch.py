@@ -10,6 +10,7 @@ from itertools import repeat
 
 import attrs
 
+from trio_kafka.errors import ErrorCode, KafkaError, RecordTooLargeError, error_for_code
 from trio_kafka.producer._rows import RECORD_OVERHEAD
 from trio_kafka.records import BatchBuilder
 
@@ -135,3 +136,29 @@ def unstreamed(
     if start == 0 and stop == len(values):
         return values, keys  # (a whole sealed chunk: no copy)
     return values[start:stop], None if keys is None else keys[start:stop]
+
+
+def load_failure(
+    code: int | None, message: str, batch: LoadBatch, where: str, batch_bytes: int
+) -> KafkaError:
+    """The error of a load's batch refused with `code`. MESSAGE_TOO_LARGE names its rows
+    and what to change: a load never splits a batch (its rows' offsets are fixed in
+    advance), so it stops there."""
+    assert code is not None
+    if code != ErrorCode.MESSAGE_TOO_LARGE:
+        return error_for_code(code, message or None)
+    if batch.count == 1:
+        rows = f"row {batch.first_row}"
+        advice = "that row alone is larger than the topic's max.message.bytes"
+    else:
+        rows = f"rows {batch.first_row}-{batch.last_row} ({batch.count} rows)"
+        advice = (
+            f"lower batch_bytes (now {batch_bytes}) below the topic's max.message.bytes, "
+            "or raise that"
+        )
+    said = f": {message}" if message else ""
+    return RecordTooLargeError(
+        f"{where}: the batch of {rows}, about {batch.size} bytes, is larger than the "
+        f"broker accepts (MESSAGE_TOO_LARGE{said}); {advice}. The rows before it are "
+        "loaded: a rerun resumes after them"
+    )

@@ -22,11 +22,10 @@ kind, site, key) (see `rand.py`). So:
 BUGGIFY (FoundationDB): a named site in client code asks `buggify(site)`; per run each site
 is activated with p=0.25 and an active site then fires on 25% of its calls. The n-th call
 of a site is its key, so the decision is still content-addressed. Site names live in a
-registry so that coverage (in how many seeds each site fired) can name the ones that never
-fire.
+registry so that coverage (seeds in which each site fired) names those that never fire.
 
-Kinds 1-8 act on the network and are applied by `sim/network.py`; 9-13 act on brokers
-(the broker's fault hooks ask the same decider); 14 is BUGGIFY in the client.
+Kinds 1-8 act on the network (`sim/network.py`); 9-13 on brokers (their fault hooks ask
+the same decider); 14 is BUGGIFY in the client.
 """
 
 from __future__ import annotations
@@ -422,8 +421,8 @@ BUGGIFY_SITES.register(
 
 @attrs.define(eq=False)
 class Buggify:
-    """`buggify(site) -> bool` for one run: each site active with p=activation, and an
-    active site fires on a `fire` fraction of its calls (FoundationDB's 25% / 25%)."""
+    """`buggify(site) -> bool` for one run: each site active with p=activation (drawn
+    once, kept), an active one fires on a `fire` fraction of calls (FoundationDB: 25%, 25%)."""
 
     decider: FaultDecider
     #: The virtual time of a call (trio.current_time in a run; a constant in pure tests).
@@ -431,16 +430,13 @@ class Buggify:
     registry: BuggifyRegistry = BUGGIFY_SITES
     #: Calls so far per site: the n-th call is the key of its decision.
     calls: dict[str, int] = attrs.field(factory=dict)
-    #: Whether each site asked about is active in this run (a pure function of the seed
-    #: and the site, kept: the client asks at every request, ~360 times a standard seed).
     _active: dict[str, bool] = attrs.field(init=False, factory=dict)
 
     def active(self, site: str) -> bool:
         active = self._active.get(site)
         if active is None:
-            profile = self.decider.plan.profile
-            active = self.decider.draws.chance(profile.buggify_activation, "buggify.active", site)
-            self._active[site] = active
+            rate = self.decider.plan.profile.buggify_activation
+            active = self._active[site] = self.decider.draws.chance(rate, "buggify.active", site)
         return active
 
     def __call__(self, site: str) -> bool:
