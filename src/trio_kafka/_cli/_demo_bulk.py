@@ -172,7 +172,7 @@ async def bulk_load_step(
     )
     console.print(f"run 1: {how_first}", highlight=False)
     with Bar(console, "load, run 2", count) as bar:
-        bar.set(first.acknowledged, first.nbytes)
+        bar.set(first.acknowledged)  # its MB/s counts this run's bytes only
         second = await _run_child(command, bar, None, offset=first.acknowledged)
     if second.returncode != 0:
         console.print(f"[red]run 2 failed (exit {second.returncode})[/]\n{second.stderr}")
