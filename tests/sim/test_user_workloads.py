@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 import trio
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
 
 from trio_kafka._cli.simulate_options import default_jobs, parse_duration
 from trio_kafka.cli import main
 from trio_kafka.sim.runner import NO_OPERATIONS, UNEXPLAINED_RECORDS, run_seed
+from trio_kafka.sim.search import PlanCase, plan_cases, search
 from trio_kafka.sim.workloads import SimContext, Workload
 
 USER_MODULE = textwrap.dedent(
@@ -147,6 +149,29 @@ def test_the_checker_catches_a_resend_after_an_ambiguous_outcome(user_module: st
     # a record reported failed that is in the log.
     assert set(caught.values()) <= {"duplicate", "failed-but-written"}, caught
     assert "duplicate" in caught.values(), caught
+
+
+def test_a_property_over_a_users_workload_and_a_search_for_its_bug(user_module: str) -> None:
+    """docs/simulator.md's Hypothesis property over a user's workload, and `search`
+    finding the blind resend with plans Hypothesis draws."""
+    __import__(user_module)
+
+    @settings(
+        max_examples=5,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=plan_cases("lite"))
+    def test_orders_survive_every_fault_plan(case: PlanCase) -> None:
+        result = case.run("user-orders").result
+        assert result.ok, (case.replay_command("user-orders", "lite"), result.violations[:3])
+
+    test_orders_survive_every_fault_plan()
+    found = search("user-resend", examples=100, max_replays=20)
+    assert found.found and found.shrunk_result is not None
+    assert found.shrunk_result.failure_class in {"duplicate", "failed-but-written"}
 
 
 # -- the command line ------------------------------------------------------------------

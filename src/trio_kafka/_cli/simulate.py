@@ -96,6 +96,23 @@ from trio_kafka.sim.workloads import WORKLOADS
     type=click.Path(dir_okay=False, path_type=Path),
     help="With --seed: write the full trace.",
 )
+@click.option(
+    "--rates",
+    default=None,
+    metavar="KIND=RATE,...",
+    help="With --seed: these fault rates instead of the seed's own plan (kinds not named "
+    "are off; 'none': no fault), as --search prints them.",
+)
+@click.option(
+    "--search",
+    "search_examples",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Let Hypothesis draw N fault plans (a seed and a rate per kind) instead of "
+    "running seeds; the first failing plan is shrunk, then its faults minimized. --seed: "
+    "the search's random seed (default 0); --mutant: with that planted bug.",
+)
 @click.option("--no-minimize", is_flag=True, help="Do not minimize failing seeds.")
 @click.option(
     "--mutants",
@@ -108,7 +125,8 @@ from trio_kafka.sim.workloads import WORKLOADS
     "--mutant",
     "mutant_names",
     multiple=True,
-    help="With --mutants: only these (repeat the option); see --list.",
+    help="With --mutants: only these (repeat the option); with --search or --seed S: "
+    "plant this one bug; see --list.",
 )
 @click.option(
     "--spark",
@@ -150,6 +168,8 @@ def simulate(
     faults: str | None,
     json_file: Path | None,
     trace_file: Path | None,
+    rates: str | None,
+    search_examples: int | None,
     no_minimize: bool,
     mutant_search: bool,
     mutant_names: tuple[str, ...],
@@ -214,11 +234,23 @@ def simulate(
             raise click.BadParameter(str(exc), param_hint="--ledger-summary") from None
         return
     if ledger_file is not None and (
-        mutant_search or replay_file is not None or faults is not None or trace_file is not None
+        mutant_search
+        or replay_file is not None
+        or faults is not None
+        or trace_file is not None
+        or rates is not None
+        or search_examples is not None
     ):
         raise click.UsageError(
-            "--ledger records runs of seeds: not with --mutants, --replay, --faults or --trace"
+            "--ledger records runs of seeds: not with --mutants, --search, --replay, "
+            "--faults, --rates or --trace"
         )
+    if search_examples is not None and (mutant_search or replay_file or faults or rates):
+        raise click.UsageError(
+            "--search draws its own plans: not with --mutants, --replay, --faults or --rates"
+        )
+    if search_examples is None and not mutant_search and len(mutant_names) > 1:
+        raise click.UsageError("plant one bug at a time (one --mutant) outside --mutants")
     if mutant_search:
         from trio_kafka._cli.simulate_mutants import run_mutants
 
@@ -242,13 +274,37 @@ def simulate(
             f"unknown workload {workload!r} (known: {', '.join(WORKLOADS)})",
             param_hint="--workload",
         )
+    planted = mutant_names[0] if mutant_names else None
+    if search_examples is not None:
+        from trio_kafka._cli.simulate_search import run_search
+
+        report = run_search(
+            console,
+            workload=workload,
+            profile=profile,
+            examples=search_examples,
+            search_seed=seed or 0,
+            mutant=planted,
+            minimize=not no_minimize,
+        )
+        if json_file is not None:
+            json_file.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+            console.print(f"report written to {json_file}")
+        if report["found"]:
+            raise SystemExit(1)
+        return
     if replay_file is not None:
         replay_cases(console, replay_file)
         return
-    if faults is not None or trace_file is not None:
+    if faults is not None or trace_file is not None or rates is not None or planted:
         if seed is None:
-            raise click.UsageError("--faults and --trace replay one seed: give --seed")
-        run_single(console, workload, seed, profile, faults, trace_file)
+            raise click.UsageError(
+                "--faults, --rates, --trace and --mutant (outside --mutants and --search) "
+                "replay one seed: give --seed"
+            )
+        if seeds is not None and seeds != 1:
+            raise click.UsageError("a replay runs one seed: not with --seeds")
+        run_single(console, workload, seed, profile, faults, trace_file, rates, planted)
         return
     ledger_start: dict[str, str] = {}
     if ledger_file is not None:  # the run's date and code, as it starts

@@ -10,7 +10,14 @@ from typing import Any
 
 import click
 
-from trio_kafka.sim.minimize import case_faults, parse_fault_ids, resolve_fault_ids
+from trio_kafka.sim.minimize import (
+    case_faults,
+    format_rates,
+    parse_fault_ids,
+    parse_rates,
+    resolve_fault_ids,
+)
+from trio_kafka.sim.mutants import planted
 from trio_kafka.sim.runner import run_seed
 
 
@@ -21,19 +28,41 @@ def run_single(
     profile: str,
     faults: str | None,
     trace_file: Path | None,
+    rates_text: str | None = None,
+    mutant: str | None = None,
 ) -> None:
-    identities = None
-    if faults is not None:
-        ids = parse_fault_ids(faults)
-        full = run_seed(workload, seed, profile=profile).result
+    rates = None
+    if rates_text is not None:
         try:
-            identities = resolve_fault_ids(ids, full.fired_identities())
-        except KeyError as exc:
-            raise click.BadParameter(str(exc), param_hint="--faults") from None
-    out = run_seed(workload, seed, profile=profile, faults=identities, trace=trace_file is not None)
+            rates = parse_rates(rates_text)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--rates") from None
+    try:
+        bug = planted(mutant)
+    except KeyError as exc:
+        raise click.BadParameter(str(exc.args[0]), param_hint="--mutant") from None
+    with bug:
+        identities = None
+        if faults is not None:
+            ids = parse_fault_ids(faults)
+            full = run_seed(workload, seed, profile=profile, rates=rates).result
+            try:
+                identities = resolve_fault_ids(ids, full.fired_identities())
+            except KeyError as exc:
+                raise click.BadParameter(str(exc), param_hint="--faults") from None
+        out = run_seed(
+            workload,
+            seed,
+            profile=profile,
+            faults=identities,
+            rates=rates,
+            trace=trace_file is not None,
+        )
     r = out.result
     status = "ok" if r.ok else f"FAILED ({r.failure_class})"
-    console.print(f"seed {seed} ({workload}, {profile}): {status}")
+    plan = "" if rates is None else f", rates {format_rates(rates)}"
+    named = "" if mutant is None else f", planted bug {mutant}"
+    console.print(f"seed {seed} ({workload}, {profile}{plan}{named}): {status}")
     console.print(f"  ops: {dict(r.ops)}  virtual {r.virtual_time:.2f} s  wall {r.wall_time:.3f} s")
     console.print(f"  faults: {', '.join(f'{k}={v}' for k, v in r.faults.items() if v) or 'none'}")
     for v in r.violations:
@@ -56,6 +85,18 @@ def load_cases(path: Path) -> list[dict[str, Any]]:
         data: Any = tomllib.loads(text)
     else:
         data = json.loads(text)
+    if "shrunk" in data:  # a --search report: the shrunk plan with its minimized faults
+        minimized = data.get("minimized", {})
+        return [
+            {
+                "workload": data["workload"],
+                "profile": data["profile"],
+                "seed": data["shrunk"]["seed"],
+                "rates": data["shrunk"]["rates"],
+                "faults": minimized.get("faults") if minimized.get("replays") else None,
+                "mutant": data.get("mutant"),
+            }
+        ]
     if "failures" in data:
         return [
             {
@@ -74,14 +115,19 @@ def replay_cases(console: Any, path: Path) -> None:
     for case in load_cases(path):
         faults = case.get("faults")
         identities = None
-        if faults is not None:
-            full = run_seed(case["workload"], case["seed"], profile=case.get("profile", "lite"))
-            identities = case_faults(
-                list(faults), case.get("fault_identities", ()), full.result.fired_identities()
-            )
-        r = run_seed(
-            case["workload"], case["seed"], profile=case.get("profile", "lite"), faults=identities
-        ).result
+        profile = case.get("profile", "lite")
+        rates = case.get("rates")
+        if rates is not None:  # a drawn plan's rates, by kind name
+            rates = parse_rates(",".join(f"{k}={v!r}" for k, v in rates.items()))
+        with planted(case.get("mutant")):
+            if faults is not None:
+                full = run_seed(case["workload"], case["seed"], profile=profile, rates=rates)
+                identities = case_faults(
+                    list(faults), case.get("fault_identities", ()), full.result.fired_identities()
+                )
+            r = run_seed(
+                case["workload"], case["seed"], profile=profile, faults=identities, rates=rates
+            ).result
         bad += not r.ok
         console.print(
             f"seed {r.seed} ({r.workload}, {r.profile}, "

@@ -25,15 +25,16 @@ safe, independent of PYTHONHASHSEED, and resolved against the identities a run f
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import shlex
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Generic, TypeVar
 
 import attrs
 
 from trio_kafka.sim.checker import CheckResult
-from trio_kafka.sim.faults import FaultIdentity
+from trio_kafka.sim.faults import FaultIdentity, FaultKind
 
 T = TypeVar("T")
 
@@ -192,19 +193,58 @@ def case_faults(
     return identities
 
 
+def format_rates(rates: Mapping[FaultKind, float]) -> str:
+    """A `--rates` argument: `kind=rate` for each kind on, comma separated ("none" if
+    none is). Rates are written as `repr` writes them, so they read back exactly."""
+    on = [f"{kind.value}={rates[kind]!r}" for kind in FaultKind if rates.get(kind, 0.0) > 0.0]
+    return ",".join(on) or "none"
+
+
+def parse_rates(text: str) -> dict[FaultKind, float]:
+    """The rates of a `--rates` argument (kinds not named are off). Raises ValueError
+    naming a kind that does not exist (and the nearest that does) or a rate that is not
+    a number in [0, 1]."""
+    rates = dict.fromkeys(FaultKind, 0.0)
+    if text.strip() in ("", "none"):
+        return rates
+    names = {kind.value: kind for kind in FaultKind}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, sep, value = (s.strip() for s in part.partition("="))
+        if not sep:
+            raise ValueError(f"{part!r} is not KIND=RATE (e.g. clog=0.25)")
+        if name not in names:
+            near = difflib.get_close_matches(name, names, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else f" (kinds: {', '.join(names)})"
+            raise ValueError(f"no fault kind {name!r}{hint}")
+        try:
+            rate = float(value)
+        except ValueError:
+            raise ValueError(f"{name}: {value!r} is not a number") from None
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"{name}: a rate is a probability in [0, 1], not {value}")
+        rates[names[name]] = rate
+    return rates
+
+
 def replay_command(
     workload: str,
     seed: int,
-    faults: Iterable[FaultIdentity | str],
+    faults: Iterable[FaultIdentity | str] | None,
     *,
     program: str = "trio-kafka simulate",
+    rates: Mapping[FaultKind, float] | None = None,
 ) -> str:
-    """The one command that replays `seed` of `workload` with exactly `faults`."""
-    ids = [f if isinstance(f, str) else fault_id(f) for f in faults]
-    return (
-        f"{program} --workload {shlex.quote(workload)} --seed {seed} "
-        f"--faults {','.join(ids) if ids else 'none'}"
-    )
+    """The one command that replays `seed` of `workload` with exactly `faults` (None:
+    every fault its plan fires), under the seed's own plan or the given `rates`."""
+    command = f"{program} --workload {shlex.quote(workload)} --seed {seed}"
+    if rates is not None:
+        command += f" --rates {format_rates(rates)}"
+    if faults is not None:
+        ids = [f if isinstance(f, str) else fault_id(f) for f in faults]
+        command += f" --faults {','.join(ids) if ids else 'none'}"
+    return command
 
 
 @attrs.frozen(slots=True)

@@ -214,6 +214,16 @@ def enabled(name: str) -> Iterator[None]:
         yield
 
 
+def planted(name: str | None) -> contextlib.AbstractContextManager[None]:
+    """`enabled(name)`, or the client as it is for None. An unknown name raises KeyError
+    at once (before the block), naming the known mutants."""
+    if name is None:
+        return contextlib.nullcontext()
+    if name not in BROKEN_RULES:
+        raise KeyError(f"unknown mutant {name!r} (known: {', '.join(MUTANTS)})")
+    return enabled(name)
+
+
 # -- the search ------------------------------------------------------------------------
 
 

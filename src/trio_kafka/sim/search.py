@@ -1,0 +1,280 @@
+"""Searching fault plans with Hypothesis.
+
+Theory of operation
+-------------------
+A seed sweep takes each seed's fault plan from the seed (`FaultPlan.swarm`: each kind
+off or at a rate drawn below the profile's maximum). Here Hypothesis draws the plan
+instead: a seed and, for each of the 14 fault kinds, off or a rate up to the profile's
+maximum (`plan_cases`), run with `run_seed(workload, seed, rates=...)`. Everything else
+about the run (the network, the brokers, which fault fires where) is still a function of
+the seed, so a drawn plan replays exactly.
+
+What that buys:
+
+1. **A failure shrinks in plan space, then in fault space.** `search` is
+   `hypothesis.find` holding the first failure's class: Hypothesis turns off every kind
+   the failure does not need, lowers the rates of the rest and moves the seed towards 0
+   (each step one run). ddmin (`minimize.py`) then takes the faults that fired under that
+   smaller plan down to a 1-minimal list. The report says which kinds of fault the bug
+   needs, not only which twelve faults one seed happened to fire.
+2. **Property tests over your own workload.** `@given(plan_cases())` in a pytest suite
+   runs the workload under plans Hypothesis picks (and keeps in its example database),
+   with its usual reporting of the falsifying example.
+
+A search is deterministic: Hypothesis draws from `random.Random(search_seed)` with no
+example database, so the same arguments find and shrink to the same plan.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import strategies as st
+from hypothesis.errors import NoSuchExample
+
+from trio_kafka.sim.faults import PROFILES, FaultIdentity, FaultKind, Profile
+from trio_kafka.sim.minimize import ddmin, fault_id, format_rates, replay_command
+from trio_kafka.sim.mutants import planted
+from trio_kafka.sim.runner import RunOutput, SeedResult, run_seed
+from trio_kafka.sim.workloads import Workload, get_workload
+
+#: Seeds Hypothesis draws from (it shrinks them towards 0).
+MAX_SEED = 2**31 - 1
+
+
+def _profile(profile: str | Profile) -> Profile:
+    if isinstance(profile, Profile):
+        return profile
+    try:
+        return PROFILES[profile]
+    except KeyError:
+        raise ValueError(f"unknown profile {profile!r} (known: {', '.join(PROFILES)})") from None
+
+
+def fault_rates(
+    profile: str | Profile = "lite", *, kinds: frozenset[FaultKind] | None = None
+) -> st.SearchStrategy[dict[FaultKind, float]]:
+    """A rate for every fault kind: off (0.0) or up to the profile's maximum; BUGGIFY on
+    (1.0) or off. `kinds`: only these may be on. Shrinks towards every kind off."""
+    prof = _profile(profile)
+
+    def one(kind: FaultKind) -> st.SearchStrategy[float]:
+        top = prof.max_rates.get(kind, 0.0)
+        if top <= 0.0 or (kinds is not None and kind not in kinds):
+            return st.just(0.0)
+        if kind is FaultKind.BUGGIFY:
+            return st.sampled_from((0.0, 1.0))
+        return st.one_of(st.just(0.0), st.floats(min_value=0.0, max_value=top))
+
+    return st.fixed_dictionaries({kind: one(kind) for kind in FaultKind})
+
+
+@attrs.frozen(slots=True)
+class PlanCase:
+    """One drawn fault plan: the seed and the rate of each kind (kinds absent are off)."""
+
+    seed: int
+    rates: Mapping[FaultKind, float] = attrs.field(hash=False)
+
+    @property
+    def kinds_on(self) -> tuple[FaultKind, ...]:
+        return tuple(k for k in FaultKind if self.rates.get(k, 0.0) > 0.0)
+
+    def describe(self) -> str:
+        return f"seed {self.seed}, rates {format_rates(self.rates)}"
+
+    def run(
+        self, workload: str | Workload, profile: str | Profile = "lite", *, trace: bool = False
+    ) -> RunOutput:
+        """`run_seed` of this seed under this plan."""
+        return run_seed(workload, self.seed, profile=profile, rates=self.rates, trace=trace)
+
+    def replay_command(
+        self, workload: str, profile: str, faults: Iterable[FaultIdentity | str] | None = None
+    ) -> str:
+        """The command that reruns this plan (with exactly `faults`, fault ids or
+        identities, when given; None: every fault the plan fires)."""
+        return replay_command(
+            workload,
+            self.seed,
+            faults,
+            program=f"trio-kafka simulate --profile {profile}",
+            rates=self.rates,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "rates": {k.value: r for k, r in self.rates.items() if r > 0.0},
+        }
+
+
+def plan_cases(
+    profile: str | Profile = "lite",
+    *,
+    seeds: st.SearchStrategy[int] | None = None,
+    kinds: frozenset[FaultKind] | None = None,
+) -> st.SearchStrategy[PlanCase]:
+    """Fault plans to run: a seed (from `seeds`, default 0..2**31-1) and `fault_rates`."""
+    return st.builds(
+        PlanCase,
+        seed=seeds if seeds is not None else st.integers(min_value=0, max_value=MAX_SEED),
+        rates=fault_rates(profile, kinds=kinds),
+    )
+
+
+@attrs.frozen(slots=True)
+class SearchResult:
+    """What `search` found: nothing in `examples` plans, or the first failing plan, the
+    plan Hypothesis shrank it to, and the faults ddmin kept of that plan's run."""
+
+    workload: str
+    profile: str
+    mutant: str | None
+    search_seed: int
+    #: Plans run before the first failure (all of them when none failed).
+    examples: int
+    first: PlanCase | None = None
+    first_result: SeedResult | None = None
+    shrunk: PlanCase | None = None
+    shrunk_result: SeedResult | None = None
+    #: Runs Hypothesis spent shrinking the plan, and ddmin's replays after it.
+    shrink_runs: int = 0
+    minimized: tuple[str, ...] = ()
+    minimized_identities: tuple[str, ...] = ()
+    replays: int = 0
+
+    @property
+    def found(self) -> bool:
+        return self.shrunk is not None
+
+    @property
+    def replay(self) -> str | None:
+        if self.shrunk is None:
+            return None
+        # Not minimized (no replay): the plan's own run, every fault it fires.
+        faults = self.minimized if self.replays else None
+        return self.shrunk.replay_command(self.workload, self.profile, faults)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "workload": self.workload,
+            "profile": self.profile,
+            "mutant": self.mutant,
+            "search_seed": self.search_seed,
+            "examples": self.examples,
+            "found": self.found,
+        }
+        if self.first is not None and self.first_result is not None:
+            data["first"] = {
+                **self.first.to_json(),
+                "failure_class": self.first_result.failure_class,
+                "fired": len(self.first_result.fired),
+            }
+        if self.shrunk is not None and self.shrunk_result is not None:
+            data["shrunk"] = {
+                **self.shrunk.to_json(),
+                "failure_class": self.shrunk_result.failure_class,
+                "violations": list(self.shrunk_result.violations[:5]),
+                "fired": len(self.shrunk_result.fired),
+                "shrink_runs": self.shrink_runs,
+            }
+            data["minimized"] = {
+                "faults": list(self.minimized),
+                "identities": list(self.minimized_identities),
+                "replays": self.replays,
+            }
+        return data
+
+
+def search(
+    workload: str | Workload,
+    *,
+    profile: str = "lite",
+    examples: int = 100,
+    search_seed: int = 0,
+    mutant: str | None = None,
+    max_shrink_runs: int = 200,
+    max_replays: int | None = 100,
+    minimize: bool = True,
+) -> SearchResult:
+    """Run up to `examples` Hypothesis-drawn plans of `workload`; shrink the first that
+    fails (keeping its failure class, at most `max_shrink_runs` more runs), then ddmin its
+    faults (at most `max_replays` replays). `mutant`: with that planted bug in effect."""
+    if examples < 1:
+        raise ValueError(f"examples must be at least 1, not {examples}")
+    spec = get_workload(workload) if isinstance(workload, str) else workload
+    prof = _profile(profile)
+
+    planted(mutant)  # an unknown mutant fails here, before any run
+    runs = 0
+    wanted: str | None = None
+    first: tuple[PlanCase, SeedResult] | None = None
+    first_at = 0
+    results: dict[tuple[int, tuple[float, ...]], SeedResult] = {}
+
+    def key(case: PlanCase) -> tuple[int, tuple[float, ...]]:
+        return case.seed, tuple(case.rates.get(k, 0.0) for k in FaultKind)
+
+    def fails(case: PlanCase) -> bool:
+        nonlocal runs, wanted, first, first_at
+        if wanted is not None and runs - first_at >= max_shrink_runs:
+            return False  # the shrink budget is spent: refuse every further step
+        runs += 1
+        with planted(mutant):
+            result = case.run(spec, prof).result
+        results[key(case)] = result
+        if result.ok:
+            return False
+        if wanted is None:
+            wanted, first, first_at = result.failure_class, (case, result), runs
+            return True
+        return wanted in result.classes
+
+    config = settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        phases=(Phase.generate, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+    )
+    base = SearchResult(spec.name, prof.name, mutant, search_seed, examples)
+    try:
+        shrunk = find(plan_cases(prof), fails, settings=config, random=random.Random(search_seed))
+    except NoSuchExample:
+        return attrs.evolve(base, examples=runs)
+    assert first is not None and wanted is not None
+    shrunk_result = results[key(shrunk)]
+    found = attrs.evolve(
+        base,
+        examples=first_at,
+        first=first[0],
+        first_result=first[1],
+        shrunk=shrunk,
+        shrunk_result=shrunk_result,
+        shrink_runs=runs - first_at,
+    )
+    if not minimize:
+        return found
+    failure = wanted
+
+    def still_fails(faults: tuple[FaultIdentity, ...]) -> bool:
+        with planted(mutant):
+            replay = run_seed(spec, shrunk.seed, profile=prof, faults=faults).result
+        return failure in replay.classes
+
+    fired = shrunk_result.fired_identities()
+    cut = ddmin(fired, still_fails, max_replays=max_replays)
+    return attrs.evolve(
+        found,
+        minimized=tuple(fault_id(f) for f in cut.minimal),
+        minimized_identities=tuple(str(f) for f in cut.minimal),
+        replays=cut.replays,
+    )
+
+
+__all__ = ["MAX_SEED", "PlanCase", "SearchResult", "fault_rates", "plan_cases", "search"]
