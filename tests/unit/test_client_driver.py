@@ -55,6 +55,26 @@ async def test_log_append_time_comes_from_the_response(
     assert ack.timestamp == int(WALL_CLOCK * 1000)
 
 
+async def test_a_producer_opened_with_anothers_seams_keeps_its_wall_clock(
+    autojump_clock: trio.testing.MockClock,
+    cluster_and_transport: tuple[Cluster, MemoryTransport],
+) -> None:
+    _, transport = cluster_and_transport
+    async with open_producer(
+        bootstrap="broker0:9092",
+        transport=transport,
+        wall_clock=lambda: 5000.0 + trio.current_time(),
+    ) as producer:
+        await trio.sleep(2.0)
+        assert producer.wall_clock() == pytest.approx(5000.0 + trio.current_time())
+        async with open_producer(selector=producer.selector, **producer.seams()) as beside:
+            await trio.sleep(1.0)
+            assert beside.wall_clock() == pytest.approx(producer.wall_clock())
+            sent_at = beside.wall_clock()
+            ack = await beside.send_and_wait("t", b"x", partition=0)
+        assert ack.timestamp == int(sent_at * 1000) == 5_003_000
+
+
 async def test_send_yields_to_trio_only_every_64_calls(
     autojump_clock: trio.testing.MockClock,
     cluster_and_transport: tuple[Cluster, MemoryTransport],

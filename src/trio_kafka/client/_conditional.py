@@ -336,12 +336,9 @@ async def open_conditional_writer(
         txn_producer = await stack.enter_async_context(
             open_producer(
                 selector=selector,
-                clock=selector.clock,
-                rng=selector.rng,
-                # The simulator's seams, as the producer's: its virtual wall clock (records
-                # stamped by time.time() would differ run to run) and its fault hook.
-                wall_clock=lambda: producer._core.accumulator.wall_offset + selector.clock.now(),
-                buggify=producer._sender.buggify,
+                # The producer's clocks, generator and fault hook: under the simulator,
+                # records stamped by time.time() would differ run to run.
+                **producer.seams(),
                 linger=0.0,
                 transactional_id=log_transactional_id(topic, partition),
             )

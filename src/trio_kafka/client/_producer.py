@@ -444,6 +444,22 @@ class Producer(SendManyMixin, ConditionalSendMixin, ClosingMixin, TransactionalP
 
     # -- metrics ---------------------------------------------------------------------
 
+    def wall_clock(self) -> float:
+        """Epoch seconds as this producer stamps records: `time.time()`, or the
+        `wall_clock` it was opened with (the simulator's virtual one)."""
+        return self._core.accumulator.wall_offset + self._clock.now()
+
+    def seams(self) -> dict[str, Any]:
+        """This producer's clock, random generator, wall clock and fault hook, as
+        `open_producer` takes them: a producer opened beside it with `**seams()` keeps
+        time, draws and faults as it does (one simulator run stays one run)."""
+        return {
+            "clock": self._clock,
+            "rng": self.selector.rng,
+            "wall_clock": self.wall_clock,
+            "buggify": self._sender.buggify,
+        }
+
     def metrics(self) -> MetricsSnapshot:
         return self._core.metrics_snapshot()
 
