@@ -162,7 +162,9 @@ def test_simulate_search_reports_no_failure() -> None:
 def test_simulate_search_finds_a_planted_bug_and_its_report_replays(tmp_path: Path) -> None:
     report = tmp_path / "search.json"
     result = CliRunner().invoke(
-        main, ["simulate", "--search", "100", "--mutant", BUG, "--json", str(report)]
+        main,
+        ["simulate", "--search", "100", "--mutant", BUG, "--json", str(report)],
+        env={"COLUMNS": "400"},
     )
     assert result.exit_code == 1, result.output
     assert "FAILED (duplicate)" in result.output and "shrunk in" in result.output

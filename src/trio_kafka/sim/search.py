@@ -55,20 +55,36 @@ def _profile(profile: str | Profile) -> Profile:
         raise ValueError(f"unknown profile {profile!r} (known: {', '.join(PROFILES)})") from None
 
 
+#: Steps of a drawn rate between 0 and the kind's maximum (few: Hypothesis draws integers
+#: of a small range about uniformly, of a large one mostly small).
+_RATE_STEPS = 100
+
+
 def fault_rates(
     profile: str | Profile = "lite", *, kinds: frozenset[FaultKind] | None = None
 ) -> st.SearchStrategy[dict[FaultKind, float]]:
-    """A rate for every fault kind: off (0.0) or up to the profile's maximum; BUGGIFY on
-    (1.0) or off. `kinds`: only these may be on. Shrinks towards every kind off."""
+    """A rate for every fault kind, drawn as the seed sweep's swarm plans are: off with
+    the profile's `kind_off_probability`, else uniform up to the kind's maximum; BUGGIFY
+    on (1.0) or off. `kinds`: only these may be on. Shrinks towards every kind off.
+
+    (Not `st.floats`: Hypothesis's floats favour edge values, 0, the maximum, subnormal
+    numbers, so most kinds would be off or at an edge, and bugs that need several kinds
+    at middling rates went unfound.)"""
     prof = _profile(profile)
+    off_below = round(100 * prof.kind_off_probability)
 
     def one(kind: FaultKind) -> st.SearchStrategy[float]:
         top = prof.max_rates.get(kind, 0.0)
         if top <= 0.0 or (kinds is not None and kind not in kinds):
             return st.just(0.0)
+        # Drawn first and shrinking to 0: off.
+        on = st.integers(min_value=0, max_value=99).map(lambda n: n >= off_below)
         if kind is FaultKind.BUGGIFY:
-            return st.sampled_from((0.0, 1.0))
-        return st.one_of(st.just(0.0), st.floats(min_value=0.0, max_value=top))
+            return on.map(lambda yes: 1.0 if yes else 0.0)
+        steps = st.integers(min_value=1, max_value=_RATE_STEPS)
+        return st.tuples(on, steps).map(
+            lambda drawn: top * drawn[1] / _RATE_STEPS if drawn[0] else 0.0
+        )
 
     return st.fixed_dictionaries({kind: one(kind) for kind in FaultKind})
 
@@ -222,12 +238,15 @@ def search(
 
     def fails(case: PlanCase) -> bool:
         nonlocal runs, wanted, first, first_at
-        if wanted is not None and runs - first_at >= max_shrink_runs:
-            return False  # the shrink budget is spent: refuse every further step
-        runs += 1
-        with planted(mutant):
-            result = case.run(spec, prof).result
-        results[key(case)] = result
+        result = results.get(key(case))
+        if result is None:  # (a plan run before is answered as it was: Hypothesis
+            # replays the shrunk plan once more at the end)
+            if wanted is not None and runs - first_at >= max_shrink_runs:
+                return False  # the shrink budget is spent: refuse every further step
+            runs += 1
+            with planted(mutant):
+                result = case.run(spec, prof).result
+            results[key(case)] = result
         if result.ok:
             return False
         if wanted is None:
