@@ -191,6 +191,7 @@ def test_rates_replay_a_drawn_plan_from_the_command_line() -> None:
     ("args", "message"),
     [
         (["--search", "3", "--faults", "none"], "--search draws its own plans"),
+        (["--search", "3", "--jobs", "2", "--seeds", "4"], "not with --seeds, --jobs"),
         (["--rates", "clog=0.1"], "give --seed"),
         (["--seed", "1", "--rates", "clog=3"], "a probability in [0, 1]"),
         (["--seed", "1", "--mutant", "nope"], "unknown mutant 'nope'"),

@@ -191,6 +191,7 @@ def simulate(
         defaults = tomllib.loads(scenario.read_text())
     workload = workload or defaults.get("workload", "idempotent")
     profile = profile or defaults.get("profile", "lite")
+    jobs_given, seeds_given = jobs is not None, seeds is not None
     jobs = jobs or int(defaults.get("jobs", default_jobs()))
     try:
         import_workloads(imports)
@@ -245,10 +246,27 @@ def simulate(
             "--ledger records runs of seeds: not with --mutants, --search, --replay, "
             "--faults, --rates or --trace"
         )
-    if search_examples is not None and (mutant_search or replay_file or faults or rates):
-        raise click.UsageError(
-            "--search draws its own plans: not with --mutants, --replay, --faults or --rates"
-        )
+    if search_examples is not None:
+        clashing = [
+            name
+            for name, given in (
+                ("--mutants", mutant_search),
+                ("--replay", replay_file is not None),
+                ("--faults", faults is not None),
+                ("--rates", rates is not None),
+                ("--trace", trace_file is not None),
+                ("--seeds", seeds_given),
+                ("--budget", budget is not None),
+                ("--spark", on_spark),
+                ("--jobs", jobs_given and jobs > 1),
+            )
+            if given
+        ]
+        if clashing:
+            raise click.UsageError(
+                "--search draws its own plans, one after another in this process: not with "
+                + ", ".join(clashing)
+            )
     if search_examples is None and not mutant_search and len(mutant_names) > 1:
         raise click.UsageError("plant one bug at a time (one --mutant) outside --mutants")
     if mutant_search:
