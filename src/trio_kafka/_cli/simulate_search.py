@@ -50,15 +50,15 @@ def run_search(
     replay = None
     if not found.found:
         out(
-            f"no failure in {found.examples} fault plans of {workload} ({profile}{planted}), "
-            f"{elapsed:.1f} s"
+            f"no failure in {found.examples:,} distinct fault plans of {workload} "
+            f"({profile}{planted}; Hypothesis drew {found.drawn:,}), {elapsed:.1f} s"
         )
     else:
         assert found.first is not None and found.first_result is not None
         assert found.shrunk is not None and found.shrunk_result is not None
         first, shrunk = found.first_result, found.shrunk_result
         out(
-            f"plan {found.examples} of {workload} ({profile}{planted}) FAILED "
+            f"plan {found.examples:,} of {workload} ({profile}{planted}) FAILED "
             f"({first.failure_class}), {len(first.fired)} faults fired: "
             f"{found.first.describe()}",
             markup=False,

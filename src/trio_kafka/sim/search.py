@@ -83,7 +83,8 @@ def fault_rates(
             return on.map(lambda yes: 1.0 if yes else 0.0)
         steps = st.integers(min_value=1, max_value=_RATE_STEPS)
         return st.tuples(on, steps).map(
-            lambda drawn: top * drawn[1] / _RATE_STEPS if drawn[0] else 0.0
+            # (rounded: 0.0095, not 0.009500000000000001, in reports and commands)
+            lambda drawn: round(top * drawn[1] / _RATE_STEPS, 12) if drawn[0] else 0.0
         )
 
     return st.fixed_dictionaries({kind: one(kind) for kind in FaultKind})
@@ -152,8 +153,11 @@ class SearchResult:
     profile: str
     mutant: str | None
     search_seed: int
-    #: Plans run before the first failure (all of them when none failed).
+    #: Distinct plans run before the first failure (all of them when none failed), and
+    #: plans Hypothesis drew up to then (it draws some plans more than once: a plan
+    #: drawn again is answered from memory, not run again).
     examples: int
+    drawn: int = 0
     first: PlanCase | None = None
     first_result: SeedResult | None = None
     shrunk: PlanCase | None = None
@@ -183,6 +187,7 @@ class SearchResult:
             "mutant": self.mutant,
             "search_seed": self.search_seed,
             "examples": self.examples,
+            "drawn": self.drawn,
             "found": self.found,
         }
         if self.first is not None and self.first_result is not None:
@@ -227,7 +232,7 @@ def search(
     prof = _profile(profile)
 
     planted(mutant)  # an unknown mutant fails here, before any run
-    runs = 0
+    runs = drawn = 0
     wanted: str | None = None
     first: tuple[PlanCase, SeedResult] | None = None
     first_at = 0
@@ -237,7 +242,9 @@ def search(
         return case.seed, tuple(case.rates.get(k, 0.0) for k in FaultKind)
 
     def fails(case: PlanCase) -> bool:
-        nonlocal runs, wanted, first, first_at
+        nonlocal runs, drawn, wanted, first, first_at
+        if wanted is None:
+            drawn += 1
         result = results.get(key(case))
         if result is None:  # (a plan run before is answered as it was: Hypothesis
             # replays the shrunk plan once more at the end)
@@ -265,12 +272,13 @@ def search(
     try:
         shrunk = find(plan_cases(prof), fails, settings=config, random=random.Random(search_seed))
     except NoSuchExample:
-        return attrs.evolve(base, examples=runs)
+        return attrs.evolve(base, examples=runs, drawn=drawn)
     assert first is not None and wanted is not None
     shrunk_result = results[key(shrunk)]
     found = attrs.evolve(
         base,
         examples=first_at,
+        drawn=drawn,
         first=first[0],
         first_result=first[1],
         shrunk=shrunk,
