@@ -188,6 +188,22 @@ def test_rates_replay_a_drawn_plan_from_the_command_line() -> None:
     assert full.exit_code == (0 if direct.ok else 1), full.output
 
 
+def test_simulate_mutants_hunts_with_the_search(tmp_path: Path) -> None:
+    report = tmp_path / "hunt.json"
+    result = CliRunner().invoke(
+        main,
+        ["simulate", "--mutants", "--search", "60", "--mutant", BUG, "--json", str(report)],
+        env={"COLUMNS": "400"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "at most 60 Hypothesis draws each" in result.output
+    assert f"--mutant {BUG}" in result.output and "--rates" in result.output
+    data = json.loads(report.read_text())
+    assert data["by"] == "search" and data["killed"] == 1
+    (hunt,) = data["hunts"]
+    assert hunt["killed"] and hunt["replay"].endswith(f"--mutant {BUG}")
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -199,6 +215,7 @@ def test_rates_replay_a_drawn_plan_from_the_command_line() -> None:
         (["--search", "2", "--mutant", "nope"], "unknown mutant 'nope'"),
         (["--search", "0"], "0"),
         (["--seed", "1", "--mutant", BUG, "--mutant", "reorder-retries"], "one bug at a time"),
+        (["--search", "2", "--mutant", BUG, "--mutant", "reorder-retries"], "one bug at a time"),
         (["--seed", "1", "--seeds", "3", "--faults", "none"], "a replay runs one seed"),
     ],
 )

@@ -111,7 +111,8 @@ from trio_kafka.sim.workloads import WORKLOADS
     metavar="N",
     help="Let Hypothesis draw N fault plans (a seed and a rate per kind) instead of "
     "running seeds; the first failing plan is shrunk, then its faults minimized. --seed: "
-    "the search's random seed (default 0); --mutant: with that planted bug.",
+    "the search's random seed (default 0); --mutant: with that planted bug; with "
+    "--mutants: hunt the planted bugs this way, N draws each.",
 )
 @click.option("--no-minimize", is_flag=True, help="Do not minimize failing seeds.")
 @click.option(
@@ -250,7 +251,6 @@ def simulate(
         clashing = [
             name
             for name, given in (
-                ("--mutants", mutant_search),
                 ("--replay", replay_file is not None),
                 ("--faults", faults is not None),
                 ("--rates", rates is not None),
@@ -267,7 +267,7 @@ def simulate(
                 "--search draws its own plans, one after another in this process: not with "
                 + ", ".join(clashing)
             )
-    if search_examples is None and not mutant_search and len(mutant_names) > 1:
+    if not mutant_search and len(mutant_names) > 1:
         raise click.UsageError("plant one bug at a time (one --mutant) outside --mutants")
     if mutant_search:
         from trio_kafka._cli.simulate_mutants import run_mutants
@@ -275,7 +275,8 @@ def simulate(
         report = run_mutants(
             console,
             names=mutant_names,
-            budget=seeds if seeds is not None else 2000,
+            by_search=search_examples is not None,
+            budget=search_examples or (seeds if seeds is not None else 2000),
             profile=profile,
             first_seed=seed or 0,
             jobs=jobs,

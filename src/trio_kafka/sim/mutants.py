@@ -248,6 +248,8 @@ class Hunt:
     faults_before: int = 0
     minimized: tuple[str, ...] = ()
     replays: int = 0
+    #: The command replaying the minimized failure (None: `--mutants --seed S --seeds 1`).
+    replay: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -313,6 +315,53 @@ def hunt(
                 len(result.fired),
             )
             return _minimized(found, result, profile, max_replays) if minimize else found
+    return Hunt(mutant, description, False, None, None, run)
+
+
+def hunt_by_search(
+    mutant: str,
+    *,
+    budget: int = BUDGET,
+    profile: str = "lite",
+    search_seed: int = 0,
+    minimize: bool = True,
+    max_replays: int = 100,
+) -> Hunt:
+    """`hunt`, with Hypothesis drawing the fault plans (`sim/search.py`): up to `budget`
+    draws split between the mutant's workloads, the first failing plan shrunk."""
+    from trio_kafka.sim.search import search
+
+    description, workloads = MUTANTS[mutant]
+    per_workload = max(1, budget // len(workloads))
+    run = 0
+    for workload in workloads:
+        found = search(
+            workload,
+            profile=profile,
+            examples=per_workload,
+            search_seed=search_seed,
+            mutant=mutant,
+            minimize=minimize,
+            max_replays=max_replays,
+        )
+        run += found.examples
+        result = found.shrunk_result
+        if found.shrunk is None or result is None:
+            continue
+        return Hunt(
+            mutant,
+            description,
+            True,
+            workload,
+            found.shrunk.seed,
+            run,
+            result.failure_class,
+            result.violations[0] if result.violations else None,
+            len(result.fired),
+            found.minimized,
+            found.replays,
+            f"{found.replay} --mutant {mutant}",
+        )
     return Hunt(mutant, description, False, None, None, run)
 
 
