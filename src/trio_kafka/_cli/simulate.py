@@ -282,9 +282,7 @@ def simulate(
             jobs=jobs,
             minimize=not no_minimize,
         )
-        if json_file is not None:
-            json_file.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
-            console.print(f"report written to {json_file}")
+        _write_report(console, json_file, report)
         if report["killed"] < report["mutants"]:
             raise SystemExit(1)
         return
@@ -306,9 +304,7 @@ def simulate(
             mutant=planted,
             minimize=not no_minimize,
         )
-        if json_file is not None:
-            json_file.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
-            console.print(f"report written to {json_file}")
+        _write_report(console, json_file, report)
         if report["found"]:
             raise SystemExit(1)
         return
@@ -351,9 +347,7 @@ def simulate(
     else:
         results = run_with_progress(console, workload, seed_list, profile, jobs, imports)
     report = report_results(console, workload, profile, results, minimize_failures=not no_minimize)
-    if json_file is not None:
-        json_file.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
-        console.print(f"report written to {json_file}")
+    _write_report(console, json_file, report)
     if ledger_file is not None:
         from trio_kafka._cli import simulate_ledger
 
@@ -366,3 +360,10 @@ def simulate(
         console.print(f"run recorded in {ledger_file}")
     if report["failed"]:
         raise SystemExit(1)
+
+
+def _write_report(console: Any, path: Path | None, report: dict[str, Any]) -> None:
+    """The JSON report, when `--json` asked for one."""
+    if path is not None:
+        path.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+        console.print(f"report written to {path}")
