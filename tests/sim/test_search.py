@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -134,10 +136,27 @@ def test_search_finds_a_planted_bug_shrinks_its_plan_and_minimizes_its_faults() 
     assert wanted in result.output
 
 
-def test_a_search_is_the_same_every_time() -> None:
-    one = search("idempotent", mutant=BUG, examples=50, search_seed=3, max_replays=5)
-    two = search("idempotent", mutant=BUG, examples=50, search_seed=3, max_replays=5)
+SEARCH = (
+    "import json; from trio_kafka.sim.search import search; "
+    f"print(json.dumps(search('idempotent', mutant={BUG!r}, examples=50, search_seed=3, "
+    "max_shrink_runs=20, max_replays=5).to_json(), sort_keys=True))"
+)
+
+
+def test_a_search_is_the_same_every_time_and_in_any_process() -> None:
+    """In this process (the package and the tests loaded) and in a fresh interpreter
+    (Hypothesis's integers would take constants from loaded modules' source)."""
+    one = search(
+        "idempotent", mutant=BUG, examples=50, search_seed=3, max_shrink_runs=20, max_replays=5
+    )
+    two = search(
+        "idempotent", mutant=BUG, examples=50, search_seed=3, max_shrink_runs=20, max_replays=5
+    )
     assert one.found and one.to_json() == two.to_json()
+    fresh = subprocess.run(
+        [sys.executable, "-c", SEARCH], capture_output=True, text=True, check=True
+    ).stdout
+    assert json.loads(fresh) == one.to_json()
 
 
 def test_a_search_without_a_failure_runs_every_plan() -> None:

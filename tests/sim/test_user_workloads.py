@@ -169,7 +169,7 @@ def test_a_property_over_a_users_workload_and_a_search_for_its_bug(user_module: 
         assert result.ok, (case.replay_command("user-orders", "lite"), result.violations[:3])
 
     test_orders_survive_every_fault_plan()
-    found = search("user-resend", examples=100, max_replays=20)
+    found = search("user-resend", examples=100, max_shrink_runs=15, minimize=False)
     assert found.found and found.shrunk_result is not None
     assert found.shrunk_result.failure_class in {"duplicate", "failed-but-written"}
 

@@ -42,8 +42,8 @@ from trio_kafka.sim.mutants import planted
 from trio_kafka.sim.runner import RunOutput, SeedResult, run_seed
 from trio_kafka.sim.workloads import Workload, get_workload
 
-#: Seeds Hypothesis draws from (it shrinks them towards 0): 31 bits.
-SEED_BITS = 31
+#: Seeds Hypothesis draws: 4 base-100 digits, 0 to 99,999,999 (shrinking towards 0).
+SEED_DIGITS = 4
 
 
 def _profile(profile: str | Profile) -> Profile:
@@ -55,22 +55,20 @@ def _profile(profile: str | Profile) -> Profile:
         raise ValueError(f"unknown profile {profile!r} (known: {', '.join(PROFILES)})") from None
 
 
-#: Bits of a drawn rate: 128 steps between 0 and the kind's maximum.
-_RATE_BITS = 7
+def digits(n: int) -> st.SearchStrategy[int]:
+    """An integer of `n` base-100 digits, each drawn as `st.integers(0, 99)`, the most
+    significant first (so it shrinks towards 0).
 
-
-def bits(n: int) -> st.SearchStrategy[int]:
-    """A uniform integer of `n` bits, drawn a bit at a time (the most significant first,
-    so it shrinks towards 0).
-
-    Booleans, not `st.integers`: Hypothesis draws integers now and then from the
-    constants in the source of every local module loaded so far, so what a search draws
-    would depend on what the process had imported (the command line and a script found
-    different plans with the same arguments). Booleans take no constants."""
+    Not one `st.integers` over the whole range: Hypothesis now and then draws an integer
+    from the constants in the source of the local modules loaded so far, so what a search
+    drew would depend on what the process had imported (the command line and a script
+    found different plans with the same arguments). It never takes a constant below 100
+    from there, so digits are drawn the same in any process."""
     if n < 1:
-        raise ValueError(f"bits: n must be at least 1, not {n}")
-    return st.tuples(*(st.booleans() for _ in range(n))).map(
-        lambda drawn: sum(1 << (n - 1 - i) for i, bit in enumerate(drawn) if bit)
+        raise ValueError(f"digits: n must be at least 1, not {n}")
+    digit = st.integers(min_value=0, max_value=99)
+    return st.tuples(*(digit for _ in range(n))).map(
+        lambda drawn: sum(d * 100 ** (n - 1 - i) for i, d in enumerate(drawn))
     )
 
 
@@ -78,7 +76,7 @@ def fault_rates(
     profile: str | Profile = "lite", *, kinds: frozenset[FaultKind] | None = None
 ) -> st.SearchStrategy[dict[FaultKind, float]]:
     """A rate for every fault kind, drawn as the seed sweep's swarm plans are: off with
-    the profile's `kind_off_probability`, else uniform up to the kind's maximum (in 128
+    the profile's `kind_off_probability`, else uniform up to the kind's maximum (in 100
     steps); BUGGIFY on (1.0) or off. `kinds`: only these may be on. Shrinks towards
     every kind off.
 
@@ -86,20 +84,19 @@ def fault_rates(
     numbers, so most kinds would be off or at an edge, and bugs that need several kinds
     at middling rates went unfound.)"""
     prof = _profile(profile)
-    steps = 1 << _RATE_BITS
-    off_below = round(steps * prof.kind_off_probability)
+    off_below = round(100 * prof.kind_off_probability)
 
     def one(kind: FaultKind) -> st.SearchStrategy[float]:
         top = prof.max_rates.get(kind, 0.0)
         if top <= 0.0 or (kinds is not None and kind not in kinds):
             return st.just(0.0)
         # Drawn first and shrinking to 0: off.
-        on = bits(_RATE_BITS).map(lambda n: n >= off_below)
+        on = digits(1).map(lambda n: n >= off_below)
         if kind is FaultKind.BUGGIFY:
             return on.map(lambda yes: 1.0 if yes else 0.0)
-        return st.tuples(on, bits(_RATE_BITS)).map(
+        return st.tuples(on, digits(1)).map(
             # (rounded: 0.0095, not 0.009500000000000001, in reports and commands)
-            lambda drawn: round(top * (drawn[1] + 1) / steps, 12) if drawn[0] else 0.0
+            lambda drawn: round(top * (drawn[1] + 1) / 100, 12) if drawn[0] else 0.0
         )
 
     return st.fixed_dictionaries({kind: one(kind) for kind in FaultKind})
@@ -151,10 +148,10 @@ def plan_cases(
     seeds: st.SearchStrategy[int] | None = None,
     kinds: frozenset[FaultKind] | None = None,
 ) -> st.SearchStrategy[PlanCase]:
-    """Fault plans to run: a seed (from `seeds`, default `bits(31)`) and `fault_rates`."""
+    """Fault plans to run: a seed (from `seeds`, default `digits(4)`) and `fault_rates`."""
     return st.builds(
         PlanCase,
-        seed=seeds if seeds is not None else bits(SEED_BITS),
+        seed=seeds if seeds is not None else digits(SEED_DIGITS),
         rates=fault_rates(profile, kinds=kinds),
     )
 
@@ -319,4 +316,12 @@ def search(
     )
 
 
-__all__ = ["SEED_BITS", "PlanCase", "SearchResult", "bits", "fault_rates", "plan_cases", "search"]
+__all__ = [
+    "SEED_DIGITS",
+    "PlanCase",
+    "SearchResult",
+    "digits",
+    "fault_rates",
+    "plan_cases",
+    "search",
+]
