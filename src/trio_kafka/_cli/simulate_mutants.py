@@ -1,5 +1,5 @@
 """`trio-kafka simulate --mutants`: hunt the planted client bugs and print the kill rate
-(`--mutants --search N`: with fault plans Hypothesis draws, `sim.mutants.hunt_by_search`).
+(`--mutants --search N`: with fault plans Hypothesis draws, `sim.search.hunt_by_search`).
 
 For each mutant (sim/mutants.py), `sim.mutants.hunt` runs seeds of the workloads
 that can expose it until the first failing one (at most `--seeds`, default 2,000), then
@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from trio_kafka._cli.simulate_options import quiet_client_logs
-from trio_kafka.sim.mutants import MUTANTS, Hunt, Summary, hunt, hunt_by_search
+from trio_kafka.sim.mutants import MUTANTS, Hunt, Summary, hunt
 
 
 def run_mutants(
@@ -54,6 +54,8 @@ def run_mutants(
             t0 = time.perf_counter()
             with console.status(f"hunting {name}..."):
                 if by_search:
+                    from trio_kafka.sim.search import hunt_by_search  # needs hypothesis
+
                     found = hunt_by_search(
                         name,
                         budget=budget,

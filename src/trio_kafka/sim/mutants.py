@@ -318,53 +318,6 @@ def hunt(
     return Hunt(mutant, description, False, None, None, run)
 
 
-def hunt_by_search(
-    mutant: str,
-    *,
-    budget: int = BUDGET,
-    profile: str = "lite",
-    search_seed: int = 0,
-    minimize: bool = True,
-    max_replays: int = 100,
-) -> Hunt:
-    """`hunt`, with Hypothesis drawing the fault plans (`sim/search.py`): up to `budget`
-    draws split between the mutant's workloads, the first failing plan shrunk."""
-    from trio_kafka.sim.search import search
-
-    description, workloads = MUTANTS[mutant]
-    per_workload = max(1, budget // len(workloads))
-    run = 0
-    for workload in workloads:
-        found = search(
-            workload,
-            profile=profile,
-            examples=per_workload,
-            search_seed=search_seed,
-            mutant=mutant,
-            minimize=minimize,
-            max_replays=max_replays,
-        )
-        run += found.examples
-        result = found.shrunk_result
-        if found.shrunk is None or result is None:
-            continue
-        return Hunt(
-            mutant,
-            description,
-            True,
-            workload,
-            found.shrunk.seed,
-            run,
-            result.failure_class,
-            result.violations[0] if result.violations else None,
-            len(result.fired),
-            found.minimized,
-            found.replays,
-            f"{found.replay} --mutant {mutant}",
-        )
-    return Hunt(mutant, description, False, None, None, run)
-
-
 def _minimized(found: Hunt, result: SeedResult, profile: str, max_replays: int) -> Hunt:
     assert found.workload is not None and found.seed is not None
     assert result.failure_class is not None

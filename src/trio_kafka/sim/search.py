@@ -38,7 +38,7 @@ from hypothesis.errors import NoSuchExample
 
 from trio_kafka.sim.faults import PROFILES, FaultIdentity, FaultKind, Profile
 from trio_kafka.sim.minimize import ddmin, fault_id, format_rates, replay_command
-from trio_kafka.sim.mutants import planted
+from trio_kafka.sim.mutants import BUDGET, MUTANTS, Hunt, planted
 from trio_kafka.sim.runner import RunOutput, SeedResult, run_seed
 from trio_kafka.sim.workloads import Workload, get_workload
 
@@ -316,12 +316,58 @@ def search(
     )
 
 
+def hunt_by_search(
+    mutant: str,
+    *,
+    budget: int = BUDGET,
+    profile: str = "lite",
+    search_seed: int = 0,
+    minimize: bool = True,
+    max_replays: int = 100,
+) -> Hunt:
+    """`hunt`, with Hypothesis drawing the fault plans (`sim/search.py`): up to `budget`
+    draws split between the mutant's workloads, the first failing plan shrunk."""
+    description, workloads = MUTANTS[mutant]
+    per_workload = max(1, budget // len(workloads))
+    run = 0
+    for workload in workloads:
+        found = search(
+            workload,
+            profile=profile,
+            examples=per_workload,
+            search_seed=search_seed,
+            mutant=mutant,
+            minimize=minimize,
+            max_replays=max_replays,
+        )
+        run += found.examples
+        result = found.shrunk_result
+        if found.shrunk is None or result is None:
+            continue
+        return Hunt(
+            mutant,
+            description,
+            True,
+            workload,
+            found.shrunk.seed,
+            run,
+            result.failure_class,
+            result.violations[0] if result.violations else None,
+            len(result.fired),
+            found.minimized,
+            found.replays,
+            f"{found.replay} --mutant {mutant}",
+        )
+    return Hunt(mutant, description, False, None, None, run)
+
+
 __all__ = [
     "SEED_DIGITS",
     "PlanCase",
     "SearchResult",
     "digits",
     "fault_rates",
+    "hunt_by_search",
     "plan_cases",
     "search",
 ]
