@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import textwrap
 from pathlib import Path
 
@@ -188,6 +189,26 @@ def test_simulate_runs_a_users_workload(user_module: str, args: list[str]) -> No
     result = CliRunner().invoke(main, ["simulate", *args, "--seeds", "2", "--jobs", "1"])
     assert result.exit_code == 0, result.output
     assert "user-orders" in result.output
+
+
+@pytest.mark.parametrize("form", ["import", "module:function"])
+def test_simulate_finds_a_users_module_in_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    """As `python -m` would: run from the project, `--import my_module` finds
+    my_module.py there (the console script's own path does not have it)."""
+    name = f"cwd_orders_{form.replace(':', '_')}"
+    (tmp_path / f"{name}.py").write_text(USER_MODULE.replace('"user-', f'"{name}-'))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    args = (
+        ["--import", name, "--workload", f"{name}-orders"]
+        if form == "import"
+        else ["--workload", f"{name}:orders"]
+    )
+    result = CliRunner().invoke(main, ["simulate", *args, "--seeds", "2", "--jobs", "1"])
+    assert result.exit_code == 0, result.output
+    assert f"{name}-orders" in result.output
 
 
 @pytest.mark.parametrize(

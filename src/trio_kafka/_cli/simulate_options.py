@@ -37,10 +37,24 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
+def _cwd_on_path() -> None:
+    """The current directory on the import path, as `python -m` has it: `--import
+    my_module` run from the project that holds my_module.py finds it (the console
+    script's path has only its own directory)."""
+    import os
+    import sys
+
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+
+
 def import_workloads(modules: Sequence[str]) -> None:
     """Import the modules whose `@register` calls add workloads (also in each worker)."""
     import importlib
 
+    if modules:
+        _cwd_on_path()
     for module in modules:
         importlib.import_module(module)
 
@@ -53,6 +67,7 @@ def resolve_workload(spec: str, imports: Sequence[str]) -> str:
         return spec
     import importlib
 
+    _cwd_on_path()
     try:
         loaded = importlib.import_module(module)
     except ImportError as exc:
