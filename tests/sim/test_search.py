@@ -231,6 +231,26 @@ def test_simulate_mutants_hunts_with_the_search(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "name", "message"),
+    [
+        ("print('not json')", "junk.json", "Expecting value"),
+        ('{"a": 1}', "other.json", "no workload or seed in it"),
+        ("[1, 2]", "list.json", "no workload or seed in it"),
+        ("a = [", "broken.toml", "Invalid value"),
+    ],
+)
+def test_simulate_replay_names_a_file_it_cannot_replay(
+    tmp_path: Path, text: str, name: str, message: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    result = CliRunner().invoke(main, ["simulate", "--replay", str(path)], env={"COLUMNS": "400"})
+    assert result.exit_code == 2, result.output
+    assert "is not a JSON report of trio-kafka simulate" in result.output
+    assert message in result.output, result.output
+
+
+@pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--search", "3", "--faults", "none"], "--search draws its own plans"),
@@ -243,9 +263,11 @@ def test_simulate_mutants_hunts_with_the_search(tmp_path: Path) -> None:
         (["--seed", "1", "--mutant", BUG, "--mutant", "reorder-retries"], "one bug at a time"),
         (["--search", "2", "--mutant", BUG, "--mutant", "reorder-retries"], "one bug at a time"),
         (["--seed", "1", "--seeds", "3", "--faults", "none"], "a replay runs one seed"),
+        (["--search", "3", "--json", "/nonexistent/dir/r.json"], "does not exist"),
+        (["--seeds", "3", "--ledger", "/nonexistent/dir/l.csv"], "does not exist"),
     ],
 )
 def test_simulate_names_wrong_search_and_replay_options(args: list[str], message: str) -> None:
-    result = CliRunner().invoke(main, ["simulate", *args])
+    result = CliRunner().invoke(main, ["simulate", *args], env={"COLUMNS": "400"})
     assert result.exit_code == 2, result.output
     assert message in result.output, result.output

@@ -181,6 +181,12 @@ def simulate(
     list_workloads: bool,
 ) -> None:
     """Run the real client against simulated brokers and a faulty simulated network."""
+    for option, path in (("--json", json_file), ("--trace", trace_file), ("--ledger", ledger_file)):
+        if path is not None and not path.absolute().parent.is_dir():  # before any run
+            raise click.BadParameter(
+                f"{path}: the directory {path.absolute().parent} does not exist",
+                param_hint=option,
+            )
     from rich.console import Console
 
     console = Console(stderr=True)

@@ -77,14 +77,29 @@ def run_single(
 
 
 def load_cases(path: Path) -> list[dict[str, Any]]:
-    """The seeds of a JSON report (`failures`) or of a regression file (one case)."""
-    text = path.read_text()
-    if path.suffix == ".toml":
-        import tomllib
+    """The seeds of a JSON report (`failures`), a `--search` report (its shrunk plan) or
+    a regression file (one case). Anything else is refused naming the file."""
+    import tomllib
 
-        data: Any = tomllib.loads(text)
-    else:
-        data = json.loads(text)
+    what = "is not a JSON report of trio-kafka simulate or a regression file (.toml)"
+    try:
+        text = path.read_text()
+        data: Any = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, TOMLDecodeError
+        raise click.BadParameter(f"{path} {what}: {exc}", param_hint="--replay") from None
+    cases = _cases(data)
+    for case in cases:
+        missing = [key for key in ("workload", "seed") if key not in case]
+        if missing:
+            raise click.BadParameter(
+                f"{path} {what}: no {' or '.join(missing)} in it", param_hint="--replay"
+            )
+    return cases
+
+
+def _cases(data: Any) -> list[dict[str, Any]]:
+    if not isinstance(data, dict):
+        return [{}]
     if "shrunk" in data:  # a --search report: the shrunk plan with its minimized faults
         minimized = data.get("minimized", {})
         return [
