@@ -227,7 +227,7 @@ class SearchResult:
 def search(
     workload: str | Workload,
     *,
-    profile: str = "lite",
+    profile: str | Profile = "lite",
     examples: int = 100,
     search_seed: int = 0,
     mutant: str | None = None,
