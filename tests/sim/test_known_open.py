@@ -26,7 +26,10 @@ def test_idempotent_standard_seed_10816290_duplicates_a_record() -> None:
     118 -> 12 faults: a black hole after apply on p0's connection to broker 1, two
     clogs, a leader change of partition 2, and BUGGIFY's forced epoch bumps (2), a
     forced batch split and tiny request timeouts (5): a forced epoch bump with a
-    request that may still land, as in `new-producer-id-on-bump`'s shape. Replay:
+    request that may still land, as in `new-producer-id-on-bump`'s shape. In the replay's
+    trace, w1-10's request was in flight on the connection the tiny timeout closed, but
+    not in the attempt whose batches the forced bump reported Ambiguous: it landed under
+    the old epoch and its batch was resent under the new one (session 7's note). Replay:
     trio-kafka simulate --profile standard --workload idempotent --seed 10816290
     --faults blackhole-after-apply.136b19ce,buggify.95722473,buggify.76540fd6,buggify.26e1d347,clog.d91fd22a,clog.7beb2d57,buggify.74a09047,leader-change.f6560ffd,buggify.06e8f516,buggify.d4a07793,buggify.a8d44d6e,buggify.d07bba2e
     """
