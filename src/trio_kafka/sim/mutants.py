@@ -59,9 +59,10 @@ from trio_kafka.sim._broken_rules import (
     _TimeoutNotWritten,
     _V1EndTxnEpoch,
 )
-from trio_kafka.sim.faults import FaultIdentity
+from trio_kafka.sim.faults import FaultIdentity, Profile
 from trio_kafka.sim.minimize import ddmin, fault_id
-from trio_kafka.sim.runner import SeedResult, run_seed
+from trio_kafka.sim.runner import SeedResult, run_seed, still_fails
+from trio_kafka.sim.workloads import Workload
 
 # -- the planted bugs ---------------------------------------------------------------------
 
@@ -214,6 +215,19 @@ def enabled(name: str) -> Iterator[None]:
         yield
 
 
+def still_fails_planted(
+    mutant: str | None, workload: str | Workload, seed: int, profile: str | Profile, wanted: str
+) -> Callable[[tuple[FaultIdentity, ...]], bool]:
+    """`runner.still_fails` with `mutant`'s bug planted in each replay (a ddmin test)."""
+    test = still_fails(workload, seed, profile, wanted)
+
+    def planted_test(faults: tuple[FaultIdentity, ...]) -> bool:
+        with planted(mutant):
+            return test(faults)
+
+    return planted_test
+
+
 def planted(name: str | None) -> contextlib.AbstractContextManager[None]:
     """`enabled(name)`, or the client as it is for None. An unknown name raises KeyError
     at once (before the block), naming the known mutants."""
@@ -321,14 +335,10 @@ def hunt(
 def _minimized(found: Hunt, result: SeedResult, profile: str, max_replays: int) -> Hunt:
     assert found.workload is not None and found.seed is not None
     assert result.failure_class is not None
-    workload, seed, wanted = found.workload, found.seed, result.failure_class
-
-    def still_fails(faults: tuple[FaultIdentity, ...]) -> bool:
-        with enabled(found.mutant):
-            replay = run_seed(workload, seed, profile=profile, faults=faults).result
-        return wanted in replay.classes
-
-    shrunk = ddmin(result.fired_identities(), still_fails, max_replays=max_replays)
+    test = still_fails_planted(
+        found.mutant, found.workload, found.seed, profile, result.failure_class
+    )
+    shrunk = ddmin(result.fired_identities(), test, max_replays=max_replays)
     return attrs.evolve(
         found, minimized=tuple(fault_id(f) for f in shrunk.minimal), replays=shrunk.replays
     )

@@ -331,7 +331,7 @@ async def _final_reads(
 
 
 def still_fails(
-    workload: str, seed: int, profile: str, failure_class: str
+    workload: str | Workload, seed: int, profile: str | Profile, failure_class: str
 ) -> Callable[[tuple[FaultIdentity, ...]], bool]:
     """A `ddmin` predicate: does a replay with these faults keep `failure_class`?"""
 

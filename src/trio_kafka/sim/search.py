@@ -38,7 +38,7 @@ from hypothesis.errors import NoSuchExample
 
 from trio_kafka.sim.faults import PROFILES, FaultIdentity, FaultKind, Profile
 from trio_kafka.sim.minimize import ddmin, fault_id, format_rates, replay_command
-from trio_kafka.sim.mutants import BUDGET, MUTANTS, Hunt, planted
+from trio_kafka.sim.mutants import BUDGET, MUTANTS, Hunt, planted, still_fails_planted
 from trio_kafka.sim.runner import RunOutput, SeedResult, run_seed
 from trio_kafka.sim.workloads import Workload, get_workload
 
@@ -299,15 +299,8 @@ def search(
     )
     if not minimize:
         return found
-    failure = wanted
-
-    def still_fails(faults: tuple[FaultIdentity, ...]) -> bool:
-        with planted(mutant):
-            replay = run_seed(spec, shrunk.seed, profile=prof, faults=faults).result
-        return failure in replay.classes
-
-    fired = shrunk_result.fired_identities()
-    cut = ddmin(fired, still_fails, max_replays=max_replays)
+    test = still_fails_planted(mutant, spec, shrunk.seed, prof, wanted)
+    cut = ddmin(shrunk_result.fired_identities(), test, max_replays=max_replays)
     return attrs.evolve(
         found,
         minimized=tuple(fault_id(f) for f in cut.minimal),
