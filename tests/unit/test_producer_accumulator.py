@@ -320,8 +320,12 @@ def test_a_request_settles_only_its_batches_still_in_flight_and_frees_the_node()
     settled = core.handle_response(node, batches, answers, 0.0)
     assert (settled.completed, settled.retried, settled.refresh_metadata) == (2, 0, False)
     assert core.accumulator.node_in_flight == {}
+    core.append("t", VALUE, partition=0, now=0.0)
+    assert list(core.drain(0.0, [1])) == [1]
+    assert core.accumulator.node_in_flight == {1: 1}
     again = core.handle_response(node, batches, answers, 0.0)  # a late duplicate: no-op
     assert (again.completed, again.retried) == (0, 0)
+    assert core.accumulator.node_in_flight == {1: 1}  # the later request still counts
 
 
 def test_append_many_fills_batches_in_one_call() -> None:

@@ -180,3 +180,45 @@ def test_a_refused_bumped_epoch_stops_an_idempotent_producer_saying_why() -> Non
     assert core.fatal_error is outcome.error
     core.expire(0.02)
     assert core.metrics_snapshot().epoch_bumps == 0  # nothing more after a fatal error
+
+
+def test_a_request_split_in_two_keeps_a_bump_waiting_for_both_halves() -> None:
+    # Seed 10816290 (simulations/regressions/idempotent-standard-10816290.toml): BUGGIFY
+    # sent one drained request as one request per batch but counted one in flight, so
+    # the first half to settle let a pending bump rewrite the partition while the other
+    # half was still out; its batch was resent under the new epoch and landed twice.
+    config = ProducerConfig.from_kwargs(batch_size=100, linger=0.0, retry_backoff=0.1)
+    cluster = ClusterView.from_leaders({"t": [1, 1]})
+    core = ProducerCore(config, random.Random(3), cluster=cluster)
+    core.set_producer_id(PID, 0, 0.0)
+    first = core.append("t", VALUE, partition=0, now=0.0)
+    (zombie,) = drain_one(core, 0.0)
+    late = core.append("t", VALUE, partition=0, now=0.0)
+    other = core.append("t", VALUE, partition=1, now=0.0)
+    pair = drain_one(core, 0.0)
+    assert sorted((b.partition, b.base_sequence) for b in pair) == [(0, 1), (1, 0)]
+    core.split_request(1, 2)  # sent as two requests: each settles on its own
+    (p0,) = [b for b in pair if b.partition == 0]
+    (p1,) = [b for b in pair if b.partition == 1]
+    core.handle_request_failure(1, [zombie], ConnectionLostError("reset"), 0.01)
+    core.sequencing.request_epoch_bump(TP)  # as BUGGIFY's forced bump does
+    answer(core, [p1], 0.02, base_offset=0)  # one half back, the other still out
+    assert not core.epoch_bump_due
+    assert core.expire(0.03) == []  # no bump while p0's request may land
+    assert core.sequencing.producer_epoch == 0
+    core.handle_request_failure(1, [p0], ConnectionLostError("reset"), 0.04)
+    ended = core.expire(0.05)  # now the bump: both possibly-written batches end
+    assert core.sequencing.producer_epoch == 1
+    assert sorted(b.base_sequence for b in ended) == [0, 1] and p0 in ended
+    assert first is not None and late is not None and other is not None
+    assert isinstance(first.outcome, Ambiguous) and isinstance(late.outcome, Ambiguous)
+    assert other.outcome is not None and not isinstance(other.outcome, Ambiguous)
+
+
+def test_a_request_settled_twice_is_a_bookkeeping_error() -> None:
+    core = make_core()
+    send(core, 1)
+    (batch,) = drain_one(core, 0.0)
+    answer(core, [batch], 0.01, base_offset=0)
+    with pytest.raises(AssertionError, match="never in flight"):
+        core.accumulator.batches.request_done(1)

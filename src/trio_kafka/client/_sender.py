@@ -230,6 +230,7 @@ class Sender:
         if self.buggify("client.forced_metadata_refresh"):
             self.refresh_metadata()
         if len(batches) > 1 and self.buggify("client.forced_batch_split"):
+            self.core.split_request(node_id, len(batches))
             for batch in batches:
                 self.nodes[node_id].submit([batch])
         else:

@@ -145,7 +145,6 @@ class ProducerCore:
     @property
     def needs_producer_id(self) -> bool:
         """Idempotent and no producer id yet: run InitProducerId, then `set_producer_id`.
-
         Always False when the policy owns InitProducerId (a transactional producer: the
         transaction manager runs it and hands the driver the id to install)."""
         seq = self.sequencing
@@ -169,7 +168,6 @@ class ProducerCore:
     ) -> list[ProducerBatch]:
         """Install the answer of InitProducerId (or a bumped epoch of the same id).
         Returns the batches that ended Ambiguous (see `Sequencer.new_producer_id`).
-
         While an epoch bump is pending and our id can still be bumped, only the next
         epochs of the same id are taken: a new producer id would not fence the old one's
         late requests (ValueError: a driver bug)."""
@@ -209,6 +207,11 @@ class ProducerCore:
         drained = self.accumulator.drain(now, nodes, max_request_size)
         self.metrics.count_drained(drained.values())
         return drained
+
+    def split_request(self, node: int, parts: int) -> None:
+        """`drain`'s request for `node` goes out as `parts` (BUGGIFY): each settles on
+        its own, so each counts as in flight (an epoch bump waits for all: 10816290)."""
+        self.accumulator.batches.requests_started(node, parts - 1)
 
     def encode(self, batch: ProducerBatch) -> bytes:
         """The record batch bytes for `batch`'s PartitionProduceData.records."""
@@ -488,11 +491,8 @@ class ProducerCore:
             self.sequencing.on_fatal(error)
 
     def fail_all(self, error: KafkaError) -> int:
-        """Fail every queued batch (closing without flush, or after a fatal error).
-
-        Batches never sent fail with `error`; those an earlier attempt of which may have
-        landed become Ambiguous. In-flight batches settle when their requests return.
-        """
+        """Fail every queued batch (closing without flush, or after a fatal error): with
+        `error` if never sent, else Ambiguous; in-flight ones settle when they return."""
         batches = self.accumulator.batches.take_all_queued()
         for batch in batches:
             self.sequencing.on_final(batch, gap=False, error=error)
@@ -504,7 +504,7 @@ class ProducerCore:
     def begin_flush(self) -> None:
         self.accumulator.flushing += 1
 
-    def end_flush(self) -> None:
+    def end_flush(self) -> None:  # (flushes nest: each begin has its end)
         self.accumulator.flushing -= 1
 
     def close(self) -> None:

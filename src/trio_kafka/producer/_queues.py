@@ -191,7 +191,7 @@ class BatchQueues:
                 self._drain_index[node] = start + 1
             if taken:
                 result[node] = taken
-                self.node_in_flight[node] = self.node_in_flight.get(node, 0) + 1
+                self.requests_started(node)
                 self._node_drain_time[node] = now
         return result
 
@@ -208,7 +208,8 @@ class BatchQueues:
         """A request to `node` came back (or could not leave): each of its batches still
         in flight leaves the in-flight counts and `settle` decides it (the core's);
         `refresh`: ask for metadata whatever they say."""
-        self.request_done(node)
+        if any(batch.state is BatchState.IN_FLIGHT for batch in batches):
+            self.request_done(node)  # (else a late duplicate of a settled request)
         completed = retried = 0
         for batch in batches:
             if batch.state is not BatchState.IN_FLIGHT:
@@ -231,8 +232,15 @@ class BatchQueues:
         else:
             self.partition_in_flight.pop(tp, None)
 
+    def requests_started(self, node: int, count: int = 1) -> None:
+        """`count` more requests to `node` are in flight (each settles once)."""
+        self.node_in_flight[node] = self.node_in_flight.get(node, 0) + count
+
     def request_done(self, node: int) -> None:
         left = self.node_in_flight.get(node, 0) - 1
+        # A request settled that was never counted would let an epoch bump (which
+        # waits for none in flight) overtake one still out (seed 10816290).
+        assert left >= 0, f"a request to node {node} settled that was never in flight"
         if left > 0:
             self.node_in_flight[node] = left
         else:

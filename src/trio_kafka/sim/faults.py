@@ -413,7 +413,7 @@ class BuggifyRegistry:
 BUGGIFY_SITES = BuggifyRegistry()
 BUGGIFY_SITES.register("client.tiny_request_timeout", "a request timeout becomes tiny")
 BUGGIFY_SITES.register("client.forced_metadata_refresh", "refresh metadata before a send")
-BUGGIFY_SITES.register("client.forced_batch_split", "split a batch as if it were too large")
+BUGGIFY_SITES.register("client.forced_batch_split", "send a request's batches as a request each")
 BUGGIFY_SITES.register(
     "client.forced_epoch_bump", "bump the epoch after a request that may still land"
 )
