@@ -366,6 +366,9 @@ class Sequencer:
             sequence = 0
             keep = []
             for batch in e.inflight:
+                # A request still out could land under the old epoch after the rewrite
+                # (the bump waits for none in flight: seed 10816290 broke that).
+                assert batch.state is not BatchState.IN_FLIGHT, f"rewritten in flight: {batch}"
                 if self.rules.drop_on_rewrite(batch):
                     dropped.append(batch)
                     e.retrying.discard(batch)
