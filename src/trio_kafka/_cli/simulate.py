@@ -358,14 +358,17 @@ def simulate(
         from trio_kafka._cli import simulate_ledger
 
         try:
+            note = "" if results.interrupted is None else f"stopped early: {results.interrupted}"
             simulate_ledger.append(
-                ledger_file, simulate_ledger.run_row(report, start, **ledger_start)
+                ledger_file, simulate_ledger.run_row(report, start, note=note, **ledger_start)
             )
         except simulate_ledger.LedgerError as exc:
             raise click.BadParameter(str(exc), param_hint="--ledger") from None
         console.print(f"run recorded in {ledger_file}")
     if report["failed"]:
         raise SystemExit(1)
+    if results.exit_status:
+        raise SystemExit(results.exit_status)
 
 
 def _write_report(console: Any, path: Path | None, report: dict[str, Any]) -> None:

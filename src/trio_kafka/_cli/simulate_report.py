@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from trio_kafka._cli.simulate_workers import SeedRun
 from trio_kafka.sim.faults import BUGGIFY_SITES, MIN_FAULT_SHARE, FaultKind, rare_kinds
 from trio_kafka.sim.minimize import fault_id, replay_command
 from trio_kafka.sim.runner import SeedResult, still_fails
@@ -34,13 +35,15 @@ def report_results(
     console: Any,
     workload: str,
     profile: str,
-    run: tuple[list[SeedResult], float],
+    run: SeedRun,
     *,
     minimize_failures: bool,
 ) -> dict[str, Any]:
     from rich.table import Table
 
-    results, wall = run
+    results, wall = run.results, run.wall
+    if run.interrupted is not None:
+        minimize_failures = False  # stopped: say how to replay, and exit
     n = len(results)
     virtual = sum(r.virtual_time for r in results)
     cpu = sum(r.wall_time for r in results)
@@ -149,6 +152,9 @@ def report_results(
         "profile": profile,
         "seeds": n,
         "failed": len(failed),
+        # What stopped the run before its last seed (SIGINT, SIGTERM, a dead worker),
+        # else None: `seeds` then counts those finished, from the first.
+        "interrupted": run.interrupted,
         "wall_time": wall,
         "seeds_per_minute": 60 * n / wall if wall else None,
         "virtual_time": virtual,

@@ -1,22 +1,57 @@
 """How `trio-kafka simulate` runs its seeds: in this process, in `--jobs` worker
 processes, or as Spark tasks (`--spark [--master URL]`, the spark extra), with a progress
 display. Each seed is independent and a pure function of its number, so the order in
-which workers finish does not matter: results come back in seed order."""
+which workers finish does not matter: results come back in seed order.
+
+A local run stops early, keeping what it has, on SIGINT (Ctrl-C) or SIGTERM: no new
+seed starts, the seeds running finish, and the run's report and ledger row hold the
+seeds finished, a contiguous range from the first (a second signal stops at once,
+keeping nothing). A worker process that dies (killed, out of memory) stops it the same
+way. Hours of a sweep are not lost to a stop.
+"""
 
 from __future__ import annotations
 
-import concurrent.futures
+import contextlib
+import multiprocessing
+import signal
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+import attrs
 import click
 
 from trio_kafka._cli.simulate_options import import_workloads, quiet_client_logs
 from trio_kafka.sim.runner import SeedResult, run_seed
 
 
+@attrs.frozen
+class SeedRun:
+    """The seeds a run finished (in seed order, from its first), its wall time, and
+    what stopped it early (SIGINT, SIGTERM, a worker that died), else None."""
+
+    results: list[SeedResult]
+    wall: float
+    interrupted: str | None = None
+
+    @property
+    def exit_status(self) -> int:
+        """128 + the signal's number for a run a signal stopped (the shell's way),
+        1 for one a dead worker stopped, else 0."""
+        if self.interrupted is None:
+            return 0
+        number = getattr(signal, self.interrupted, None)
+        return 128 + int(number) if isinstance(number, signal.Signals) else 1
+
+
 def _init_worker(imports: Sequence[str]) -> None:
+    # Ctrl-C reaches every process of the terminal's group: the parent stops the run
+    # (and its workers) itself, so a worker must not die of it mid-seed.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (not the parent's handler, if forked)
     quiet_client_logs()
     import_workloads(imports)
 
@@ -39,10 +74,28 @@ def run_many(
         for task in tasks:
             yield _run_one(task)
         return
-    with concurrent.futures.ProcessPoolExecutor(
-        max_workers=jobs, initializer=_init_worker, initargs=(tuple(imports),)
-    ) as pool:
+    with _worker_pool(jobs, imports) as pool:
         yield from pool.map(_run_one, tasks, chunksize=max(1, min(16, len(tasks) // (4 * jobs))))
+
+
+@contextlib.contextmanager
+def _worker_pool(jobs: int, imports: Sequence[str]) -> Iterator[ProcessPoolExecutor]:
+    """`jobs` worker processes; on the way out (closed early too) the seeds not started
+    are dropped, the running ones finish, and no worker outlives the pool: one that
+    died breaks the pool, and CPython 3.11's pool may then leave the others waiting for
+    work forever (its manager thread can die cancelling futures), so they are ended."""
+    before = set(multiprocessing.active_children())
+    pool = ProcessPoolExecutor(
+        max_workers=jobs, initializer=_init_worker, initargs=(tuple(imports),)
+    )
+    try:
+        yield pool
+    finally:
+        try:
+            pool.shutdown(cancel_futures=True)
+        finally:
+            for child in set(multiprocessing.active_children()) - before:
+                child.terminate()
 
 
 def run_for(
@@ -61,14 +114,8 @@ def run_for(
     chunk = 8 * max(1, jobs)
     next_seed = first_seed
     limit = None if max_seeds is None else first_seed + max_seeds
-    pool = (
-        concurrent.futures.ProcessPoolExecutor(
-            max_workers=jobs, initializer=_init_worker, initargs=(tuple(imports),)
-        )
-        if jobs > 1
-        else None
-    )
-    try:
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(_worker_pool(jobs, imports)) if jobs > 1 else None
         while time.monotonic() < deadline and (limit is None or next_seed < limit):
             stop = next_seed + chunk if limit is None else min(next_seed + chunk, limit)
             tasks = [(workload, s, profile) for s in range(next_seed, stop)]
@@ -80,9 +127,31 @@ def run_for(
                         return
             else:
                 yield from pool.map(_run_one, tasks)
+
+
+@contextlib.contextmanager
+def _stop_signals() -> Iterator[dict[str, str]]:
+    """While collecting: SIGINT and SIGTERM ask the run to stop (the dict gets the
+    signal's name; the seed running finishes first: a signal raised inside a seed would
+    be taken for the workload's own failure); a second one stops at once. Only in the
+    main thread (elsewhere signals cannot be caught, and nothing changes)."""
+    stop: dict[str, str] = {}
+
+    def handler(signum: int, frame: object) -> None:
+        if stop:
+            raise KeyboardInterrupt  # the second one: stop now, keep nothing
+        stop["signal"] = signal.Signals(signum).name
+
+    try:
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread
+        yield stop
+        return
+    try:
+        yield stop
     finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _collect_with_progress(
@@ -90,28 +159,50 @@ def _collect_with_progress(
     description: str,
     total: int | None,
     columns: Sequence[Any],
-    runs: Iterable[SeedResult],
-) -> tuple[list[SeedResult], float]:
+    runs: Iterator[SeedResult],
+) -> SeedRun:
     """Collect `runs` under a rich progress line (the description, `columns`, the
-    elapsed time), counting failures as they come; returns them and the seconds spent."""
+    elapsed time), counting failures as they come, until they end or a signal or a dead
+    worker stops the run (module doc)."""
     from rich.progress import Progress, TextColumn, TimeElapsedColumn
 
     results: list[SeedResult] = []
     failed = 0
+    interrupted: str | None = None
     started = time.perf_counter()
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        *columns,
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
+    with (
+        _stop_signals() as stop,
+        Progress(
+            TextColumn("[bold]{task.description}"),
+            *columns,
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        ) as progress,
+    ):
         task = progress.add_task(description, total=total, failed=0)
-        for result in runs:
-            results.append(result)
-            failed += not result.ok
-            progress.update(task, advance=1, failed=failed)
-    return results, time.perf_counter() - started
+        try:
+            for result in runs:
+                results.append(result)
+                failed += not result.ok
+                progress.update(task, advance=1, failed=failed)
+                if stop:
+                    break
+        except BrokenProcessPool as exc:
+            interrupted = f"a worker process died ({exc})"
+        finally:
+            close = getattr(runs, "close", None)
+            if close is not None:
+                close()  # the pool stops: running seeds finish, the others are dropped
+        interrupted = stop.get("signal", interrupted)
+    wall = time.perf_counter() - started
+    if interrupted is not None:
+        last = f", seeds {results[0].seed}-{results[-1].seed}" if results else ""
+        console.print(
+            f"[bold yellow]stopped early ({interrupted}) after {len(results)} seed(s)"
+            f"{last}[/]: the report holds those"
+        )
+    return SeedRun(results, wall, interrupted)
 
 
 def run_for_budget(
@@ -123,7 +214,7 @@ def run_for_budget(
     seconds: float,
     max_seeds: int | None,
     imports: tuple[str, ...],
-) -> tuple[list[SeedResult], float]:
+) -> SeedRun:
     from rich.progress import TextColumn
 
     return _collect_with_progress(
@@ -142,7 +233,7 @@ def run_with_progress(
     profile: str,
     jobs: int,
     imports: Sequence[str] = (),
-) -> tuple[list[SeedResult], float]:
+) -> SeedRun:
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 
     return _collect_with_progress(
@@ -156,7 +247,7 @@ def run_with_progress(
 
 def run_on_spark(
     console: Any, workload: str, seeds: list[int], profile: str, master: str | None
-) -> tuple[list[SeedResult], float]:
+) -> SeedRun:
     """The seeds as Spark tasks (`trio_kafka.spark.simulate_on_spark`), in seed order."""
     try:
         import pyspark  # noqa: F401  (only to say clearly what is missing)
@@ -171,4 +262,4 @@ def run_on_spark(
     console.print(f"{workload}/{profile}: {len(seeds)} seeds on Spark ({where})")
     started = time.perf_counter()
     results = list(spark.simulate_on_spark(workload, seeds, profile, master=master))
-    return results, time.perf_counter() - started
+    return SeedRun(results, time.perf_counter() - started)
