@@ -14,6 +14,7 @@ from trio_kafka._cli.simulate_ledger import (
     LedgerRow,
     append,
     markdown,
+    next_seed,
     read,
     totals,
 )
@@ -81,6 +82,37 @@ def test_simulate_appends_its_run_and_the_summary_counts_it(tmp_path: Path) -> N
     summary = CliRunner().invoke(main, ["simulate", "--ledger-summary", str(path)])
     assert summary.exit_code == 0, summary.output
     assert f"| idempotent | lite | 3 | 6 | 2 | 0 | {rows[0].ops * 2:,} |" in summary.output
+
+
+def test_next_seed_is_after_the_highest_seed_of_the_same_workload_and_profile() -> None:
+    rows = [_row("idempotent", 0, 100), _row("idempotent", 5000, 10), _row("cas", 9000, 5)]
+    rows.append(LedgerRow("d", "c", "idempotent", "standard", 20000, 7, 0, 0))
+    assert next_seed(rows, "idempotent", "lite") == 5010
+    assert next_seed(rows, "idempotent", "standard") == 20007
+    assert next_seed(rows, "bulk", "lite") == 0  # never run: from 0
+
+
+def test_seed_next_continues_where_the_ledger_stops(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.csv"  # (missing: the first run starts at 0)
+    args = ["simulate", "-w", "cas", "--seed", "next", "--seeds", "2", "-j", "1"]
+    for _ in range(2):
+        result = CliRunner().invoke(main, [*args, "--ledger", str(path)])
+        assert result.exit_code == 0, result.output
+    assert [(r.first_seed, r.count) for r in read(path)] == [(0, 2), (2, 2)]
+    assert "--seed next: 2 (after the runs of cas/lite in" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--seed", "next"], "--seed next starts after the seeds a ledger recorded"),
+        (["--seed", "nxt"], "expected a seed number or 'next', got 'nxt'"),
+        (["--seed", "-3"], "a seed is not negative, got -3"),
+    ],
+)
+def test_a_wrong_seed_is_refused_naming_it(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(main, ["simulate", "-n", "1", *args])
+    assert result.exit_code == 2 and message in result.output, result.output
 
 
 def test_ledger_is_refused_with_a_replay_or_the_mutant_hunt(tmp_path: Path) -> None:

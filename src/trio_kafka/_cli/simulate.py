@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from trio_kafka._cli.simulate_options import (
+    SeedOrNext,
     default_jobs,
     import_workloads,
     parse_duration,
@@ -39,7 +40,13 @@ from trio_kafka.sim.workloads import WORKLOADS
 @click.option(
     "--seeds", "-n", type=int, default=None, help="How many seeds (default 100; 1 with --seed)."
 )
-@click.option("--seed", type=int, default=None, help="First seed (alone: just this one).")
+@click.option(
+    "--seed",
+    type=SeedOrNext(),
+    default=None,
+    help="First seed (alone: just this one); 'next': the seed after the last one "
+    "--ledger FILE recorded for this workload and profile.",
+)
 @click.option(
     "--profile",
     type=click.Choice(["lite", "standard"]),
@@ -159,7 +166,7 @@ from trio_kafka.sim.workloads import WORKLOADS
 def simulate(
     workload: str | None,
     seeds: int | None,
-    seed: int | None,
+    seed: int | str | None,
     profile: str | None,
     jobs: int | None,
     budget: str | None,
@@ -253,6 +260,9 @@ def simulate(
             "--ledger records runs of seeds: not with --mutants, --search, --replay, "
             "--faults, --rates or --trace"
         )
+    if seed == "next":
+        seed = _next_seed(console, ledger_file, workload, profile)
+    assert not isinstance(seed, str)
     if search_examples is not None:
         clashing = [
             name
@@ -369,6 +379,23 @@ def simulate(
         raise SystemExit(1)
     if results.exit_status:
         raise SystemExit(results.exit_status)
+
+
+def _next_seed(console: Any, ledger_file: Path | None, workload: str, profile: str) -> int:
+    """`--seed next`: the seed after the last one the ledger recorded for the run."""
+    from trio_kafka._cli import simulate_ledger
+
+    if ledger_file is None:
+        raise click.UsageError(
+            "--seed next starts after the seeds a ledger recorded: give --ledger FILE"
+        )
+    try:
+        rows = simulate_ledger.read(ledger_file) if ledger_file.exists() else []
+    except simulate_ledger.LedgerError as exc:
+        raise click.BadParameter(str(exc), param_hint="--ledger") from None
+    seed = simulate_ledger.next_seed(rows, workload, profile)
+    console.print(f"--seed next: {seed} (after the runs of {workload}/{profile} in {ledger_file})")
+    return seed
 
 
 def _write_report(console: Any, path: Path | None, report: dict[str, Any]) -> None:

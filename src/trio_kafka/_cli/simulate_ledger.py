@@ -201,6 +201,13 @@ class Total:
     rows_without_ops: int
 
 
+def next_seed(rows: Iterable[LedgerRow], workload: str, profile: str) -> int:
+    """The seed after the highest that a run of `workload` at `profile` recorded (0 if
+    none did): where a sweep of fresh seeds starts (`--seed next`)."""
+    ends = [r.first_seed + r.count for r in rows if (r.workload, r.profile) == (workload, profile)]
+    return max(ends, default=0)
+
+
 def totals(rows: Iterable[LedgerRow]) -> list[Total]:
     """Per (workload, profile), in first-seen order."""
     groups: dict[tuple[str, str], list[LedgerRow]] = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import click
 
@@ -18,6 +19,24 @@ def default_jobs() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+class SeedOrNext(click.ParamType):  # type: ignore[type-arg]
+    """`--seed`: a seed number, or `next` (the seed after the last one `--ledger`
+    recorded for the workload and profile). (ParamType is generic from click 8.2 on.)"""
+
+    name = "SEED|next"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int) or value == "next":
+            return value
+        try:
+            seed = int(value)
+        except ValueError:
+            self.fail(f"expected a seed number or 'next', got {value!r}", param, ctx)
+        if seed < 0:
+            self.fail(f"a seed is not negative, got {seed}", param, ctx)
+        return seed
 
 
 def parse_duration(text: str) -> float:
