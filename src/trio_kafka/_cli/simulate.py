@@ -44,6 +44,7 @@ from trio_kafka.sim.workloads import WORKLOADS
     "--seed",
     type=SeedOrNext(),
     default=None,
+    metavar="SEED|next",
     help="First seed (alone: just this one); 'next': the seed after the last one "
     "--ledger FILE recorded for this workload and profile.",
 )
