@@ -96,3 +96,16 @@ def test_a_worker_that_dies_stops_the_run_and_its_report_is_kept(tmp_path: Path)
     assert code == 1, output
     check_report(tmp_path, 1100, "a worker process died")
     assert not any(alive(pid) for pid in workers)  # the other one is ended too
+
+
+def test_workers_end_when_the_parent_is_killed_outright(tmp_path: Path) -> None:
+    proc = start(tmp_path, "-w", "idempotent", "--seed", "1300", "-n", "100000", "-j", "2")
+    time.sleep(WARM_UP)
+    workers = children(proc.pid)
+    assert workers, "the pool has no worker yet"
+    proc.kill()  # SIGKILL: no report, but no worker left waiting for work either
+    proc.communicate(timeout=60)
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(alive(pid) for pid in workers)

@@ -7,14 +7,17 @@ A local run stops early, keeping what it has, on SIGINT (Ctrl-C) or SIGTERM: no 
 seed starts, the seeds running finish, and the run's report and ledger row hold the
 seeds finished, a contiguous range from the first (a second signal stops at once,
 keeping nothing). A worker process that dies (killed, out of memory) stops it the same
-way. Hours of a sweep are not lost to a stop.
+way. Hours of a sweep are not lost to a stop. (On Linux a worker also ends when the
+parent is killed outright.)
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import signal
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -47,7 +50,23 @@ class SeedRun:
         return 128 + int(number) if isinstance(number, signal.Signals) else 1
 
 
-def _init_worker(imports: Sequence[str]) -> None:
+def _die_with(parent: int) -> None:
+    """Linux: end this worker when its parent dies, even by SIGKILL (else it would wait
+    for work forever); elsewhere nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # it died before the prctl
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _init_worker(parent: int, imports: Sequence[str]) -> None:
+    _die_with(parent)
     # Ctrl-C reaches every process of the terminal's group: the parent stops the run
     # (and its workers) itself, so a worker must not die of it mid-seed.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -86,7 +105,7 @@ def _worker_pool(jobs: int, imports: Sequence[str]) -> Iterator[ProcessPoolExecu
     work forever (its manager thread can die cancelling futures), so they are ended."""
     before = set(multiprocessing.active_children())
     pool = ProcessPoolExecutor(
-        max_workers=jobs, initializer=_init_worker, initargs=(tuple(imports),)
+        max_workers=jobs, initializer=_init_worker, initargs=(os.getpid(), tuple(imports))
     )
     try:
         yield pool
