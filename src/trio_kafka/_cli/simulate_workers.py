@@ -66,11 +66,11 @@ def _die_with(parent: int) -> None:
 
 
 def _init_worker(parent: int, imports: Sequence[str]) -> None:
-    _die_with(parent)
     # Ctrl-C reaches every process of the terminal's group: the parent stops the run
     # (and its workers) itself, so a worker must not die of it mid-seed.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (not the parent's handler, if forked)
+    _die_with(parent)
     quiet_client_logs()
     import_workloads(imports)
 
