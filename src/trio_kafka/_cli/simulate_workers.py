@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -86,7 +86,7 @@ def run_many(
     profile: str,
     jobs: int,
     imports: Sequence[str] = (),
-) -> Iterator[SeedResult]:
+) -> Generator[SeedResult, None, None]:
     """Results in seed order (workers may finish out of order; `map` keeps the order)."""
     tasks = [(workload, s, profile) for s in seeds]
     if jobs <= 1:
@@ -126,7 +126,7 @@ def run_for(
     *,
     max_seeds: int | None = None,
     imports: Sequence[str] = (),
-) -> Iterator[SeedResult]:
+) -> Generator[SeedResult, None, None]:
     """Seeds first_seed, first_seed + 1... until `seconds` of wall time are spent (the
     seeds started by then finish), in seed order; at most `max_seeds`."""
     deadline = time.monotonic() + seconds
@@ -178,7 +178,7 @@ def _collect_with_progress(
     description: str,
     total: int | None,
     columns: Sequence[Any],
-    runs: Iterator[SeedResult],
+    runs: Generator[SeedResult, None, None],
 ) -> SeedRun:
     """Collect `runs` under a rich progress line (the description, `columns`, the
     elapsed time), counting failures as they come, until they end or a signal or a dead
@@ -210,9 +210,7 @@ def _collect_with_progress(
         except BrokenProcessPool as exc:
             interrupted = f"a worker process died ({exc})"
         finally:
-            close = getattr(runs, "close", None)
-            if close is not None:
-                close()  # the pool stops: running seeds finish, the others are dropped
+            runs.close()  # the pool stops: running seeds finish, the others are dropped
         interrupted = stop.get("signal", interrupted)
     wall = time.perf_counter() - started
     if interrupted is not None:

@@ -208,12 +208,12 @@ class BatchQueues:
         """A request to `node` came back (or could not leave): each of its batches still
         in flight leaves the in-flight counts and `settle` decides it (the core's);
         `refresh`: ask for metadata whatever they say."""
-        if any(batch.state is BatchState.IN_FLIGHT for batch in batches):
-            self.request_done(node)  # (else a late duplicate of a settled request)
         completed = retried = 0
         for batch in batches:
             if batch.state is not BatchState.IN_FLIGHT:
                 continue
+            if not (completed or retried):  # the first batch still out: the request
+                self.request_done(node)  # counts (none: a late duplicate, counts nothing)
             self.settle_in_flight(batch)
             decision = settle(batch)
             if decision.retried:
