@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import textwrap
 from pathlib import Path
@@ -17,6 +18,7 @@ import trio
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 
+from trio_kafka._cli import simulate_workers
 from trio_kafka._cli.simulate_options import default_jobs, parse_duration
 from trio_kafka.cli import main
 from trio_kafka.sim.runner import NO_OPERATIONS, UNEXPLAINED_RECORDS, run_seed
@@ -256,3 +258,41 @@ def test_durations() -> None:
 
 def test_jobs_default_to_the_cores_we_may_run_on() -> None:
     assert default_jobs() == len(os.sched_getaffinity(0))
+
+
+def test_a_failing_seed_is_said_at_once_with_a_replay_that_imports_its_module(
+    user_module: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep's failure is printed when it happens (not only in the summary at the end),
+    and its replay command imports the user's module: without `--import` the CLI does
+    not know the workload. Output that is not a terminal (CliRunner's, like a log file's)
+    gets progress lines (here after every seed)."""
+    monkeypatch.setattr(simulate_workers._Heartbeat, "due", lambda self, elapsed: True)
+    result = CliRunner().invoke(
+        main,
+        ["simulate", "--workload", f"{user_module}:resend", "--seeds", "8", "--jobs", "1"],
+    )
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    summary = next(i for i, line in enumerate(lines) if "trio-kafka simulate: user-resend" in line)
+    said = [i for i, line in enumerate(lines) if " failed: " in line and "; replay: " in line]
+    assert said and max(said) < summary, result.output
+    progress = [line for line in lines if line.startswith("user-resend/lite: ")]
+    assert progress[0].startswith("user-resend/lite: 1 seed (0-0), ")
+    assert progress[-1].startswith("user-resend/lite: 8 seeds (0-7), ")
+    replays = [line.split("replay: ", 1)[1] for line in lines if "replay: " in line]
+    assert replays and all(f"--import {user_module} " in r for r in replays), replays
+    failed_seed = lines[said[0]].split()[1]
+    # The printed command, as a user pastes it, replays the failure (the minimized one too).
+    for command in (replays[0], replays[-1]):
+        assert f"--seed {failed_seed}" in command or "--faults" in command
+        again = CliRunner().invoke(main, shlex.split(command)[1:])
+        assert again.exit_code == 1, (command, again.output)
+        assert "[I1 duplicate]" in again.output or "failed-but-written" in again.output
+
+
+def test_progress_lines_each_minute_then_each_ten_minutes() -> None:
+    heartbeat = simulate_workers._Heartbeat()
+    due = [t for t in range(0, 3601, 5) if heartbeat.due(float(t))]
+    assert due == [60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 2400, 3000, 3600]
+    assert heartbeat.due(5000.0) and not heartbeat.due(5399.0) and heartbeat.due(5400.0)

@@ -112,7 +112,9 @@ def run_mutants(
         if h.killed:
             console.print(f"  {h.mutant}: {h.violation}", markup=False, highlight=False)
             if h.replay is not None:
-                console.print(f"    replay: {h.replay}", markup=False, highlight=False)
+                console.print(
+                    f"    replay: {h.replay}", markup=False, highlight=False, soft_wrap=True
+                )
             elif h.minimized:
                 console.print(
                     f"    faults {','.join(h.minimized)} "

@@ -138,7 +138,9 @@ def report_results(
             )
             for fid, ident in zip(found["faults"], found["identities"]):
                 console.print(f"    {fid}  {ident}", markup=False, highlight=False)
-            console.print(f"  replay: {found['replay']}", markup=False, highlight=False)
+            console.print(
+                f"  replay: {found['replay']}", markup=False, highlight=False, soft_wrap=True
+            )
         else:
             entry["replay"] = replay_command(
                 r.workload,

@@ -80,7 +80,7 @@ def run_search(
             for fid, ident in zip(found.minimized, found.minimized_identities):
                 out(f"    {fid}  {ident}", markup=False, highlight=False)
         replay = f"{found.replay}{f' --mutant {mutant}' if mutant else ''}"
-        out(f"replay: {replay}", markup=False, highlight=False)
+        out(f"replay: {replay}", markup=False, highlight=False, soft_wrap=True)
         out(f"{elapsed:.1f} s")
     report = found.to_json()
     report["seconds"] = round(elapsed, 3)

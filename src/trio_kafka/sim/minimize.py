@@ -237,14 +237,30 @@ def replay_command(
     rates: Mapping[FaultKind, float] | None = None,
 ) -> str:
     """The one command that replays `seed` of `workload` with exactly `faults` (None:
-    every fault its plan fires), under the seed's own plan or the given `rates`."""
-    command = f"{program} --workload {shlex.quote(workload)} --seed {seed}"
+    every fault its plan fires), under the seed's own plan or the given `rates`. A
+    user's workload is imported by the command (`--import` its module), as the CLI
+    cannot know it otherwise."""
+    command = (
+        f"{program}{_import_option(workload)} --workload {shlex.quote(workload)} --seed {seed}"
+    )
     if rates is not None:
         command += f" --rates {format_rates(rates)}"
     if faults is not None:
         ids = [f if isinstance(f, str) else fault_id(f) for f in faults]
         command += f" --faults {','.join(ids) if ids else 'none'}"
     return command
+
+
+def _import_option(workload: str) -> str:
+    """` --import MODULE` for a workload registered outside trio_kafka, else nothing (a
+    script's `__main__` cannot be imported by name: nothing either)."""
+    from trio_kafka.sim.workloads import WORKLOADS
+
+    spec = WORKLOADS.get(workload)
+    module = getattr(spec.run, "__module__", None) if spec is not None else None
+    if not module or module == "__main__" or module.startswith("trio_kafka."):
+        return ""
+    return f" --import {shlex.quote(module)}"
 
 
 @attrs.frozen(slots=True)
