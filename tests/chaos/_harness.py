@@ -29,6 +29,8 @@ successor's InitProducerId failed) is never aborted.
 from __future__ import annotations
 
 import contextlib
+import os
+import shlex
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
@@ -224,11 +226,22 @@ class ChaosReport:
         ]
         lines += [f"  tolerated on {self.broker}: {v}" for v in self.tolerated]
         lines += [f"  {v}" for v in self.violations]
-        lines.append(
-            f"  replay: pytest tests/chaos -k '{self.workload} and {self.broker}' "
-            f"--chaos-seed {self.seed}"
-        )
+        lines.append(f"  replay: {replay_command(self.workload, self.broker, self.seed)}")
         return "\n".join(lines)
+
+
+def replay_command(workload: str, broker: str, seed: int) -> str:
+    """The command that runs this test again with this seed: its node id (pytest says
+    which test is running), with `--chaos-long` for the long tier's. Outside pytest, a
+    `-k` selection by the workload's words and the broker."""
+    current = os.environ.get("PYTEST_CURRENT_TEST")
+    if current:
+        node = current.rsplit(" ", 1)[0]  # "path::test[params] (call)"
+        name = node.split("::")[-1].split("[")[0]
+        long = " --chaos-long" if name.endswith("_long") else ""
+        return f"pytest {shlex.quote(node)}{long} --chaos-seed {seed}"
+    words = " and ".join([*workload.split("-"), broker])
+    return f"pytest tests/chaos -k {shlex.quote(words)} --chaos-seed {seed}"
 
 
 async def committed_reads(

@@ -33,6 +33,7 @@ LONG_SEEDS = list(range(101, 111))
 IDEM_TOPICS = {IDEMPOTENT_TOPIC: IDEMPOTENT_PARTITIONS}
 TXN_TOPICS = {sim_txn.TOPIC: sim_txn.PARTITIONS}
 CAS_TOPICS = {sim_cas.TOPIC: 1}
+CAS_TXN_TOPICS = {sim_cas.TXN_TOPIC: 1}
 
 
 async def _idempotent(broker: str, seed: int, duration: float, records: int) -> ChaosReport:
@@ -71,6 +72,23 @@ async def _cas(seed: int, duration: float, profile: str) -> ChaosReport:
             seed=seed,
             duration=duration,
             topics=CAS_TOPICS,
+            profile=profile,
+        )
+
+
+async def _cas_txn(broker: str, seed: int, duration: float, profile: str) -> ChaosReport:
+    """The commit-log race on a topic without CAS: transactional conditional writers
+    taking over one partition from each other (`guarantee="auto"`), as on any Kafka."""
+    topics = CAS_TXN_TOPICS
+    target = mock_target(seed, topics) if broker == "mock" else tansu_target(seed, topics)
+    async with target as t:
+        return await chaos_run(
+            t,
+            sim_cas.cas_txn,
+            name="cas-txn",
+            seed=seed,
+            duration=duration,
+            topics=topics,
             profile=profile,
         )
 
@@ -138,6 +156,12 @@ def test_cas_mock(chaos_seed: int) -> None:
 
 
 @pytest.mark.parametrize("broker", ["mock", pytest.param("tansu", marks=pytest.mark.tansu)])
+@pytest.mark.parametrize("chaos_seed", [1], indirect=True)
+def test_cas_txn(broker: str, chaos_seed: int) -> None:
+    assert_clean(trio.run(_cas_txn, broker, chaos_seed, QUICK, "lite"))
+
+
+@pytest.mark.parametrize("broker", ["mock", pytest.param("tansu", marks=pytest.mark.tansu)])
 @pytest.mark.parametrize("chaos_seed", [BULK_QUICK_SEED], indirect=True)
 def test_bulk(broker: str, chaos_seed: int) -> None:
     assert_bulk_clean(trio.run(_bulk, broker, chaos_seed, QUICK, BULK_QUICK))
@@ -164,6 +188,13 @@ def test_transactional_long(broker: str, chaos_seed: int) -> None:
 @pytest.mark.parametrize("chaos_seed", LONG_SEEDS, indirect=True)
 def test_cas_long(chaos_seed: int) -> None:
     assert_clean(trio.run(_cas, chaos_seed, LONG, "standard"))
+
+
+@pytest.mark.chaos_long
+@pytest.mark.parametrize("broker", ["mock", pytest.param("tansu", marks=pytest.mark.tansu)])
+@pytest.mark.parametrize("chaos_seed", LONG_SEEDS, indirect=True)
+def test_cas_txn_long(broker: str, chaos_seed: int) -> None:
+    assert_clean(trio.run(_cas_txn, broker, chaos_seed, LONG, "standard"))
 
 
 @pytest.mark.chaos_long

@@ -3,7 +3,18 @@ raw log reader against the mock broker's ground truth."""
 
 from __future__ import annotations
 
-from tests.chaos._harness import fenced_without_transactions, fetch_snapshot, offsets_known
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from tests.chaos._harness import (
+    fenced_without_transactions,
+    fetch_snapshot,
+    offsets_known,
+    replay_command,
+)
 from trio_kafka.broker import open_cluster
 from trio_kafka.client import open_producer
 from trio_kafka.sim.checker import snapshot_cluster
@@ -55,3 +66,33 @@ async def test_the_raw_log_reader_agrees_with_the_mock_brokers_ground_truth() ->
             (p.batches, p.log_end_offset) for p in truth.partitions
         ]
         assert sum(b.is_control for p in fetched.partitions for b in p.batches) == 6
+
+
+@pytest.mark.parametrize("broker", ["mock"])
+def test_a_runs_replay_command_selects_exactly_the_test_that_ran(broker: str) -> None:
+    """A chaos run's report ends with the command that runs it again: this test's node
+    id (a `-k` on the workload's name selected nothing for "cas-txn" and
+    "idempotent-restart", and a long run's seed in the quick test)."""
+    command = replay_command("cas-txn", broker, 104)
+    assert command.endswith(" --chaos-seed 104") and "--chaos-long" not in command
+    args = shlex.split(command)[1:]
+    assert args[0].endswith(
+        "test_harness.py::test_a_runs_replay_command_selects_exactly_the_test_that_ran[mock]"
+    )
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert listed.stdout.split() == ["tests/chaos/test_harness.py:", "1"], listed.stdout
+
+
+def test_outside_pytest_the_replay_selects_by_the_workloads_words(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PYTEST_CURRENT_TEST")
+    assert replay_command("cas-txn", "tansu", 7) == (
+        "pytest tests/chaos -k 'cas and txn and tansu' --chaos-seed 7"
+    )

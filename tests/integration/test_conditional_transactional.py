@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 
 import anyio
@@ -111,3 +112,48 @@ async def test_the_newest_transactional_writer_takes_over_the_log() -> None:
                     await old.append(b"two")
                 second = await new.append(b"three")
         assert first.offset == 0 and second.offset > first.offset
+
+
+@pytest.mark.parametrize("given", ["bootstrap", "producer"])
+async def test_the_transactional_writer_keeps_the_options_it_was_given(given: str) -> None:
+    """On a topic without CAS the writer appends through a transactional producer of its
+    own: it takes the options given (they used to be dropped there: a request timeout of
+    30 s and no compression, whatever the application asked for), made transactional."""
+    options = {"request_timeout": 3.0, "delivery_timeout": 9.0, "compression": "gzip"}
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1)
+        async with contextlib.AsyncExitStack() as stack:
+            if given == "bootstrap":
+                log = await stack.enter_async_context(
+                    open_conditional_writer(
+                        "log", 0, bootstrap=cluster.bootstrap, guarantee="auto", **options
+                    )
+                )
+            else:  # a producer that could not be transactional as it is
+                producer = await stack.enter_async_context(
+                    open_producer(
+                        cluster.bootstrap,
+                        enable_idempotence=False,
+                        acks=1,
+                        max_in_flight=10,
+                        retries=0,
+                        linger=0.2,
+                        **options,
+                    )
+                )
+                log = await stack.enter_async_context(
+                    open_conditional_writer("log", 0, producer=producer, guarantee="auto")
+                )
+            assert log.guarantee == "transactional"
+            config = log.producer.config
+            assert (config.request_timeout, config.delivery_timeout) == (3.0, 9.0)
+            assert config.compression == "gzip" and config.linger == 0.0
+            assert config.transactional_id == "tk-log-log-0"
+            assert (config.enable_idempotence, config.acks) == (True, -1)
+            assert config.max_in_flight <= 5 and config.retries >= 1
+            async for _ in log.read_to_end():
+                pass
+            await log.append(b"x" * 1000)
+        (data,) = [b for b in cluster.batches("log", 0) if not b.is_control]
+        attributes = int.from_bytes(data.data[21:23], "big")
+        assert attributes & 0x07 == 1  # gzip, as asked

@@ -271,6 +271,24 @@ def log_transactional_id(topic: str, partition: int) -> str:
 _GUARANTEES = ("auto", "exactly_once_cas", "transactional")
 
 
+def transactional_options(producer: Producer) -> dict[str, Any]:
+    """The options of a log's transactional producer: `producer`'s own (timeouts,
+    retries, compression, sizes, serializers, interceptors...: a writer behaves alike on
+    both guarantees), made transactional: idempotent with acks=all, at most 5 requests
+    in flight and at least one retry (what a transactional producer must have), and no
+    linger (an append goes at once). Its transactional id is the log's."""
+    options = attrs.asdict(producer.config, recurse=False)
+    del options["transactional_id"]
+    options.update(
+        enable_idempotence=True,
+        acks=-1,
+        max_in_flight=min(options["max_in_flight"], 5),
+        retries=max(options["retries"], 1),
+        linger=0.0,
+    )
+    return options
+
+
 @contextlib.asynccontextmanager
 async def open_conditional_writer(
     topic: str,
@@ -295,8 +313,10 @@ async def open_conditional_writer(
 
     `guarantee`: "exactly_once_cas" (the default) raises `CasNotSupportedError` at once
     when the partition is not CAS-checked; "transactional" makes a transactional writer
-    (see the module doc; with `producer=`, its selector is shared); "auto" picks CAS
-    where it can and transactions elsewhere (`writer.guarantee` says which).
+    (see the module doc): a transactional producer of its own over the producer's
+    selector, with the producer's options (`request_timeout`, `delivery_timeout`,
+    `compression`, ...; `transactional_options`); "auto" picks CAS where it can and
+    transactions elsewhere (`writer.guarantee` says which).
     """
     if guarantee not in _GUARANTEES:
         raise ConfigError(
@@ -339,7 +359,7 @@ async def open_conditional_writer(
                 # The producer's clocks, generator and fault hook: under the simulator,
                 # records stamped by time.time() would differ run to run.
                 **producer.seams(),
-                linger=0.0,
+                **transactional_options(producer),
                 transactional_id=log_transactional_id(topic, partition),
             )
         )
