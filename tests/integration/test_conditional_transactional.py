@@ -6,15 +6,18 @@ import contextlib
 import itertools
 
 import anyio
+import attrs
 import pytest
 
 from tests.integration._backends import mock_cluster
 from trio_kafka.broker import DROP, HookCall
 from trio_kafka.client import PartitionReader, open_conditional_writer, open_producer, writer_of
+from trio_kafka.client._conditional import SEQUENCE_HEADER, WRITER_HEADER
 from trio_kafka.client._fetch import IsolationLevel
 from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError
 from trio_kafka.net import open_selector
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
+from trio_kafka.protocol.messages.fetch import FetchRequest
 
 #: Each test runs on trio, then on asyncio (issue 16; tests/conftest.py).
 pytestmark = pytest.mark.anyio
@@ -157,3 +160,53 @@ async def test_the_transactional_writer_keeps_the_options_it_was_given(given: st
         (data,) = [b for b in cluster.batches("log", 0) if not b.is_control]
         attributes = int.from_bytes(data.data[21:23], "big")
         assert attributes & 0x07 == 1  # gzip, as asked
+
+
+def _show_aborted_records(call: HookCall) -> object:
+    """The mock broker answering Fetch as Tansu does: no aborted-transactions list, so a
+    read_committed reader gets the records of aborted transactions too."""
+    topics = [
+        attrs.evolve(
+            topic,
+            partitions=[attrs.evolve(p, aborted_transactions=[]) for p in topic.partitions],
+        )
+        for topic in call.response.responses
+    ]
+    return attrs.evolve(call.response, responses=topics)
+
+
+@pytest.mark.parametrize("tansu_fetch", [False, True])
+async def test_a_writer_settling_an_append_never_takes_its_aborted_record_for_committed(
+    tansu_fetch: bool,
+) -> None:
+    """After a lost commit answer or a fence, the writer looks for its append in the
+    log (`_find`). It judges by the transaction markers, not by what read_committed
+    returns: on a broker that shows aborted records to read_committed readers (Tansu)
+    it used to find its own aborted append there and report it acknowledged (the chaos
+    suite's cas-txn seed 101 on Tansu). Appends 0 (aborted) and 1 (committed) of one
+    writer id: 0 is not found, 1 is, on both kinds of Fetch answers."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1)
+        if tansu_fetch:
+            cluster.add_hook(FetchRequest, _show_aborted_records, after=True)
+        writer = b"writer-1"
+        async with open_conditional_writer(
+            "log", 0, bootstrap=cluster.bootstrap, guarantee="transactional"
+        ) as log:
+            producer = log.producer
+            for sequence, outcome in ((0, "abort"), (1, "commit")):
+                headers = [(WRITER_HEADER, writer), (SEQUENCE_HEADER, str(sequence).encode())]
+                with contextlib.suppress(RuntimeError):
+                    async with producer.transaction():
+                        await producer.send("log", b"v%d" % sequence, headers=headers, partition=0)
+                        await producer.flush()
+                        if outcome == "abort":
+                            raise RuntimeError("abort it")
+            async with open_selector(cluster.bootstrap) as selector:
+                reader = PartitionReader(selector, isolation=IsolationLevel.READ_COMMITTED)
+                shown = [r.value for r in await reader.read_all("log", 0)]
+            assert shown == ([b"v0", b"v1"] if tansu_fetch else [b"v1"])  # the broker's view
+            log.writer_id = writer
+            assert await log._find(0) is None  # aborted: not acknowledged
+            found = await log._find(1)
+            assert found is not None and found.offset == 2  # v0, its ABORT marker, v1

@@ -52,6 +52,7 @@ import attrs
 
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._edge import new_writer_id
+from trio_kafka.client._fetch import committed_newest_first
 from trio_kafka.client._open import open_producer
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._reader import IsolationLevel, PartitionReader
@@ -218,11 +219,27 @@ class ConditionalWriter:
             return ack
 
     async def _find(self, sequence: int) -> Acknowledged | None:
-        """Our append `sequence` in the committed log since the last read, if there."""
-        async for record in self.reader.read(self.topic, self.partition, start=self.last_read_end):
-            if writer_of(record) == (self.writer_id, sequence):
-                self.next_offset = record.offset + 1
-                return Acknowledged(self.topic, self.partition, record.offset, record.timestamp)
+        """Our append `sequence` in the committed log since the last read, if there.
+
+        Judged from the transaction markers in the log itself (`committed_newest_first`:
+        committed when the first marker of its producer id after it is a COMMIT), not
+        from what a read_committed read returns: Tansu shows aborted records to
+        read_committed readers (docs/compatibility.md), and the writer would take its own
+        aborted append for committed. On Kafka the answer is the same: the transaction
+        is complete, its markers written, once `init_transactions()` returned or a newer
+        writer fenced this one. Newest first, in windows: the append is near the end."""
+        raw = attrs.evolve(self.reader, isolation=IsolationLevel.READ_UNCOMMITTED)
+        topic, partition, start = self.topic, self.partition, self.last_read_end
+        high = await raw.log_end_offset(topic, partition)
+        markers: dict[int, bool] = {}
+        while high > start:
+            low = max(start, high - _FIND_WINDOW)
+            batches = await raw.batches(topic, partition, low, high, first=low == start)
+            for record in committed_newest_first(batches, markers):
+                if record.offset >= start and writer_of(record) == (self.writer_id, sequence):
+                    self.next_offset = record.offset + 1
+                    return Acknowledged(topic, partition, record.offset, record.timestamp)
+            high = low
         return None
 
     async def _settle_fenced(self, sequence: int, error: Exception) -> Acknowledged:
@@ -269,6 +286,8 @@ def log_transactional_id(topic: str, partition: int) -> str:
 
 
 _GUARANTEES = ("auto", "exactly_once_cas", "transactional")
+#: Offsets per read when a transactional writer looks for its own append (`_find`).
+_FIND_WINDOW = 10_000
 
 
 def transactional_options(producer: Producer) -> dict[str, Any]:
