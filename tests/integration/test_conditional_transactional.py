@@ -12,6 +12,7 @@ import pytest
 from tests.integration._backends import mock_cluster
 from trio_kafka.broker import DROP, HookCall
 from trio_kafka.client import PartitionReader, open_conditional_writer, open_producer, writer_of
+from trio_kafka.client import _conditional as conditional_module
 from trio_kafka.client._conditional import SEQUENCE_HEADER, WRITER_HEADER
 from trio_kafka.client._fetch import IsolationLevel
 from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError
@@ -175,9 +176,10 @@ def _show_aborted_records(call: HookCall) -> object:
     return attrs.evolve(call.response, responses=topics)
 
 
+@pytest.mark.parametrize("window", [10_000, 1])  # 1: each marker read apart from its record
 @pytest.mark.parametrize("tansu_fetch", [False, True])
 async def test_a_writer_settling_an_append_never_takes_its_aborted_record_for_committed(
-    tansu_fetch: bool,
+    tansu_fetch: bool, window: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After a lost commit answer or a fence, the writer looks for its append in the
     log (`_find`). It judges by the transaction markers, not by what read_committed
@@ -185,6 +187,7 @@ async def test_a_writer_settling_an_append_never_takes_its_aborted_record_for_co
     it used to find its own aborted append there and report it acknowledged (the chaos
     suite's cas-txn seed 101 on Tansu). Appends 0 (aborted) and 1 (committed) of one
     writer id: 0 is not found, 1 is, on both kinds of Fetch answers."""
+    monkeypatch.setattr(conditional_module, "_FIND_WINDOW", window)
     async with mock_cluster() as cluster:
         cluster.create_topic("log", 1)
         if tansu_fetch:
