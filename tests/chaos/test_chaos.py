@@ -9,6 +9,8 @@ assertion message holds the report and the command that replays its seed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 import trio
 
@@ -20,7 +22,14 @@ from tests.chaos._bulk import (
     bulk_run,
     topic_for,
 )
-from tests.chaos._harness import ChaosReport, assert_clean, chaos_run, mock_target, tansu_target
+from tests.chaos._harness import (
+    ChaosReport,
+    Workload,
+    assert_clean,
+    chaos_run,
+    mock_target,
+    tansu_target,
+)
 from tests.chaos._workloads import IDEMPOTENT_PARTITIONS, IDEMPOTENT_TOPIC, idempotent_keyed
 from trio_kafka.broker import CAS_CONFIG
 from trio_kafka.sim.workloads import cas as sim_cas
@@ -49,48 +58,43 @@ async def _idempotent(broker: str, seed: int, duration: float, records: int) -> 
         )
 
 
-async def _transactional(broker: str, seed: int, duration: float, profile: str) -> ChaosReport:
-    target = mock_target(seed, TXN_TOPICS) if broker == "mock" else tansu_target(seed, TXN_TOPICS)
+async def _simulated(
+    workload: Workload,
+    name: str,
+    broker: str,
+    topics: Mapping[str, int],
+    seed: int,
+    duration: float,
+    profile: str,
+    configs: Mapping[str, Mapping[str, str]] | None = None,
+) -> ChaosReport:
+    """One of the simulator's own workloads, unchanged, against `broker`."""
+    target = mock_target(seed, topics, configs) if broker == "mock" else tansu_target(seed, topics)
     async with target as t:
         return await chaos_run(
-            t,
-            sim_txn.transactional,
-            name="transactional",
-            seed=seed,
-            duration=duration,
-            topics=TXN_TOPICS,
-            profile=profile,
+            t, workload, name=name, seed=seed, duration=duration, topics=topics, profile=profile
         )
+
+
+async def _transactional(broker: str, seed: int, duration: float, profile: str) -> ChaosReport:
+    return await _simulated(
+        sim_txn.transactional, "transactional", broker, TXN_TOPICS, seed, duration, profile
+    )
 
 
 async def _cas(seed: int, duration: float, profile: str) -> ChaosReport:
-    async with mock_target(seed, CAS_TOPICS, {sim_cas.TOPIC: {CAS_CONFIG: "true"}}) as t:
-        return await chaos_run(
-            t,
-            sim_cas.cas,
-            name="cas",
-            seed=seed,
-            duration=duration,
-            topics=CAS_TOPICS,
-            profile=profile,
-        )
+    configs = {sim_cas.TOPIC: {CAS_CONFIG: "true"}}
+    return await _simulated(
+        sim_cas.cas, "cas", "mock", CAS_TOPICS, seed, duration, profile, configs
+    )
 
 
 async def _cas_txn(broker: str, seed: int, duration: float, profile: str) -> ChaosReport:
     """The commit-log race on a topic without CAS: transactional conditional writers
     taking over one partition from each other (`guarantee="auto"`), as on any Kafka."""
-    topics = CAS_TXN_TOPICS
-    target = mock_target(seed, topics) if broker == "mock" else tansu_target(seed, topics)
-    async with target as t:
-        return await chaos_run(
-            t,
-            sim_cas.cas_txn,
-            name="cas-txn",
-            seed=seed,
-            duration=duration,
-            topics=topics,
-            profile=profile,
-        )
+    return await _simulated(
+        sim_cas.cas_txn, "cas-txn", broker, CAS_TXN_TOPICS, seed, duration, profile
+    )
 
 
 #: Rows of the bulk load: a load about as long as the fault phase (40,000 rows take 5-15
