@@ -178,12 +178,12 @@ def _show_aborted_records(call: HookCall) -> object:
 
 @pytest.mark.parametrize("window", [10_000, 1])  # 1: each marker read apart from its record
 @pytest.mark.parametrize("tansu_fetch", [False, True])
-async def test_a_writer_settling_an_append_never_takes_its_aborted_record_for_committed(
+async def test_a_writer_never_takes_an_aborted_record_for_committed(
     tansu_fetch: bool, window: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """After a lost commit answer or a fence, the writer looks for its append in the
-    log (`_find`). It judges by the transaction markers, not by what read_committed
-    returns: on a broker that shows aborted records to read_committed readers (Tansu)
+    log (`_find`), and it rebuilds state from the log (`read_to_end`). Both judge by the
+    transaction markers, not by what read_committed returns: on a broker that shows aborted records to read_committed readers (Tansu)
     it used to find its own aborted append there and report it acknowledged (the chaos
     suite's cas-txn seed 101 on Tansu). Appends 0 (aborted) and 1 (committed) of one
     writer id: 0 is not found, 1 is, on both kinds of Fetch answers."""
@@ -209,6 +209,12 @@ async def test_a_writer_settling_an_append_never_takes_its_aborted_record_for_co
                 reader = PartitionReader(selector, isolation=IsolationLevel.READ_COMMITTED)
                 shown = [r.value for r in await reader.read_all("log", 0)]
             assert shown == ([b"v0", b"v1"] if tansu_fetch else [b"v1"])  # the broker's view
+            # The log as the writer rebuilds its state from it: the committed append only,
+            # whatever the broker's read_committed shows; it ends after the COMMIT marker.
+            assert [r.value async for r in log.read_to_end()] == [b"v1"]
+            assert log.next_offset == log.last_read_end == 4  # v0, ABORT, v1, COMMIT
+            assert [r.value async for r in log.read_to_end(start=1)] == [b"v1"]
+            log.last_read_end = 0
             log.writer_id = writer
             assert await log._find(0) is None  # aborted: not acknowledged
             found = await log._find(1)

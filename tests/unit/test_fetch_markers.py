@@ -5,7 +5,7 @@ as Tansu's does)."""
 from __future__ import annotations
 
 from tests.unit.test_reader_select import batches, data, marker
-from trio_kafka.client._fetch import committed_newest_first
+from trio_kafka.client._fetch import CommittedInOrder, committed_newest_first
 from trio_kafka.records import ControlType
 
 
@@ -53,3 +53,50 @@ def test_markers_carry_over_to_earlier_windows() -> None:
     assert _values(later, state) == []
     assert state == {1: True, 2: False}
     assert _values(earlier, state) == [b"kept"]
+
+
+# -- going forward: CommittedInOrder (the transactional commit log's read) --------------
+
+
+def _forward(*windows: bytes) -> tuple[list[bytes | None], int | None]:
+    judge = CommittedInOrder()
+    values = [r.value for window in windows for r in judge.feed(batches(window))]
+    return values, judge.first_held
+
+
+def test_forward_the_same_records_in_offset_order_and_the_first_undecided_batch() -> None:
+    log = b"".join(
+        [
+            data(0, [b"c1", b"c2"], pid=1, transactional=True),  # committed at 5
+            data(2, [b"a1"], pid=2, transactional=True),  # aborted at 4
+            data(3, [b"plain"]),  # waits behind the batches before it
+            marker(4, ControlType.ABORT, 2),
+            marker(5, ControlType.COMMIT, 1),
+            data(6, [b"idem"], pid=4),  # nothing held: at once
+            data(7, [b"open"], pid=3, transactional=True),  # no marker yet
+            data(8, [b"after"]),  # behind the open one: not yet
+        ]
+    )
+    assert _forward(log) == ([b"c1", b"c2", b"plain", b"idem"], 7)
+    newest_first = [r.value for r in committed_newest_first(batches(log), {})]
+    assert _forward(log)[0] == [v for v in reversed(newest_first) if v not in (b"open", b"after")]
+
+
+def test_forward_markers_decide_batches_of_earlier_windows() -> None:
+    earlier = data(0, [b"kept"], pid=1, transactional=True) + data(
+        1, [b"dropped"], pid=2, transactional=True
+    )
+    later = marker(2, ControlType.ABORT, 2) + marker(3, ControlType.COMMIT, 1)
+    assert _forward(earlier, later) == ([b"kept"], None)
+
+
+def test_forward_the_first_marker_after_a_batch_decides_it() -> None:
+    log = b"".join(
+        [
+            data(0, [b"first"], pid=1, transactional=True),
+            marker(1, ControlType.ABORT, 1),
+            data(2, [b"second"], pid=1, transactional=True),
+            marker(3, ControlType.COMMIT, 1),
+        ]
+    )
+    assert _forward(log) == ([b"second"], None)

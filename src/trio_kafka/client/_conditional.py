@@ -28,8 +28,11 @@ Without CAS (a topic or broker without the extension: stock Kafka, Tansu), with
 `guarantee="auto"` or `"transactional"`, the writer is a *transactional* writer
 instead: it holds the transactional id `tk-log-<topic>-<partition>`, and opening it
 runs InitProducerId, which fences the previous writer of the log (its open transaction
-is aborted, its later commits refused). It reads the committed log (read_committed) to
-its end, and each append is one transaction of one record. The newest writer takes
+is aborted, its later commits refused). It reads the committed log to its end, judged
+from the transaction markers in the log itself (a record counts when the first marker of
+its producer id after it is a COMMIT: the same records as read_committed on Kafka, and
+right on Tansu, whose read_committed shows aborted records), and each append is one
+transaction of one record. The newest writer takes
 over: an older writer's append ends as `ConcurrentWriteError` (PRODUCER_FENCED), never
 as a write behind the new writer's back. An append whose commit answer was lost is
 settled as with CAS, by reading the committed log back for its (writer id, sequence):
@@ -52,7 +55,7 @@ import attrs
 
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._edge import new_writer_id
-from trio_kafka.client._fetch import committed_newest_first
+from trio_kafka.client._fetch import CommittedInOrder, committed_newest_first
 from trio_kafka.client._open import open_producer
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._reader import IsolationLevel, PartitionReader
@@ -126,14 +129,55 @@ class ConditionalWriter:
         as of the first fetch; once exhausted, the next append expects that end.
 
         After a `ConcurrentWriteError`, `read_to_end(start=writer.last_read_end)` reads
-        only what is new."""
+        only what is new. A transactional writer reads the committed log, judged from
+        the transaction markers in it (`_committed_by_markers`)."""
         self.next_offset = None
-        read = self.reader.read(self.topic, self.partition, start=start, timeout=timeout)
-        async for record in read:
-            yield record
-        assert read.end is not None
-        self.next_offset = read.end
-        self.last_read_end = read.end
+        if self.guarantee == "transactional":
+            ends: list[int] = []
+            async for record in self._committed_by_markers(start, timeout, ends):
+                yield record
+            end = ends[0]
+        else:
+            read = self.reader.read(self.topic, self.partition, start=start, timeout=timeout)
+            async for record in read:
+                yield record
+            assert read.end is not None
+            end = read.end
+        self.next_offset = end
+        self.last_read_end = end
+
+    async def _committed_by_markers(
+        self, start: int | None, timeout: float | None, ends: list[int]
+    ) -> AsyncIterator[Record]:
+        """The committed records from `start` to the log end, in offset order, judged
+        from the markers in the log (`CommittedInOrder`) rather than by a read_committed
+        read: Tansu shows aborted records to read_committed readers (docs/compatibility.md),
+        and a log rebuilt from them would hold appends that never happened. The same
+        records as read_committed on Kafka. Appends the end of the read to `ends`: the
+        log end, or the first transaction not decided yet."""
+        raw = attrs.evolve(self.reader, isolation=IsolationLevel.READ_UNCOMMITTED)
+        topic, partition = self.topic, self.partition
+        first = await raw.log_start_offset(topic, partition) if start is None else start
+        # The end is the high watermark of the first answer (as `read()` takes it: no
+        # ListOffsets round trip, and Tansu's "latest" is short after a batch of several).
+        result = await raw.fetch(topic, partition, first, max_wait=0.0, timeout=timeout)
+        end = result.high_watermark
+        if end < 0:  # an answer without bounds
+            end = await raw.log_end_offset(topic, partition)
+        judge = CommittedInOrder()
+        batches = result.batches
+        low = result.next_offset
+        while True:
+            for record in judge.feed(batches):
+                if record.offset >= first:
+                    yield record
+            if low >= end:
+                break
+            high = min(end, low + _FIND_WINDOW)
+            batches = await raw.batches(topic, partition, low, high, timeout=timeout)
+            low = high
+        held = judge.first_held
+        ends.append(max(first, end if held is None else held))
 
     async def append(
         self, value: bytes | None, *, key: bytes | None = None, headers: Headers = ()

@@ -135,4 +135,53 @@ def committed_newest_first(
         yield from reversed(batch.records)
 
 
-__all__ = ["FetchResult", "IsolationLevel", "committed_newest_first", "select_records"]
+@attrs.define(slots=True)
+class _Held:
+    batch: RecordBatch
+    committed: bool | None = None  # None: no marker of its producer id after it yet
+
+
+@attrs.define(eq=False)
+class CommittedInOrder:
+    """`committed_newest_first`'s judgement going forward: the records a read_committed
+    reader sees, in offset order, from consecutive batches fed in offset order (window
+    after window). A transactional batch is held until the first marker of its producer
+    id after it: a COMMIT releases it, an ABORT drops it; the batches after a held one
+    wait behind it (offset order). `first_held` is where a read must end: the first
+    batch no marker has decided yet (None: nothing held)."""
+
+    _held: collections.deque[_Held] = attrs.field(factory=collections.deque)
+
+    @property
+    def first_held(self) -> int | None:
+        return self._held[0].batch.base_offset if self._held else None
+
+    def feed(self, batches: Iterable[RecordBatch]) -> Iterator[Record]:
+        held = self._held
+        for batch in batches:
+            if batch.is_control:
+                if batch.producer_id >= 0:
+                    commit = not _is_abort_marker(batch)
+                    for entry in held:
+                        if entry.committed is None and entry.batch.producer_id == batch.producer_id:
+                            entry.committed = commit
+            elif batch.is_transactional:
+                held.append(_Held(batch))
+            elif held:
+                held.append(_Held(batch, True))
+            else:
+                yield from batch.records
+                continue
+            while held and held[0].committed is not None:
+                entry = held.popleft()
+                if entry.committed:
+                    yield from entry.batch.records
+
+
+__all__ = [
+    "CommittedInOrder",
+    "FetchResult",
+    "IsolationLevel",
+    "committed_newest_first",
+    "select_records",
+]
