@@ -133,28 +133,25 @@ class ConditionalWriter:
         the transaction markers in it (`_committed_by_markers`)."""
         self.next_offset = None
         if self.guarantee == "transactional":
-            ends: list[int] = []
-            async for record in self._committed_by_markers(start, timeout, ends):
+            async for record in self._committed_by_markers(start, timeout):
                 yield record
-            end = ends[0]
-        else:
-            read = self.reader.read(self.topic, self.partition, start=start, timeout=timeout)
-            async for record in read:
-                yield record
-            assert read.end is not None
-            end = read.end
-        self.next_offset = end
-        self.last_read_end = end
+            return
+        read = self.reader.read(self.topic, self.partition, start=start, timeout=timeout)
+        async for record in read:
+            yield record
+        assert read.end is not None
+        self.next_offset = self.last_read_end = read.end
 
     async def _committed_by_markers(
-        self, start: int | None, timeout: float | None, ends: list[int]
+        self, start: int | None, timeout: float | None
     ) -> AsyncIterator[Record]:
-        """The committed records from `start` to the log end, in offset order, judged
-        from the markers in the log (`CommittedInOrder`) rather than by a read_committed
-        read: Tansu shows aborted records to read_committed readers (docs/compatibility.md),
-        and a log rebuilt from them would hold appends that never happened. The same
-        records as read_committed on Kafka. Appends the end of the read to `ends`: the
-        log end, or the first transaction not decided yet."""
+        """`read_to_end` of a transactional writer: the committed records from `start`
+        to the log end, in offset order, judged from the markers in the log
+        (`CommittedInOrder`) rather than by a read_committed read: Tansu shows aborted
+        records to read_committed readers (docs/compatibility.md), and a log rebuilt
+        from them would hold appends that never happened. The same records as
+        read_committed on Kafka. The read ends at the log end, or at the first
+        transaction not decided yet."""
         raw = attrs.evolve(self.reader, isolation=IsolationLevel.READ_UNCOMMITTED)
         topic, partition = self.topic, self.partition
         first = await raw.log_start_offset(topic, partition) if start is None else start
@@ -177,7 +174,7 @@ class ConditionalWriter:
             batches = await raw.batches(topic, partition, low, high, timeout=timeout)
             low = high
         held = judge.first_held
-        ends.append(max(first, end if held is None else held))
+        self.next_offset = self.last_read_end = max(first, end if held is None else held)
 
     async def append(
         self, value: bytes | None, *, key: bytes | None = None, headers: Headers = ()
@@ -330,7 +327,7 @@ def log_transactional_id(topic: str, partition: int) -> str:
 
 
 _GUARANTEES = ("auto", "exactly_once_cas", "transactional")
-#: Offsets per read when a transactional writer looks for its own append (`_find`).
+#: Offsets per read of a transactional writer's raw batches (`read_to_end`, `_find`).
 _FIND_WINDOW = 10_000
 
 
