@@ -40,6 +40,7 @@ def test_the_first_marker_after_a_batch_decides_not_a_later_one() -> None:
         ]
     )
     assert _values(log) == [b"second"]
+    assert _forward(log) == ([b"second"], None)  # going forward (CommittedInOrder) too
 
 
 def test_markers_carry_over_to_earlier_windows() -> None:
@@ -89,14 +90,3 @@ def test_forward_markers_decide_batches_of_earlier_windows() -> None:
     later = marker(2, ControlType.ABORT, 2) + marker(3, ControlType.COMMIT, 1)
     assert _forward(earlier, later) == ([b"kept"], None)
 
-
-def test_forward_the_first_marker_after_a_batch_decides_it() -> None:
-    log = b"".join(
-        [
-            data(0, [b"first"], pid=1, transactional=True),
-            marker(1, ControlType.ABORT, 1),
-            data(2, [b"second"], pid=1, transactional=True),
-            marker(3, ControlType.COMMIT, 1),
-        ]
-    )
-    assert _forward(log) == ([b"second"], None)
