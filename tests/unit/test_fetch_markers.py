@@ -89,4 +89,3 @@ def test_forward_markers_decide_batches_of_earlier_windows() -> None:
     )
     later = marker(2, ControlType.ABORT, 2) + marker(3, ControlType.COMMIT, 1)
     assert _forward(earlier, later) == ([b"kept"], None)
-
