@@ -21,13 +21,14 @@ def minimize(result: SeedResult, *, max_replays: int = 200) -> dict[str, Any]:
     fired = result.fired_identities()
     test = still_fails(result.workload, result.seed, result.profile, result.failure_class)
     found = ddmin(fired, test, max_replays=max_replays)
-    program = f"trio-kafka simulate --profile {result.profile}"
     return {
         "before": len(fired),
         "faults": [fault_id(f) for f in found.minimal],
         "identities": [str(f) for f in found.minimal],
         "replays": found.replays,
-        "replay": replay_command(result.workload, result.seed, found.minimal, program=program),
+        "replay": replay_command(
+            result.workload, result.seed, found.minimal, profile=result.profile
+        ),
     }
 
 
@@ -146,7 +147,7 @@ def report_results(
                 r.workload,
                 r.seed,
                 r.fired_identities(),
-                program=f"trio-kafka simulate --profile {r.profile}",
+                profile=r.profile,
             )
         failures.append(entry)
     return {

@@ -214,12 +214,7 @@ def progress_line(
 
 def failure_line(result: SeedResult) -> str:
     """A failing seed as it comes: its class and the command that replays it."""
-    replay = replay_command(
-        result.workload,
-        result.seed,
-        None,
-        program=f"trio-kafka simulate --profile {result.profile}",
-    )
+    replay = replay_command(result.workload, result.seed, None, profile=result.profile)
     return f"seed {result.seed} failed: {result.failure_class}; replay: {replay}"
 
 

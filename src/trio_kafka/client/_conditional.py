@@ -58,7 +58,7 @@ from trio_kafka.client._edge import new_writer_id
 from trio_kafka.client._fetch import CommittedInOrder, committed_newest_first
 from trio_kafka.client._open import open_producer
 from trio_kafka.client._producer import Producer
-from trio_kafka.client._reader import IsolationLevel, PartitionReader
+from trio_kafka.client._reader import PartitionReader
 from trio_kafka.errors import (
     AbortableError,
     AmbiguousError,
@@ -97,6 +97,8 @@ class ConditionalWriter:
     """Made by `open_conditional_writer()`; see the module doc."""
 
     producer: Producer
+    #: Reads the partition as stored (read_uncommitted): a transactional writer judges
+    #: the transaction markers itself (`_committed_by_markers`, `_find`).
     reader: PartitionReader
     topic: str
     partition: int
@@ -152,15 +154,15 @@ class ConditionalWriter:
         from them would hold appends that never happened. The same records as
         read_committed on Kafka. The read ends at the log end, or at the first
         transaction not decided yet."""
-        raw = attrs.evolve(self.reader, isolation=IsolationLevel.READ_UNCOMMITTED)
+        reader = self.reader
         topic, partition = self.topic, self.partition
-        first = await raw.log_start_offset(topic, partition) if start is None else start
+        first = await reader.log_start_offset(topic, partition) if start is None else start
         # The end is the high watermark of the first answer (as `read()` takes it: no
         # ListOffsets round trip, and Tansu's "latest" is short after a batch of several).
-        result = await raw.fetch(topic, partition, first, max_wait=0.0, timeout=timeout)
+        result = await reader.fetch(topic, partition, first, max_wait=0.0, timeout=timeout)
         end = result.high_watermark
         if end < 0:  # an answer without bounds
-            end = await raw.log_end_offset(topic, partition)
+            end = await reader.log_end_offset(topic, partition)
         judge = CommittedInOrder()
         batches = result.batches
         low = result.next_offset
@@ -171,7 +173,7 @@ class ConditionalWriter:
             if low >= end:
                 break
             high = min(end, low + _FIND_WINDOW)
-            batches = await raw.batches(topic, partition, low, high, timeout=timeout)
+            batches = await reader.batches(topic, partition, low, high, timeout=timeout)
             low = high
         held = judge.first_held
         self.next_offset = self.last_read_end = max(first, end if held is None else held)
@@ -269,13 +271,13 @@ class ConditionalWriter:
         aborted append for committed. On Kafka the answer is the same: the transaction
         is complete, its markers written, once `init_transactions()` returned or a newer
         writer fenced this one. Newest first, in windows: the append is near the end."""
-        raw = attrs.evolve(self.reader, isolation=IsolationLevel.READ_UNCOMMITTED)
+        reader = self.reader
         topic, partition, start = self.topic, self.partition, self.last_read_end
-        high = await raw.log_end_offset(topic, partition)
+        high = await reader.log_end_offset(topic, partition)
         markers: dict[int, bool] = {}
         while high > start:
             low = max(start, high - _FIND_WINDOW)
-            batches = await raw.batches(topic, partition, low, high, first=low == start)
+            batches = await reader.batches(topic, partition, low, high, first=low == start)
             for record in committed_newest_first(batches, markers):
                 if record.offset >= start and writer_of(record) == (self.writer_id, sequence):
                     self.next_offset = record.offset + 1
@@ -426,7 +428,7 @@ async def open_conditional_writer(
         await txn_producer.init_transactions()  # fences the previous writer of the log
         yield ConditionalWriter(
             txn_producer,
-            PartitionReader(selector, isolation=IsolationLevel.READ_COMMITTED),
+            PartitionReader(selector),  # raw: the writer judges the markers itself
             topic,
             partition,
             source().encode(),

@@ -234,12 +234,15 @@ def replay_command(
     faults: Iterable[FaultIdentity | str] | None,
     *,
     program: str = "trio-kafka simulate",
+    profile: str | None = None,
     rates: Mapping[FaultKind, float] | None = None,
 ) -> str:
     """The one command that replays `seed` of `workload` with exactly `faults` (None:
-    every fault its plan fires), under the seed's own plan or the given `rates`. A
-    user's workload is imported by the command (`--import` its module), as the CLI
-    cannot know it otherwise."""
+    every fault its plan fires), under the seed's own plan or the given `rates`, with
+    `--profile` when given. A user's workload is imported by the command (`--import` its
+    module), as the CLI cannot know it otherwise."""
+    if profile is not None:
+        program += f" --profile {profile}"
     command = (
         f"{program}{_import_option(workload)} --workload {shlex.quote(workload)} --seed {seed}"
     )

@@ -131,7 +131,7 @@ class PlanCase:
             workload,
             self.seed,
             faults,
-            program=f"trio-kafka simulate --profile {profile}",
+            profile=profile,
             rates=self.rates,
         )
 
