@@ -6,6 +6,8 @@ consumer runs in a worker thread (`anyio.to_thread.run_sync`).
 
 from __future__ import annotations
 
+import logging
+
 import anyio
 import pytest
 
@@ -21,6 +23,10 @@ from trio_kafka.errors import (
     TransactionAbortableError,
 )
 from trio_kafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
+from trio_kafka.protocol.messages.init_producer_id import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
 from trio_kafka.testing import transaction_markers
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -86,7 +92,8 @@ async def test_send_outside_a_transaction_is_refused() -> None:
             await producer.send("t", b"y")
 
 
-async def test_a_second_producer_fences_the_first() -> None:
+async def test_a_second_producer_fences_the_first(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="trio_kafka")
     async with mock_cluster(topics={"t": 2}) as cluster:
         async with open_producer(
             bootstrap=cluster.bootstrap, transactional_id="tx-fence", **FAST
@@ -120,6 +127,32 @@ async def test_a_second_producer_fences_the_first() -> None:
         assert b"second" in values
         # first-1 was written under the old epoch and aborted by the fence.
         assert [kind for _, kind in transaction_markers(cluster, "t", 0)] == [0, 1]
+        # A fence is a takeover, as designed: said once, as a warning, not an error.
+        said = [(r.levelno, r.getMessage()) for r in caplog.records if "fence" in r.getMessage()]
+        assert [level for level, _ in said] == [logging.WARNING], said
+        assert "transactional id 'tx-fence' took over" in said[0][1]
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_any_other_fatal_error_is_logged_as_an_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def refuse(call: HookCall) -> InitProducerIdResponse:
+        return InitProducerIdResponse(
+            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_epoch=-1
+        )
+
+    async with mock_cluster(topics={"t": 1}) as cluster:
+        cluster.add_hook(InitProducerIdRequest, refuse)
+        async with open_producer(
+            bootstrap=cluster.bootstrap, transactional_id="tx-denied", **FAST
+        ) as producer:
+            with pytest.raises(FatalError), anyio.fail_after(10):
+                await producer.init_transactions()
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1, errors
+    assert errors[0].startswith("producer stopped by a fatal error: "), errors
+    assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in errors[0], errors
 
 
 async def test_offsets_are_committed_with_the_transaction_and_only_with_it() -> None:

@@ -111,7 +111,7 @@ __all__ = ["default_jobs", "import_workloads", "parse_duration", "resolve_worklo
 
 def quiet_client_logs() -> Callable[[], None]:
     """Keep the client's own log lines off the console: a fenced producer's "producer
-    stopped by a fatal error" is what a fencing fault is for, and the report (the
+    fenced" warning is what a fencing fault is for, and the report (the
     checker's verdict) says what went wrong. Called in this process (undone when the
     command ends, by the returned function) and in each worker (`initializer=`); a
     `trio_kafka` logger someone configured keeps its handlers. Above CRITICAL, a log

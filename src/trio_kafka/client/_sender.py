@@ -51,6 +51,7 @@ from trio_kafka.errors import (
     ErrorCode,
     FatalError,
     KafkaError,
+    ProducerFencedError,
     error_for_code,
     error_info,
 )
@@ -209,7 +210,17 @@ class Sender:
         self._fatal_handled = True
         stopped = self.core.fatal_error
         assert stopped is not None
-        logger.error("producer stopped by a fatal error: %s", stopped)
+        if isinstance(stopped, ProducerFencedError):
+            # Not a failure of this producer: a newer instance with its transactional id
+            # took over (a failover, a commit log's new writer), as fencing is meant to.
+            logger.warning(
+                "producer fenced: a newer producer with transactional id %r took over; "
+                "this one sends nothing more (%s)",
+                self._transactional_id,
+                stopped,
+            )
+        else:
+            logger.error("producer stopped by a fatal error: %s", stopped)
         self.on_fatal()
         self.core.fail_all(stopped)
         self.on_progress()
