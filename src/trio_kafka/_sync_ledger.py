@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import enum
+import os
 import threading
 from typing import Any
 
@@ -87,6 +88,29 @@ class Ledger:
         self.unappended = 0
         # The producer's metrics as it closed (the trio side, at the end of its run).
         self.final_metrics: MetricsSnapshot | None = None
+        # In a forked child: the pid of the process that created the producer (whose
+        # thread and connections did not come along). None in that process itself.
+        self.forked_from: int | None = None
+
+    def after_fork(self, parent: int) -> None:
+        """In a forked child (the only thread, right after the fork): the producer is
+        closed here. A fresh lock: a thread of the parent may have held the old one."""
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self.closed = True
+        self.forked_from = parent
+
+    def closed_error(self) -> ProducerClosedError:
+        """What a call on a closed producer raises."""
+        if self.forked_from is None:
+            return ProducerClosedError("the producer is closed; nothing more can be sent with it")
+        return ProducerClosedError(
+            f"this Producer was created in process {self.forked_from} and this process "
+            f"({os.getpid()}) is a fork of it: the producer's thread and connections stayed "
+            "in the parent, so it cannot send here. Create a new Producer in the child, "
+            "after the fork (on first use, or in a post-fork hook such as gunicorn's "
+            "post_fork); the parent's producer is unaffected"
+        )
 
     def settle(
         self, future: DeliveryFuture, outcome: Outcome | None, error: BaseException | None

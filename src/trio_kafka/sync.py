@@ -35,6 +35,11 @@ anything, asyncio included (docs/asyncio.md says when to prefer the async produc
 
 Interpreter exit: the thread is a daemon, and an `atexit` hook closes a producer the
 program forgot to close, bounded by `close_timeout`, so exit never hangs on a broker.
+
+Fork: the thread and its connections stay in the parent. An `os.register_at_fork` hook
+marks every live producer closed in the child (with a fresh lock: a parent's thread may
+have held the old one), so the child's calls raise at once, saying to make a producer of
+its own, and its `close()` and exit return at once; the parent goes on unaffected.
 """
 
 from __future__ import annotations
@@ -45,7 +50,9 @@ import contextlib
 import functools
 import logging
 import math
+import os
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -113,6 +120,14 @@ class Producer:
             startup_timeout=_STARTUP_TIMEOUT,
         )
         atexit.register(self._close_at_exit)
+        self._pid = os.getpid()
+        _LIVE.add(self)
+
+    def _forked(self) -> None:
+        """In a forked child: the thread is the parent's; every call here is refused
+        with an error that says so, and close() returns at once."""
+        self._ledger.after_fork(self._pid)
+        atexit.unregister(self._close_at_exit)
 
     def __repr__(self) -> str:
         state = "closed" if self._ledger.closed else "open"
@@ -162,7 +177,7 @@ class Producer:
         future = DeliveryFuture()
         with self._ledger.lock:
             if self._ledger.closed:
-                raise _closed_error()
+                raise self._ledger.closed_error()
             if self._ledger.unappended >= MAX_UNAPPENDED:
                 self._wait_for_room()
             self._ledger.unappended += 1
@@ -204,7 +219,7 @@ class Producer:
                 )
             self._ledger.changed.wait(remaining)
         if self._ledger.closed:
-            raise _closed_error()
+            raise self._ledger.closed_error()
 
     # -- flush, close -------------------------------------------------------------------
 
@@ -218,7 +233,7 @@ class Producer:
         deadline = math.inf if timeout is None else time.monotonic() + timeout
         with self._ledger.lock:
             if self._ledger.closed:
-                raise _closed_error()
+                raise self._ledger.closed_error()
             if self._ledger.pending == 0:
                 return 0
             self._portal.put((Kind.FLUSH, deadline, None))
@@ -239,6 +254,8 @@ class Producer:
             self.config.close_timeout if timeout is None else _checked_timeout("close", timeout)
         )
         assert timeout is not None
+        if self._ledger.forked_from is not None:
+            return  # the parent's producer: nothing of it runs in this process
         self._refuse_in_own_thread("close")
         deadline = time.monotonic() + timeout
         with self._ledger.lock:
@@ -347,7 +364,7 @@ class Producer:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         with self._ledger.lock:
             if self._ledger.closed:
-                raise _closed_error()
+                raise self._ledger.closed_error()
             if not self._portal.put((Kind.CALL, (fn, ordered), future)):
                 raise ProducerClosedError("the producer's thread has stopped")
         return future.result(timeout)
@@ -401,8 +418,16 @@ def _checked_timeout(what: str, timeout: float | None) -> float | None:
     return float(timeout)
 
 
-def _closed_error() -> ProducerClosedError:
-    return ProducerClosedError("the producer is closed; nothing more can be sent with it")
+#: Every Producer not yet garbage (for the fork hook).
+_LIVE: weakref.WeakSet[Producer] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for producer in list(_LIVE):
+        producer._forked()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _config_options(options: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
 import re
 import socket
 import subprocess
@@ -284,6 +285,60 @@ def test_the_interpreter_exits_with_an_unclosed_producer() -> None:
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == "0"
+        assert broker.call(lambda: broker.cluster.state.partition("t", 0).log.log_end_offset) == 2  # type: ignore[union-attr]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_is_told_to_make_its_own_producer_and_the_parent_goes_on() -> None:
+    """gunicorn's preload, multiprocessing's fork: the producer's thread stays in the
+    parent. The child's calls are refused at once, naming the fork (they used to be
+    queued for a thread that is not there: futures never settled, close() hung), and
+    its exit does not hang; the parent's producer is unaffected."""
+    with run_in_thread(topics={"t": 1}) as broker:
+        script = textwrap.dedent(
+            f"""
+            import os, sys, time
+            from trio_kafka.errors import ProducerClosedError
+            from trio_kafka.sync import Producer
+            p = Producer(bootstrap={broker.bootstrap!r})
+            print("parent", p.send("t", b"before").result(timeout=10).offset, flush=True)
+            pid = os.fork()
+            if pid == 0:
+                started = time.monotonic()
+                for name, call in [
+                    ("send", lambda: p.send("t", b"child")),
+                    ("flush", lambda: p.flush(5)),
+                    ("metrics", lambda: p.metrics()),
+                ]:
+                    try:
+                        call()
+                        print("child", name, "was not refused", flush=True)
+                    except ProducerClosedError as exc:
+                        assert f"created in process {{os.getppid()}}" in str(exc), exc
+                        assert "Create a new Producer in the child" in str(exc), exc
+                        print("child", name, "refused", flush=True)
+                p.close(5)
+                print("child closed", round(time.monotonic() - started), flush=True)
+                sys.exit(0)  # a normal exit: the atexit hook must not wait for anything
+            _, status = os.waitpid(pid, 0)
+            print("child exit", os.waitstatus_to_exitcode(status), flush=True)
+            print("parent", p.send("t", b"after").result(timeout=10).offset, flush=True)
+            p.close()
+            """
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split("\n")[:-1] == [
+            "parent 0",
+            "child send refused",
+            "child flush refused",
+            "child metrics refused",
+            "child closed 0",
+            "child exit 0",
+            "parent 1",
+        ], (done.stdout, done.stderr)
         assert broker.call(lambda: broker.cluster.state.partition("t", 0).log.log_end_offset) == 2  # type: ignore[union-attr]
 
 
