@@ -63,6 +63,7 @@ from trio_kafka.net import (
     ExponentialBackoff,
     KafkaSelector,
     TaskGroup,
+    TopicMetadata,
     primitives,
 )
 from trio_kafka.producer import ClusterView, ProducerBatch, ProducerCore, Settled
@@ -111,6 +112,8 @@ class Sender:
         # Set by wake(); the sender replaces it each time it goes to sleep.
         self._wake = self._new_event()
         self._metadata: ClusterMetadata | None = None
+        # Topic -> (its metadata entry, the leaders worked out from it) (sync_metadata).
+        self._leaders: dict[str, tuple[TopicMetadata, tuple[int, ...]]] = {}
         self._init_running = False
         # Set by the producer as it settles everything on close: no new tasks.
         self.closing = False
@@ -270,16 +273,23 @@ class Sender:
         if metadata is self._metadata:
             return
         self._metadata = metadata
-        leaders: dict[str, list[int]] = {}
+        # A topic's leaders are worked out again only when its entry changed (snapshots
+        # share the entries of topics a refresh did not touch): with thousands of
+        # topics, each new topic's refresh would otherwise cost them all.
+        known = self._leaders
+        leaders: dict[str, tuple[int, ...]] = {}
         for name, topic in metadata.topics.items():
-            if not topic.is_usable:
-                continue
-            count = max(p.partition for p in topic.partitions) + 1
-            nodes = [-1] * count
-            for p in topic.partitions:
-                nodes[p.partition] = p.leader
-            leaders[name] = nodes
-        self.core.update_metadata(ClusterView.from_leaders(leaders))
+            cached = known.get(name)
+            if cached is not None and cached[0] is topic:
+                leaders[name] = cached[1]
+            elif topic.is_usable:
+                count = max(p.partition for p in topic.partitions) + 1
+                nodes = [-1] * count
+                for p in topic.partitions:
+                    nodes[p.partition] = p.leader
+                leaders[name] = tuple(nodes)
+        self._leaders = {name: (metadata.topics[name], nodes) for name, nodes in leaders.items()}
+        self.core.update_metadata(ClusterView(leaders))
 
     def refresh_metadata(self, topics: Any = ()) -> None:
         """Refresh in the background, at most once per `retry_backoff`; wakes when done.

@@ -150,8 +150,11 @@ class ClusterMetadata:
         }
         topics: dict[str, TopicMetadata] = {}
         if requested is not None:
-            wanted = set(requested)
-            topics.update((n, t) for n, t in self.topics.items() if n not in wanted)
+            # The entries of topics not asked for are kept as they are (the same
+            # objects: a reader may tell what changed by identity).
+            topics = dict(self.topics)
+            for name in requested:
+                topics.pop(name, None)
         for raw in response.topics:
             if raw.name is None:
                 continue

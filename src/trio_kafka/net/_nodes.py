@@ -52,11 +52,16 @@ class Node:
 
 @attrs.define(eq=False)
 class Refresh:
-    """One Metadata request in progress; `topics` None means every topic."""
+    """One Metadata request in progress; `topics` None means every topic. `full`: it
+    asks for every topic of interest (not only topics named by a caller)."""
 
     topics: frozenset[str] | None
+    full: bool = False
     done: anyio.Event = attrs.field(factory=anyio.Event)
     error: BaseException | None = None
+
+    def covers(self, topics: frozenset[str]) -> bool:
+        return self.topics is None or self.topics >= topics
 
 
 def root_error(error: BaseException) -> BaseException:

@@ -20,7 +20,9 @@ cluster metadata that says which node is where.
   topics of interest; a connection not up within `_HEDGE_DELAY` is left connecting and
   the next candidate is asked, so one blackholed broker cannot hold a refresh for the
   whole `connection_setup_timeout`.
-  Concurrent refreshes share one request when it covers their topics. A background task
+  A refresh for named topics asks for those only (KIP-526), with any others named
+  while a request was out; one without names asks for every topic of interest.
+  Concurrent refreshes share a request that covers what they ask. A background task
   refreshes once the snapshot is `metadata_max_age` old. If every node fails, the error
   names every address tried and the last OS error.
 - Idle reaping: a background task closes connections with nothing in flight and no
@@ -91,6 +93,10 @@ class KafkaSelector:
     # Topics whose metadata we keep (a dict used as an ordered set).
     _interest: dict[str, None] = attrs.field(factory=dict, init=False)
     _refresh: Refresh | None = attrs.field(default=None, init=False)
+    # Topics asked for since the last request started (the next one asks for them),
+    # and whether a refresh of every topic of interest was asked for.
+    _queued: set[str] = attrs.field(factory=set, init=False)
+    _queued_all: bool = attrs.field(default=False, init=False)
     _last_refresh_attempt: float = attrs.field(default=-math.inf, init=False)
     # Consecutive failed refreshes (spaces the age task's retries).
     _refresh_failures: int = attrs.field(default=0, init=False)
@@ -276,18 +282,32 @@ class KafkaSelector:
     # -- metadata -------------------------------------------------------------------------------
 
     async def refresh_metadata(self, topics: Iterable[str] = ()) -> ClusterMetadata:
-        """Fetch fresh metadata for the topics of interest plus `topics` (which join the
-        interest set). Shares a request already in progress that covers them."""
-        wanted = list(topics)
-        for topic in wanted:
+        """Fetch fresh metadata: with `topics`, for those (they join the topics of
+        interest) and any named while a request was out, in one request (KIP-526: a
+        producer meeting its 1,000th topic does not ask again for the 999 it knows,
+        aiokafka#943); without, for every topic of interest. A request in progress that
+        covers what is asked is shared."""
+        wanted = frozenset(topics)
+        for topic in sorted(wanted):
             self._interest.setdefault(topic)
+        if wanted:
+            self._queued.update(wanted)
+        else:
+            self._queued_all = True
         while True:
             refresh = self._refresh
             if refresh is None:
-                refresh = self._refresh = Refresh(frozenset(self._interest))
+                full = self._queued_all
+                asked = frozenset(self._interest if full else self._queued)
+                self._queued.clear()
+                self._queued_all = False
+                refresh = self._refresh = Refresh(asked, full=full)
                 self._service_nursery().start_soon(self._run_refresh, refresh)
-                break
-            if refresh.topics is None or refresh.topics.issuperset(wanted):
+            if refresh.full if not wanted else refresh.covers(wanted):
+                if wanted:  # shared, so not asked for again
+                    self._queued -= wanted
+                else:
+                    self._queued_all = False
                 break
             await refresh.done.wait()
         await refresh.done.wait()

@@ -114,7 +114,9 @@ class RecordAccumulator:
         self.wall_offset = wall_offset
         self.batch_size = config.batch_size
         self.batches = BatchQueues(config, sequencing)
-        self.partitioner = Partitioner(config, rng)
+        # Queued batches per partition at the last ready() (KIP-794's load stats).
+        self._ready_lengths: dict[tuple[str, int], int] = {}
+        self.partitioner = Partitioner(config, rng, self._ready_lengths)
         # The same objects as the components', bound once: the per-record path reads
         # `_open` and `_sticky`; the core reads `queues` and `node_in_flight`, and a
         # rule may put a batch back with `reenqueue` (producer/_rules.py).
@@ -468,28 +470,24 @@ class RecordAccumulator:
 
     def update_cluster(self, cluster: ClusterView) -> None:
         """New metadata (see `Partitioner.update_cluster`)."""
-        self.cluster = cluster
-        self.partitioner.update_cluster(cluster)
+        old, self.cluster = self.cluster, cluster
+        self.partitioner.update_cluster(cluster, old)
         self._switch_at = self.partitioner.switch_at
 
     # -- ready / drain (the queues', with this accumulator's cluster and state) --------
 
     def ready(self, now: float) -> ReadyResult:
         """Leaders with sendable data, the delay until the next check, leaderless topics
-        (`BatchQueues.ready`); with adaptive partitioning, also the load stats."""
+        (`BatchQueues.ready`); with adaptive partitioning, the load stats' inputs."""
         send_all = self.exhausted or self.flushing > 0 or self.closed
         result = self.batches.ready(now, self.cluster, send_all)
         if self.config.partitioner_adaptive and self._sticky:
             unavailable = self.batches.unavailable_nodes()
             if unavailable != self.cluster.unavailable_nodes:
                 self.cluster = self.cluster.with_unavailable(unavailable)
-            queues = self.queues
-
-            def queue_length(tp: tuple[str, int]) -> int:
-                queue = queues.get(tp)
-                return len(queue) if queue else 0
-
-            self.partitioner.update_load_stats(self.cluster, queue_length, unavailable)
+            # What the load stats weigh (as Java's ready()): partitions with a queue only.
+            self._ready_lengths.clear()
+            self._ready_lengths.update((tp, len(queue)) for tp, queue in self.queues.items())
         return result
 
     def drain(

@@ -22,18 +22,23 @@ class ClusterView:
     leaders: Mapping[str, tuple[int, ...]] = attrs.field(factory=dict)
     #: Nodes whose partitions the partitioners avoid (availability timeout).
     unavailable_nodes: frozenset[int] = frozenset()
-    # Derived: node -> its partitions in a stable order (for drain round robin).
-    _by_node: Mapping[int, tuple[tuple[str, int], ...]] = attrs.field(
-        init=False, repr=False, eq=False
+    # Derived, on first use: node -> its partitions in (topic, partition) order (the
+    # leader-aware partitioner's). Not built for every view: a view is made at each
+    # metadata change, and with thousands of topics that would cost O(partitions) each.
+    _by_node: Mapping[int, tuple[tuple[str, int], ...]] | None = attrs.field(
+        default=None, init=False, repr=False, eq=False
     )
 
-    def __attrs_post_init__(self) -> None:
-        by_node: dict[int, list[tuple[str, int]]] = {}
-        for topic in sorted(self.leaders):
-            for partition, node in enumerate(self.leaders[topic]):
-                if node >= 0:
-                    by_node.setdefault(node, []).append((topic, partition))
-        object.__setattr__(self, "_by_node", {n: tuple(p) for n, p in by_node.items()})
+    def _partitions_by_node(self) -> Mapping[int, tuple[tuple[str, int], ...]]:
+        if self._by_node is None:
+            by_node: dict[int, list[tuple[str, int]]] = {}
+            for topic in sorted(self.leaders):
+                for partition, node in enumerate(self.leaders[topic]):
+                    if node >= 0:
+                        by_node.setdefault(node, []).append((topic, partition))
+            object.__setattr__(self, "_by_node", {n: tuple(p) for n, p in by_node.items()})
+        assert self._by_node is not None
+        return self._by_node
 
     @classmethod
     def from_leaders(cls, leaders: Mapping[str, Iterable[int]]) -> ClusterView:
@@ -57,12 +62,12 @@ class ClusterView:
         return [p for p, n in enumerate(self.leaders.get(topic, ())) if n >= 0 and n not in down]
 
     def partitions_for_node(self, node: int) -> tuple[tuple[str, int], ...]:
-        return self._by_node.get(node, ())
+        return self._partitions_by_node().get(node, ())
 
     @property
     def nodes(self) -> list[int]:
         """Nodes that lead at least one partition, sorted."""
-        return sorted(self._by_node)
+        return sorted(self._partitions_by_node())
 
     def with_unavailable(self, nodes: frozenset[int]) -> ClusterView:
         return ClusterView(self.leaders, nodes)

@@ -12,7 +12,7 @@ twice a batch's worth regardless: Java's cap), to a partition drawn by `next_par
 `next_partition` is Java's `BuiltInPartitioner.nextPartition`: uniform over the
 available partitions, or, with adaptive partitioning and load stats from `ready()`,
 weighted by how short each partition's queue is (the partition whose leader keeps up
-gets more). The leader-aware partitioner (the producer API proposal's "one connection
+gets more; the table is built when the topic chooses). The leader-aware partitioner (the producer API proposal's "one connection
 per producer") restricts the draw to the partitions led by one node, and switches node
 every `leader_switch_interval` seconds.
 """
@@ -20,7 +20,7 @@ every `leader_switch_interval` seconds.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from trio_kafka.errors import InvalidPartitionError
@@ -137,8 +137,16 @@ class Partitioner:
     module doc). Its `sticky` states are read and updated by the accumulator's fast
     path, which appends to `sticky.batch` while it has room."""
 
-    def __init__(self, config: ProducerConfig, rng: RandomSource) -> None:
+    def __init__(
+        self,
+        config: ProducerConfig,
+        rng: RandomSource,
+        queue_lengths: Mapping[tuple[str, int], int] | None = None,
+    ) -> None:
         self.rng = rng
+        # KIP-794: partitions' queued batches at the last ready() (absent: none), for
+        # the load stats of a topic choosing its sticky partition (None: not adaptive).
+        self.queue_lengths = queue_lengths if config.partitioner_adaptive else None
         self.batch_size = config.batch_size
         # Topic -> its sticky partition and batch (unkeyed records).
         self.sticky: dict[str, StickyState] = {}
@@ -204,6 +212,8 @@ class Partitioner:
             if not (produced >= self.batch_size and full) and produced < 2 * self.batch_size:
                 return partition
         node = self.leader.node if self.leader is not None else None
+        if self.queue_lengths is not None and node is None:
+            self._update_load_stats(topic, sticky, cluster, self.queue_lengths)
         partition = sticky.next_partition(topic, cluster, self.rng, node)
         sticky.partition = partition
         sticky.produced = 0
@@ -217,31 +227,41 @@ class Partitioner:
             sticky.partition = -1
             sticky.batch = NO_BATCH
 
-    def update_cluster(self, cluster: ClusterView) -> None:
+    def update_cluster(self, cluster: ClusterView, old: ClusterView | None = None) -> None:
         """New metadata: forget sticky choices whose partition lost its leader, and the
-        leader-aware node if it left the cluster (another is picked at the next append)."""
+        leader-aware node if it left the cluster (another is picked at the next append).
+        Topics whose leaders are the same object as in `old` (unchanged) are skipped."""
+        before = old.leaders if old is not None else {}
         for topic, sticky in self.sticky.items():
+            leaders = cluster.leaders.get(topic)
+            if leaders is not None and leaders is before.get(topic):
+                continue
             if sticky.partition >= 0 and cluster.leader(topic, sticky.partition) < 0:
                 sticky.partition = -1
                 sticky.batch = NO_BATCH
         if self.leader is not None and self.leader.node not in cluster.nodes:
             self.leader.switch_at = -float("inf")
 
-    def update_load_stats(
-        self,
+    @staticmethod
+    def _update_load_stats(
+        topic: str,
+        sticky: StickyState,
         cluster: ClusterView,
-        queue_length: Callable[[tuple[str, int]], int],
-        unavailable: frozenset[int],
+        queue_lengths: Mapping[tuple[str, int], int],
     ) -> None:
-        """KIP-794: weight each topic's partitions by how short their queues are,
-        leaving out partitions without leader or on an unavailable node."""
-        for topic, sticky in self.sticky.items():
-            leaders = cluster.leaders.get(topic, ())
-            sizes: list[int] = []
-            ids: list[int] = []
-            for partition, node in enumerate(leaders):
-                if node < 0 or node in unavailable:
-                    continue
-                sizes.append(queue_length((topic, partition)))
-                ids.append(partition)
-            sticky.update_load_stats(sizes, ids, len(leaders))
+        """KIP-794: weight the topic's partitions by how short their queues were at the
+        last `ready()`, leaving out partitions without leader or on an unavailable node.
+        Java builds every topic's table at each `ready()`; here only the table of the
+        topic choosing its next partition, when it does (once a batch), from the same
+        lengths, so a producer writing to thousands of topics does not pay for all of
+        them on every pass of its sender."""
+        leaders = cluster.leaders.get(topic, ())
+        unavailable = cluster.unavailable_nodes
+        sizes: list[int] = []
+        ids: list[int] = []
+        for partition, node in enumerate(leaders):
+            if node < 0 or node in unavailable:
+                continue
+            sizes.append(queue_lengths.get((topic, partition), 0))
+            ids.append(partition)
+        sticky.update_load_stats(sizes, ids, len(leaders))

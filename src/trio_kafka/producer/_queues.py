@@ -20,6 +20,7 @@ The per-record path never comes here: an append touches only the open batch.
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
@@ -53,8 +54,9 @@ class BatchQueues:
         # Unfinished sequenced-or-sent batches in flight, per partition and per node.
         self.partition_in_flight: dict[TopicPartition, int] = {}
         self.node_in_flight: dict[int, int] = {}
-        # Drain round-robin start per node (so no partition starves).
-        self._drain_index: dict[int, int] = {}
+        # Drain round robin per node (so no partition starves): the first partition at
+        # or after this key goes first.
+        self._drain_cursor: dict[int, TopicPartition] = {}
         # Availability timeout bookkeeping (KIP-794): last time a node had sendable data
         # and last time we could drain it.
         self._node_ready_time: dict[int, float] = {}
@@ -151,10 +153,15 @@ class BatchQueues:
         for node in nodes:
             if self.node_in_flight.get(node, 0) >= max_in_flight:
                 continue
-            parts = cluster.partitions_for_node(node)
+            # The node's partitions with a queue, in (topic, partition) order, from the
+            # node's cursor on (round robin, so no partition starves): only those with
+            # a queue, so a producer of thousands of topics pays for what it queued.
+            leader = cluster.leader
+            parts = sorted(tp for tp in self.queues if leader(*tp) == node)
             if not parts:
                 continue
-            start = self._drain_index.get(node, 0) % len(parts)
+            cursor = self._drain_cursor.get(node)
+            start = 0 if cursor is None else bisect.bisect_left(parts, cursor) % len(parts)
             taken: list[ProducerBatch] = []
             size = 0
             for i in range(len(parts)):
@@ -169,7 +176,7 @@ class BatchQueues:
                 if self.partition_in_flight.get(tp, 0) >= max_in_flight:
                     continue
                 if taken and size + first.size > max_size:
-                    self._drain_index[node] = index
+                    self._drain_cursor[node] = tp  # it goes first next time
                     break
                 if sequencing.drain_blocked(first):
                     continue
@@ -188,7 +195,8 @@ class BatchQueues:
                 size += first.size
                 taken.append(first)
             else:
-                self._drain_index[node] = start + 1
+                topic, partition = parts[start]
+                self._drain_cursor[node] = (topic, partition + 1)  # the next one first
             if taken:
                 result[node] = taken
                 self.requests_started(node)

@@ -1,0 +1,226 @@
+"""A producer writing to many topics: trio-kafka beside confluent-kafka and aiokafka,
+against Tansu, each at its defaults.
+
+What a user of many topics meets (aiokafka#943: `send()` 10x slower at 5,000 topics):
+the timed window is the producer's creation, a first record to each of `--topics`
+topics of one partition (each first send has to learn its topic's metadata), then
+`--records` records of 100 bytes round robin over the topics, every record's outcome
+observed (as in benchmarks/produce.py: handles awaited, delivery callbacks counted,
+futures awaited), and the close. A run counts only if every record is acknowledged.
+
+Each run is its own subprocess against its own fresh Tansu, with the topics created
+before the timer starts; the variants run round robin, `--rounds` times; the table
+shows medians of the wall clock and of the client process's CPU seconds, and the
+ratios trio-kafka / peer (above 1: trio-kafka faster).
+
+    .venv/bin/python benchmarks/many_topics.py [--topics N] [--records N] [--rounds N]
+        [--clients a,b] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import json
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+VALUE = b"x" * 100
+CLIENT_MODULES = {
+    "trio-kafka": ("trio", "trio_kafka.client"),
+    "confluent-kafka": ("confluent_kafka",),
+    "aiokafka": ("aiokafka",),
+}
+
+
+def _create_topics(bootstrap: str, names: list[str]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for start in range(0, len(names), 500):
+        futures = admin.create_topics(
+            [
+                NewTopic(name, num_partitions=1, replication_factor=1)
+                for name in names[start : start + 500]
+            ]
+        )
+        for future in futures.values():
+            future.result(timeout=60)
+
+
+def _order(names: list[str], records: int) -> list[str]:
+    """Each topic once (its first send), then `records` round robin."""
+    return names + [names[i % len(names)] for i in range(records)]
+
+
+def run_trio_kafka(bootstrap: str, names: list[str], records: int) -> int:
+    import trio
+
+    from trio_kafka.client import open_producer
+
+    async def main() -> int:
+        async with open_producer(bootstrap) as producer:
+            send = producer.send
+            handles = [await send(topic, VALUE) for topic in _order(names, records)]
+            acked = 0
+            for handle in handles:
+                try:
+                    await handle
+                    acked += 1
+                except Exception:
+                    pass
+        return acked
+
+    return trio.run(main)
+
+
+def run_confluent(bootstrap: str, names: list[str], records: int) -> int:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    acked = 0
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        nonlocal acked
+        if err is None:
+            acked += 1
+
+    produce, poll = producer.produce, producer.poll
+    for topic in _order(names, records):
+        while True:
+            try:
+                produce(topic, VALUE, on_delivery=on_delivery)
+                break
+            except BufferError:
+                poll(0.01)
+        poll(0)
+    producer.flush(600)
+    return acked
+
+
+def run_aiokafka(bootstrap: str, names: list[str], records: int) -> int:
+    from aiokafka import AIOKafkaProducer
+
+    async def main() -> int:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+        await producer.start()
+        acked = 0
+        try:
+            futures = [await producer.send(topic, VALUE) for topic in _order(names, records)]
+            for future in futures:
+                try:
+                    await future
+                    acked += 1
+                except Exception:
+                    pass
+        finally:
+            await producer.stop()
+        return acked
+
+    return asyncio.run(main())
+
+
+CLIENTS = {
+    "trio-kafka": run_trio_kafka,
+    "confluent-kafka": run_confluent,
+    "aiokafka": run_aiokafka,
+}
+
+
+def child(spec: dict[str, Any]) -> None:
+    from trio_kafka.testing import tansu_broker
+
+    for module in CLIENT_MODULES[spec["client"]]:
+        importlib.import_module(module)
+    names = [f"topic-{i:05d}" for i in range(spec["topics"])]
+    with tansu_broker() as broker:
+        _create_topics(broker.bootstrap, names)
+        cpu = time.process_time()
+        start = time.perf_counter()
+        acked = CLIENTS[spec["client"]](broker.bootstrap, names, spec["records"])
+        elapsed = time.perf_counter() - start
+        cpu = time.process_time() - cpu
+    print(json.dumps({**spec, "acked": acked, "seconds": elapsed, "cpu": cpu}))
+
+
+def _run_child(spec: dict[str, Any]) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return {**spec, "error": " / ".join(tail)}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--topics", type=int, default=1000)
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument("--json", help="write every run's result to this file")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(json.loads(args.child))
+        return
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    unknown = sorted(set(clients) - set(CLIENTS))
+    if unknown:
+        parser.error(f"unknown clients {unknown}: choose from {', '.join(CLIENTS)}")
+    total = args.topics + args.records
+    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in clients}
+    for round_ in range(args.rounds):
+        for client in clients:
+            result = _run_child({"client": client, "topics": args.topics, "records": args.records})
+            runs[client].append(result)
+            status = result.get("error") or (
+                f"{result['seconds']:.2f} s, cpu {result['cpu']:.2f} s, "
+                f"{result['acked']:,}/{total:,} acknowledged"
+            )
+            print(f"round {round_ + 1} {client}: {status}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(runs, f, indent=1)
+
+    def medians(client: str) -> tuple[float, float] | None:
+        done = [r for r in runs[client] if "error" not in r and r["acked"] == total]
+        if len(done) != len(runs[client]) or not done:
+            return None
+        return (
+            statistics.median(r["seconds"] for r in done),
+            statistics.median(r["cpu"] for r in done),
+        )
+
+    print(
+        f"\n{args.topics:,} topics of 1 partition: a first record to each, then "
+        f"{args.records:,} of 100 B round robin, at each client's defaults, against Tansu "
+        f"(medians of {args.rounds})"
+    )
+    ours = medians("trio-kafka") if "trio-kafka" in runs else None
+    print(f"{'client':<16} {'records/s':>12} {'wall s':>8} {'cpu s':>8} {'trio-kafka / it':>16}")
+    for client in clients:
+        found = medians(client)
+        if found is None:
+            print(f"{client:<16} {'incomplete':>12}")
+            continue
+        seconds, cpu = found
+        ratio = f"{seconds / ours[0]:.2f}x" if ours is not None and client != "trio-kafka" else ""
+        print(f"{client:<16} {total / seconds:>12,.0f} {seconds:>8.2f} {cpu:>8.2f} {ratio:>16}")
+
+
+if __name__ == "__main__":
+    main()
