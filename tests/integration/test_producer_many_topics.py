@@ -13,8 +13,9 @@ import pytest
 
 from tests.integration._backends import mock_cluster
 from tests.integration._helpers import FAST
-from trio_kafka.broker import HookCall
+from trio_kafka.broker import ClusterOptions, HookCall
 from trio_kafka.client import open_producer
+from trio_kafka.errors import InvalidTopicError, ProducerClosedError, UnknownTopicError
 from trio_kafka.protocol.messages.metadata import MetadataRequest
 
 #: Each test runs on trio, then on asyncio (issue 16; tests/conftest.py).
@@ -79,3 +80,40 @@ async def test_concurrent_first_sends_share_their_metadata_requests() -> None:
             # Topics named while a request was out go together in the next one.
             assert len(requests) <= 10, [len(topics) for topics in requests]
             assert sum(len(topics) for topics in requests) <= TOPICS + 10
+
+
+async def test_wait_for_topics_learns_them_in_one_request() -> None:
+    names = [f"topic-{i:03d}" for i in range(TOPICS)]
+    async with mock_cluster(topics={**dict.fromkeys(names, 1), "six": 6}) as cluster:
+        asked: list[list[str] | None] = []
+        cluster.add_hook(MetadataRequest, record_asked(asked))
+        async with open_producer(cluster.bootstrap, **FAST) as producer:
+            with anyio.fail_after(10):
+                counts = await producer.wait_for_topics([*names, "six", names[0]])
+            assert counts == {**dict.fromkeys(names, 1), "six": 6}
+            assert [sorted(topics) for topics in asked if topics] == [sorted([*names, "six"])]
+            asked.clear()
+            with anyio.fail_after(30):  # the first sends wait for nothing now
+                for name in names:
+                    await (await producer.send(name, b"first"))
+                assert await producer.wait_for_topics(["six"]) == {"six": 6}
+            assert [topics for topics in asked if topics] == []
+
+
+async def test_wait_for_topics_refuses_what_a_send_would() -> None:
+    options = ClusterOptions(auto_create_topics=False)
+    async with mock_cluster(topics={"orders": 2}, options=options) as cluster:
+        async with open_producer(cluster.bootstrap, **FAST) as producer:
+            with pytest.raises(TypeError, match=r"wait_for_topics\(\['orders'\]\)"):
+                await producer.wait_for_topics("orders")
+            with pytest.raises(TypeError, match="must be a str, not int"):
+                await producer.wait_for_topics(["orders", 7])  # type: ignore[list-item]
+            with pytest.raises(InvalidTopicError, match="not a valid Kafka topic name"):
+                await producer.wait_for_topics(["orders", "no spaces"])
+            with anyio.fail_after(10), pytest.raises(UnknownTopicError, match="missing"):
+                await producer.wait_for_topics(["orders", "missing"], timeout=5)
+            # Nothing of that hurt the producer.
+            assert await producer.wait_for_topics(["orders"]) == {"orders": 2}
+            assert (await (await producer.send("orders", b"x", partition=1))).offset == 0
+        with pytest.raises(ProducerClosedError):
+            await producer.wait_for_topics(["orders"])

@@ -54,6 +54,7 @@ from trio_kafka.client._closing import ClosingMixin
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
 from trio_kafka.client._send_many import SendManyMixin, merge_spans
 from trio_kafka.client._sender import Sender, logger
+from trio_kafka.client._topic_calls import TopicCallsMixin
 from trio_kafka.client._transactions import transaction_driver
 from trio_kafka.client._txn_calls import TransactionalProducerMixin
 from trio_kafka.errors import (
@@ -61,7 +62,6 @@ from trio_kafka.errors import (
     KafkaError,
     ProducerClosedError,
 )
-from trio_kafka.errors import UnknownTopicError as TopicNotFoundError
 from trio_kafka.net import (
     Clock,
     KafkaSelector,
@@ -87,7 +87,13 @@ from trio_kafka.producer import (
 _CHECKPOINT_EVERY = 64
 
 
-class Producer(SendManyMixin, ConditionalSendMixin, ClosingMixin, TransactionalProducerMixin):
+class Producer(
+    SendManyMixin,
+    ConditionalSendMixin,
+    TopicCallsMixin,
+    ClosingMixin,
+    TransactionalProducerMixin,
+):
     """Created by `open_producer()`; see the module doc."""
 
     def __init__(
@@ -415,26 +421,6 @@ class Producer(SendManyMixin, ConditionalSendMixin, ClosingMixin, TransactionalP
             "producer, or unreachable",
             appended=None if appended is None else BulkDelivery(merge_spans(appended)),
         )
-
-    async def _wait_for_topic(self, topic: str, deadline: float) -> None:
-        timeout = max(deadline - self._now(), 0.0)
-        try:
-            # Closing cancels this wait (as Java's close wakes a send in waitOnMetadata).
-            with anyio.CancelScope() as scope:
-                self._metadata_waits.add(scope)
-                try:
-                    await self.selector.wait_for_topic(topic, timeout=timeout)
-                finally:
-                    self._metadata_waits.discard(scope)
-            if scope.cancelled_caught:
-                self._refuse()
-        except TopicNotFoundError as exc:
-            # A bootstrap address is often also a metadata broker's: name each once.
-            tried = ", ".join(
-                dict.fromkeys(self.selector.node_address(n) for n in self.selector.node_ids)
-            )
-            raise TopicNotFoundError(f"{exc}. Brokers known: {tried}", topic=topic) from None
-        self._sender.sync_metadata()
 
     # -- flush, close ----------------------------------------------------------------
 
