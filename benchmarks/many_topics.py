@@ -29,6 +29,8 @@ import sys
 import time
 from typing import Any
 
+from produce import count_acknowledged  # benchmarks/ is the script's directory
+
 VALUE = b"x" * 100
 CLIENT_MODULES = {
     "trio-kafka": ("trio", "trio_kafka.client"),
@@ -66,13 +68,7 @@ def run_trio_kafka(bootstrap: str, names: list[str], records: int) -> int:
         async with open_producer(bootstrap) as producer:
             send = producer.send
             handles = [await send(topic, VALUE) for topic in _order(names, records)]
-            acked = 0
-            for handle in handles:
-                try:
-                    await handle
-                    acked += 1
-                except Exception:
-                    pass
+            acked = await count_acknowledged(handles)
         return acked
 
     return trio.run(main)
@@ -108,15 +104,9 @@ def run_aiokafka(bootstrap: str, names: list[str], records: int) -> int:
     async def main() -> int:
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
         await producer.start()
-        acked = 0
         try:
             futures = [await producer.send(topic, VALUE) for topic in _order(names, records)]
-            for future in futures:
-                try:
-                    await future
-                    acked += 1
-                except Exception:
-                    pass
+            acked = await count_acknowledged(futures)
         finally:
             await producer.stop()
         return acked

@@ -57,7 +57,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 PARTITIONS = 6
@@ -77,6 +77,22 @@ def _create_topic(bootstrap: str, topic: str) -> None:
     )
     for future in futures.values():
         future.result(timeout=30)
+
+
+async def count_acknowledged(
+    outcomes: Iterable[Awaitable[object]],
+    errors: type[BaseException] | tuple[type[BaseException], ...] = Exception,
+) -> int:
+    """Await every record's handle or future, in order; how many were acknowledged (an
+    outcome raising one of `errors` is a record not acknowledged)."""
+    acked = 0
+    for outcome in outcomes:
+        try:
+            await outcome
+            acked += 1
+        except errors:
+            pass
+    return acked
 
 
 # --- one function per client: (bootstrap, topic, count, size, equal) -> acked count ----
@@ -126,17 +142,11 @@ def run_aiokafka(bootstrap: str, topic: str, count: int, size: int, equal: bool)
             options = {"acks": "all", "linger_ms": LINGER_MS, "max_batch_size": BATCH_BYTES}
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **options)
         await producer.start()
-        acked = 0
         try:
             value = b"x" * size
             send = producer.send
             futures = [await send(topic, value) for _ in range(count)]
-            for future in futures:
-                try:
-                    await future
-                    acked += 1
-                except Exception:
-                    pass
+            acked = await count_acknowledged(futures)
         finally:
             await producer.stop()
         return acked
@@ -205,19 +215,13 @@ def _run_trio_kafka(
 
     async def main() -> int:
         value = b"x" * size
-        acked = 0
         async with open_producer(bootstrap, **_trio_options(equal)) as producer:
             send = producer.send
             if record_form:
                 handles = [await send(ProducerRecord(topic, value)) for _ in range(count)]
             else:
                 handles = [await send(topic, value) for _ in range(count)]
-            for handle in handles:
-                try:
-                    await handle
-                    acked += 1
-                except KafkaError:
-                    pass
+            acked = await count_acknowledged(handles, KafkaError)
         return acked
 
     if loop == "asyncio":
