@@ -59,6 +59,8 @@ class FakeCluster:
     #: The broker ends of every connection, to drop them.
     server_streams: list[trio.abc.Stream] = attrs.field(factory=list)
     requests: list[tuple[str, int, str, int]] = attrs.field(factory=list)
+    #: The topics each MetadataRequest named, sorted (None: every topic).
+    metadata_asked: list[list[str] | None] = attrs.field(factory=list)
 
     async def connect(self, host: str, port: int) -> trio.abc.Stream:
         self.connects.append((trio.current_time(), host, port))
@@ -133,6 +135,9 @@ class FakeCluster:
                     list(self.topics)
                     if request.topics is None
                     else [t.name for t in request.topics]
+                )
+                self.metadata_asked.append(
+                    None if request.topics is None else sorted(t.name for t in request.topics)
                 )
                 leader = min(self.brokers.values())
                 topics = [
@@ -346,6 +351,44 @@ async def test_metadata_is_refreshed_when_older_than_metadata_max_age(
         await trio.sleep(2.0)
         assert cluster.count("MetadataRequest") == 2
         assert selector.metadata.updated_at == pytest.approx(300.0)
+
+
+async def test_new_topics_are_asked_for_alone_and_do_not_put_off_the_periodic_refresh(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    # KIP-526, as Java: a refresh for a new topic names that topic only, and the
+    # metadata's age counts from the last refresh of every topic of interest.
+    cluster = FakeCluster(nursery, topics={"a": 1, "b": 1, "c": 1})
+    async with open_selector("b1:9092", transport=cluster, metadata_max_age=300.0) as selector:
+        await selector.refresh_metadata(["a"])
+        await trio.sleep(200.0)
+        await selector.refresh_metadata(["b"])
+        assert cluster.metadata_asked == [["a"], ["b"]]
+        await trio.sleep(101.0)  # t=301: every topic of interest
+        assert cluster.metadata_asked == [["a"], ["b"], ["a", "b"]]
+        await trio.sleep(200.0)  # t=501: a new topic
+        await selector.refresh_metadata(["c"])
+        await trio.sleep(100.0)  # t=601: 300 s after the last full refresh, not 100
+        assert cluster.metadata_asked == [["a"], ["b"], ["a", "b"], ["c"], ["a", "b", "c"]]
+        await selector.refresh_metadata()  # after an error: every topic of interest too
+        assert cluster.metadata_asked[-1] == ["a", "b", "c"]
+        assert set(selector.metadata.topics) == {"a", "b", "c"}
+
+
+async def test_topics_named_while_a_request_is_out_go_together_in_the_next(
+    nursery: trio.Nursery,
+) -> None:
+    cluster = FakeCluster(nursery, topics={name: 1 for name in "abcdef"})
+    async with open_selector("b1:9092", transport=cluster) as selector:
+        async with trio.open_nursery() as inner:
+            for name in "abcdef":
+                inner.start_soon(selector.refresh_metadata, [name])
+        # The first to run starts a request for itself; the five named while it was out
+        # share the next one (trio runs new tasks in no fixed order).
+        first, second = cluster.metadata_asked
+        assert first is not None and second is not None
+        assert (len(first), sorted(first + second)) == (1, list("abcdef"))
+        assert set(selector.metadata.topics) == set("abcdef")
 
 
 async def test_a_missing_topic_raises_unknown_topic_after_max_block(

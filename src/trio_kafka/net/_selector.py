@@ -52,10 +52,7 @@ import anyio
 import anyio.abc
 import attrs
 
-from trio_kafka.errors import (
-    BrokerConnectionError,
-    KafkaError,
-)
+from trio_kafka.errors import BrokerConnectionError, KafkaError
 from trio_kafka.net._backoff import ExponentialBackoff
 from trio_kafka.net._clock import Clock, LoopClock, TaskGroup, default_rng, primitives, sleep_until
 from trio_kafka.net._config import SelectorConfig
@@ -93,10 +90,12 @@ class KafkaSelector:
     # Topics whose metadata we keep (a dict used as an ordered set).
     _interest: dict[str, None] = attrs.field(factory=dict, init=False)
     _refresh: Refresh | None = attrs.field(default=None, init=False)
-    # Topics asked for since the last request started (the next one asks for them),
-    # and whether a refresh of every topic of interest was asked for.
+    # Topics asked for since the last request started, and whether all were.
     _queued: set[str] = attrs.field(factory=set, init=False)
     _queued_all: bool = attrs.field(default=False, init=False)
+    # Where `metadata_max_age` counts from: the last refresh of all topics of interest
+    # (or the first one); as Java's, new topics' refreshes do not put it off.
+    _aged_from: float | None = attrs.field(default=None, init=False)
     _last_refresh_attempt: float = attrs.field(default=-math.inf, init=False)
     # Consecutive failed refreshes (spaces the age task's retries).
     _refresh_failures: int = attrs.field(default=0, init=False)
@@ -338,6 +337,8 @@ class KafkaSelector:
             self._refresh_failures += 1
         else:
             self._refresh_failures = 0
+            if refresh.full or self._aged_from is None:
+                self._aged_from = self.clock.now()
         finally:
             self._refresh = None
             refresh.done.set()
@@ -405,7 +406,7 @@ class KafkaSelector:
     async def _refresh_when_old(self) -> None:
         retry = ExponentialBackoff(self.config.retry_backoff, self.config.retry_backoff_max)
         while True:
-            updated = self.metadata.updated_at
+            updated = self._aged_from
             now = self.clock.now()
             if updated is not None and self._refresh_failures == 0:
                 due = updated + self.config.metadata_max_age
@@ -416,7 +417,7 @@ class KafkaSelector:
             else:
                 due = now + self.config.metadata_max_age  # nothing asked for yet
             await sleep_until(due)
-            if updated is not None and self.metadata.updated_at != updated:
+            if updated is not None and self._aged_from != updated:
                 continue  # someone else refreshed meanwhile
             if self._interest or self.metadata.updated_at is not None:
                 await self._refresh_quietly()
