@@ -378,7 +378,7 @@ async def test_new_topics_are_asked_for_alone_and_do_not_put_off_the_periodic_re
 async def test_topics_named_while_a_request_is_out_go_together_in_the_next(
     nursery: trio.Nursery,
 ) -> None:
-    cluster = FakeCluster(nursery, topics={name: 1 for name in "abcdef"})
+    cluster = FakeCluster(nursery, topics=dict.fromkeys("abcdef", 1))
     async with open_selector("b1:9092", transport=cluster) as selector:
         async with trio.open_nursery() as inner:
             for name in "abcdef":
