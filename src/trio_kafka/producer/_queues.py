@@ -150,14 +150,17 @@ class BatchQueues:
         max_in_flight = self.config.max_in_flight
         sequencing = self.sequencing
         result: dict[int, list[ProducerBatch]] = {}
+        # Each node's partitions with a queue (only those: a producer of thousands of
+        # topics pays for what it queued), taken in (topic, partition) order from the
+        # node's cursor on (round robin, so no partition starves).
+        queued: dict[int, list[TopicPartition]] = {}
+        leader = cluster.leader
+        for tp in self.queues:
+            queued.setdefault(leader(*tp), []).append(tp)
         for node in nodes:
             if self.node_in_flight.get(node, 0) >= max_in_flight:
                 continue
-            # The node's partitions with a queue, in (topic, partition) order, from the
-            # node's cursor on (round robin, so no partition starves): only those with
-            # a queue, so a producer of thousands of topics pays for what it queued.
-            leader = cluster.leader
-            parts = sorted(tp for tp in self.queues if leader(*tp) == node)
+            parts = sorted(queued.get(node, ()))
             if not parts:
                 continue
             cursor = self._drain_cursor.get(node)
