@@ -74,12 +74,16 @@ class Runner:
         self._ledger = ledger
         self._bootstrap = bootstrap
         self._options = options
-        # topic -> the records waiting for their lane task to send them, in order.
-        self._lanes: dict[str, _Lane] = {}
+        # topic -> the records waiting for their lane task to send them, in order; the
+        # key None is the shared lane, for topics whose metadata is known (see `_route`).
+        self._lanes: dict[str | None, _Lane] = {}
+        # topic -> its records in the shared lane (a topic's records are in one lane).
+        self._shared: dict[str, int] = {}
         # A batch (of the async producer) -> the futures of its records, until it is done.
         self._batches: dict[Any, _BatchFutures] = {}
-        # topic -> the cancel scope of its lane task (close cancels what still waits).
-        self._lane_scopes: dict[str, anyio.CancelScope] = {}
+        # topic (None: the shared lane) -> the cancel scope of its lane task (close
+        # cancels what still waits).
+        self._lane_scopes: dict[str | None, anyio.CancelScope] = {}
         # Replaced and set each time a lane ends (what "wait until the lanes are idle"
         # waits on).
         self._lane_ended: anyio.Event | None = None
@@ -114,10 +118,11 @@ class Runner:
                         topic = payload[0]
                         if topic.__class__ is not str:
                             topic = topic.topic
-                        lane = lanes.get(topic)
+                        key = topic if topic in lanes else self._route(producer, topic)
+                        lane = lanes.get(key)
                         if lane is None:
-                            lane = lanes[topic] = collections.deque()
-                            self._start_lane(producer, topic, lane)
+                            lane = lanes[key] = collections.deque()
+                            self._start_lane(producer, key, lane)
                         lane.append((payload, future, now))  # type: ignore[arg-type]
                     case Kind.FLUSH:
                         assert self._lane_nursery is not None
@@ -130,10 +135,25 @@ class Runner:
                             self._ledger.abandon(rest)  # something did, it is answered
                         return float(payload)
 
+    def _route(self, producer: AsyncProducer, topic: str) -> str | None:
+        """The lane for a record of `topic`, which has no lane of its own: the shared
+        lane (None) when its metadata is known (its send will not wait for it, so it
+        holds back no other topic) or it has records there already (order), else a lane
+        of its own. One lane for every known topic: with records round robin over
+        thousands of topics, a lane of each would start a task for nearly every record."""
+        shared = self._shared
+        if topic not in shared:
+            found = producer.selector.metadata.topic(topic)
+            if found is None or not found.is_usable:
+                return topic
+            shared[topic] = 0
+        shared[topic] += 1
+        return None
+
     def _start_lane(
         self,
         producer: AsyncProducer,
-        topic: str,
+        topic: str | None,
         lane: _Lane,
     ) -> None:
         scope = anyio.CancelScope()
@@ -144,19 +164,23 @@ class Runner:
     async def _lane(
         self,
         producer: AsyncProducer,
-        topic: str,
+        key: str | None,
         lane: _Lane,
         scope: anyio.CancelScope,
     ) -> None:
-        """Send one topic's records in order until none is left."""
+        """Send one topic's records (key None: the shared lane's) in order until none is
+        left."""
         ledger = self._ledger
         batches = self._batches
+        shared = self._shared if key is None else None
         send = producer.send
         handed = 0  # records appended or refused, not yet told to the ledger
         try:
             with scope:
                 while lane:
                     args, future, _ = lane.popleft()
+                    if shared is not None:
+                        self._forget_shared(_topic_of(args))
                     handed += 1
                     if handed == _TELL_EVERY:
                         ledger.appended(handed)
@@ -172,16 +196,25 @@ class Runner:
                         )
                     except _WAITED_OUT as exc:
                         ledger.refused(future, args, exc)
-                        # Those queued behind it that have waited max_block too.
+                        # Those queued behind it that have waited max_block too (in the
+                        # shared lane other topics' records: only for the buffer, which
+                        # they all wait for).
                         cutoff = anyio.current_time() - producer.config.max_block
-                        while lane and lane[0][2] <= cutoff:
+                        while (
+                            (shared is None or isinstance(exc, BufferFullError))
+                            and lane
+                            and lane[0][2] <= cutoff
+                        ):
                             args, future, _ = lane.popleft()
+                            if shared is not None:
+                                self._forget_shared(_topic_of(args))
                             ledger.refused(future, args, exc)
                             handed += 1
                     except Exception as exc:  # KafkaError, TypeError, a serializer's error
                         ledger.refused(future, args, exc)
                     except BaseException:  # cancelled at close, inside producer.send()
-                        ledger.refused(future, args, self._cancelled_error(producer, topic))
+                        error = self._cancelled_error(producer, _topic_of(args))
+                        ledger.refused(future, args, error)
                         raise
                     else:
                         batch = handle.batch
@@ -194,20 +227,29 @@ class Runner:
                             waiting.entries.append((handle.index, future))
         finally:
             # Cancelled at close: the records still queued were never handed over.
-            error = ProducerClosedError(
-                "the producer closed before this record was appended (it was waiting "
-                f"for topic {topic!r} to be sendable); it was not written"
-            )
             while lane:
                 args, future, _ = lane.popleft()
+                error = ProducerClosedError(
+                    "the producer closed before this record was appended (it was waiting "
+                    f"for topic {_topic_of(args)!r} to be sendable); it was not written"
+                )
                 ledger.refused(future, args, error)
                 handed += 1
+            if shared is not None:
+                shared.clear()
             ledger.appended(handed)
-            del self._lanes[topic]
-            del self._lane_scopes[topic]
+            del self._lanes[key]
+            del self._lane_scopes[key]
             ended, self._lane_ended = self._lane_ended, anyio.Event()
             assert ended is not None
             ended.set()
+
+    def _forget_shared(self, topic: str) -> None:
+        """One record of `topic` left the shared lane."""
+        if self._shared[topic] == 1:
+            del self._shared[topic]
+        else:
+            self._shared[topic] -= 1
 
     def _cancelled_error(self, producer: AsyncProducer, topic: str) -> KafkaError:
         """The error for a record whose producer.send() was cancelled at close. Without
@@ -305,6 +347,11 @@ async def exit_transaction(
         await manager.__aexit__(None, None, None)
     else:
         await manager.__aexit__(type(exc), exc, exc.__traceback__)
+
+
+def _topic_of(args: SendArgs) -> str:
+    topic = args[0]
+    return topic if topic.__class__ is str else topic.topic
 
 
 def _loop_deadline(deadline: float) -> float:

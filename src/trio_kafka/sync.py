@@ -18,10 +18,13 @@ anything, asyncio included (docs/asyncio.md says when to prefer the async produc
 - `send()` checks what it can (types), counts the record as pending and hands it over;
   it returns a `DeliveryFuture` at once. It blocks only when `MAX_UNAPPENDED` records
   are handed over and not yet in the producer's buffer (then for up to `max_block`).
-- The loop side's pump takes items in order and puts each record in its topic's *lane*:
-  one task per topic with records waiting, which awaits `producer.send()` for them one
-  after another (order within a topic is kept). A lane waiting for its topic's metadata
-  or for buffer memory holds back only its own topic: no head-of-line blocking.
+- The loop side's pump takes items in order and puts each record in a *lane*: a task
+  that awaits `producer.send()` for its records one after another. A topic whose
+  metadata is not known yet gets a lane of its own, so its wait holds back only its own
+  records (no head-of-line blocking); the topics whose metadata is known share one lane
+  (their sends wait for nothing but buffer memory, which all topics share), so records
+  round robin over thousands of topics do not start a task each. A topic's records are
+  in one lane at a time: order within a topic is kept.
 - Each record's future is settled from its handle's done-callback, or at once with the
   error when `send()` refused it; the ledger's `pending` counts futures not settled, which is what
   `flush(timeout)` waits on and returns.

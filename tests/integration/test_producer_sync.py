@@ -29,6 +29,7 @@ import pytest
 import trio
 
 from tests.integration._helpers import FAST, consume_all, create_topic
+from trio_kafka._sync_runner import Runner
 from trio_kafka.broker import Hook, HookCall, ThreadedCluster, run_in_thread
 from trio_kafka.client import Acknowledged, Ambiguous, Failed
 from trio_kafka.errors import (
@@ -157,6 +158,45 @@ def test_records_queued_behind_a_metadata_wait_fail_with_it_not_one_max_block_ea
         for future in futures:
             assert isinstance(future.outcome, Failed)
             assert "creating" in str(future.outcome.error)
+
+
+def test_records_of_topics_with_metadata_share_one_lane_and_keep_their_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # With a lane task per topic, records round robin over many topics started a task
+    # for nearly every record (a lane ends when its queue is empty): at 1,000 topics
+    # 6.1 s of CPU for 101,000 records, 3.0 s with the shared lane.
+    started: list[str | None] = []
+    start_lane = Runner._start_lane
+
+    def spy(self: Runner, producer: Any, key: str | None, lane: Any) -> None:
+        started.append(key)
+        start_lane(self, producer, key, lane)
+
+    monkeypatch.setattr(Runner, "_start_lane", spy)
+    names = [f"topic-{i:03d}" for i in range(100)]
+    with run_in_thread(topics={**dict.fromkeys(names, 1), "creating": 1}) as broker:
+        with Producer(bootstrap=broker.bootstrap, max_block=60.0, **FAST) as producer:
+            for name in names:
+                producer.send(name, b"first")
+            assert producer.flush(timeout=30) == 0
+            assert sorted(k for k in started if k is not None) == names  # a lane each
+            started.clear()
+            hook = install(broker, pending_topic("creating"))
+            waiting = [producer.send("creating", b"%d" % i) for i in range(50)]
+            futures = [producer.send(names[i % 100], b"%d" % i) for i in range(5_000)]
+            # The known topics' records do not wait behind the topic being created...
+            assert producer.flush(timeout=0.5) == len(waiting)
+            broker.call(broker.cluster.remove_hook, hook)
+            assert producer.flush(timeout=30) == 0
+        # ... which has a lane of its own; they share one, started again only when it
+        # has run dry (a few times), not once per record.
+        assert started.count("creating") == 1
+        assert set(started) == {None, "creating"} and len(started) < 100, len(started)
+        assert [f.result().offset for f in waiting] == list(range(50))
+        for name in names:  # in order per topic: after the first record, 1, 2, ...
+            mine = [f.result().offset for i, f in enumerate(futures) if names[i % 100] == name]
+            assert mine == list(range(1, 51))
 
 
 # -- flush ------------------------------------------------------------------------------
