@@ -178,6 +178,8 @@ class Runner:
         try:
             with scope:
                 while lane:
+                    if shared is not None and self._hand_over(producer, lane):
+                        continue
                     args, future, _ = lane.popleft()
                     if shared is not None:
                         self._forget_shared(_topic_of(args))
@@ -243,6 +245,24 @@ class Runner:
             ended, self._lane_ended = self._lane_ended, anyio.Event()
             assert ended is not None
             ended.set()
+
+    def _hand_over(self, producer: AsyncProducer, lane: _Lane) -> bool:
+        """The shared lane's next record is of a topic whose metadata is gone (a topic
+        deleted, a broker that no longer knows it): its send would wait, holding back
+        every other topic. Move that topic's records, in order, to a lane of its own;
+        True if it did."""
+        topic = _topic_of(lane[0][0])
+        found = producer.selector.metadata.topic(topic)
+        if found is not None and found.is_usable:
+            return False
+        mine = collections.deque(entry for entry in lane if _topic_of(entry[0]) == topic)
+        others = [entry for entry in lane if _topic_of(entry[0]) != topic]
+        lane.clear()
+        lane.extend(others)
+        del self._shared[topic]
+        self._lanes[topic] = mine
+        self._start_lane(producer, topic, mine)
+        return True
 
     def _forget_shared(self, topic: str) -> None:
         """One record of `topic` left the shared lane."""
