@@ -117,3 +117,22 @@ async def test_wait_for_topics_refuses_what_a_send_would() -> None:
             assert (await (await producer.send("orders", b"x", partition=1))).offset == 0
         with pytest.raises(ProducerClosedError):
             await producer.wait_for_topics(["orders"])
+
+
+async def test_a_topic_the_producer_stopped_writing_to_leaves_its_metadata_requests() -> None:
+    # Java's metadata.max.idle.ms: the periodic refresh asks for the topics in use.
+    async with mock_cluster(topics={"busy": 1, "once": 1}) as cluster:
+        asked: list[list[str] | None] = []
+        cluster.add_hook(MetadataRequest, record_asked(asked))
+        options = {**FAST, "metadata_max_age": 0.3, "metadata_max_idle": 0.5}
+        async with open_producer(cluster.bootstrap, **options) as producer:
+            with anyio.fail_after(30):
+                await (await producer.send("once", b"x"))
+                for i in range(30):  # 1.5 s of writing to "busy" only
+                    await (await producer.send("busy", b"%d" % i))
+                    await anyio.sleep(0.05)
+                periodic = [sorted(topics) for topics in asked if topics and "busy" in topics]
+                assert periodic[-1] == ["busy"], periodic  # "once" is no longer asked for
+                assert producer.selector.metadata.topic("once") is None
+                # Writing to it again learns it again.
+                assert (await (await producer.send("once", b"y"))).offset == 1

@@ -359,7 +359,9 @@ async def test_new_topics_are_asked_for_alone_and_do_not_put_off_the_periodic_re
     # KIP-526, as Java: a refresh for a new topic names that topic only, and the
     # metadata's age counts from the last refresh of every topic of interest.
     cluster = FakeCluster(nursery, topics={"a": 1, "b": 1, "c": 1})
-    async with open_selector("b1:9092", transport=cluster, metadata_max_age=300.0) as selector:
+    async with open_selector(
+        "b1:9092", transport=cluster, metadata_max_age=300.0, metadata_max_idle=1000.0
+    ) as selector:
         await selector.refresh_metadata(["a"])
         await trio.sleep(200.0)
         await selector.refresh_metadata(["b"])
@@ -373,6 +375,31 @@ async def test_new_topics_are_asked_for_alone_and_do_not_put_off_the_periodic_re
         await selector.refresh_metadata()  # after an error: every topic of interest too
         assert cluster.metadata_asked[-1] == ["a", "b", "c"]
         assert set(selector.metadata.topics) == {"a", "b", "c"}
+
+
+async def test_a_topic_unused_for_metadata_max_idle_leaves_the_metadata(
+    nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Java's metadata.max.idle.ms: a producer that once wrote to a topic does not ask
+    # for it at every periodic refresh for ever.
+    cluster = FakeCluster(nursery, topics={"a": 1, "b": 1})
+    async with open_selector(
+        "b1:9092", transport=cluster, metadata_max_age=300.0, metadata_max_idle=250.0
+    ) as selector:
+        await selector.refresh_metadata(["a", "b"])
+        await trio.sleep(200.0)
+        selector.touch(["a"])  # a batch of "a" was sent
+        await trio.sleep(101.0)  # t=301: "b" unused for 301 s, "a" for 101 s
+        assert cluster.metadata_asked == [["a", "b"], ["a"]]
+        assert set(selector.metadata.topics) == {"a"}  # "b" is no longer kept
+        selector.touch(["b"])  # not of interest: touching does not bring it back
+        assert (await selector.wait_for_topic("b")).partition_count == 1  # asking does
+        assert cluster.metadata_asked[-1] == ["b"]
+        await trio.sleep(200.0)
+        selector.touch(["b"])  # t=501
+        await trio.sleep(100.0)  # t=601: "b" used 100 s ago, "a" 401 s ago
+        assert cluster.metadata_asked == [["a", "b"], ["a"], ["b"], ["b"]]
+        assert set(selector.metadata.topics) == {"b"}
 
 
 async def test_topics_named_while_a_request_is_out_go_together_in_the_next(

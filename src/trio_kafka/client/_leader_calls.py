@@ -64,6 +64,7 @@ async def leader_of(
         raise TypeError(f"partition must be an int, not {type(partition).__name__} ({partition!r})")
     metadata = selector.metadata
     found: TopicMetadata | None = metadata.topic(topic)
+    selector.touch([topic])  # read or written: its metadata is kept (metadata_max_idle)
     if found is None or not found.is_usable:
         try:
             found = await selector.wait_for_topic(topic, timeout=timeout)

@@ -42,6 +42,7 @@ _SELECTOR_OPTIONS = (
     "retry_backoff_max",
     "connections_max_idle",
     "metadata_max_age",
+    "metadata_max_idle",
     "max_block",
 )
 

@@ -171,6 +171,7 @@ class Sender:
                     wake_at = min(wake_at, node.connect(now))
             if connected:
                 for node_id, batches in core.drain(now, connected).items():
+                    self.selector.touch([batch.topic for batch in batches])
                     if self.buggify is not None:
                         self._buggify_drained(node_id, batches)
                     else:

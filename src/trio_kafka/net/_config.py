@@ -73,6 +73,8 @@ class SelectorConfig:
     connections_max_idle: float = attrs.field(default=540.0, validator=_positive)
     #: metadata.max.age.ms (5 minutes).
     metadata_max_age: float = attrs.field(default=300.0, validator=_positive)
+    #: metadata.max.idle.ms (5 minutes): a topic unused this long leaves the metadata.
+    metadata_max_idle: float = attrs.field(default=300.0, validator=_positive)
     #: max.block.ms: how long to wait for a topic to appear in the metadata.
     max_block: float = attrs.field(default=60.0, validator=_not_negative)
     #: socket.connection.setup.timeout.ms: TCP connect plus TLS handshake.

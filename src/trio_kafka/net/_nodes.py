@@ -1,11 +1,12 @@
 """The selector's bookkeeping per broker: `Node` (address, connection, backoff), the
 connection `Attempt` everyone waiting for a node shares, the metadata `Refresh` in
-progress; and `root_error`, the OS-level cause under a connection failure.
+progress, the topics of `Interest`; and `root_error`, the OS-level cause under a connection failure.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import anyio
 import attrs
@@ -51,12 +52,75 @@ class Node:
 
 
 @attrs.define(eq=False)
+class Interest:
+    """The topics whose metadata a selector keeps, and when each was last used (an
+    insertion-ordered dict: the same order every run). A topic unused for
+    `metadata_max_idle` is dropped at the next refresh of all of them (Java's
+    metadata.max.idle.ms), so a producer that once wrote to thousands of topics does
+    not ask for them all every `metadata_max_age`."""
+
+    last_used: dict[str, float] = attrs.field(factory=dict)
+    # Topics named since the last request started (the next asks for them), and
+    # whether a refresh of all of them was asked for.
+    queued: set[str] = attrs.field(factory=set)
+    queued_all: bool = False
+
+    def ask(self, topics: frozenset[str], now: float) -> None:
+        """`topics` are wanted (they join the topics of interest); none: all of them."""
+        for topic in sorted(topics):
+            self.last_used[topic] = now
+        if topics:
+            self.queued.update(topics)
+        else:
+            self.queued_all = True
+
+    def next_refresh(self, now: float, idle: float) -> Refresh:
+        """The request for what was asked since the last one started."""
+        full, expired = self.queued_all, frozenset[str]()
+        if full:
+            expired = self.expire(now, idle)
+        asked = frozenset(self.last_used if full else self.queued)
+        self.queued.clear()
+        self.queued_all = False
+        return Refresh(asked, full=full, expired=expired)
+
+    def shared(self, topics: frozenset[str]) -> None:
+        """A request already out covers `topics` (none: all): not asked for again."""
+        if topics:
+            self.queued -= topics
+        else:
+            self.queued_all = False
+
+    def touch(self, topics: list[str], now: float) -> None:
+        """`topics` were just used (a batch sent, a read): keep them."""
+        last_used = self.last_used
+        for topic in topics:
+            if topic in last_used:
+                last_used[topic] = now
+
+    def expire(self, now: float, idle: float) -> frozenset[str]:
+        """Drop and return the topics unused for more than `idle` seconds."""
+        gone = [topic for topic, used in self.last_used.items() if now - used > idle]
+        for topic in gone:
+            del self.last_used[topic]
+        return frozenset(gone)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.last_used)
+
+    def __len__(self) -> int:
+        return len(self.last_used)
+
+
+@attrs.define(eq=False)
 class Refresh:
     """One Metadata request in progress; `topics` None means every topic. `full`: it
-    asks for every topic of interest (not only topics named by a caller)."""
+    asks for every topic of interest (not only topics named by a caller); `expired`:
+    topics it drops from the metadata (no longer of interest)."""
 
     topics: frozenset[str] | None
     full: bool = False
+    expired: frozenset[str] = frozenset()
     done: anyio.Event = attrs.field(factory=anyio.Event)
     error: BaseException | None = None
 
@@ -79,4 +143,4 @@ def root_error(error: BaseException) -> BaseException:
     return error
 
 
-__all__ = ["Attempt", "Node", "Refresh", "root_error"]
+__all__ = ["Attempt", "Interest", "Node", "Refresh", "root_error"]

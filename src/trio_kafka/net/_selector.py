@@ -65,7 +65,7 @@ from trio_kafka.net._metadata import (
 )
 from trio_kafka.net._metadata_ask import ask_for_metadata, metadata_candidates
 from trio_kafka.net._node_setup import open_node
-from trio_kafka.net._nodes import Attempt, Node, Refresh
+from trio_kafka.net._nodes import Attempt, Interest, Node, Refresh
 from trio_kafka.net._pending import PendingResponse
 from trio_kafka.net._topic_wait import wait_for_topic
 from trio_kafka.net._transport import TcpTransport, Transport
@@ -87,12 +87,9 @@ class KafkaSelector:
     # Node id -> node; bootstrap pseudo-nodes have negative ids. Insertion-ordered dict
     # (never a set) so iteration order, and thus a simulated run, is deterministic.
     _nodes: dict[int, Node] = attrs.field(factory=dict, init=False)
-    # Topics whose metadata we keep (a dict used as an ordered set).
-    _interest: dict[str, None] = attrs.field(factory=dict, init=False)
+    # Topics whose metadata we keep, with when each was last used.
+    _interest: Interest = attrs.field(factory=Interest, init=False)
     _refresh: Refresh | None = attrs.field(default=None, init=False)
-    # Topics asked for since the last request started, and whether all were.
-    _queued: set[str] = attrs.field(factory=set, init=False)
-    _queued_all: bool = attrs.field(default=False, init=False)
     # Where `metadata_max_age` counts from: the last refresh of all topics of interest
     # (or the first one); as Java's, new topics' refreshes do not put it off.
     _aged_from: float | None = attrs.field(default=None, init=False)
@@ -287,26 +284,16 @@ class KafkaSelector:
         aiokafka#943); without, for every topic of interest. A request in progress that
         covers what is asked is shared."""
         wanted = frozenset(topics)
-        for topic in sorted(wanted):
-            self._interest.setdefault(topic)
-        if wanted:
-            self._queued.update(wanted)
-        else:
-            self._queued_all = True
+        interest = self._interest
+        interest.ask(wanted, self.clock.now())
         while True:
             refresh = self._refresh
             if refresh is None:
-                full = self._queued_all
-                asked = frozenset(self._interest if full else self._queued)
-                self._queued.clear()
-                self._queued_all = False
-                refresh = self._refresh = Refresh(asked, full=full)
+                refresh = interest.next_refresh(self.clock.now(), self.config.metadata_max_idle)
+                self._refresh = refresh
                 self._service_nursery().start_soon(self._run_refresh, refresh)
             if refresh.full if not wanted else refresh.covers(wanted):
-                if wanted:  # shared, so not asked for again
-                    self._queued -= wanted
-                else:
-                    self._queued_all = False
+                interest.shared(wanted)
                 break
             await refresh.done.wait()
         await refresh.done.wait()
@@ -331,7 +318,7 @@ class KafkaSelector:
     async def _run_refresh(self, refresh: Refresh) -> None:
         self._last_refresh_attempt = self.clock.now()
         try:
-            await self._fetch_metadata(refresh.topics)
+            await self._fetch_metadata(refresh.topics, refresh.expired)
         except Exception as exc:
             refresh.error = exc
             self._refresh_failures += 1
@@ -343,12 +330,20 @@ class KafkaSelector:
             self._refresh = None
             refresh.done.set()
 
-    async def _fetch_metadata(self, topics: frozenset[str] | None) -> None:
-        """Ask the candidates in order, hedged (`ask_for_metadata`), and apply the answer."""
+    async def _fetch_metadata(
+        self, topics: frozenset[str] | None, expired: frozenset[str] = frozenset()
+    ) -> None:
+        """Ask the candidates in order, hedged (`ask_for_metadata`), and apply the answer
+        (without the `expired` topics)."""
         response = await ask_for_metadata(
             self.config, self.connection, self._metadata_candidates(), topics
         )
-        self._apply_metadata(response, topics)
+        self._apply_metadata(response, None if topics is None else topics | expired)
+
+    def touch(self, topics: list[str]) -> None:
+        """`topics` were just used (a batch sent, a read): their metadata is kept
+        (`metadata_max_idle`)."""
+        self._interest.touch(topics, self.clock.now())
 
     def apply_leaders(
         self,

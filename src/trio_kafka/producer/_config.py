@@ -29,6 +29,7 @@ below is the reference (Java name, default, meaning).
 | `transactional_id` | `transactional.id` | `None` |
 | `transaction_timeout` | `transaction.timeout.ms` | `60.0` |
 | `metadata_max_age` | `metadata.max.age.ms` | `300.0` |
+| `metadata_max_idle` | `metadata.max.idle.ms` | `300.0` |
 | `connections_max_idle` | `connections.max.idle.ms` | `540.0` |
 | `reconnect_backoff` | `reconnect.backoff.ms` | `0.05` |
 | `reconnect_backoff_max` | `reconnect.backoff.max.ms` | `1.0` |
@@ -99,6 +100,7 @@ _LOOKS_LIKE_MS = {
     "transaction_timeout": 3600.0,
     "close_timeout": 3600.0,
     "metadata_max_age": 3600.0,
+    "metadata_max_idle": 3600.0,
     "connections_max_idle": 3600.0,
     "partitioner_availability_timeout": 3600.0,
     "leader_switch_interval": 3600.0,
@@ -307,6 +309,7 @@ class ProducerConfig:
     transactional_id: str | None = attrs.field(default=None, validator=_transactional_id)
     transaction_timeout: float = attrs.field(default=60.0, validator=_positive)
     metadata_max_age: float = attrs.field(default=300.0, validator=_positive)
+    metadata_max_idle: float = attrs.field(default=300.0, validator=_positive)
     connections_max_idle: float = attrs.field(default=540.0, validator=_positive)
     reconnect_backoff: float = attrs.field(default=0.05, validator=_non_negative)
     reconnect_backoff_max: float = attrs.field(default=1.0, validator=_non_negative)
