@@ -200,7 +200,8 @@ class BulkReport:
         transactions, none other."""
         if self.chaos.broker != "tansu" or not self.violations:
             return False
-        lost = [v for v in self.chaos.result.violations if v.render() in self.chaos.violations]
+        shown = set(self.chaos.violations)
+        lost = [v for v in self.chaos.result.violations if v.render() in shown]
         if any(v.kind is not ViolationKind.LOST_WRITE for v in lost):
             return False
         values = {str(v.details.get("value", "")).encode("latin-1") for v in lost}
