@@ -24,12 +24,10 @@ import asyncio
 import importlib
 import json
 import statistics
-import subprocess
-import sys
 import time
 from typing import Any
 
-from produce import count_acknowledged  # benchmarks/ is the script's directory
+from produce import _run_child, count_acknowledged  # benchmarks/ is the script's directory
 
 VALUE = b"x" * 100
 CLIENT_MODULES = {
@@ -137,22 +135,6 @@ def child(spec: dict[str, Any]) -> None:
     print(json.dumps({**spec, "acked": acked, "seconds": elapsed, "cpu": cpu}))
 
 
-def _run_child(spec: dict[str, Any]) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, __file__, "--child", json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return {**spec, "error": " / ".join(tail)}
-    result: dict[str, Any] = json.loads(lines[-1])
-    return result
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -175,7 +157,8 @@ def main() -> None:
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in clients}
     for round_ in range(args.rounds):
         for client in clients:
-            result = _run_child({"client": client, "topics": args.topics, "records": args.records})
+            spec = {"client": client, "topics": args.topics, "records": args.records}
+            result = _run_child(spec, script=__file__, timeout=1800)
             runs[client].append(result)
             status = result.get("error") or (
                 f"{result['seconds']:.2f} s, cpu {result['cpu']:.2f} s, "

@@ -317,14 +317,16 @@ def _print_timed(spec: dict[str, Any], run: Callable[[], int]) -> None:
     print(json.dumps({**spec, "acked": acked, "seconds": elapsed, "cpu": cpu, "load": load}))
 
 
-def _run_child(spec: dict[str, Any], flag: str = "--child") -> dict[str, Any]:
-    """Run `child` (or, with flag "--txn-child", `txn_child`) for `spec` in a fresh
-    interpreter; its JSON line, or the spec with an "error"."""
+def _run_child(
+    spec: dict[str, Any], flag: str = "--child", script: str = __file__, timeout: float = 900
+) -> dict[str, Any]:
+    """Run `script` (this one: `child`, or with flag "--txn-child" `txn_child`) for
+    `spec` in a fresh interpreter; its JSON line, or the spec with an "error"."""
     proc = subprocess.run(
-        [sys.executable, __file__, flag, json.dumps(spec)],
+        [sys.executable, script, flag, json.dumps(spec)],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=timeout,
         check=False,
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
