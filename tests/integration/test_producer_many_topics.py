@@ -8,6 +8,8 @@ the first sends to N topics asked for N * (N + 1) / 2 topic descriptions: 500,50
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 
@@ -24,19 +26,22 @@ pytestmark = pytest.mark.anyio
 TOPICS = 300
 
 
-def record_asked(asked: list[list[str] | None]) -> object:
+def metadata_requests(cluster: Any) -> list[list[str] | None]:
+    """The topics each Metadata request to `cluster` names from now on (None: all)."""
+    asked: list[list[str] | None] = []
+
     def hook(call: HookCall) -> None:
         request: MetadataRequest = call.request
         asked.append(None if request.topics is None else [t.name for t in request.topics])
 
-    return hook
+    cluster.add_hook(MetadataRequest, hook)
+    return asked
 
 
 async def test_first_sends_to_new_topics_ask_for_the_new_topics_only() -> None:
     names = [f"topic-{i:03d}" for i in range(TOPICS)]
     async with mock_cluster(topics=dict.fromkeys(names, 2)) as cluster:
-        asked: list[list[str] | None] = []
-        cluster.add_hook(MetadataRequest, record_asked(asked))
+        asked = metadata_requests(cluster)
         async with open_producer(cluster.bootstrap, **FAST) as producer:
             with anyio.fail_after(30):
                 for name in names:  # one at a time: each waits for its topic's metadata
@@ -63,8 +68,7 @@ async def test_first_sends_to_new_topics_ask_for_the_new_topics_only() -> None:
 async def test_concurrent_first_sends_share_their_metadata_requests() -> None:
     names = [f"topic-{i:03d}" for i in range(TOPICS)]
     async with mock_cluster(topics=dict.fromkeys(names, 1)) as cluster:
-        asked: list[list[str] | None] = []
-        cluster.add_hook(MetadataRequest, record_asked(asked))
+        asked = metadata_requests(cluster)
         async with open_producer(cluster.bootstrap, **FAST) as producer:
             offsets: dict[str, int] = {}
 
@@ -85,8 +89,7 @@ async def test_concurrent_first_sends_share_their_metadata_requests() -> None:
 async def test_wait_for_topics_learns_them_in_one_request() -> None:
     names = [f"topic-{i:03d}" for i in range(TOPICS)]
     async with mock_cluster(topics={**dict.fromkeys(names, 1), "six": 6}) as cluster:
-        asked: list[list[str] | None] = []
-        cluster.add_hook(MetadataRequest, record_asked(asked))
+        asked = metadata_requests(cluster)
         async with open_producer(cluster.bootstrap, **FAST) as producer:
             with anyio.fail_after(10):
                 counts = await producer.wait_for_topics([*names, "six", names[0]])
@@ -122,8 +125,7 @@ async def test_wait_for_topics_refuses_what_a_send_would() -> None:
 async def test_a_topic_the_producer_stopped_writing_to_leaves_its_metadata_requests() -> None:
     # Java's metadata.max.idle.ms: the periodic refresh asks for the topics in use.
     async with mock_cluster(topics={"busy": 1, "once": 1}) as cluster:
-        asked: list[list[str] | None] = []
-        cluster.add_hook(MetadataRequest, record_asked(asked))
+        asked = metadata_requests(cluster)
         options = {**FAST, "metadata_max_age": 0.3, "metadata_max_idle": 0.5}
         async with open_producer(cluster.bootstrap, **options) as producer:
             with anyio.fail_after(30):
