@@ -234,6 +234,7 @@ async def test_a_batch_that_cannot_be_encoded_fails_alone() -> None:
     # after its check) fails its own batch in the sender, not the whole producer.
     async with mock_cluster() as cluster, open_producer(cluster.bootstrap) as producer:
         healthy = await producer.send("healthy", b"v")
+        await producer.wait_for_topics(["t"])  # (appended at once: its batch is a real one)
         bad = await producer.send("t", b"v")
         bad.batch.values[bad.index] = 12345  # type: ignore[call-overload]
         await producer.flush()

@@ -171,7 +171,26 @@ async def test_send_offsets_to_a_missing_topic_or_partition_fails_at_once_naming
         await producer.commit_transaction()
 
 
-async def test_a_send_waiting_for_metadata_is_released_by_aclose(
+async def test_a_record_waiting_for_its_topic_fails_at_the_close_timeout_unwritten(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    cluster = make_cluster(topics={"t": 1})
+    async with producer_for(MemoryTransport(cluster, nursery), max_block=MAX_BLOCK) as producer:
+        await producer.send_and_wait("t", b"warm up")
+        cluster.add_hook(MetadataRequest, lambda call: BLACKHOLE)  # no answer, ever
+        start = trio.current_time()
+        handle = await producer.send("unanswered", b"v")
+        assert trio.current_time() == start  # send() does not wait for the metadata
+        await trio.sleep(1.0)
+        closing = trio.current_time()
+        await producer.aclose(timeout=2.0)
+        # close gave it its timeout (as any record not settled yet), not max_block
+        assert trio.current_time() - closing == pytest.approx(2.0)
+    with pytest.raises(ProducerClosedError, match=r"'unanswered'.*not written"):
+        await handle
+
+
+async def test_a_send_many_waiting_for_metadata_is_released_by_aclose(
     autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
 ) -> None:
     cluster = make_cluster(topics={"t": 1})
@@ -182,7 +201,7 @@ async def test_a_send_waiting_for_metadata_is_released_by_aclose(
 
         async def waiting_send() -> None:
             try:
-                await producer.send("unanswered", b"v")
+                await producer.send_many([b"v"], topic="unanswered")
             except KafkaError as exc:
                 outcome.append(exc)
 

@@ -29,6 +29,7 @@ from trio_kafka.producer import (
     UnknownTopicError,
     partition_for_key,
 )
+from trio_kafka.producer._queues import split_batch
 from trio_kafka.records import decode_batches
 
 VALUE = b"v" * 100  # 116 bytes with the per-record overhead estimate
@@ -566,7 +567,7 @@ def test_bulk_keys_stay_with_their_records_through_a_split() -> None:
     (batch,) = core.accumulator.queues[("t", 0)]
     expected = [b"k-first", *keys, None]
     assert [batch.record(i)[1] for i in range(12)] == expected
-    pieces = batch.split([5], [batch.size // 2, batch.size - batch.size // 2])
+    pieces = split_batch(batch, [5], [batch.size // 2, batch.size - batch.size // 2])
     assert [p.record(i)[1] for p in pieces for i in range(p.record_count)] == expected
     for piece in pieces:
         (decoded,) = decode_batches(piece.encode())

@@ -25,7 +25,7 @@ class ClosingMixin(ProducerBase):
         core.begin_flush()
         try:
             self._sender.wake()
-            while core.has_unfinished and self._sender.fatal_error is None:
+            while (core.has_unfinished or self._waiting) and self._sender.fatal_error is None:
                 await self._progress.wait()
             await self._checkpoint()
         finally:
@@ -51,7 +51,7 @@ class ClosingMixin(ProducerBase):
             core = self._core
             core.close()
             self._sender.wake()
-            while core.has_unfinished and self._sender.fatal_error is None:
+            while (core.has_unfinished or self._waiting) and self._sender.fatal_error is None:
                 await self._progress.wait()
         self._settle_everything(timeout)
 
@@ -67,6 +67,7 @@ class ClosingMixin(ProducerBase):
             f"timeout of {timeout} s)"
         )
         self._sender.closing = True
+        self._settle_all_waiting(None, timeout)
         for node in list(self._sender.nodes.values()):
             node.settle_all(error)
         self._core.fail_all(error)

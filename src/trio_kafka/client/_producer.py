@@ -52,6 +52,7 @@ from trio_kafka.client._checks import (
 )
 from trio_kafka.client._closing import ClosingMixin
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
+from trio_kafka.client._pending import PendingTopicsMixin
 from trio_kafka.client._send_many import SendManyMixin, merge_spans
 from trio_kafka.client._sender import Sender, logger
 from trio_kafka.client._topic_calls import TopicCallsMixin
@@ -90,6 +91,7 @@ _CHECKPOINT_EVERY = 64
 class Producer(
     SendManyMixin,
     ConditionalSendMixin,
+    PendingTopicsMixin,
     TopicCallsMixin,
     ClosingMixin,
     TransactionalProducerMixin,
@@ -134,6 +136,10 @@ class Producer(
         self._calls = 0
         # Cancel scopes of sends waiting for a topic's metadata: closing cancels them.
         self._metadata_waits: set[anyio.CancelScope] = set()
+        # Records of topics whose metadata has not come yet (_pending.py), and whether
+        # this producer keeps them rather than waiting in send().
+        self._waiting = {}
+        self._keeps = self._txn is None and not callable(config.partitioner)
         # Set once close begins: send() refuses from then on.
         self._closing = False
         self._closed = False
@@ -181,10 +187,18 @@ class Producer(
         or headers. A record that cannot be sent fails here, alone: `TypeError` naming
         the field (value, key, a header, partition, timestamp), `ValueError` for a
         timestamp outside 0 to 2**63 - 1, `InvalidTopicError` for a name Kafka forbids,
-        or whatever a serializer or a custom partitioner raised. Also raises `BufferFullError`, `UnknownTopicError`
-        (once the brokers say it does not exist, or after `max_block`;
-        `BrokerConnectionError` when no broker ever answered), `RecordTooLargeError`,
-        `InvalidPartitionError`, `ProducerClosedError` or the producer's fatal error.
+        or whatever a serializer or a custom partitioner raised. Also raises
+        `BufferFullError`, `RecordTooLargeError`, `InvalidPartitionError`,
+        `ProducerClosedError` or the producer's fatal error.
+
+        A topic the producer has no metadata for yet is not waited for: the record is
+        kept, its handle returned at once, and it is appended when the metadata comes,
+        in send order with the topic's later records (`_pending.py`). Its handle then
+        fails with `UnknownTopicError` if the brokers say the topic does not exist or
+        the metadata does not come within `max_block` (`BrokerConnectionError` when no
+        broker ever answered), with `InvalidPartitionError` for a partition the topic
+        does not have. A transactional producer's send waits for the metadata instead
+        and raises those errors itself.
 
         `expected_offset=N` (with `partition=`): a CAS write, see client/_cas.py.
         """
@@ -359,6 +373,7 @@ class Producer(
 
     def _on_fatal(self) -> None:
         self.refresh_fast_path()
+        self._settle_all_waiting(self._sender.fatal_error)
 
     def _refuse(self) -> None:
         if self._sender.fatal_error is not None:
@@ -383,7 +398,17 @@ class Producer(
             try:
                 handle = self._append(topic, value, key, headers, partition, timestamp, self._now())
             except UnknownTopicError:
-                await self._wait_for_topic(topic, deadline)
+                if not self._keeps or self.selector.metadata.updated_at is None:
+                    # A transaction's records belong to it, a custom partitioner's error
+                    # is send()'s, and until a broker answers, an unreachable cluster or
+                    # a wrong security setting is too: they wait (see _pending.py).
+                    await self._wait_for_topic(topic, deadline)
+                    continue
+                # Kept until the topic's metadata comes, without waiting (_pending.py).
+                handle = self._hold(topic, value, key, headers, partition, timestamp)
+                if handle is not None:
+                    return handle
+                await self._wait_for_room(deadline, size, None)
                 continue
             if handle is not None:
                 if handle.index == 0:

@@ -22,10 +22,12 @@ if TYPE_CHECKING:
     from trio_kafka.client._handles import RecordHandle
     from trio_kafka.client._sender import Sender
     from trio_kafka.client._transactions import TransactionDriver
+    from trio_kafka.client._waiting_topic import WaitingTopic
     from trio_kafka.errors import KafkaError
     from trio_kafka.net import Event, KafkaSelector, TaskGroup
     from trio_kafka.producer import (
         BatchSpan,
+        DeliveryHandle,
         Headers,
         ProducerBatch,
         ProducerConfig,
@@ -56,8 +58,14 @@ class ProducerBase:
     _calls: int
     # Cancel scopes of sends waiting for a topic's metadata: closing cancels them.
     _metadata_waits: set[anyio.CancelScope]
+    # Records of topics whose metadata has not come yet, kept by topic (_pending.py).
+    _waiting: dict[str, WaitingTopic]
+    _interceptors: tuple[Any, ...]
     _now: Callable[[], float]
     _checkpoint: Callable[[], Awaitable[None]]
+    _new_event: Callable[[], Event]
+    # The core's append, bound once (`ProducerCore.append`).
+    _append: Callable[..., DeliveryHandle | None]
 
     if TYPE_CHECKING:
 
@@ -96,6 +104,28 @@ class ProducerBase:
         def _notify_progress(self) -> None: ...
 
         async def _wait_for_topic(self, topic: str, deadline: float) -> None: ...
+
+        async def _wait_for_metadata(self, topic: str, deadline: float) -> None: ...
+
+        def _acknowledge(self, batch: ProducerBatch) -> None: ...
+
+        def _buffer_full(
+            self, size: int, waited: float, appended: list[BatchSpan] | None
+        ) -> KafkaError: ...
+
+        def _hold(
+            self,
+            topic: str,
+            value: bytes | None,
+            key: bytes | None,
+            headers: Headers | None,
+            partition: int | None,
+            timestamp: int | None,
+        ) -> RecordHandle | None: ...
+
+        def _settle_all_waiting(
+            self, error: KafkaError | None = None, timeout: float = 0.0
+        ) -> None: ...
 
         async def _wait_for_room(
             self, deadline: float, size: int, appended: list[BatchSpan] | None

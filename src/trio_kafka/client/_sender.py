@@ -114,6 +114,9 @@ class Sender:
         self._metadata: ClusterMetadata | None = None
         # Topic -> (its metadata entry, the leaders worked out from it) (sync_metadata).
         self._leaders: dict[str, tuple[TopicMetadata, tuple[int, ...]]] = {}
+        # Topics the core must not see yet: records sent before their metadata came wait
+        # to be placed first, in order (client/_pending.py; `release` ends the hold).
+        self.held: set[str] = set()
         self._init_running = False
         # Set by the producer as it settles everything on close: no new tasks.
         self.closing = False
@@ -269,7 +272,8 @@ class Sender:
     # -- metadata --------------------------------------------------------------------
 
     def sync_metadata(self) -> None:
-        """Give the core the selector's newest snapshot (when it changed)."""
+        """Give the core the selector's newest snapshot (when it changed), without the
+        topics `held`."""
         metadata = self.selector.metadata
         if metadata is self._metadata:
             return
@@ -278,8 +282,11 @@ class Sender:
         # share the entries of topics a refresh did not touch): with thousands of
         # topics, each new topic's refresh would otherwise cost them all.
         known = self._leaders
+        held = self.held
         leaders: dict[str, tuple[int, ...]] = {}
         for name, topic in metadata.topics.items():
+            if held and name in held:
+                continue
             cached = known.get(name)
             if cached is not None and cached[0] is topic:
                 leaders[name] = cached[1]
@@ -291,6 +298,13 @@ class Sender:
                 leaders[name] = tuple(nodes)
         self._leaders = {name: (metadata.topics[name], nodes) for name, nodes in leaders.items()}
         self.core.update_metadata(ClusterView(leaders))
+
+    def release(self, topic: str) -> None:
+        """End the hold on `topic`: the core sees it from the next line on (and sees the
+        newest snapshot)."""
+        self.held.discard(topic)
+        self._metadata = None
+        self.sync_metadata()
 
     def refresh_metadata(self, topics: Any = ()) -> None:
         """Refresh in the background, at most once per `retry_backoff`; wakes when done.

@@ -70,6 +70,14 @@ class TopicCallsMixin(ProducerBase):
         return {name: found.topics[name].partition_count for name in names}
 
     async def _wait_for_topic(self, topic: str, deadline: float) -> None:
+        """Wait as a send that cannot be kept does (CAS, `send_many`, a transaction):
+        behind the records kept for the topic (`_pending.py`), then for its metadata."""
+        waiting = self._waiting.get(topic)
+        if waiting is not None:
+            await waiting.placed.wait()
+        await self._wait_for_metadata(topic, deadline)
+
+    async def _wait_for_metadata(self, topic: str, deadline: float) -> None:
         timeout = max(deadline - self._now(), 0.0)
         try:
             # Closing cancels this wait (as Java's close wakes a send in waitOnMetadata).

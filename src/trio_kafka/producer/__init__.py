@@ -94,6 +94,7 @@ from trio_kafka.producer._record import (
     Outcome,
     ProducerRecord,
     Result,
+    record_size,
 )
 from trio_kafka.producer._responses import (
     Decision,
@@ -176,6 +177,7 @@ __all__ = [
     "current_rules",
     "murmur2",
     "partition_for_key",
+    "record_size",
     "rules_in_effect",
     "to_positive",
 ]

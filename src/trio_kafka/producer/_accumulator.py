@@ -181,7 +181,7 @@ class RecordAccumulator:
             size += headers_size(headers)
         used = self.buffer_used + size
         if used > self.buffer_limit:
-            self._no_room(size)
+            self.no_room(size)
             return None
         if partition is None and now < self._switch_at and (key is None or self._ignore_keys):
             sticky = self._sticky.get(topic)
@@ -281,7 +281,7 @@ class RecordAccumulator:
                 self._close_span(topic, batch, room, produced, spans, start)
             self.buffer_used = used
             if used + size > limit:
-                self._no_room(size)
+                self.no_room(size)
                 return spans, sum(stop - first for _, first, stop in spans)
             handle = self._append_slow(topic, value, None, None, None, None, now, -1, size)
             batch = handle.batch
@@ -333,7 +333,7 @@ class RecordAccumulator:
                 # the slow path (it seals the full batch and opens the next), or no room.
                 size = cumulative[position + 1] - cumulative[position]
                 if self.buffer_used + size > limit:
-                    self._no_room(size)
+                    self.no_room(size)
                     break
                 key = keys[position] if keys is not None else None
                 handle = self._append_slow(
@@ -377,7 +377,7 @@ class RecordAccumulator:
                 sticky.produced += produced
         spans.append(BatchSpan(batch, start, len(batch.values)))
 
-    def _no_room(self, size: int) -> None:
+    def no_room(self, size: int) -> None:
         """Mark the buffer exhausted (everything becomes sendable); raise if it never fits."""
         if size > self.config.buffer_memory:
             raise RecordTooLargeError(

@@ -23,11 +23,12 @@ when asked.
 Once set, a batch can no longer end as `Failed`: a final error makes it `Ambiguous`.
 
 Splitting (MESSAGE_TOO_LARGE, as Java's `ProducerBatch.split`): `split` cuts a batch
+(`split_batch` in producer/_queues.py)
 the broker refused as too large into *pieces*, new batches over consecutive ranges of
 its records that keep its producer id, epoch and creation time and take consecutive
 sequences from its base sequence (the refused batch appended nothing, so the range is
 free). The handles already given out still point at the split batch: it stays
-unfinished until every piece is, then finishes with what they say (`_pieces_done`), and
+unfinished until every piece is, then finishes with what they say (`follow`, `_pieces_done`), and
 `outcome(index)` asks the piece that holds the record. So one record too large for the
 broker fails alone (its piece of one), and its neighbours are acknowledged.
 """
@@ -173,8 +174,9 @@ class ProducerBatch:
         self.record_errors: dict[int, KafkaError] | None = None
         # Called once with the batch when it completes (callbacks, the driver's wakeups).
         self.hooks: list[Callable[[ProducerBatch], None]] | None = None
-        # Set by `split`: (index of its first record here, piece), in record order.
-        self.pieces: list[tuple[int, ProducerBatch]] | None = None
+        # Set by `follow`: where the records went, (index here, piece, index there) per
+        # run of records, in record order (`split`, or a send that waited for metadata).
+        self.pieces: list[tuple[int, ProducerBatch, int]] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -350,43 +352,16 @@ class ProducerBatch:
 
     # -- splitting (MESSAGE_TOO_LARGE) ------------------------------------------------
 
-    def split(self, bounds: Sequence[int], sizes: Sequence[int]) -> list[ProducerBatch]:
-        """Cut this batch into pieces at `bounds` (the first record index of each piece
-        after the first; `sizes`: each piece's estimated bytes, which it now holds of
-        this batch's buffer reservation). Returns the pieces, in record order; this batch
-        finishes when they all have (see the module doc)."""
-        starts = [0, *bounds]
-        stops = [*bounds, len(self.values)]
-        pieces: list[tuple[int, ProducerBatch]] = []
-        extras = self.extras
-        for start, stop, size in zip(starts, stops, sizes, strict=True):
-            piece = ProducerBatch(self.topic, self.partition, size, self.created, self.wall_offset)
-            piece.values = self.values[start:stop]
-            first = bisect_right(self.run_starts, start) - 1
-            last = bisect_right(self.run_starts, stop - 1)
-            piece.run_starts = [max(0, at - start) for at in self.run_starts[first:last]]
-            piece.run_ms = self.run_ms[first:last]
-            if extras:
-                for index in range(start, stop):
-                    extra = extras.get(index)
-                    if extra is not None:
-                        piece.set_extras(index - start, *extra)
-            if self.keys is not None and start < len(self.keys):
-                piece.keys = self.keys[start:stop]
-            piece.room = -1  # sealed: nothing more is appended to a piece
-            piece.reserved = size
-            piece.attempts = self.attempts
-            piece.producer_id = self.producer_id
-            piece.producer_epoch = self.producer_epoch
-            piece.is_transactional = self.is_transactional
-            piece.sequence_reset = self.sequence_reset
-            if self.base_sequence >= 0:
-                piece.base_sequence = self.base_sequence + start
-            pieces.append((start, piece))
+    def follow(self, pieces: list[tuple[int, ProducerBatch, int]]) -> None:
+        """This batch's records now live in other batches: `pieces` says where, as
+        (index here of a run's first record, the batch holding the run, its index
+        there), in record order. The buffer bytes are theirs now; this batch finishes
+        once every batch named has (see the module doc)."""
         self.pieces = pieces
-        self.reserved = 0  # the pieces hold the buffer bytes now
+        self.reserved = 0
         self.builder = None
-        remaining = len(pieces)
+        named = list({id(piece): piece for _, piece, _ in pieces}.values())
+        remaining = len(named)
 
         def piece_done(_piece: ProducerBatch) -> None:
             nonlocal remaining
@@ -394,28 +369,30 @@ class ProducerBatch:
             if remaining == 0:
                 self._pieces_done()
 
-        for _, piece in pieces:
-            piece.add_done_hook(piece_done)
-        return [piece for _, piece in pieces]
+        for piece in named:
+            piece.add_done_hook(piece_done)  # (at once for a piece already done)
 
     def _pieces_done(self) -> None:
         """Every piece is final: so is this batch. Acknowledged when every piece is
         (then `record_errors` names the records of the pieces that were not: their
         `outcome` says how), else the first piece's error that was not a success."""
-        assert self.pieces is not None
+        pieces = self.pieces
+        assert pieces is not None
         errors: dict[int, KafkaError] = {}
-        for start, piece in self.pieces:
+        stops = [start for start, _, _ in pieces[1:]]
+        stops.append(len(self.values))
+        for (start, piece, at), stop in zip(pieces, stops, strict=True):
             if piece.result is Result.ACKNOWLEDGED and not piece.record_errors:
                 continue
             # (a piece split again may be acknowledged with some records not)
-            for index in range(piece.record_count):
-                outcome = piece.outcome(index)
+            for index in range(start, stop):
+                outcome = piece.outcome(at + index - start)
                 if isinstance(outcome, Failed | Ambiguous):
-                    errors[start + index] = outcome.error
+                    errors[index] = outcome.error
         if not errors:
             self.result = Result.ACKNOWLEDGED
         elif len(errors) == len(self.values):
-            first = self.pieces[0][1].outcome(0)
+            first = pieces[0][1].outcome(pieces[0][2])
             assert isinstance(first, Failed | Ambiguous)
             self.result = Result.FAILED if isinstance(first, Failed) else Result.AMBIGUOUS
             self.error = first.error
@@ -428,12 +405,20 @@ class ProducerBatch:
             self.record_errors = errors
         self._finish()
 
+    def located(self, index: int) -> tuple[ProducerBatch, int]:
+        """Where record `index` is now: the batch (and its index there) that holds it
+        after splits and placements, or this batch."""
+        batch = self
+        while batch.pieces is not None:
+            batch, index = batch._piece_of(index)
+        return batch, index
+
     def _piece_of(self, index: int) -> tuple[ProducerBatch, int]:
         assert self.pieces is not None
-        for start, piece in reversed(self.pieces):
-            if index >= start:
-                return piece, index - start
-        raise IndexError(index)
+        if not 0 <= index < len(self.values):
+            raise IndexError(index)
+        start, piece, at = self.pieces[bisect_right(self.pieces, index, key=_start) - 1]
+        return piece, at + index - start
 
     def outcome(self, index: int) -> Outcome | None:
         result = self.result
@@ -465,6 +450,10 @@ class ProducerBatch:
 
 
 RecordTuple = tuple[int, bytes | None, bytes | None, Headers | None]
+
+
+def _start(piece: tuple[int, ProducerBatch, int]) -> int:
+    return piece[0]
 
 
 class RecordsView(Sequence[RecordTuple]):

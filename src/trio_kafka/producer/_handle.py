@@ -29,8 +29,11 @@ class DeliveryHandle:
         self.index = index
 
     def __repr__(self) -> str:
-        batch = self.batch
-        where = f"{batch.topic}-{batch.partition}#{self.index}"
+        batch, index = self.batch.located(self.index)
+        if batch.partition < 0:  # kept until its topic's metadata comes
+            where = f"{batch.topic}#{index} (waiting for the topic's metadata)"
+        else:
+            where = f"{batch.topic}-{batch.partition}#{index}"
         outcome = self.outcome
         if outcome is None:
             state = "pending"

@@ -303,7 +303,7 @@ class BatchQueues:
             half = batch.record_count // 2
             bounds, sizes = [half], [size // 2, size - size // 2]
         sizes[-1] = max(sizes[-1] + batch.size - sum(sizes), 0)  # the bytes reserved
-        pieces = batch.split(bounds, sizes)
+        pieces = split_batch(batch, bounds, sizes)
         for piece in reversed(pieces):
             self.reenqueue(piece, now, 0.0)
         return pieces
@@ -343,3 +343,42 @@ class BatchQueues:
     @property
     def has_undrained(self) -> bool:
         return bool(self.queues)
+
+
+def split_batch(
+    batch: ProducerBatch, bounds: Sequence[int], sizes: Sequence[int]
+) -> list[ProducerBatch]:
+    """Cut `batch` into pieces at `bounds` (the first record index of each piece
+    after the first; `sizes`: each piece's estimated bytes, which it now holds of
+    this batch's buffer reservation). Returns the pieces, in record order; `batch`
+    finishes when they all have (see the module doc)."""
+    starts = [0, *bounds]
+    stops = [*bounds, len(batch.values)]
+    pieces: list[tuple[int, ProducerBatch, int]] = []
+    extras = batch.extras
+    for start, stop, size in zip(starts, stops, sizes, strict=True):
+        piece = ProducerBatch(batch.topic, batch.partition, size, batch.created, batch.wall_offset)
+        piece.values = batch.values[start:stop]
+        first = bisect.bisect_right(batch.run_starts, start) - 1
+        last = bisect.bisect_right(batch.run_starts, stop - 1)
+        piece.run_starts = [max(0, at - start) for at in batch.run_starts[first:last]]
+        piece.run_ms = batch.run_ms[first:last]
+        if extras:
+            for index in range(start, stop):
+                extra = extras.get(index)
+                if extra is not None:
+                    piece.set_extras(index - start, *extra)
+        if batch.keys is not None and start < len(batch.keys):
+            piece.keys = batch.keys[start:stop]
+        piece.room = -1  # sealed: nothing more is appended to a piece
+        piece.reserved = size
+        piece.attempts = batch.attempts
+        piece.producer_id = batch.producer_id
+        piece.producer_epoch = batch.producer_epoch
+        piece.is_transactional = batch.is_transactional
+        piece.sequence_reset = batch.sequence_reset
+        if batch.base_sequence >= 0:
+            piece.base_sequence = batch.base_sequence + start
+        pieces.append((start, piece, 0))
+    batch.follow(pieces)
+    return [piece for _, piece, _ in pieces]

@@ -28,6 +28,15 @@ def headers_size(headers: Headers) -> int:
     return sum(len(k) + (len(v) if v else 0) + 4 for k, v in headers)
 
 
+def record_size(value: bytes | None, key: bytes | None, headers: Headers | None) -> int:
+    """The estimated bytes of a record: what the buffer accounting holds for it (the
+    accumulator's append works it out inline)."""
+    size = RECORD_OVERHEAD if value is None else RECORD_OVERHEAD + len(value)
+    if key is not None:
+        size += len(key)
+    return size + headers_size(headers) if headers else size
+
+
 class ProducerRecord(NamedTuple):
     """One record to produce; `partition=None` lets the partitioner choose.
 
