@@ -13,8 +13,13 @@ before the timer starts; the variants run round robin, `--rounds` times; the tab
 shows medians of the wall clock and of the client process's CPU seconds, and the
 ratios trio-kafka / peer (above 1: trio-kafka faster).
 
+`--settings equal` runs the peers idempotent, as trio-kafka is at its defaults
+(confluent-kafka `enable.idempotence=true`, aiokafka `enable_idempotence=True`): on
+Tansu an idempotent batch costs far more than a plain one, so the defaults table sets
+an idempotent producer beside two that are not.
+
     .venv/bin/python benchmarks/many_topics.py [--topics N] [--records N] [--rounds N]
-        [--clients a,b] [--json FILE]
+        [--clients a,b] [--settings defaults,equal] [--json FILE]
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ def _order(names: list[str], records: int) -> list[str]:
     return names + [names[i % len(names)] for i in range(records)]
 
 
-def run_trio_kafka(bootstrap: str, names: list[str], records: int) -> int:
+def run_trio_kafka(bootstrap: str, names: list[str], records: int, equal: bool) -> int:
     import trio
 
     from trio_kafka.client import open_producer
@@ -72,10 +77,13 @@ def run_trio_kafka(bootstrap: str, names: list[str], records: int) -> int:
     return trio.run(main)
 
 
-def run_confluent(bootstrap: str, names: list[str], records: int) -> int:
+def run_confluent(bootstrap: str, names: list[str], records: int, equal: bool) -> int:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap})
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap}
+    if equal:
+        config["enable.idempotence"] = True
+    producer = Producer(config)
     acked = 0
 
     def on_delivery(err: Any, msg: Any) -> None:
@@ -96,11 +104,11 @@ def run_confluent(bootstrap: str, names: list[str], records: int) -> int:
     return acked
 
 
-def run_aiokafka(bootstrap: str, names: list[str], records: int) -> int:
+def run_aiokafka(bootstrap: str, names: list[str], records: int, equal: bool) -> int:
     from aiokafka import AIOKafkaProducer
 
     async def main() -> int:
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=equal)
         await producer.start()
         try:
             futures = [await producer.send(topic, VALUE) for topic in _order(names, records)]
@@ -129,7 +137,9 @@ def child(spec: dict[str, Any]) -> None:
         _create_topics(broker.bootstrap, names)
         cpu = time.process_time()
         start = time.perf_counter()
-        acked = CLIENTS[spec["client"]](broker.bootstrap, names, spec["records"])
+        acked = CLIENTS[spec["client"]](
+            broker.bootstrap, names, spec["records"], spec["settings"] == "equal"
+        )
         elapsed = time.perf_counter() - start
         cpu = time.process_time() - cpu
     print(json.dumps({**spec, "acked": acked, "seconds": elapsed, "cpu": cpu}))
@@ -143,6 +153,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument("--settings", default="defaults", help="defaults, equal, or both")
     parser.add_argument("--json", help="write every run's result to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -153,20 +164,33 @@ def main() -> None:
     unknown = sorted(set(clients) - set(CLIENTS))
     if unknown:
         parser.error(f"unknown clients {unknown}: choose from {', '.join(CLIENTS)}")
+    settings = [s.strip() for s in args.settings.split(",") if s.strip()]
+    if not settings or set(settings) - {"defaults", "equal"}:
+        parser.error(f"--settings {args.settings!r}: give defaults, equal, or both")
+    for setting in settings:
+        _compare(args, clients, setting)
+
+
+def _compare(args: argparse.Namespace, clients: list[str], setting: str) -> None:
     total = args.topics + args.records
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in clients}
     for round_ in range(args.rounds):
         for client in clients:
-            spec = {"client": client, "topics": args.topics, "records": args.records}
+            spec = {
+                "client": client,
+                "topics": args.topics,
+                "records": args.records,
+                "settings": setting,
+            }
             result = _run_child(spec, script=__file__, timeout=1800)
             runs[client].append(result)
             status = result.get("error") or (
                 f"{result['seconds']:.2f} s, cpu {result['cpu']:.2f} s, "
                 f"{result['acked']:,}/{total:,} acknowledged"
             )
-            print(f"round {round_ + 1} {client}: {status}", flush=True)
+            print(f"round {round_ + 1} {client} ({setting}): {status}", flush=True)
     if args.json:
-        with open(args.json, "w") as f:
+        with open(args.json.replace(".json", f"-{setting}.json"), "w") as f:
             json.dump(runs, f, indent=1)
 
     def medians(client: str) -> tuple[float, float] | None:
@@ -180,15 +204,17 @@ def main() -> None:
 
     print(
         f"\n{args.topics:,} topics of 1 partition: a first record to each, then "
-        f"{args.records:,} of 100 B round robin, at each client's defaults, against Tansu "
-        f"(medians of {args.rounds})"
+        f"{args.records:,} of 100 B round robin, "
+        + ("at each client's defaults" if setting == "defaults" else "every client idempotent")
+        + f", against Tansu (medians of {args.rounds})"
     )
     ours = medians("trio-kafka") if "trio-kafka" in runs else None
     print(f"{'client':<16} {'records/s':>12} {'wall s':>8} {'cpu s':>8} {'trio-kafka / it':>16}")
     for client in clients:
         found = medians(client)
         if found is None:
-            print(f"{client:<16} {'incomplete':>12}")
+            failed = [str(r.get("error") or f"{r['acked']:,} acknowledged") for r in runs[client]]
+            print(f"{client:<16} {'incomplete':>12}  ({failed[0].splitlines()[-1][:100]})")
             continue
         seconds, cpu = found
         ratio = f"{seconds / ours[0]:.2f}x" if ours is not None and client != "trio-kafka" else ""

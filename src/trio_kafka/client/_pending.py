@@ -91,7 +91,8 @@ class PendingTopicsMixin(ProducerBase):
             try:
                 await self._wait_for_metadata(topic, deadline)
             except KafkaError as exc:
-                self._settle_waiting(topic, exc)
+                if self._waiting.get(topic) is waiting:  # (not placed by another's wake)
+                    self._settle_waiting(topic, exc)
                 return
             if self._waiting.get(topic) is not waiting:
                 return  # settled meanwhile (closed, or a fatal error)
@@ -99,13 +100,30 @@ class PendingTopicsMixin(ProducerBase):
             if fatal is not None:
                 self._settle_waiting(topic, fatal)
                 return
-            self._sender.release(topic)
-            if self._core.cluster.num_partitions(topic):
-                self._place(topic, waiting)
-                return
+            self._place_known()
+            if self._waiting.get(topic) is not waiting:
+                return  # placed
             # (metadata the core cannot use yet, a partition without a leader: wait on)
-            self._sender.held.add(topic)
             await anyio.sleep(self.config.retry_backoff)
+
+    def _place_known(self) -> None:
+        """Place the records of every waiting topic the metadata now has, in one step:
+        one Metadata answer often brings hundreds of them (each topic's task, when it
+        wakes, then finds its records placed), and the core is given the new snapshot
+        once, not once per topic."""
+        metadata = self.selector.metadata
+        known = []
+        for topic in self._waiting:
+            found = metadata.topic(topic)
+            if found is not None and found.is_usable:
+                known.append(topic)
+        self._sender.release(known)
+        cluster = self._core.cluster
+        for topic in known:
+            if cluster.num_partitions(topic):
+                self._place(topic, self._waiting[topic])
+            else:
+                self._sender.held.add(topic)
 
     def _place(self, topic: str, waiting: WaitingTopic) -> None:
         """Append the kept records in send order, with nothing else running between

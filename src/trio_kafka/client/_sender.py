@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import anyio
@@ -299,10 +299,10 @@ class Sender:
         self._leaders = {name: (metadata.topics[name], nodes) for name, nodes in leaders.items()}
         self.core.update_metadata(ClusterView(leaders))
 
-    def release(self, topic: str) -> None:
-        """End the hold on `topic`: the core sees it from the next line on (and sees the
-        newest snapshot)."""
-        self.held.discard(topic)
+    def release(self, topics: Iterable[str]) -> None:
+        """End the hold on `topics`: the core sees them from the next line on (and sees
+        the newest snapshot)."""
+        self.held.difference_update(topics)
         self._metadata = None
         self.sync_metadata()
 
