@@ -1,5 +1,6 @@
 """A producer writing to many topics: trio-kafka beside confluent-kafka and aiokafka,
-against Tansu, each at its defaults.
+against Tansu (and, with `--broker mock`, our mock broker in a process of its own), each
+at its defaults.
 
 What a user of many topics meets (aiokafka#943: `send()` 10x slower at 5,000 topics):
 the timed window is the producer's creation, a first record to each of `--topics`
@@ -8,24 +9,27 @@ topics of one partition (each first send has to learn its topic's metadata), the
 observed (as in benchmarks/produce.py: handles awaited, delivery callbacks counted,
 futures awaited), and the close. A run counts only if every record is acknowledged.
 
-Each run is its own subprocess against its own fresh Tansu, with the topics created
+Each run is its own subprocess against its own fresh broker, with the topics created
 before the timer starts; the variants run round robin, `--rounds` times; the table
 shows medians of the wall clock and of the client process's CPU seconds, and the
 ratios trio-kafka / peer (above 1: trio-kafka faster).
 
-`--settings equal` runs the peers idempotent, as trio-kafka is at its defaults
-(confluent-kafka `enable.idempotence=true`, aiokafka `enable_idempotence=True`): on
-Tansu an idempotent batch costs far more than a plain one, so the defaults table sets
-an idempotent producer beside two that are not.
+The two brokers sit at two ends: Tansu answers an idempotent batch slowly (about 1 ms),
+so records pile up into big batches while requests are out; the mock broker answers at
+once, so at 1,000 partitions a batch holds a record or two and what each client spends
+per batch is what counts. `--settings equal` runs the peers idempotent, as trio-kafka
+is at its defaults (confluent-kafka `enable.idempotence=true`, aiokafka
+`enable_idempotence=True`).
 
     .venv/bin/python benchmarks/many_topics.py [--topics N] [--records N] [--rounds N]
-        [--clients a,b] [--settings defaults,equal] [--json FILE]
+        [--clients a,b] [--settings defaults,equal] [--broker tansu,mock] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import json
 import statistics
@@ -128,17 +132,21 @@ CLIENTS = {
 
 
 def child(spec: dict[str, Any]) -> None:
-    from trio_kafka.testing import tansu_broker
+    from trio_kafka.testing import mock_broker_process, tansu_broker
 
     for module in CLIENT_MODULES[spec["client"]]:
         importlib.import_module(module)
     names = [f"topic-{i:05d}" for i in range(spec["topics"])]
-    with tansu_broker() as broker:
-        _create_topics(broker.bootstrap, names)
+    with contextlib.ExitStack() as stack:
+        if spec["broker"] == "mock":
+            bootstrap = stack.enter_context(mock_broker_process())
+        else:
+            bootstrap = stack.enter_context(tansu_broker()).bootstrap
+        _create_topics(bootstrap, names)
         cpu = time.process_time()
         start = time.perf_counter()
         acked = CLIENTS[spec["client"]](
-            broker.bootstrap, names, spec["records"], spec["settings"] == "equal"
+            bootstrap, names, spec["records"], spec["settings"] == "equal"
         )
         elapsed = time.perf_counter() - start
         cpu = time.process_time() - cpu
@@ -154,6 +162,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", default=",".join(CLIENTS))
     parser.add_argument("--settings", default="defaults", help="defaults, equal, or both")
+    parser.add_argument("--broker", default="tansu", help="tansu, mock (its own process), or both")
     parser.add_argument("--json", help="write every run's result to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -167,11 +176,15 @@ def main() -> None:
     settings = [s.strip() for s in args.settings.split(",") if s.strip()]
     if not settings or set(settings) - {"defaults", "equal"}:
         parser.error(f"--settings {args.settings!r}: give defaults, equal, or both")
-    for setting in settings:
-        _compare(args, clients, setting)
+    brokers = [b.strip() for b in args.broker.split(",") if b.strip()]
+    if not brokers or set(brokers) - {"tansu", "mock"}:
+        parser.error(f"--broker {args.broker!r}: give tansu, mock, or both")
+    for broker in brokers:
+        for setting in settings:
+            _compare(args, clients, setting, broker)
 
 
-def _compare(args: argparse.Namespace, clients: list[str], setting: str) -> None:
+def _compare(args: argparse.Namespace, clients: list[str], setting: str, broker: str) -> None:
     total = args.topics + args.records
     runs: dict[str, list[dict[str, Any]]] = {c: [] for c in clients}
     for round_ in range(args.rounds):
@@ -181,6 +194,7 @@ def _compare(args: argparse.Namespace, clients: list[str], setting: str) -> None
                 "topics": args.topics,
                 "records": args.records,
                 "settings": setting,
+                "broker": broker,
             }
             result = _run_child(spec, script=__file__, timeout=1800)
             runs[client].append(result)
@@ -188,9 +202,9 @@ def _compare(args: argparse.Namespace, clients: list[str], setting: str) -> None
                 f"{result['seconds']:.2f} s, cpu {result['cpu']:.2f} s, "
                 f"{result['acked']:,}/{total:,} acknowledged"
             )
-            print(f"round {round_ + 1} {client} ({setting}): {status}", flush=True)
+            print(f"round {round_ + 1} {client} ({setting}, {broker}): {status}", flush=True)
     if args.json:
-        with open(args.json.replace(".json", f"-{setting}.json"), "w") as f:
+        with open(args.json.replace(".json", f"-{broker}-{setting}.json"), "w") as f:
             json.dump(runs, f, indent=1)
 
     def medians(client: str) -> tuple[float, float] | None:
@@ -206,7 +220,8 @@ def _compare(args: argparse.Namespace, clients: list[str], setting: str) -> None
         f"\n{args.topics:,} topics of 1 partition: a first record to each, then "
         f"{args.records:,} of 100 B round robin, "
         + ("at each client's defaults" if setting == "defaults" else "every client idempotent")
-        + f", against Tansu (medians of {args.rounds})"
+        + (", against Tansu" if broker == "tansu" else ", against the mock broker")
+        + f" (medians of {args.rounds})"
     )
     ours = medians("trio-kafka") if "trio-kafka" in runs else None
     print(f"{'client':<16} {'records/s':>12} {'wall s':>8} {'cpu s':>8} {'trio-kafka / it':>16}")

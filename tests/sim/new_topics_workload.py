@@ -1,7 +1,8 @@
 """A workload for the records a producer keeps until their topic's metadata comes
 (client/_pending.py): registered through the public `register`, as a user's own
 workload is, so the six built-in workloads (their ledger rows, their regression seeds,
-the planted-bug table) stay as they were.
+the planted-bug table) stay as they were; the "test-" prefix keeps it out of the tier
+that runs every built-in workload (tests/sim/test_runner_tier.py).
 
 Two writers share one idempotent producer and move, at seeded moments, through four
 topics that producer has not sent to yet: each move's first records are kept (the
@@ -12,7 +13,7 @@ A third writer, on a producer of its own with a 0.3 s `max_block` and tight time
 walks the topics the other way, so its kept records also fail when the metadata is slow
 (none of them may be in the log). The checker holds every idempotent invariant.
 
-    trio-kafka simulate --import tests.sim.new_topics_workload -w new-topics --seeds 1000
+    trio-kafka simulate --import tests.sim.new_topics_workload -w test-new-topics --seeds 1000
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ KEPT = {"records": 0}
 
 
 @register(
-    "new-topics",
+    "test-new-topics",
     topics=dict.fromkeys(TOPICS, PARTITIONS),
     description="writers moving through topics their producer learns as it goes",
 )

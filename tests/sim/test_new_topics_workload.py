@@ -1,5 +1,5 @@
 """The simulator on records kept until their topic's metadata comes (client/_pending.py):
-the `new-topics` workload (tests/sim/new_topics_workload.py) over fresh seeds, every
+the `test-new-topics` workload (tests/sim/new_topics_workload.py) over fresh seeds, every
 idempotent invariant held, and the paths it is there for taken: records kept, placed,
 failed alone (a partition the topic lacks), and failed with their topic (`max_block`)."""
 
@@ -31,7 +31,7 @@ def test_new_topics_seeds_pass_and_take_the_kept_record_paths(
 
         monkeypatch.setattr(_pending.PendingTopicsMixin, name, counted)
     for seed in SEEDS:
-        result = run_seed("new-topics", seed, profile="lite").result
+        result = run_seed("test-new-topics", seed, profile="lite").result
         assert result.ok, f"seed {seed}: {result.violations}"
     assert calls["_place"] >= len(SEEDS)  # several topics a seed learnt mid-run
     assert calls["_failed_alone"] >= len(SEEDS) // 2  # the partitions the topics lack
@@ -47,7 +47,7 @@ def test_the_cli_runs_it_as_a_users_workload(tmp_path: Any) -> None:
             "--import",
             new_topics_workload.__name__,
             "-w",
-            "new-topics",
+            "test-new-topics",
             "--seed",
             "71000",
             "--seeds",
