@@ -39,7 +39,7 @@ import enum
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from math import inf, nextafter, ulp
-from typing import TYPE_CHECKING, overload
+from typing import overload
 
 from trio_kafka.errors import AmbiguousError, KafkaError
 from trio_kafka.producer._encode import encode_with_extras
@@ -52,9 +52,7 @@ from trio_kafka.producer._record import (
     Outcome,
     Result,
 )
-
-if TYPE_CHECKING:
-    from trio_kafka.records import BatchBuilder
+from trio_kafka.records import BatchBuilder, Compression
 
 
 class BatchState(enum.Enum):
@@ -273,8 +271,6 @@ class ProducerBatch:
         """
         builder = self.builder
         if builder is None:
-            from trio_kafka.records import BatchBuilder, Compression
-
             builder = self.builder = BatchBuilder(Compression(compression), compression_level)
             extras = self.extras
             if extras is None and self.keys is None:  # no keys, headers or timestamps

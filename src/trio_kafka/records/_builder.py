@@ -59,6 +59,10 @@ def encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
     return b"".join(parts)
 
 
+#: `append_runs` takes its per-record path up to this many records (measured faster).
+_FEW = 4
+
+
 class BatchBuilder:
     """Accumulates records into one record batch v2 and builds its bytes (see module doc)."""
 
@@ -275,6 +279,11 @@ class BatchBuilder:
             return
         if not run_starts or run_starts[0] != 0 or len(run_starts) != len(run_ms):
             raise ValueError("run_starts must start at 0 and pair with run_ms")
+        if count <= _FEW and len(run_ms) == 1:
+            # A batch of a record or two (many partitions, each sent to rarely): the
+            # layout's fixed cost is more than a step per record.
+            self.append_values([run_ms[0]] * count, values)
+            return
         first = self._count
         try:
             lengths = set(map(len, values))  # type: ignore[arg-type]
