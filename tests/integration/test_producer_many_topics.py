@@ -15,7 +15,7 @@ import pytest
 
 from tests.integration._backends import mock_cluster
 from tests.integration._helpers import FAST
-from trio_kafka.broker import ClusterOptions, HookCall
+from trio_kafka.broker import ClusterOptions, Delay, HookCall
 from trio_kafka.client import open_producer
 from trio_kafka.errors import InvalidTopicError, ProducerClosedError, UnknownTopicError
 from trio_kafka.protocol.messages.metadata import MetadataRequest
@@ -138,3 +138,35 @@ async def test_a_topic_the_producer_stopped_writing_to_leaves_its_metadata_reque
                 assert producer.selector.metadata.topic("once") is None
                 # Writing to it again learns it again.
                 assert (await (await producer.send("once", b"y"))).offset == 1
+
+
+async def test_first_sends_to_new_topics_return_before_their_metadata_and_land_in_order() -> None:
+    # client/_pending.py, on both backends: a send to a topic the producer has no
+    # metadata for keeps the record and returns its handle at once.
+    names = [f"topic-{i:03d}" for i in range(50)]
+    async with mock_cluster(topics={**dict.fromkeys(names, 2), "warm": 1}) as cluster:
+
+        def slow(call: HookCall) -> Any:
+            request: MetadataRequest = call.request
+            if request.topics is not None and any(t.name in names for t in request.topics):
+                return Delay(0.5)
+            return None
+
+        cluster.add_hook(MetadataRequest, slow)
+        async with open_producer(cluster.bootstrap, **FAST) as producer:
+            await (await producer.send("warm", b"a broker has answered"))
+            start = anyio.current_time()
+            handles = [
+                await producer.send(name, b"%d" % i, key=b"k%d" % (i % 3))
+                for i in range(10)
+                for name in names
+            ]
+            assert anyio.current_time() - start < 0.4  # no send waited 0.5 s
+            with anyio.fail_after(30):
+                outcomes = [await handle for handle in handles]
+    by_partition: dict[tuple[str, int], list[int]] = {}
+    for outcome in outcomes:
+        by_partition.setdefault((outcome.topic, outcome.partition), []).append(outcome.offset)
+    # Each partition's records at offsets 0, 1, 2... in send order.
+    assert all(offsets == list(range(len(offsets))) for offsets in by_partition.values())
+    assert sum(len(offsets) for offsets in by_partition.values()) == 500
