@@ -250,3 +250,27 @@ async def test_a_transactional_send_to_a_new_topic_waits_for_it(
             handle = await producer.send("fresh", b"in the transaction")
             assert trio.current_time() - start >= SLOW_METADATA  # waited, as Java's does
         assert (await handle).offset == 0
+
+
+async def test_send_many_goes_after_the_kept_records(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    # It cannot be kept (it appends in bulk; nor can a CAS write, which names its offset):
+    # they wait for the topic, behind the records kept for it.
+    cluster = slow_metadata_cluster(fresh=1)
+    async with producer_for(MemoryTransport(cluster, nursery)) as producer:
+        await producer.send_and_wait("known", b"warm up")
+        kept = [await producer.send("fresh", b"kept %d" % i, partition=0) for i in range(3)]
+        bulk = await producer.send_many([b"bulk %d" % i for i in range(3)], topic="fresh")
+        assert not producer._waiting  # placed before send_many appended
+        assert await bulk == 3
+        offsets = [(await handle).offset for handle in kept]
+    assert offsets == [0, 1, 2]
+    assert [value for _, value in written(cluster, "fresh", 0)] == [
+        b"kept 0",
+        b"kept 1",
+        b"kept 2",
+        b"bulk 0",
+        b"bulk 1",
+        b"bulk 2",
+    ]
