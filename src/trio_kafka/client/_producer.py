@@ -197,8 +197,9 @@ class Producer(
         fails with `UnknownTopicError` if the brokers say the topic does not exist or
         the metadata does not come within `max_block` (`BrokerConnectionError` when no
         broker ever answered), with `InvalidPartitionError` for a partition the topic
-        does not have. A transactional producer's send waits for the metadata instead
-        and raises those errors itself.
+        does not have. A transactional producer, one with a custom partitioner, and any
+        producer before a broker has first answered wait for the metadata instead and
+        raise those errors from `send()`.
 
         `expected_offset=N` (with `partition=`): a CAS write, see client/_cas.py.
         """
