@@ -8,6 +8,8 @@ Virtual time (trio's autojump clock) against the in-memory mock broker.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -38,6 +40,17 @@ def slow_metadata_cluster(asked: list[list[str] | None] | None = None, **topics:
     return cluster
 
 
+@contextlib.asynccontextmanager
+async def answered_producer(
+    cluster: Any, nursery: trio.Nursery, topic: str = "known", **options: Any
+) -> AsyncIterator[Any]:
+    """A producer a broker has answered (one record to `topic` acknowledged): its sends
+    to topics it has no metadata for are kept, not waited for."""
+    async with producer_for(MemoryTransport(cluster, nursery), **options) as producer:
+        await producer.send_and_wait(topic, b"warm up")
+        yield producer
+
+
 def written(cluster: Any, topic: str, partition: int) -> list[tuple[bytes | None, bytes]]:
     return [(r.key, r.value) for b in cluster.decoded(topic, partition) for r in b.records]
 
@@ -46,8 +59,7 @@ async def test_sends_to_a_new_topic_return_at_once_and_land_in_send_order(
     autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
 ) -> None:
     cluster = slow_metadata_cluster(fresh=3)
-    async with producer_for(MemoryTransport(cluster, nursery)) as producer:
-        await producer.send_and_wait("known", b"warm up")
+    async with answered_producer(cluster, nursery) as producer:
         start = trio.current_time()
         handles = []
         for i in range(3000):  # keyed and unkeyed, some to an explicit partition
@@ -77,8 +89,7 @@ async def test_records_sent_while_the_metadata_comes_do_not_pass_the_kept_ones(
     autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
 ) -> None:
     cluster = slow_metadata_cluster(fresh=1)
-    async with producer_for(MemoryTransport(cluster, nursery)) as producer:
-        await producer.send_and_wait("known", b"warm up")
+    async with answered_producer(cluster, nursery) as producer:
         handles = []
 
         async def keep_sending() -> None:
@@ -109,8 +120,7 @@ async def test_no_send_passes_the_kept_records_as_their_metadata_comes(
             await gate.wait()
 
     cluster.add_hook(MetadataRequest, held_answer)
-    async with producer_for(MemoryTransport(cluster, nursery)) as producer:
-        await producer.send_and_wait("known", b"warm up")
+    async with answered_producer(cluster, nursery) as producer:
         handles = [await producer.send("fresh", b"kept %d" % i) for i in range(10)]
 
         async def racer() -> None:
@@ -132,8 +142,7 @@ async def test_first_sends_to_many_new_topics_share_a_few_metadata_requests(
     names = [f"topic-{i:04d}" for i in range(1000)]
     asked: list[list[str] | None] = []
     cluster = slow_metadata_cluster(asked, **dict.fromkeys(names, 1))
-    async with producer_for(MemoryTransport(cluster, nursery)) as producer:
-        await producer.send_and_wait("known", b"warm up")
+    async with answered_producer(cluster, nursery) as producer:
         asked.clear()
         start = trio.current_time()
         handles = [await producer.send(name, b"first") for name in names]
@@ -151,8 +160,7 @@ async def test_a_kept_record_for_a_partition_the_topic_lacks_fails_alone(
     autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
 ) -> None:
     cluster = slow_metadata_cluster(fresh=2)
-    async with producer_for(MemoryTransport(cluster, nursery)) as producer:
-        await producer.send_and_wait("known", b"warm up")
+    async with answered_producer(cluster, nursery) as producer:
         before = await producer.send("fresh", b"before", partition=1)
         assert repr(before) == ("<RecordHandle fresh#0 (waiting for the topic's metadata) pending>")
         bad = await producer.send("fresh", b"bad", partition=5)
@@ -176,8 +184,7 @@ async def test_kept_records_of_a_missing_topic_fail_and_free_their_buffer(
             seen.append(outcome)
 
     options: dict[str, Any] = {"max_block": 5.0, "interceptors": [Interceptor()]}
-    async with producer_for(MemoryTransport(cluster, nursery), **options) as producer:
-        await producer.send_and_wait("t", b"warm up")
+    async with answered_producer(cluster, nursery, "t", **options) as producer:
         called: list[Any] = []
         handles = [await producer.send("missing", b"v%d" % i) for i in range(50)]
         handles[7].add_done_callback(lambda handle: called.append(handle.outcome))
@@ -200,8 +207,7 @@ async def test_flush_waits_for_the_kept_records(
     autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
 ) -> None:
     cluster = slow_metadata_cluster(fresh=1)
-    async with producer_for(MemoryTransport(cluster, nursery)) as producer:
-        await producer.send_and_wait("known", b"warm up")
+    async with answered_producer(cluster, nursery) as producer:
         handle = await producer.send("fresh", b"x")
         callbacks: list[Any] = []
         handle.add_done_callback(lambda h: callbacks.append(h.outcome))
@@ -215,8 +221,7 @@ async def test_a_kept_record_counts_against_buffer_memory(
 ) -> None:
     cluster = slow_metadata_cluster(fresh=1)
     options: dict[str, Any] = {"buffer_memory": 10_000, "batch_size": 4_000}
-    async with producer_for(MemoryTransport(cluster, nursery), **options) as producer:
-        await producer.send_and_wait("known", b"warm up")
+    async with answered_producer(cluster, nursery, **options) as producer:
         start = trio.current_time()
         handles = [await producer.send("fresh", b"v" * 100) for _ in range(200)]
         # 20,000 bytes of records in 10,000 of buffer: the later sends waited for room,
@@ -258,8 +263,7 @@ async def test_send_many_goes_after_the_kept_records(
     # It cannot be kept (it appends in bulk; nor can a CAS write, which names its offset):
     # they wait for the topic, behind the records kept for it.
     cluster = slow_metadata_cluster(fresh=1)
-    async with producer_for(MemoryTransport(cluster, nursery)) as producer:
-        await producer.send_and_wait("known", b"warm up")
+    async with answered_producer(cluster, nursery) as producer:
         kept = [await producer.send("fresh", b"kept %d" % i, partition=0) for i in range(3)]
         bulk = await producer.send_many([b"bulk %d" % i for i in range(3)], topic="fresh")
         assert not producer._waiting  # placed before send_many appended
