@@ -27,6 +27,7 @@ from trio_kafka.net import (
     TaskGroup,
 )
 from trio_kafka.producer import ProducerBatch, ProducerCore
+from trio_kafka.protocol import ProduceAnswer, read_produce_answer
 from trio_kafka.protocol.messages.produce import ProduceRequest
 
 logger = logging.getLogger("trio_kafka.producer")
@@ -49,7 +50,7 @@ class SenderHost(Protocol):
 
     def produce_request(self, batches: list[ProducerBatch]) -> ProduceRequest: ...
 
-    def settle_response(self, attempt: ProduceAttempt, response: Any) -> None: ...
+    def settle_response(self, attempt: ProduceAttempt, response: ProduceAnswer | None) -> None: ...
 
     def settle_failure(self, attempt: ProduceAttempt, error: KafkaError) -> None: ...
 
@@ -209,7 +210,9 @@ class NodeSender:
                 if connection is None or not connection.is_open:
                     connection = self.connection = await sender.selector.connection(self.node_id)
                 attempt.sent = True
-                pending = await connection.send(request, timeout=sender.write_timeout())
+                pending = await connection.send(
+                    request, timeout=sender.write_timeout(), reader=read_produce_answer
+                )
             except KafkaError as exc:
                 # BrokerConnectionError: refused before registration, nothing written.
                 attempt.sent = not isinstance(exc, BrokerConnectionError)

@@ -67,6 +67,7 @@ from trio_kafka.net import (
     primitives,
 )
 from trio_kafka.producer import ClusterView, ProducerBatch, ProducerCore, Settled
+from trio_kafka.protocol import ProduceAnswer
 from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
 from trio_kafka.protocol.messages.produce import (
     PartitionProduceData,
@@ -415,26 +416,22 @@ class Sender:
             node.unsettled.remove(attempt)
         return True
 
-    def settle_response(self, attempt: ProduceAttempt, response: Any) -> None:
+    def settle_response(self, attempt: ProduceAttempt, response: ProduceAnswer | None) -> None:
+        """A Produce answer (`read_produce_answer`'s; None for acks=0) for `attempt`."""
         if not self._take(attempt):
             return
-        responses = None
-        if response is not None:
-            responses = {
-                (topic.name, p.index): p
-                for topic in response.responses
-                for p in topic.partition_responses
-            }
         now = self.clock.now()
-        settled = self.core.handle_response(attempt.node, attempt.batches, responses, now)
+        settled = self.core.handle_response(
+            attempt.node, attempt.batches, None if response is None else response.partitions, now
+        )
         if response is not None:
-            throttle_ms = getattr(response, "throttle_time_ms", 0)
+            throttle_ms = response.throttle_time_ms
             if throttle_ms > 0:
                 self.nodes[attempt.node].throttle(now + throttle_ms / 1000)
             if settled.leaders:
                 endpoints = [
                     BrokerMetadata(e.node_id, e.host, e.port, e.rack)
-                    for e in getattr(response, "node_endpoints", ())
+                    for e in response.node_endpoints
                 ]
                 if self.selector.apply_leaders(settled.leaders, endpoints):
                     self.sync_metadata()  # the retries go to the new leaders at once

@@ -17,7 +17,8 @@ connection is a FIFO of requests in flight. Three parties share it:
   other request) but bounded by the request's deadline.
 - The reader task owns the receive side: it splits frames (`FrameSplitter`), checks each
   response's correlation id against the head of the queue (a mismatch means the stream can
-  no longer be trusted: fail loudly and close) and completes that request.
+  no longer be trusted: fail loudly and close) and completes that request (read by the
+  generic codec, or by the `reader` its `send()` named: the producer's Produce answers).
 - Timeouts: the reader waits for bytes only until the earliest deadline in flight. A
   request past its deadline fails with `RequestTimeoutError` (ambiguous: the broker may
   have processed it) and the connection is closed, because every later response on it
@@ -55,9 +56,10 @@ from trio_kafka.errors import (
     error_for_code,
 )
 from trio_kafka.net._clock import Clock, LoopClock, Primitives, TaskGroup, primitives
-from trio_kafka.net._pending import PendingResponse, expects_response
+from trio_kafka.net._pending import PendingResponse, ResponseReader, expects_response
 from trio_kafka.net._transport import STREAM_ERRORS, ByteStream
-from trio_kafka.protocol import FrameSplitter, decode_response, encode_request_parts
+from trio_kafka.protocol import FrameSplitter, encode_request_parts
+from trio_kafka.protocol._frames import coalesce
 
 #: Java's request.timeout.ms default (30 s).
 DEFAULT_REQUEST_TIMEOUT = 30.0
@@ -70,9 +72,6 @@ _API_VERSIONS_KEY = 18
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _RECEIVE_SIZE = 64 * 1024
-# A frame part at least this big is written on its own; smaller neighbours are joined
-# (one write of a few small buffers beats a system call each).
-_WRITE_ALONE = 32 * 1024
 
 Buffer = bytes | bytearray | memoryview
 
@@ -176,6 +175,7 @@ class BrokerConnection:
         *,
         version: int | None = None,
         timeout: float | None = None,
+        reader: ResponseReader | None = None,
     ) -> PendingResponse:
         """Write `message` and return its pending response without waiting for it.
 
@@ -183,6 +183,8 @@ class BrokerConnection:
         holds the error), so calls made one after another are answered in that order.
         Raises `BrokerConnectionError` (retriable: nothing was written) if the connection
         is closed, or closes while this call waits for an in-flight slot or the lock.
+        `reader(frame, version)` reads the response instead of the generic codec (and
+        raises `ProtocolError` as it does).
         """
         request_class = type(message)
         if version is None:
@@ -211,7 +213,7 @@ class BrokerConnection:
                     still_queued = False
                     # Nothing was written up to here: failures so far are retriable. From
                     # the registration on the request may reach the broker: ambiguous.
-                    pending, frame = self._register(message, request_class, version, timeout)
+                    pending, frame = self._register(message, version, timeout, reader)
                     registered = True
                     await self._write(frame, pending)
                 finally:
@@ -271,7 +273,7 @@ class BrokerConnection:
             raise error
 
     def _register(
-        self, message: Any, request_class: type[Any], version: int, timeout: float
+        self, message: Any, version: int, timeout: float, reader: ResponseReader | None
     ) -> tuple[PendingResponse, list[Buffer]]:
         """Assign the correlation id, encode, and queue the request (under the lock)."""
         correlation_id = self._next_correlation_id
@@ -282,12 +284,13 @@ class BrokerConnection:
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         deadline = self.clock.now() + timeout if timeout != math.inf else math.inf
         pending = PendingResponse(
-            api_key=request_class.API_KEY,
+            api_key=type(message).API_KEY,
             version=version,
             correlation_id=correlation_id,
             deadline=deadline,
-            request_class=request_class,
+            request_class=type(message),
             expects_response=expects_response(message),
+            reader=reader,
             event=self._primitives.event(),
         )
         if pending.expects_response:
@@ -305,7 +308,7 @@ class BrokerConnection:
                 if len(frame) == 1:
                     await self.stream.send_all(frame[0])
                 else:
-                    for chunk in _coalesce(frame):
+                    for chunk in coalesce(frame):
                         await self.stream.send_all(chunk)
             except STREAM_ERRORS as exc:
                 failure = exc
@@ -402,7 +405,7 @@ class BrokerConnection:
             # with its own range for ApiVersions, so the client can retry.
             version = 0
         try:
-            _, response = decode_response(pending.request_class, version, frame)
+            response = pending.read(frame, version)
         except ProtocolError as exc:
             lost = self._lost_error(
                 pending, f"answered with a response that does not decode ({exc})"
@@ -465,24 +468,6 @@ class BrokerConnection:
             with anyio.CancelScope() as scope:
                 scope.cancel()  # forceful: never wait on the network
                 await self.stream.aclose()
-
-
-def _coalesce(parts: list[Buffer]) -> list[Buffer]:
-    """The frame's parts to write: large ones as they are (never copied), runs of
-    small ones joined."""
-    chunks: list[Buffer] = []
-    small: list[Buffer] = []
-    for part in parts:
-        if len(part) >= _WRITE_ALONE:
-            if small:
-                chunks.append(small[0] if len(small) == 1 else b"".join(small))
-                small = []
-            chunks.append(part)
-        elif part:
-            small.append(part)
-    if small:
-        chunks.append(small[0] if len(small) == 1 else b"".join(small))
-    return chunks
 
 
 @contextlib.asynccontextmanager

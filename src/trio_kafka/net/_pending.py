@@ -3,15 +3,19 @@ connection's reader (the response or an error) or by its close (an error)."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import anyio
 import attrs
 
 from trio_kafka.net._clock import Event
+from trio_kafka.protocol import decode_response
 
 _PRODUCE_KEY = 0
+
+#: (frame, version) -> (correlation id, response), as `decode_response` reads it.
+ResponseReader = Callable[[bytes, int], tuple[int, Any]]
 
 
 def expects_response(message: Any) -> bool:
@@ -32,6 +36,9 @@ class PendingResponse:
     request_class: type[Any]
     #: False for a Produce with acks=0: done as soon as it is written.
     expects_response: bool = True
+    #: Reads the response frame at `version` into (correlation id, response); None for
+    #: the generic codec (`decode_response`).
+    reader: ResponseReader | None = None
     # Set exactly once, by the reader (response or error) or the closer (error). The
     # connection passes its backend's class (net/_clock.py: `primitives`).
     _event: Event = attrs.field(factory=anyio.Event, alias="event")
@@ -40,6 +47,13 @@ class PendingResponse:
 
     def done(self) -> bool:
         return self._event.is_set()
+
+    def read(self, frame: bytes, version: int) -> Any:
+        """The response in `frame` (its reader's, or the generic codec's); raises
+        `ProtocolError` for a frame that does not decode."""
+        if self.reader is None:
+            return decode_response(self.request_class, version, frame)[1]
+        return self.reader(frame, version)[1]
 
     def result(self) -> Any:
         """The response (None for acks=0); raises the error; only once `done()`."""

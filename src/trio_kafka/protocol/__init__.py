@@ -21,6 +21,7 @@ from ._codec import (
 )
 from ._frames import DEFAULT_MAX_FRAME_SIZE, FrameSplitter
 from ._headers import RequestHeader, ResponseHeader
+from ._produce_answer import PartitionAnswer, ProduceAnswer, read_produce_answer
 from ._schema import FieldSpec, Message, Request, Response, Struct, Versions, field_specs
 from .messages import REQUEST_CLASSES
 
@@ -30,6 +31,8 @@ __all__ = [
     "FieldSpec",
     "FrameSplitter",
     "Message",
+    "PartitionAnswer",
+    "ProduceAnswer",
     "ProtocolError",
     "Request",
     "RequestHeader",
@@ -46,6 +49,7 @@ __all__ = [
     "field_specs",
     "messages",
     "peek_correlation_id",
+    "read_produce_answer",
     "request_header_version",
     "response_header_version",
 ]

@@ -6,6 +6,8 @@ delivered (a byte, half a frame, ten frames) and returns the payloads it complet
 rest waits in `_buffer` for the next call. A size that is negative or over
 `max_frame_size` is reported as soon as its 4 bytes arrive, before any of the body is
 buffered, so a peer that lies about a frame's size cannot make us hold gigabytes.
+
+The other way, `coalesce` groups a frame's parts (`encode_request_parts`) into writes.
 """
 
 from __future__ import annotations
@@ -15,6 +17,11 @@ import struct
 from ..errors import ProtocolError
 
 _SIZE = struct.Struct(">i")
+# A frame part at least this big is written on its own; smaller neighbours are joined
+# (one write of a few small buffers beats a system call each).
+_WRITE_ALONE = 32 * 1024
+
+Buffer = bytes | bytearray | memoryview
 
 #: Kafka's default `socket.request.max.bytes` (100 MiB).
 DEFAULT_MAX_FRAME_SIZE = 104_857_600
@@ -62,3 +69,21 @@ class FrameSplitter:
 
     def __repr__(self) -> str:
         return f"<FrameSplitter buffered={len(self._buffer)} max_frame_size={self.max_frame_size}>"
+
+
+def coalesce(parts: list[Buffer]) -> list[Buffer]:
+    """The frame's parts to write: large ones as they are (never copied), runs of
+    small ones joined."""
+    chunks: list[Buffer] = []
+    small: list[Buffer] = []
+    for part in parts:
+        if len(part) >= _WRITE_ALONE:
+            if small:
+                chunks.append(small[0] if len(small) == 1 else b"".join(small))
+                small = []
+            chunks.append(part)
+        elif part:
+            small.append(part)
+    if small:
+        chunks.append(small[0] if len(small) == 1 else b"".join(small))
+    return chunks

@@ -1,0 +1,234 @@
+"""A Produce response read straight into what the producer needs: one answer per
+(topic, partition), without a message object per partition.
+
+The producer reads one Produce answer per partition it sent, and with many partitions
+its batches hold a record or two, so the answer's decoding was a fifth of its CPU: the
+generic codec builds a `PartitionProduceResponse` (nine attrs fields, a default
+`LeaderIdAndEpoch`, a dict for unknown tags) and reads each field through its own
+reader. `read_produce_answer` reads the usual answer (no per-record errors, no tagged
+fields, which is every answer without an error and most with one) in one pass of fixed
+layouts, into `PartitionAnswer` tuples keyed by (topic, partition).
+
+Anything else (per-record errors, tagged fields such as KIP-951's leader hints, a
+frame that does not decode) goes to the generic codec, and its result is converted: so
+the answer is always what `decode_response` gives, field for field, and a bad frame
+fails with the generic codec's `ProtocolError` (tests/unit/test_produce_answer.py
+checks both over generated responses of every version).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from ._codec import decode_response
+from ._types import read_uvarint
+from .messages.produce import (
+    LeaderIdAndEpoch,
+    NodeEndpoint,
+    ProduceRequest,
+    ProduceResponse,
+)
+
+#: What a partition's answer holds when it names no leader (the field's default).
+NO_LEADER = LeaderIdAndEpoch()
+
+
+class PartitionAnswer(NamedTuple):
+    """One partition's answer: the fields the producer reads (`PartitionResponseLike`)."""
+
+    error_code: int
+    base_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    record_errors: Sequence[Any]  # BatchIndexAndErrorMessage
+    error_message: str | None
+    current_leader: LeaderIdAndEpoch
+
+
+class ProduceAnswer(NamedTuple):
+    """A Produce response: each (topic, partition)'s answer (a partition answered twice
+    keeps its last answer), the throttle, and KIP-951's node endpoints."""
+
+    partitions: dict[tuple[str, int], PartitionAnswer]
+    throttle_time_ms: int
+    node_endpoints: Sequence[NodeEndpoint]
+
+
+class _Unusual(Exception):
+    """Not the usual answer: the generic codec reads it.
+
+    A length past the frame's end needs no test of its own: the slice comes back short
+    and the next read (there always is one) fails, and the codec names the fault."""
+
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_PARTITION = {  # index, error code, base offset[, log append time[, log start offset]]
+    0: struct.Struct(">ihq"),
+    2: struct.Struct(">ihqq"),
+    5: struct.Struct(">ihqqq"),
+}
+_new = tuple.__new__
+
+
+def _partition_layout(version: int) -> struct.Struct:
+    return _PARTITION[5 if version >= 5 else 2 if version >= 2 else 0]
+
+
+def read_produce_answer(
+    frame: bytes | bytearray | memoryview, version: int
+) -> tuple[int, ProduceAnswer]:
+    """A Produce response frame (no size prefix) at `version` -> (correlation id,
+    answer). Raises `ProtocolError` for a frame that does not decode, as
+    `decode_response(ProduceRequest, version, frame)` does."""
+    data = frame if type(frame) is bytes else bytes(frame)
+    try:
+        if version >= ProduceResponse.FLEXIBLE_VERSION:
+            return _read_flexible(data, version)
+        return _read_classic(data, version)
+    except (_Unusual, struct.error, IndexError, UnicodeDecodeError):
+        pass
+    correlation_id, response = decode_response(ProduceRequest, version, data)
+    return correlation_id, answer_of(response)
+
+
+def answer_of(response: ProduceResponse) -> ProduceAnswer:
+    """The answer the generic codec's response gives."""
+    partitions: dict[tuple[str, int], PartitionAnswer] = {}
+    for topic in response.responses:
+        name = topic.name
+        for p in topic.partition_responses:
+            partitions[name, p.index] = PartitionAnswer(
+                p.error_code,
+                p.base_offset,
+                p.log_append_time_ms,
+                p.log_start_offset,
+                tuple(p.record_errors),
+                p.error_message,
+                p.current_leader,
+            )
+    return ProduceAnswer(partitions, response.throttle_time_ms, tuple(response.node_endpoints))
+
+
+def _read_classic(data: bytes, version: int) -> tuple[int, ProduceAnswer]:
+    """v0-v8: int32 counts, int16 string lengths, no tagged fields."""
+    layout = _partition_layout(version)
+    unpack, size = layout.unpack_from, layout.size
+    with_errors = version >= 8  # record_errors and error_message
+    with_append_time, with_start = version >= 2, version >= 5
+    read_int32, read_int16 = _INT32.unpack_from, _INT16.unpack_from
+    partitions: dict[tuple[str, int], PartitionAnswer] = {}
+    (correlation_id,) = read_int32(data, 0)
+    (topics,) = read_int32(data, 4)
+    pos = 8
+    if topics < 0:
+        raise _Unusual
+    for _ in range(topics):
+        (length,) = read_int16(data, pos)
+        pos += 2
+        if length < 0:
+            raise _Unusual
+        name = data[pos : pos + length].decode()
+        pos += length
+        (count,) = read_int32(data, pos)
+        pos += 4
+        if count < 0:
+            raise _Unusual
+        for _ in range(count):
+            fields = unpack(data, pos)
+            pos += size
+            message = None
+            if with_errors:
+                if read_int32(data, pos)[0] != 0:  # per-record errors (or null)
+                    raise _Unusual
+                (length,) = read_int16(data, pos + 4)
+                pos += 6
+                if length >= 0:
+                    message = data[pos : pos + length].decode()
+                    pos += length
+                elif length != -1:
+                    raise _Unusual
+            partitions[name, fields[0]] = _new(
+                PartitionAnswer,
+                (
+                    fields[1],
+                    fields[2],
+                    fields[3] if with_append_time else -1,
+                    fields[4] if with_start else -1,
+                    (),
+                    message,
+                    NO_LEADER,
+                ),
+            )
+    throttle = 0
+    if version >= 1:
+        (throttle,) = read_int32(data, pos)
+        pos += 4
+    if pos != len(data):
+        raise _Unusual
+    return correlation_id, _new(ProduceAnswer, (partitions, throttle, ()))
+
+
+def _read_flexible(data: bytes, version: int) -> tuple[int, ProduceAnswer]:
+    """v9+: compact counts and strings (length + 1, as uvarints), tagged fields."""
+    layout = _partition_layout(version)
+    unpack, size = layout.unpack_from, layout.size
+    partitions: dict[tuple[str, int], PartitionAnswer] = {}
+    (correlation_id,) = _INT32.unpack_from(data, 0)
+    if data[4]:  # the header's tagged fields
+        raise _Unusual
+    topics = data[5]
+    pos = 6
+    if topics >= 0x80:
+        topics, pos = read_uvarint(data, 5)
+    if not topics:  # a null array
+        raise _Unusual
+    for _ in range(topics - 1):
+        length = data[pos]
+        pos += 1
+        if length >= 0x80:
+            length, pos = read_uvarint(data, pos - 1)
+        if not length:
+            raise _Unusual
+        end = pos + length - 1
+        name = data[pos:end].decode()
+        pos = end
+        count = data[pos]
+        pos += 1
+        if count >= 0x80:
+            count, pos = read_uvarint(data, pos - 1)
+        if not count:
+            raise _Unusual
+        for _ in range(count - 1):
+            fields = unpack(data, pos)
+            pos += size
+            if data[pos] != 1:  # per-record errors (or a null array)
+                raise _Unusual
+            length = data[pos + 1]
+            pos += 2
+            message = None
+            if length:
+                if length >= 0x80:
+                    length, pos = read_uvarint(data, pos - 1)
+                end = pos + length - 1
+                message = data[pos:end].decode()
+                pos = end
+            if data[pos]:  # tagged fields (KIP-951's current leader)
+                raise _Unusual
+            pos += 1
+            partitions[name, fields[0]] = _new(
+                PartitionAnswer,
+                (fields[1], fields[2], fields[3], fields[4], (), message, NO_LEADER),
+            )
+        if data[pos]:  # the topic's tagged fields
+            raise _Unusual
+        pos += 1
+    (throttle,) = _INT32.unpack_from(data, pos)
+    if data[pos + 4] or pos + 5 != len(data):  # tagged fields (node endpoints), or more
+        raise _Unusual
+    return correlation_id, _new(ProduceAnswer, (partitions, throttle, ()))
+
+
+__all__ = ["NO_LEADER", "PartitionAnswer", "ProduceAnswer", "answer_of", "read_produce_answer"]
