@@ -27,8 +27,7 @@ from trio_kafka.net import (
     TaskGroup,
 )
 from trio_kafka.producer import ProducerBatch, ProducerCore
-from trio_kafka.protocol import ProduceAnswer, read_produce_answer
-from trio_kafka.protocol.messages.produce import ProduceRequest
+from trio_kafka.protocol import ProduceAnswer, ProduceFrame, read_produce_answer
 
 logger = logging.getLogger("trio_kafka.producer")
 
@@ -48,7 +47,7 @@ class SenderHost(Protocol):
 
     def write_timeout(self) -> float: ...
 
-    def produce_request(self, batches: list[ProducerBatch]) -> ProduceRequest: ...
+    def produce_request(self, batches: list[ProducerBatch]) -> ProduceFrame: ...
 
     def settle_response(self, attempt: ProduceAttempt, response: ProduceAnswer | None) -> None: ...
 

@@ -67,13 +67,8 @@ from trio_kafka.net import (
     primitives,
 )
 from trio_kafka.producer import ClusterView, ProducerBatch, ProducerCore, Settled
-from trio_kafka.protocol import ProduceAnswer
+from trio_kafka.protocol import ProduceAnswer, ProduceFrame
 from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
-from trio_kafka.protocol.messages.produce import (
-    PartitionProduceData,
-    ProduceRequest,
-    TopicProduceData,
-)
 
 logger = logging.getLogger("trio_kafka.producer")
 
@@ -389,20 +384,9 @@ class Sender:
 
     # -- requests --------------------------------------------------------------------
 
-    def produce_request(self, batches: list[ProducerBatch]) -> ProduceRequest:
+    def produce_request(self, batches: list[ProducerBatch]) -> ProduceFrame:
         data = self.core.produce_data(batches)
-        return ProduceRequest(
-            transactional_id=self._transactional_id,
-            acks=self._acks,
-            timeout_ms=self._timeout_ms,
-            topic_data=[
-                TopicProduceData(
-                    name=topic,
-                    partition_data=[PartitionProduceData(index=p, records=r) for p, r in parts],
-                )
-                for topic, parts in data.items()
-            ],
-        )
+        return ProduceFrame(self._transactional_id, self._acks, self._timeout_ms, data)
 
     def _take(self, attempt: ProduceAttempt) -> bool:
         """Mark `attempt` settled (False if it already was)."""

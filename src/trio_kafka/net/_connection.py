@@ -56,7 +56,12 @@ from trio_kafka.errors import (
     error_for_code,
 )
 from trio_kafka.net._clock import Clock, LoopClock, Primitives, TaskGroup, primitives
-from trio_kafka.net._pending import PendingResponse, ResponseReader, expects_response
+from trio_kafka.net._pending import (
+    PendingResponse,
+    ResponseReader,
+    expects_response,
+    request_name,
+)
 from trio_kafka.net._transport import STREAM_ERRORS, ByteStream
 from trio_kafka.protocol import FrameSplitter, encode_request_parts
 from trio_kafka.protocol._frames import coalesce
@@ -257,7 +262,7 @@ class BrokerConnection:
         if version is None:
             raise error_for_code(
                 ErrorCode.UNSUPPORTED_VERSION,
-                f"{self.host}:{self.port} supports no version of {request_class.__name__} "
+                f"{self.host}:{self.port} supports no version of {request_name(request_class)} "
                 f"that we speak ({request_class.MIN_VERSION}-{request_class.MAX_VERSION})",
             )
         return version
@@ -389,7 +394,7 @@ class BrokerConnection:
         if correlation_id != pending.correlation_id:
             raise ProtocolError(
                 f"response correlation id {correlation_id} from {self.host}:{self.port} does "
-                f"not match the oldest request in flight ({pending.request_class.__name__} "
+                f"not match the oldest request in flight ({request_name(pending.request_class)} "
                 f"v{pending.version}, correlation id {pending.correlation_id}): the stream "
                 "is out of order or garbled"
             )
@@ -435,7 +440,7 @@ class BrokerConnection:
 
     def _timeout_error(self, pending: PendingResponse, doing: str) -> RequestTimeoutError:
         return RequestTimeoutError(
-            f"{pending.request_class.__name__} v{pending.version} (correlation id "
+            f"{request_name(pending.request_class)} v{pending.version} (correlation id "
             f"{pending.correlation_id}) to {self.host}:{self.port} timed out {doing}: the "
             "broker may have processed it; the connection is closed"
         )
@@ -443,7 +448,7 @@ class BrokerConnection:
     def _lost_error(self, pending: PendingResponse, what: str) -> ConnectionLostError:
         return ConnectionLostError(
             f"connection to {self.host}:{self.port} {what} with "
-            f"{pending.request_class.__name__} v{pending.version} (correlation id "
+            f"{request_name(pending.request_class)} v{pending.version} (correlation id "
             f"{pending.correlation_id}) in flight: the broker may have processed it"
         )
 

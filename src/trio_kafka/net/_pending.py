@@ -10,9 +10,16 @@ import anyio
 import attrs
 
 from trio_kafka.net._clock import Event
-from trio_kafka.protocol import decode_response
+from trio_kafka.protocol import REQUEST_CLASSES, decode_response
 
 _PRODUCE_KEY = 0
+
+
+def request_name(request_class: type[Any]) -> str:
+    """The request's API as its message class is named (`ProduceRequest`), also for a
+    class that writes one its own way (the producer's `ProduceFrame`)."""
+    return str(REQUEST_CLASSES.get(request_class.API_KEY, request_class).__name__)
+
 
 #: (frame, version) -> (correlation id, response), as `decode_response` reads it.
 ResponseReader = Callable[[bytes, int], tuple[int, Any]]
@@ -88,7 +95,7 @@ class PendingResponse:
         else:
             state = "DONE"
         return (
-            f"<PendingResponse [{self.request_class.__name__} v{self.version}, "
+            f"<PendingResponse [{request_name(self.request_class)} v{self.version}, "
             f"correlation id {self.correlation_id}, {state}]>"
         )
 

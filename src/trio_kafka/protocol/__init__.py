@@ -22,6 +22,7 @@ from ._codec import (
 from ._frames import DEFAULT_MAX_FRAME_SIZE, FrameSplitter
 from ._headers import RequestHeader, ResponseHeader
 from ._produce_answer import PartitionAnswer, ProduceAnswer, read_produce_answer
+from ._produce_frame import ProduceFrame
 from ._schema import FieldSpec, Message, Request, Response, Struct, Versions, field_specs
 from .messages import REQUEST_CLASSES
 
@@ -33,6 +34,7 @@ __all__ = [
     "Message",
     "PartitionAnswer",
     "ProduceAnswer",
+    "ProduceFrame",
     "ProtocolError",
     "Request",
     "RequestHeader",
