@@ -63,8 +63,7 @@ from trio_kafka.net._pending import (
     request_name,
 )
 from trio_kafka.net._transport import STREAM_ERRORS, ByteStream
-from trio_kafka.protocol import FrameSplitter, encode_request_parts
-from trio_kafka.protocol._frames import coalesce
+from trio_kafka.protocol import FrameSplitter, coalesce, encode_request_parts
 
 #: Java's request.timeout.ms default (30 s).
 DEFAULT_REQUEST_TIMEOUT = 30.0

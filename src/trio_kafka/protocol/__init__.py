@@ -19,7 +19,7 @@ from ._codec import (
     request_header_version,
     response_header_version,
 )
-from ._frames import DEFAULT_MAX_FRAME_SIZE, FrameSplitter
+from ._frames import DEFAULT_MAX_FRAME_SIZE, FrameSplitter, coalesce
 from ._headers import RequestHeader, ResponseHeader
 from ._produce_answer import PartitionAnswer, ProduceAnswer, read_produce_answer
 from ._produce_frame import ProduceFrame
@@ -43,6 +43,7 @@ __all__ = [
     "Struct",
     "UnsupportedRequestError",
     "Versions",
+    "coalesce",
     "decode_request",
     "decode_response",
     "encode_request",
