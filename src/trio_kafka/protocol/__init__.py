@@ -2,7 +2,9 @@
 
 Messages are declared once in a small DSL (`_schema.field`) and encoded, sized and
 decoded at any supported version by one generic codec; see `messages/` for one module
-per API and `docs/design.md` for where this layer sits.
+per API and `docs/design.md` for where this layer sits. The producer's own hot path has
+two writers of its own beside the codec, equal to it byte for byte: `ProduceFrame` (a
+Produce request from the producer's data) and `read_produce_answer` (its answer).
 """
 
 from __future__ import annotations
