@@ -179,29 +179,12 @@ def _read_flexible(data: bytes, version: int) -> tuple[int, ProduceAnswer]:
     (correlation_id,) = _INT32.unpack_from(data, 0)
     if data[4]:  # the header's tagged fields
         raise _Unusual
-    topics = data[5]
-    pos = 6
-    if topics >= 0x80:
-        topics, pos = read_uvarint(data, 5)
-    if not topics:  # a null array
-        raise _Unusual
-    for _ in range(topics - 1):
-        length = data[pos]
-        pos += 1
-        if length >= 0x80:
-            length, pos = read_uvarint(data, pos - 1)
-        if not length:
-            raise _Unusual
-        end = pos + length - 1
-        name = data[pos:end].decode()
-        pos = end
-        count = data[pos]
-        pos += 1
-        if count >= 0x80:
-            count, pos = read_uvarint(data, pos - 1)
-        if not count:
-            raise _Unusual
-        for _ in range(count - 1):
+    topics, pos = _compact_count(data, 5)
+    for _ in range(topics):
+        length, pos = _compact_count(data, pos)
+        name = data[pos : pos + length].decode()
+        count, pos = _compact_count(data, pos + length)
+        for _ in range(count):
             fields = unpack(data, pos)
             pos += size
             if data[pos] != 1:  # per-record errors (or a null array)
@@ -229,6 +212,19 @@ def _read_flexible(data: bytes, version: int) -> tuple[int, ProduceAnswer]:
     if data[pos + 4] or pos + 5 != len(data):  # tagged fields (node endpoints), or more
         raise _Unusual
     return correlation_id, _new(ProduceAnswer, (partitions, throttle, ()))
+
+
+def _compact_count(data: bytes, pos: int) -> tuple[int, int]:
+    """A compact (flexible) count or length at `pos`, stored as n + 1 in a varint ->
+    (n, where the next field starts); a null is unusual."""
+    n = data[pos]
+    if n >= 0x80:
+        n, pos = read_uvarint(data, pos)
+    else:
+        pos += 1
+    if not n:
+        raise _Unusual
+    return n - 1, pos
 
 
 __all__ = ["NO_LEADER", "PartitionAnswer", "ProduceAnswer", "answer_of", "read_produce_answer"]
