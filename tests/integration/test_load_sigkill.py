@@ -3,7 +3,7 @@ with exactly its input, as confluent-kafka's read_committed consumer sees it.
 
 As tests/integration/test_cas_sigkill.py: the mock broker lives in this test's process,
 `trio-kafka load` runs in a subprocess, killed when its progress lines pass a seeded
-point, then run again to completion. Five points of a 1,000,000-row load; the seed is
+point, then run again to completion. Five points of a 500,000-row load (many transactions, each 512 KiB of rows); the seed is
 printed. The killed run leaves a transaction open (its rows are in the log, uncommitted):
 the next run's InitProducerId fences it and the coordinator aborts it.
 """
@@ -20,7 +20,7 @@ from tests.integration._helpers import consume_all
 from tests.integration.test_cas_sigkill import _run_until, load_command, write_rows
 from trio_kafka.broker import open_cluster
 
-ROWS = 1_000_000
+ROWS = 500_000
 POINTS = 5
 SEED = int(os.environ.get("TRIO_KAFKA_SIGKILL_SEED", "20261124"))
 
