@@ -3,8 +3,9 @@ with exactly its input, as confluent-kafka's read_committed consumer sees it.
 
 As tests/integration/test_cas_sigkill.py: the mock broker lives in this test's process,
 `trio-kafka load` runs in a subprocess, killed when its progress lines pass a seeded
-point, then run again to completion. Five points of a 500,000-row load (many transactions, each 512 KiB of rows); the seed is
-printed. The killed run leaves a transaction open (its rows are in the log, uncommitted):
+point, then run again to completion. Five points of a 500,000-row load (many
+transactions, each 512 KiB of rows); the seed is printed. The killed run leaves a
+transaction open (its rows are in the log, uncommitted):
 the next run's InitProducerId fences it and the coordinator aborts it.
 """
 
