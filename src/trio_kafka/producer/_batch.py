@@ -263,7 +263,11 @@ class ProducerBatch:
             self.reserved = self.capacity - self.room
             self.room = -1
 
-    def encode(self, compression: int = 0, compression_level: int | None = None) -> bytes:
+    def encode(
+        self,
+        compression: Compression | int = Compression.NONE,
+        compression_level: int | None = None,
+    ) -> bytes:
         """The batch's wire bytes with its current producer id, epoch and sequence.
 
         The records are encoded once (first drain) and the builder is kept, so a retry
@@ -271,7 +275,7 @@ class ProducerBatch:
         """
         builder = self.builder
         if builder is None:
-            builder = self.builder = BatchBuilder(Compression(compression), compression_level)
+            builder = self.builder = BatchBuilder(compression, compression_level)
             extras = self.extras
             if extras is None and self.keys is None:  # no keys, headers or timestamps
                 builder.append_runs(self.run_starts, self.run_ms, self.values)

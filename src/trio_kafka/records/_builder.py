@@ -59,6 +59,8 @@ def encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
     return b"".join(parts)
 
 
+_CODEC_OF = {codec.value: codec for codec in Compression}
+
 #: `append_runs` takes its per-record path up to this many records (measured faster).
 _FEW = 4
 
@@ -81,16 +83,26 @@ class BatchBuilder:
 
     def __init__(
         self,
-        compression: Compression = Compression.NONE,
+        compression: Compression | int = Compression.NONE,
         compression_level: int | None = None,
-        timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+        timestamp_type: TimestampType | int = TimestampType.CREATE_TIME,
     ) -> None:
-        self.compression = Compression(compression)
-        self.compression_level = resolve_level(self.compression, compression_level)
-        self.timestamp_type = TimestampType(timestamp_type)
+        # A builder per batch: no enum call for a codec given as a member or its number.
+        if compression.__class__ is not Compression:
+            codec = _CODEC_OF.get(compression)
+            compression = Compression(compression) if codec is None else codec
+        if timestamp_type.__class__ is not TimestampType:
+            timestamp_type = TimestampType(timestamp_type)
+        self.compression = compression
+        self.compression_level = (
+            None
+            if compression is Compression.NONE and compression_level is None
+            else resolve_level(compression, compression_level)
+        )
+        self.timestamp_type = timestamp_type
         # Attributes without the per-build transactional bit.
-        self._attributes = int(self.compression) | (
-            TIMESTAMP_TYPE_BIT if self.timestamp_type is TimestampType.LOG_APPEND_TIME else 0
+        self._attributes = compression.value | (
+            TIMESTAMP_TYPE_BIT if timestamp_type is TimestampType.LOG_APPEND_TIME else 0
         )
         # The encoded records, uncompressed; owned by append().
         self._buffer = bytearray()
