@@ -81,8 +81,10 @@ def test_chaos_suite_catches_the_timeout_not_written_mutant(broker: str) -> None
 #: Seeds whose first loader run crashes within the quick fault phase (so a run resumes).
 #: A resume loses a row only when the row after the checkpoint is in the same partition
 #: (half the time, with two), so, as the simulator's mutant hunt does, seeds run until
-#: one catches the mutant.
-MUTANT_SEEDS = (test_chaos.BULK_QUICK_SEED, 4, 5, 7)
+#: one catches the mutant. Seed 4 first: it caught it on both brokers in the runs of
+#: 2026-11-26 (the quick seed's lost rows on Tansu were of an aborted chunk), one run
+#: of the loader fewer than starting from the quick seed.
+MUTANT_SEEDS = (4, test_chaos.BULK_QUICK_SEED, 5, 7)
 
 
 @pytest.mark.parametrize("broker", BROKERS)
