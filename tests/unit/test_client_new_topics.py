@@ -18,7 +18,7 @@ import trio.testing
 
 from trio_kafka import BrokerConnectionError, InvalidPartitionError, UnknownTopicError
 from trio_kafka.broker import ClusterOptions, Delay
-from trio_kafka.producer import Acknowledged, Failed
+from trio_kafka.producer import Acknowledged, Failed, partition_for_key
 from trio_kafka.protocol.messages.metadata import MetadataRequest
 from trio_kafka.testing import MemoryTransport, make_cluster, producer_for
 
@@ -77,12 +77,14 @@ async def test_sends_to_a_new_topic_return_at_once_and_land_in_send_order(
         assert [value for _, value in log] == [b"%d" % i for _, i in sorted(mine)]
         assert [offset for offset, _ in mine] == list(range(len(log)))
         assert [i for _, i in mine] == sorted(i for _, i in mine)
-    # Keyed records went where the key says, as if the metadata had been there.
-    by_key: dict[bytes, set[int]] = {}
+    # Keyed records went where the key says (Java's murmur2 partition, as if the metadata
+    # had been there), and each record is written with its own key.
     for i, outcome in enumerate(outcomes):
         if i % 3 == 0:
-            by_key.setdefault(b"k%d" % (i % 7), set()).add(outcome.partition)
-    assert all(len(partitions) == 1 for partitions in by_key.values())
+            assert outcome.partition == partition_for_key(b"k%d" % (i % 7), 3), i
+    for p in range(3):
+        sent = {b"%d" % i: b"k%d" % (i % 7) if i % 3 == 0 else None for i in range(3000)}
+        assert all(key == sent[value] for key, value in written(cluster, "fresh", p))
 
 
 async def test_records_sent_while_the_metadata_comes_do_not_pass_the_kept_ones(

@@ -576,6 +576,29 @@ def test_bulk_keys_stay_with_their_records_through_a_split() -> None:
         ]
 
 
+def test_a_key_alone_goes_to_the_batchs_key_list_not_a_tuple_per_record() -> None:
+    """A keyed producer's records (a key, no headers or timestamp) cost no tuple each:
+    `extras` stays None. Mixed with a record that has headers (its key in `extras`), each
+    record keeps its own key through a split and the encoding."""
+    core = make_core(leaders={"t": [1]}, batch_size=100_000, linger=0.0)
+    for i in range(6):
+        core.append("t", b"v%d" % i, b"k%d" % i, partition=0, now=0.0)
+    (batch,) = core.accumulator.queues[("t", 0)]
+    assert batch.extras is None and batch.keys == [b"k%d" % i for i in range(6)]
+    core.append("t", b"headed", b"kh", [("h", b"1")], 0, None, now=0.0)
+    core.append("t", b"plain", partition=0, now=0.0)
+    core.append("t", b"last", b"k9", partition=0, now=0.0)
+    expected = [*(b"k%d" % i for i in range(6)), b"kh", None, b"k9"]
+    assert [batch.record(i)[1] for i in range(9)] == expected
+    assert batch.extras == {6: (None, b"kh", [("h", b"1")])}
+    third = batch.size // 3
+    pieces = split_batch(batch, [4, 7], [third, third, batch.size - 2 * third])
+    assert [p.record(i)[1] for p in pieces for i in range(p.record_count)] == expected
+    decoded = [r for piece in pieces for b in decode_batches(piece.encode()) for r in b.records]
+    assert [r.key for r in decoded] == expected
+    assert [tuple(r.headers) for r in decoded][6] == (("h", b"1"),)
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_create_times_kept_as_runs_are_exactly_the_per_record_timestamps(seed: int) -> None:
     # Appends stamp only when `now` reaches the batch's tick; every record's create

@@ -133,7 +133,7 @@ class PendingTopicsMixin(ProducerBase):
         accumulator = self._core.accumulator
         accumulator.buffer_used -= waiting.size  # each append holds its own again
         batch = waiting.batch
-        extras = batch.extras
+        extras, keys = batch.extras, batch.keys
         append = self._append
         now = self._now()
         pieces: list[tuple[int, ProducerBatch, int]] = []
@@ -141,6 +141,8 @@ class PendingTopicsMixin(ProducerBase):
             timestamp, key, headers = (
                 extras.get(index, (None, None, None)) if extras else (None, None, None)
             )
+            if key is None and keys is not None and index < len(keys):
+                key = keys[index]  # (a key alone is kept in the batch's key list)
             partition = waiting.partitions[index]
             try:
                 handle: DeliveryHandle | None = append(

@@ -3,8 +3,8 @@
 Theory of operation: records are appended raw to the open `ProducerBatch` of their
 partition: the value to `values` (one list append, and no container object per record:
 every object that the garbage collector tracks and that lives as long as the batch makes
-its collections slower; a key, an explicit timestamp or headers go to the `extras` dict,
-by index; the keys of a bulk append with keys go to the `keys` list, by index, without a
+its collections slower; an explicit timestamp or headers, with the record's key, go to
+the `extras` dict, by index; a key alone goes to the `keys` list, by index, without a
 tuple per record). Create times are kept as *runs*: a record's timestamp has millisecond
 resolution, and thousands of records are appended within one millisecond, so the batch
 notes the index where each new millisecond starts (`run_starts`, `run_ms`) and the clock
@@ -22,15 +22,15 @@ when asked.
 (a request that left without a definite answer, or NOT_ENOUGH_REPLICAS_AFTER_APPEND).
 Once set, a batch can no longer end as `Failed`: a final error makes it `Ambiguous`.
 
-Splitting (MESSAGE_TOO_LARGE, as Java's `ProducerBatch.split`): `split` cuts a batch
-(`split_batch` in producer/_queues.py)
-the broker refused as too large into *pieces*, new batches over consecutive ranges of
-its records that keep its producer id, epoch and creation time and take consecutive
-sequences from its base sequence (the refused batch appended nothing, so the range is
-free). The handles already given out still point at the split batch: it stays
-unfinished until every piece is, then finishes with what they say (`follow`, `_pieces_done`), and
-`outcome(index)` asks the piece that holds the record. So one record too large for the
-broker fails alone (its piece of one), and its neighbours are acknowledged.
+Splitting (MESSAGE_TOO_LARGE, as Java's `ProducerBatch.split`): `split_batch`
+(producer/_queues.py) cuts a batch the broker refused as too large into *pieces*, new
+batches over consecutive ranges of its records that keep its producer id, epoch and
+creation time and take consecutive sequences from its base sequence (the refused batch
+appended nothing, so the range is free). The handles already given out still point at
+the split batch: it stays unfinished until every piece is, then finishes with what they
+say (`follow`, `_pieces_done`), and `outcome(index)` asks the piece that holds the
+record. So one record too large for the broker fails alone (its piece of one), and its
+neighbours are acknowledged.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from trio_kafka.producer._record import (
     Outcome,
     Result,
 )
-from trio_kafka.records import BatchBuilder, Compression
+from trio_kafka.records import BatchBuilder
 
 
 class BatchState(enum.Enum):
@@ -127,17 +127,15 @@ class ProducerBatch:
         self.partition = partition
         # Per record, in offset order: its value.
         self.values: list[bytes | None] = []
-        # Create times as runs (see the module doc): the record index where each
-        # millisecond starts, that millisecond, and the `now` at which the next begins
-        # (-inf: the next append stamps).
+        # Create times as runs (module doc): where each millisecond starts, which it is,
+        # and the `now` at which the next begins (-inf: the next append stamps).
         self.run_starts: list[int] = []
         self.run_ms: list[int] = []
         self.tick = -inf
         # index -> (timestamp_ms | None, key, headers) for the records that have any.
         self.extras: dict[int, tuple[int | None, bytes | None, Headers | None]] | None = None
-        # Keys of records appended in bulk with keys (append_many), by index; shorter
-        # than `values` when later records have none. A record in `extras` has its key
-        # there. None: no such record.
+        # Keys by index (None: no keyed record), shorter than `values` when later records
+        # have none; a record in `extras` has its key there.
         self.keys: list[bytes | None] | None = None
         # Bytes this batch may still take; -1 once sealed (drained: no more appends).
         self.capacity = capacity
@@ -153,8 +151,8 @@ class ProducerBatch:
         self.attempts = 0
         self.last_attempt = now
         self.retry_at = now
-        # The node the last attempt went to (-1: never sent). A retry whose partition
-        # has another leader by now skips its backoff (KIP-951, as Java's shouldBackoff).
+        # The node of the last attempt (-1: never sent); a retry to a new leader skips
+        # its backoff (KIP-951, Java's shouldBackoff).
         self.last_node = -1
         # Idempotence header fields, set by the sequencer when first drained.
         self.producer_id = -1
@@ -193,8 +191,7 @@ class ProducerBatch:
         return RecordsView(self)
 
     def record(self, index: int) -> RecordTuple:
-        """Record `index` as (timestamp_ms, key, value, headers): its explicit timestamp
-        or its create time."""
+        """Record `index` as (timestamp_ms, key, value, headers), explicit or created."""
         extra = self.extras.get(index) if self.extras else None
         value = self.values[index]
         if extra is None:
@@ -239,7 +236,18 @@ class ProducerBatch:
     def set_extras(
         self, index: int, timestamp_ms: int | None, key: bytes | None, headers: Headers | None
     ) -> None:
-        """Record `index` has a key, an explicit timestamp or headers."""
+        """Record `index` has a key, an explicit timestamp or headers: a key alone goes
+        to `keys` (no tuple per record of a keyed producer), the rest to `extras`."""
+        if timestamp_ms is None and not headers:
+            keys = self.keys
+            if keys is None:
+                keys = self.keys = []
+            if len(keys) > index:
+                keys[index] = key
+                return
+            keys += [None] * (index - len(keys))
+            keys.append(key)
+            return
         if self.extras is None:
             self.extras = {}
         self.extras[index] = (timestamp_ms, key, headers)
@@ -263,11 +271,7 @@ class ProducerBatch:
             self.reserved = self.capacity - self.room
             self.room = -1
 
-    def encode(
-        self,
-        compression: Compression | int = Compression.NONE,
-        compression_level: int | None = None,
-    ) -> bytes:
+    def encode(self, compression: int = 0, compression_level: int | None = None) -> bytes:
         """The batch's wire bytes with its current producer id, epoch and sequence.
 
         The records are encoded once (first drain) and the builder is kept, so a retry

@@ -363,13 +363,13 @@ def split_batch(
         last = bisect.bisect_right(batch.run_starts, stop - 1)
         piece.run_starts = [max(0, at - start) for at in batch.run_starts[first:last]]
         piece.run_ms = batch.run_ms[first:last]
+        if batch.keys is not None and start < len(batch.keys):
+            piece.keys = batch.keys[start:stop]
         if extras:
             for index in range(start, stop):
                 extra = extras.get(index)
                 if extra is not None:
                     piece.set_extras(index - start, *extra)
-        if batch.keys is not None and start < len(batch.keys):
-            piece.keys = batch.keys[start:stop]
         piece.room = -1  # sealed: nothing more is appended to a piece
         piece.reserved = size
         piece.attempts = batch.attempts
