@@ -21,8 +21,14 @@ per batch is what counts. `--settings equal` runs the peers idempotent, as trio-
 is at its defaults (confluent-kafka `enable.idempotence=true`, aiokafka
 `enable_idempotence=True`).
 
-    .venv/bin/python benchmarks/many_topics.py [--topics N] [--records N] [--rounds N]
-        [--clients a,b] [--settings defaults,equal] [--broker tansu,mock] [--json FILE]
+`--partitions P` gives each topic P partitions, and `--keys K` keys record i with
+`key-{i % K}` (each client's default partitioner, murmur2 for all three, puts it), so
+`--topics 1 --partitions 12 --keys 5000` is the commonest producer there is: keyed
+records to one topic.
+
+    .venv/bin/python benchmarks/many_topics.py [--topics N] [--partitions P] [--keys K]
+        [--records N] [--rounds N] [--clients a,b] [--settings defaults,equal]
+        [--broker tansu,mock] [--json FILE]
 """
 
 from __future__ import annotations
@@ -46,14 +52,14 @@ CLIENT_MODULES = {
 }
 
 
-def _create_topics(bootstrap: str, names: list[str]) -> None:
+def _create_topics(bootstrap: str, names: list[str], partitions: int = 1) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for start in range(0, len(names), 500):
         futures = admin.create_topics(
             [
-                NewTopic(name, num_partitions=1, replication_factor=1)
+                NewTopic(name, num_partitions=partitions, replication_factor=1)
                 for name in names[start : start + 500]
             ]
         )
@@ -66,22 +72,30 @@ def _order(names: list[str], records: int) -> list[str]:
     return names + [names[i % len(names)] for i in range(records)]
 
 
-def run_trio_kafka(bootstrap: str, names: list[str], records: int, equal: bool) -> int:
+def _keys(count: int, keys: int) -> list[bytes | None]:
+    """Record i's key: `key-{i % keys}`, or None for every record (`keys` 0)."""
+    return [b"key-%d" % (i % keys) if keys else None for i in range(count)]
+
+
+def run_trio_kafka(bootstrap: str, names: list[str], records: int, equal: bool, keys: int) -> int:
     import trio
 
     from trio_kafka.client import open_producer
 
+    order = _order(names, records)
+    sent = list(zip(order, _keys(len(order), keys), strict=True))
+
     async def main() -> int:
         async with open_producer(bootstrap) as producer:
             send = producer.send
-            handles = [await send(topic, VALUE) for topic in _order(names, records)]
+            handles = [await send(topic, VALUE, key=key) for topic, key in sent]
             acked = await count_acknowledged(handles)
         return acked
 
     return trio.run(main)
 
 
-def run_confluent(bootstrap: str, names: list[str], records: int, equal: bool) -> int:
+def run_confluent(bootstrap: str, names: list[str], records: int, equal: bool, keys: int) -> int:
     from confluent_kafka import Producer
 
     config: dict[str, Any] = {"bootstrap.servers": bootstrap}
@@ -96,10 +110,11 @@ def run_confluent(bootstrap: str, names: list[str], records: int, equal: bool) -
             acked += 1
 
     produce, poll = producer.produce, producer.poll
-    for topic in _order(names, records):
+    order = _order(names, records)
+    for topic, key in zip(order, _keys(len(order), keys), strict=True):
         while True:
             try:
-                produce(topic, VALUE, on_delivery=on_delivery)
+                produce(topic, VALUE, key=key, on_delivery=on_delivery)
                 break
             except BufferError:
                 poll(0.01)
@@ -108,14 +123,17 @@ def run_confluent(bootstrap: str, names: list[str], records: int, equal: bool) -
     return acked
 
 
-def run_aiokafka(bootstrap: str, names: list[str], records: int, equal: bool) -> int:
+def run_aiokafka(bootstrap: str, names: list[str], records: int, equal: bool, keys: int) -> int:
     from aiokafka import AIOKafkaProducer
+
+    order = _order(names, records)
+    sent = list(zip(order, _keys(len(order), keys), strict=True))
 
     async def main() -> int:
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=equal)
         await producer.start()
         try:
-            futures = [await producer.send(topic, VALUE) for topic in _order(names, records)]
+            futures = [await producer.send(topic, VALUE, key=key) for topic, key in sent]
             acked = await count_acknowledged(futures)
         finally:
             await producer.stop()
@@ -142,11 +160,11 @@ def child(spec: dict[str, Any]) -> None:
             bootstrap = stack.enter_context(mock_broker_process())
         else:
             bootstrap = stack.enter_context(tansu_broker()).bootstrap
-        _create_topics(bootstrap, names)
+        _create_topics(bootstrap, names, spec["partitions"])
         cpu = time.process_time()
         start = time.perf_counter()
         acked = CLIENTS[spec["client"]](
-            bootstrap, names, spec["records"], spec["settings"] == "equal"
+            bootstrap, names, spec["records"], spec["settings"] == "equal", spec["keys"]
         )
         elapsed = time.perf_counter() - start
         cpu = time.process_time() - cpu
@@ -158,6 +176,8 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--topics", type=int, default=1000)
+    parser.add_argument("--partitions", type=int, default=1, help="partitions per topic")
+    parser.add_argument("--keys", type=int, default=0, help="distinct keys (0: no keys)")
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", default=",".join(CLIENTS))
@@ -169,6 +189,8 @@ def main() -> None:
     if args.child:
         child(json.loads(args.child))
         return
+    if args.topics < 1 or args.partitions < 1 or args.keys < 0 or args.records < 0:
+        parser.error("--topics and --partitions must be at least 1, --keys and --records 0 or more")
     clients = [c.strip() for c in args.clients.split(",") if c.strip()]
     unknown = sorted(set(clients) - set(CLIENTS))
     if unknown:
@@ -192,6 +214,8 @@ def _compare(args: argparse.Namespace, clients: list[str], setting: str, broker:
             spec = {
                 "client": client,
                 "topics": args.topics,
+                "partitions": args.partitions,
+                "keys": args.keys,
                 "records": args.records,
                 "settings": setting,
                 "broker": broker,
@@ -216,9 +240,10 @@ def _compare(args: argparse.Namespace, clients: list[str], setting: str, broker:
             statistics.median(r["cpu"] for r in done),
         )
 
+    keyed = f"keyed ({args.keys:,} keys) " if args.keys else ""
     print(
-        f"\n{args.topics:,} topics of 1 partition: a first record to each, then "
-        f"{args.records:,} of 100 B round robin, "
+        f"\n{args.topics:,} topic(s) of {args.partitions} partition(s): a first record to "
+        f"each, then {args.records:,} {keyed}of 100 B round robin, "
         + ("at each client's defaults" if setting == "defaults" else "every client idempotent")
         + (", against Tansu" if broker == "tansu" else ", against the mock broker")
         + f" (medians of {args.rounds})"
