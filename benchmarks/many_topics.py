@@ -77,13 +77,10 @@ def _keys(count: int, keys: int) -> list[bytes | None]:
     return [b"key-%d" % (i % keys) if keys else None for i in range(count)]
 
 
-def run_trio_kafka(bootstrap: str, names: list[str], records: int, equal: bool, keys: int) -> int:
+def run_trio_kafka(bootstrap: str, sent: list[tuple[str, bytes | None]], equal: bool) -> int:
     import trio
 
     from trio_kafka.client import open_producer
-
-    order = _order(names, records)
-    sent = list(zip(order, _keys(len(order), keys), strict=True))
 
     async def main() -> int:
         async with open_producer(bootstrap) as producer:
@@ -95,7 +92,7 @@ def run_trio_kafka(bootstrap: str, names: list[str], records: int, equal: bool, 
     return trio.run(main)
 
 
-def run_confluent(bootstrap: str, names: list[str], records: int, equal: bool, keys: int) -> int:
+def run_confluent(bootstrap: str, sent: list[tuple[str, bytes | None]], equal: bool) -> int:
     from confluent_kafka import Producer
 
     config: dict[str, Any] = {"bootstrap.servers": bootstrap}
@@ -110,8 +107,7 @@ def run_confluent(bootstrap: str, names: list[str], records: int, equal: bool, k
             acked += 1
 
     produce, poll = producer.produce, producer.poll
-    order = _order(names, records)
-    for topic, key in zip(order, _keys(len(order), keys), strict=True):
+    for topic, key in sent:
         while True:
             try:
                 produce(topic, VALUE, key=key, on_delivery=on_delivery)
@@ -123,11 +119,8 @@ def run_confluent(bootstrap: str, names: list[str], records: int, equal: bool, k
     return acked
 
 
-def run_aiokafka(bootstrap: str, names: list[str], records: int, equal: bool, keys: int) -> int:
+def run_aiokafka(bootstrap: str, sent: list[tuple[str, bytes | None]], equal: bool) -> int:
     from aiokafka import AIOKafkaProducer
-
-    order = _order(names, records)
-    sent = list(zip(order, _keys(len(order), keys), strict=True))
 
     async def main() -> int:
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=equal)
@@ -161,11 +154,12 @@ def child(spec: dict[str, Any]) -> None:
         else:
             bootstrap = stack.enter_context(tansu_broker()).bootstrap
         _create_topics(bootstrap, names, spec["partitions"])
+        # What to send, (topic, key) per record, made before the clock starts.
+        order = _order(names, spec["records"])
+        sent = list(zip(order, _keys(len(order), spec["keys"]), strict=True))
         cpu = time.process_time()
         start = time.perf_counter()
-        acked = CLIENTS[spec["client"]](
-            bootstrap, names, spec["records"], spec["settings"] == "equal", spec["keys"]
-        )
+        acked = CLIENTS[spec["client"]](bootstrap, sent, spec["settings"] == "equal")
         elapsed = time.perf_counter() - start
         cpu = time.process_time() - cpu
     print(json.dumps({**spec, "acked": acked, "seconds": elapsed, "cpu": cpu}))
