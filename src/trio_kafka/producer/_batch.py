@@ -245,7 +245,8 @@ class ProducerBatch:
             if len(keys) > index:
                 keys[index] = key
                 return
-            keys += [None] * (index - len(keys))
+            if len(keys) < index:
+                keys += [None] * (index - len(keys))
             keys.append(key)
             return
         if self.extras is None:
