@@ -28,8 +28,12 @@ typecheck: venv
 layers: venv
 	$(BIN)/lint-imports
 
+# Two workers: the real-time tests (chaos, Spark, SIGKILL) in one group on one worker,
+# the rest on both (tests/conftest.py). PYTEST_WORKERS=0 runs everything in one process.
+PYTEST_WORKERS ?= 2
+
 pytest: venv
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
 
 docs: venv
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
