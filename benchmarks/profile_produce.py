@@ -42,19 +42,23 @@ class GcTimer:
     def __init__(self) -> None:
         self.seconds = 0.0
         self.collections = [0, 0, 0]
+        self.per_generation = [0.0, 0.0, 0.0]
         self._started = 0.0
         gc.callbacks.append(self._callback)
 
     def reset(self) -> None:
         self.seconds = 0.0
         self.collections = [0, 0, 0]
+        self.per_generation = [0.0, 0.0, 0.0]
 
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._started = time.perf_counter()
         else:
-            self.seconds += time.perf_counter() - self._started
+            spent = time.perf_counter() - self._started
+            self.seconds += spent
             self.collections[info["generation"]] += 1
+            self.per_generation[info["generation"]] += spent
 
 
 async def one_round(
@@ -87,7 +91,8 @@ async def one_round(
         f"{records / (ended - started):,.0f} records/s, CPU {cpu:.3f} s: send loop "
         f"{awaited - sent:.3f} s, await loop {closing - awaited:.3f} s, close "
         f"{ended - closing:.3f} s; GC {gc_timer.seconds:.3f} s, collections per "
-        f"generation {gc_timer.collections}"
+        f"generation {gc_timer.collections}, seconds per generation "
+        f"[{', '.join(f'{s:.3f}' for s in gc_timer.per_generation)}]"
     )
 
 
