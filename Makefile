@@ -28,9 +28,10 @@ typecheck: venv
 layers: venv
 	$(BIN)/lint-imports
 
-# Two workers: the real-time tests (chaos, Spark, SIGKILL) in one group on one worker,
-# the rest on both (tests/conftest.py). PYTEST_WORKERS=0 runs everything in one process.
-PYTEST_WORKERS ?= 2
+# A pytest-xdist worker per core (two here): the real-time tests (chaos, Spark, SIGKILL)
+# in one group on one worker, the rest on all (tests/conftest.py). PYTEST_WORKERS=0 runs
+# everything in one process.
+PYTEST_WORKERS ?= auto
 
 pytest: venv
 	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
