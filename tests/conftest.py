@@ -48,10 +48,10 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-# -- `make test` runs on two pytest-xdist workers (`--dist loadgroup`) -------------------
+# -- `make test` runs on a pytest-xdist worker per core (`--dist loadgroup`) --------------
 # Tests that run in real time against real processes (the chaos suite's brokers and
 # proxies, Spark's JVM, the loaders killed by SIGKILL) are timing-sensitive: they go to one
-# group, so one worker runs them one after another while the other takes everything else.
+# group, so one worker runs them one after another while the others take everything else.
 SERIAL_PATHS = ("tests/chaos/", "tests/spark/", "_sigkill.py")
 
 
@@ -61,6 +61,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("anyio") is not None:
             item.own_markers[:] = [m for m in item.own_markers if m.name != "trio"]
-        path = item.path.relative_to(REPO).as_posix()
+        path = item.path.as_posix()
         if any(part in path for part in SERIAL_PATHS):
             item.add_marker(serial)
