@@ -83,7 +83,7 @@ def _init_worker(parent: int, imports: Sequence[str]) -> None:
 
 def _run_one(args: tuple[str, int, str]) -> SeedResult:
     workload, seed, profile = args
-    return run_seed(workload, seed, profile=profile).result
+    return run_seed(workload, seed, profile=profile).result.for_sweep()
 
 
 def run_many(

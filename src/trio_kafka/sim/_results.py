@@ -68,6 +68,12 @@ class SeedResult:
     def fired_identities(self) -> tuple[FaultIdentity, ...]:
         return tuple(FaultIdentity.from_json(f) for f in self.fired)
 
+    def for_sweep(self) -> SeedResult:
+        """This result as a sweep keeps it: a passing seed without `fired` (only a
+        failing seed's faults are minimized or replayed; they are most of a result's
+        size, ~10 KB a lite seed, and a night's sweep holds millions of results)."""
+        return self if not self.ok or not self.fired else attrs.evolve(self, fired=())
+
     def to_json(self) -> dict[str, Any]:
         return {
             "workload": self.workload,

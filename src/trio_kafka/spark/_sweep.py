@@ -43,12 +43,13 @@ def run_seeds_on_spark(
 
 
 def simulate_seed(workload: str, profile: str) -> Callable[[int], Any]:
-    """The simulator's per-seed function: `seed -> SeedResult` (picklable)."""
+    """The simulator's per-seed function: `seed -> SeedResult` (picklable; kept as a
+    sweep keeps it, `SeedResult.for_sweep`)."""
 
     def run(seed: int) -> Any:
         from trio_kafka.sim.runner import run_seed
 
-        return run_seed(workload, seed, profile=profile).result
+        return run_seed(workload, seed, profile=profile).result.for_sweep()
 
     return run
 
