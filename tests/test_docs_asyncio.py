@@ -3,13 +3,14 @@ FastAPI one (FastAPI is not a dependency: its plain-asyncio twin right below it 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
+from tests._docs import python_blocks
+
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "asyncio.md"
-BLOCKS = re.findall(r"^```python\n(.*?)^```", PAGE.read_text(), flags=re.M | re.S)
+BLOCKS = python_blocks(PAGE)
 RUNNABLE = [block for block in BLOCKS if "fastapi" not in block]
 
 

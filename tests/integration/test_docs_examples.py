@@ -29,9 +29,10 @@ from typing import Any
 import pytest
 import trio
 
+from tests._docs import python_blocks
 from trio_kafka import Acknowledged
+from trio_kafka.broker import CAS_CONFIG, open_cluster
 from trio_kafka.broker import SaslConfig as BrokerSasl
-from trio_kafka.broker import open_cluster
 from trio_kafka.client import open_producer
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -64,7 +65,7 @@ OTHERS = {
 
 
 def blocks(page: str) -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```", (DOCS / page).read_text(), flags=re.M | re.S)
+    return python_blocks(DOCS / page)
 
 
 def block(page: str, number: int) -> str:
@@ -119,7 +120,7 @@ async def run_fragment(page: str, number: int, bootstrap: str, **names: Any) -> 
 
 # -- docs/cas.md ------------------------------------------------------------------------
 
-CAS: dict[str, str | None] = {"expected.offset.check.enable": "true"}
+CAS: dict[str, str | None] = {CAS_CONFIG: "true"}
 
 
 async def test_cas_start_a_broker_with_the_extension(capsys: Any) -> None:

@@ -12,7 +12,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import attrs
 import pytest
 import trio
 
+from tests._docs import python_blocks
 from tests.integration._helpers import FAST, consume_all, create_topic
 from trio_kafka._sync_runner import Runner
 from trio_kafka.broker import Hook, HookCall, ThreadedCluster, run_in_thread
@@ -578,7 +578,7 @@ def test_the_blocking_producer_from_asyncio() -> None:
 # -- docs/sync.md -----------------------------------------------------------------------
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "sync.md"
-DOC_BLOCKS = re.findall(r"^```python\n(.*?)^```", DOC.read_text(), flags=re.M | re.S)
+DOC_BLOCKS = python_blocks(DOC)
 
 
 def test_the_page_has_its_examples() -> None:

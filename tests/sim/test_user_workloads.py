@@ -304,9 +304,9 @@ def test_progress_lines_each_minute_then_each_ten_minutes() -> None:
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_a_sweep_keeps_a_passing_seed_without_the_faults_it_fired(jobs: int) -> None:
     """A sweep holds every seed's result until its report: a passing seed's is kept
-    without `fired`, the fault identities (in memory ~10 KB a lite seed, ~60 KB a
-    standard cas-txn one: a night's sweep of millions of seeds outgrew the machine's
-    memory), which only a failing seed's minimizing and replay use (the failing seed's
+    without `fired`, the fault identities (~2 KB of a lite seed's ~3 KB in memory, tens
+    of KB of a standard cas-txn seed's: a night's sweep of millions of seeds would
+    outgrow the machine's memory), which only a failing seed's minimizing and replay use (the failing seed's
     test above replays from a sweep's result)."""
     full = run_seed("idempotent", 3, profile="lite").result
     assert full.ok and full.fired
