@@ -303,11 +303,11 @@ def test_progress_lines_each_minute_then_each_ten_minutes() -> None:
 
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_a_sweep_keeps_a_passing_seed_without_the_faults_it_fired(jobs: int) -> None:
-    """A sweep holds every seed's result until its report: a passing seed's is kept
-    without `fired`, the fault identities (~2 KB of a lite seed's ~3 KB in memory, tens
-    of KB of a standard cas-txn seed's: a night's sweep of millions of seeds would
-    outgrow the machine's memory), which only a failing seed's minimizing and replay
-    use (the failing seed's test above replays from a sweep's result)."""
+    """A worker sends a passing seed's result back without `fired`, the fault
+    identities (~2 KB of a lite seed's ~3 KB, tens of KB of a standard cas-txn seed's,
+    pickled and sent for nothing), which only a failing seed's minimizing and replay use
+    (the failing seed's test above replays from a sweep's result; the run then keeps
+    only a failing seed's result: tests/sim/test_tally.py)."""
     full = run_seed("idempotent", 3, profile="lite").result
     assert full.ok and full.fired
     kept, _ = simulate_workers.run_many("idempotent", [3, 4], "lite", jobs)

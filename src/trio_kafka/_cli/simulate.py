@@ -5,12 +5,12 @@ elsewhere, one job per module: `simulate_options.py` (defaults, durations, the u
 workloads), `simulate_workers.py` (seeds in this process, in `--jobs` worker processes
 or on Spark, with progress), `simulate_report.py` (tables, minimizing failing seeds, the
 JSON report), `simulate_replay.py` (`--seed`/`--faults`/`--trace` and `--replay`),
-`simulate_mutants.py` (`--mutants`), `simulate_ledger.py` (`--ledger`).
+`simulate_mutants.py` (`--mutants`), `simulate_ledger.py` (`--ledger`), `simulate_tally.py`
+(a run's seeds folded into counts as they come, its memory constant).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from trio_kafka._cli.simulate_options import (
 )
 from trio_kafka._cli.simulate_replay import replay_cases, run_single
 from trio_kafka._cli.simulate_report import report_results
+from trio_kafka._cli.simulate_tally import Tally, write_report
 from trio_kafka._cli.simulate_workers import run_for_budget, run_on_spark, run_with_progress
 from trio_kafka.sim.workloads import WORKLOADS
 
@@ -353,18 +354,24 @@ def simulate(
     seed_list = list(range(start, start + count))
     if master is not None and not on_spark:
         raise click.UsageError("--master names a Spark master: use it with --spark")
-    if seconds is not None:
-        if on_spark:
-            raise click.UsageError("--budget runs local processes: not with --spark")
-        results = run_for_budget(
-            console, workload, start, profile, jobs, seconds, seeds, tuple(imports)
+    tally = Tally.keeping_results(json_file is not None)
+    try:
+        if seconds is not None:
+            if on_spark:
+                raise click.UsageError("--budget runs local processes: not with --spark")
+            results = run_for_budget(
+                console, workload, start, profile, jobs, seconds, seeds, tuple(imports), tally
+            )
+        elif on_spark:
+            results = run_on_spark(console, workload, seed_list, profile, master, tally)
+        else:
+            results = run_with_progress(console, workload, seed_list, profile, jobs, imports, tally)
+        report = report_results(
+            console, workload, profile, results, minimize_failures=not no_minimize
         )
-    elif on_spark:
-        results = run_on_spark(console, workload, seed_list, profile, master)
-    else:
-        results = run_with_progress(console, workload, seed_list, profile, jobs, imports)
-    report = report_results(console, workload, profile, results, minimize_failures=not no_minimize)
-    _write_report(console, json_file, report)
+        _write_report(console, json_file, report, tally)
+    finally:
+        tally.close()
     if ledger_file is not None:
         from trio_kafka._cli import simulate_ledger
 
@@ -399,8 +406,10 @@ def _next_seed(console: Any, ledger_file: Path | None, workload: str, profile: s
     return seed
 
 
-def _write_report(console: Any, path: Path | None, report: dict[str, Any]) -> None:
-    """The JSON report, when `--json` asked for one."""
+def _write_report(
+    console: Any, path: Path | None, report: dict[str, Any], tally: Tally | None = None
+) -> None:
+    """The JSON report, when `--json` asked for one (with the tally's seeds)."""
     if path is not None:
-        path.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+        write_report(path, report, tally)
         console.print(f"report written to {path}")

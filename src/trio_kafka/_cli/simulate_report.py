@@ -1,5 +1,5 @@
 """What `trio-kafka simulate` makes of a run's seeds: the summary, fault and violation
-tables on the console, each failing seed minimized (delta debugging over the fault
+tables on the console (from the run's `Tally`), each failing seed minimized (delta debugging over the fault
 identities it fired, keeping its failure class, here in the parent process) with the
 one command that replays the minimal fault list, and the JSON report."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from trio_kafka._cli.simulate_workers import SeedRun
-from trio_kafka.sim.faults import BUGGIFY_SITES, MIN_FAULT_SHARE, FaultKind, rare_kinds
+from trio_kafka.sim.faults import MIN_FAULT_SHARE, FaultKind, rare_kinds
 from trio_kafka.sim.minimize import fault_id, replay_command
 from trio_kafka.sim.runner import SeedResult, still_fails
 
@@ -42,28 +42,12 @@ def report_results(
 ) -> dict[str, Any]:
     from rich.table import Table
 
-    results, wall = run.results, run.wall
+    tally, wall = run.tally, run.wall
     if run.interrupted is not None:
         minimize_failures = False  # stopped: say how to replay, and exit
-    n = len(results)
-    virtual = sum(r.virtual_time for r in results)
-    cpu = sum(r.wall_time for r in results)
-    kinds = {k.value: 0 for k in FaultKind}
-    totals = {k.value: 0 for k in FaultKind}
-    sites = dict.fromkeys(BUGGIFY_SITES.names(), 0)
-    violations: dict[str, int] = {}
-    ops: dict[str, int] = {}
-    for r in results:
-        for kind, count in r.faults.items():
-            totals[kind] += count
-            kinds[kind] += count > 0
-        for site in r.buggify_sites:
-            sites[site] = sites.get(site, 0) + 1
-        for cls in dict.fromkeys(r.classes):
-            violations[cls] = violations.get(cls, 0) + 1
-        for status, count in r.ops.items():
-            ops[status] = ops.get(status, 0) + count
-    failed = [r for r in results if not r.ok]
+    n, virtual, cpu = tally.count, tally.virtual, tally.cpu
+    kinds, totals, sites = tally.kinds, tally.totals, tally.sites
+    violations, ops, failed = tally.violations, tally.ops, tally.failed
 
     summary = Table(title=f"trio-kafka simulate: {workload}, profile {profile}")
     summary.add_column("measure")
@@ -174,5 +158,6 @@ def report_results(
         "violations": violations,
         "ops": ops,
         "failures": failures,
-        "results": [r.to_json() for r in results],
+        # "results", each seed's `SeedResult.to_json`, is streamed into the file from the
+        # tally's spool by `write_report` (not held here: see simulate_tally.py).
     }

@@ -33,16 +33,17 @@ import attrs
 import click
 
 from trio_kafka._cli.simulate_options import import_workloads, quiet_client_logs
+from trio_kafka._cli.simulate_tally import Tally
 from trio_kafka.sim.minimize import replay_command
 from trio_kafka.sim.runner import SeedResult, run_seed
 
 
 @attrs.frozen
 class SeedRun:
-    """The seeds a run finished (in seed order, from its first), its wall time, and
-    what stopped it early (SIGINT, SIGTERM, a worker that died), else None."""
+    """The seeds a run finished (in seed order, from its first) as a `Tally`, its wall
+    time, and what stopped it early (SIGINT, SIGTERM, a worker that died), else None."""
 
-    results: list[SeedResult]
+    tally: Tally
     wall: float
     interrupted: str | None = None
 
@@ -199,15 +200,13 @@ def _clock_time(seconds: float) -> str:
     return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
 
 
-def progress_line(
-    description: str, results: Sequence[SeedResult], failed: int, elapsed: float
-) -> str:
-    """`idempotent/standard: 12,345 seeds (100-12,444), 0 failed, 190 a minute, 1:05:00`."""
-    seeds = f" ({results[0].seed}-{results[-1].seed})" if results else ""
-    rate = 60 * len(results) / elapsed if elapsed > 0 else 0.0
+def progress_line(description: str, tally: Tally, elapsed: float) -> str:
+    """`idempotent/standard: 12,345 seeds (100-12444), 0 failed, 190 a minute, 1:05:00`."""
+    n = tally.count
+    rate = 60 * n / elapsed if elapsed > 0 else 0.0
     return (
-        f"{description}: {len(results):,} seed{'' if len(results) == 1 else 's'}{seeds}, "
-        f"{failed} failed, "
+        f"{description}: {n:,} seed{'' if n == 1 else 's'}{tally.seed_range()}, "
+        f"{len(tally.failed)} failed, "
         f"{rate:,.0f} a minute, {_clock_time(elapsed)}"
     )
 
@@ -224,14 +223,13 @@ def _collect_with_progress(
     total: int | None,
     columns: Sequence[Any],
     runs: Generator[SeedResult, None, None],
+    tally: Tally,
 ) -> SeedRun:
-    """Collect `runs` under a rich progress line (the description, `columns`, the
-    elapsed time), counting failures as they come, until they end or a signal or a dead
-    worker stops the run (module doc)."""
+    """Fold `runs` into `tally` under a rich progress line (the description, `columns`,
+    the elapsed time), saying failures as they come, until they end or a signal or a
+    dead worker stops the run (module doc)."""
     from rich.progress import Progress, TextColumn, TimeElapsedColumn
 
-    results: list[SeedResult] = []
-    failed = 0
     interrupted: str | None = None
     started = time.perf_counter()
     heartbeat = None if console.is_terminal else _Heartbeat()
@@ -248,16 +246,15 @@ def _collect_with_progress(
         task = progress.add_task(description, total=total, failed=0)
         try:
             for result in runs:
-                results.append(result)
-                failed += not result.ok
-                progress.update(task, advance=1, failed=failed)
+                tally.add(result)
+                progress.update(task, advance=1, failed=len(tally.failed))
                 if not result.ok:
                     progress.console.print(
                         failure_line(result), style="bold red", markup=False, soft_wrap=True
                     )
                 elapsed = time.perf_counter() - started
                 if heartbeat is not None and heartbeat.due(elapsed):
-                    line = progress_line(description, results, failed, elapsed)
+                    line = progress_line(description, tally, elapsed)
                     progress.console.print(line, markup=False, highlight=False)
                 if stop:
                     break
@@ -268,12 +265,12 @@ def _collect_with_progress(
         interrupted = stop.get("signal", interrupted)
     wall = time.perf_counter() - started
     if interrupted is not None:
-        last = f", seeds {results[0].seed}-{results[-1].seed}" if results else ""
+        last = "" if tally.first is None else f", seeds {tally.first}-{tally.last}"
         console.print(
-            f"[bold yellow]stopped early ({interrupted}) after {len(results)} seed(s)"
+            f"[bold yellow]stopped early ({interrupted}) after {tally.count} seed(s)"
             f"{last}[/]: the report holds those"
         )
-    return SeedRun(results, wall, interrupted)
+    return SeedRun(tally, wall, interrupted)
 
 
 def run_for_budget(
@@ -285,6 +282,7 @@ def run_for_budget(
     seconds: float,
     max_seeds: int | None,
     imports: tuple[str, ...],
+    tally: Tally,
 ) -> SeedRun:
     from rich.progress import TextColumn
 
@@ -294,6 +292,7 @@ def run_for_budget(
         None,
         [TextColumn("{task.completed} seeds, {task.fields[failed]} failed")],
         run_for(workload, first_seed, profile, jobs, seconds, max_seeds=max_seeds, imports=imports),
+        tally,
     )
 
 
@@ -303,7 +302,8 @@ def run_with_progress(
     seeds: list[int],
     profile: str,
     jobs: int,
-    imports: Sequence[str] = (),
+    imports: Sequence[str],
+    tally: Tally,
 ) -> SeedRun:
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 
@@ -313,11 +313,12 @@ def run_with_progress(
         len(seeds),
         [BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[failed]} failed")],
         run_many(workload, seeds, profile, jobs, imports),
+        tally,
     )
 
 
 def run_on_spark(
-    console: Any, workload: str, seeds: list[int], profile: str, master: str | None
+    console: Any, workload: str, seeds: list[int], profile: str, master: str | None, tally: Tally
 ) -> SeedRun:
     """The seeds as Spark tasks (`trio_kafka.spark.simulate_on_spark`), in seed order."""
     try:
@@ -332,5 +333,6 @@ def run_on_spark(
     where = master or "the active Spark session, else local[*]"
     console.print(f"{workload}/{profile}: {len(seeds)} seeds on Spark ({where})")
     started = time.perf_counter()
-    results = list(spark.simulate_on_spark(workload, seeds, profile, master=master))
-    return SeedRun(results, time.perf_counter() - started)
+    for result in spark.simulate_on_spark(workload, seeds, profile, master=master):
+        tally.add(result)
+    return SeedRun(tally, time.perf_counter() - started)

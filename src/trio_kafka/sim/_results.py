@@ -69,10 +69,10 @@ class SeedResult:
         return tuple(FaultIdentity.from_json(f) for f in self.fired)
 
     def for_sweep(self) -> SeedResult:
-        """This result as a sweep keeps it: a passing seed without `fired` (only a
-        failing seed's faults are minimized or replayed; they are most of a result's
-        size: ~2 KB of a lite seed's ~3 KB, tens of KB of a standard cas-txn seed's; a night's
-        sweep holds millions of results)."""
+        """This result as a sweep's worker sends it back: a passing seed without `fired`
+        (only a failing seed's faults are minimized or replayed; they are most of a
+        result's size: ~2 KB of a lite seed's ~3 KB, tens of KB of a standard cas-txn
+        seed's, pickled to the parent, or collected to Spark's driver, for nothing)."""
         return self if not self.ok or not self.fired else attrs.evolve(self, fired=())
 
     def to_json(self) -> dict[str, Any]:
