@@ -108,9 +108,12 @@ def test_seed_next_continues_where_the_ledger_stops(tmp_path: Path) -> None:
         (["--seed", "next"], "--seed next starts after the seeds a ledger recorded"),
         (["--seed", "nxt"], "expected a seed number or 'next', got 'nxt'"),
         (["--seed", "-3"], "a seed is not negative, got -3"),
+        (["-n", "0"], "'--seeds' / '-n': 0 is not in the range x>=1"),
+        (["--seeds", "-1"], "'--seeds' / '-n': -1 is not in the range x>=1"),
     ],
 )
 def test_a_wrong_seed_is_refused_naming_it(args: list[str], message: str) -> None:
+    """(A count of no seeds, once a run of nothing that passed, is refused too.)"""
     result = CliRunner().invoke(main, ["simulate", "-n", "1", *args])
     assert result.exit_code == 2 and message in result.output, result.output
 

@@ -39,7 +39,11 @@ from trio_kafka.sim.workloads import WORKLOADS
     help="Workload name (see --list; default idempotent).",
 )
 @click.option(
-    "--seeds", "-n", type=int, default=None, help="How many seeds (default 100; 1 with --seed)."
+    "--seeds",
+    "-n",
+    type=click.IntRange(min=1),
+    default=None,
+    help="How many seeds (default 100; 1 with --seed).",
 )
 @click.option(
     "--seed",
