@@ -76,7 +76,7 @@ def test_simulate_runs_a_scenario_and_replays_a_regression_file() -> None:
     assert "ok" in replay.output
 
 
-def test_simulate_spark_runs_the_seeds_through_simulate_on_spark(
+def test_simulate_spark_runs_the_seeds_through_sweep_on_spark(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     import trio_kafka.spark
@@ -86,9 +86,9 @@ def test_simulate_spark_runs_the_seeds_through_simulate_on_spark(
     def fake(workload: str, seeds: Any, profile: str, *, master: str | None = None) -> Any:
         seeds = list(seeds)
         calls.append((workload, seeds, profile, master))
-        return [run_seed(workload, s, profile=profile).result for s in seeds]
+        return (run_seed(workload, s, profile=profile).result for s in seeds)
 
-    monkeypatch.setattr(trio_kafka.spark, "simulate_on_spark", fake)
+    monkeypatch.setattr(trio_kafka.spark, "sweep_on_spark", fake)
     report = tmp_path / "r.json"
     args = ["simulate", "--seeds", "2", "--seed", "5", "--spark", "--json", str(report)]
     result = CliRunner().invoke(main, [*args, "--master", "spark://h:7077"])

@@ -5,8 +5,15 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import pytest
+
 from trio_kafka.sim.runner import run_seed
-from trio_kafka.spark import run_seeds_on_spark, simulate_on_spark
+from trio_kafka.spark import (
+    iter_seeds_on_spark,
+    run_seeds_on_spark,
+    simulate_on_spark,
+    sweep_on_spark,
+)
 
 SEEDS = range(400)
 
@@ -39,3 +46,28 @@ def test_sweep_of_400_seeds_on_spark_equals_the_local_run(spark: Any) -> None:
     }
     assert not differences
     assert len({r.trace_digest for r in local}) == len(SEEDS)  # 400 distinct runs
+
+
+def test_a_big_sweep_runs_a_job_at_a_time(spark: Any) -> None:
+    """The driver holds one job's results, not the sweep's: the second job starts only
+    when the first one's results have been taken."""
+    context = spark.sparkContext
+    context.setJobGroup("sweep-in-jobs", "a sweep of 250 seeds, 100 a job")
+    try:
+        results = iter_seeds_on_spark(spark, range(250), _digest, per_job=100)
+        first = next(results)
+        assert len(context.statusTracker().getJobIdsForGroup("sweep-in-jobs")) == 1
+        rest = list(results)
+        assert len(context.statusTracker().getJobIdsForGroup("sweep-in-jobs")) == 3
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # (no group)
+    assert [first, *rest] == [_digest(s) for s in range(250)]
+    with pytest.raises(ValueError, match="per_job must be at least 1, got 0"):
+        next(iter_seeds_on_spark(spark, range(3), _digest, per_job=0))
+
+
+def test_sweep_on_spark_yields_what_simulate_on_spark_returns(spark: Any) -> None:
+    swept = list(sweep_on_spark("cas", range(30, 36), "lite", spark=spark, per_job=4))
+    listed = simulate_on_spark("cas", range(30, 36), "lite", spark=spark)
+    assert [_comparable(r) for r in swept] == [_comparable(r) for r in listed]
+    assert [r.seed for r in swept] == list(range(30, 36))

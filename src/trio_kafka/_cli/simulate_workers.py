@@ -320,7 +320,8 @@ def run_with_progress(
 def run_on_spark(
     console: Any, workload: str, seeds: list[int], profile: str, master: str | None, tally: Tally
 ) -> SeedRun:
-    """The seeds as Spark tasks (`trio_kafka.spark.simulate_on_spark`), in seed order."""
+    """The seeds as Spark tasks (`trio_kafka.spark.sweep_on_spark`), folded into `tally`
+    in seed order as each Spark job's come back."""
     try:
         import pyspark  # noqa: F401  (only to say clearly what is missing)
 
@@ -333,6 +334,6 @@ def run_on_spark(
     where = master or "the active Spark session, else local[*]"
     console.print(f"{workload}/{profile}: {len(seeds)} seeds on Spark ({where})")
     started = time.perf_counter()
-    for result in spark.simulate_on_spark(workload, seeds, profile, master=master):
+    for result in spark.sweep_on_spark(workload, seeds, profile, master=master):
         tally.add(result)
     return SeedRun(tally, time.perf_counter() - started)

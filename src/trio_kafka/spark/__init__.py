@@ -22,10 +22,13 @@ from trio_kafka.spark._source import (
     LoadError,
 )
 from trio_kafka.spark._sweep import (
+    SEEDS_PER_JOB,
+    iter_seeds_on_spark,
     run_seeds_on_spark,
     simulate_on_spark,
     simulate_seed,
     spark_session,
+    sweep_on_spark,
 )
 from trio_kafka.spark._task import (
     FailurePlan,
@@ -40,6 +43,7 @@ __all__ = [
     "CONTROL_TOPIC",
     "EXACTLY_ONCE",
     "NAME",
+    "SEEDS_PER_JOB",
     "TRANSACTIONAL",
     "FailurePlan",
     "InjectedFailure",
@@ -52,6 +56,7 @@ __all__ = [
     "Winner",
     "chunks_of",
     "foreach_batch_writer",
+    "iter_seeds_on_spark",
     "kafka_partition",
     "number_rows",
     "prepare_dataframe",
@@ -60,6 +65,7 @@ __all__ = [
     "simulate_on_spark",
     "simulate_seed",
     "spark_session",
+    "sweep_on_spark",
     "topic_partitions",
     "transactional_id",
     "write_dataframe",

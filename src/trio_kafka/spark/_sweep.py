@@ -5,14 +5,28 @@ matter: `run_seeds_on_spark` parallelizes the seed list into `slices` Spark part
 maps `fn` over each, and collects the results back in seed order. The report is then
 the same as a local run's, whatever the cluster's task order, retries or speculation
 (a retried task simply computes the same results again).
+
+A sweep of millions of seeds is not one job: collected at once, its results (about 1 KB
+a passing seed, pickled in the driver's JVM and again as Python objects) would outgrow
+a driver's memory (Spark's default `spark.driver.memory` is 1g). `sweep_on_spark` (and
+`iter_seeds_on_spark` for any function) runs the seeds a job of `SEEDS_PER_JOB` at a
+time, each job spread over the cluster, and yields each job's results in seed order
+before the next starts: the driver holds one job's results, and `trio-kafka simulate
+--spark` folds them into its report's counts as they come.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 _T = TypeVar("_T")
+
+#: Seeds per Spark job in a sweep (`iter_seeds_on_spark`): enough to keep a cluster's
+#: executors busy (a lite seed takes tens of milliseconds, a standard one about a
+#: second), few enough that one job's results are megabytes on the driver.
+SEEDS_PER_JOB = 20_000
 
 
 def run_seeds_on_spark(
@@ -54,6 +68,52 @@ def simulate_seed(workload: str, profile: str) -> Callable[[int], Any]:
     return run
 
 
+def iter_seeds_on_spark(
+    spark: Any,
+    seeds: Iterable[int],
+    fn: Callable[[int], _T],
+    *,
+    per_job: int = SEEDS_PER_JOB,
+) -> Iterator[_T]:
+    """`fn(seed) for seed in seeds`, computed by Spark tasks and yielded in seed order,
+    `per_job` seeds a Spark job (the next job starts when the previous one's results
+    have been taken; module doc)."""
+    if per_job < 1:
+        raise ValueError(f"per_job must be at least 1, got {per_job}")
+    pending = iter(seeds)
+    while job := list(itertools.islice(pending, per_job)):
+        yield from run_seeds_on_spark(spark, job, fn)
+
+
+def sweep_on_spark(
+    workload: str,
+    seeds: Iterable[int],
+    profile: str = "lite",
+    *,
+    spark: Any = None,
+    master: str | None = None,
+    per_job: int = SEEDS_PER_JOB,
+) -> Iterator[Any]:
+    """Simulator seeds on Spark, their `SeedResult`s yielded in seed order, a job of
+    `per_job` seeds at a time (module doc). Uses `spark`, else the active session, else
+    starts one on `master` (default `local[*]`) and stops it when the sweep ends (or
+    the generator is closed)."""
+    run = simulate_seed(workload, profile)
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        spark = active if active is not None and master is None else None
+    if spark is not None:
+        yield from iter_seeds_on_spark(spark, seeds, run, per_job=per_job)
+        return
+    session = spark_session(master or "local[*]", "trio-kafka simulate")
+    try:
+        yield from iter_seeds_on_spark(session, seeds, run, per_job=per_job)
+    finally:
+        session.stop()
+
+
 def simulate_on_spark(
     workload: str,
     seeds: Iterable[int],
@@ -63,20 +123,10 @@ def simulate_on_spark(
     master: str | None = None,
 ) -> list[Any]:
     """Run simulator seeds on Spark: the `SeedResult`s in seed order, as `run_many`
-    gives locally. Uses `spark`, else the active session, else starts one on `master`
-    (default `local[*]`) and stops it afterwards."""
-    if spark is not None:
-        return run_seeds_on_spark(spark, seeds, simulate_seed(workload, profile))
-    from pyspark.sql import SparkSession
-
-    active = SparkSession.getActiveSession()
-    if active is not None and master is None:
-        return run_seeds_on_spark(active, seeds, simulate_seed(workload, profile))
-    session = spark_session(master or "local[*]", "trio-kafka simulate")
-    try:
-        return run_seeds_on_spark(session, seeds, simulate_seed(workload, profile))
-    finally:
-        session.stop()
+    gives locally (`sweep_on_spark`, gathered in a list: for a sweep too big to hold,
+    take `sweep_on_spark`'s results as they come). Uses `spark`, else the active
+    session, else starts one on `master` (default `local[*]`) and stops it afterwards."""
+    return list(sweep_on_spark(workload, seeds, profile, spark=spark, master=master))
 
 
 def spark_session(master: str, name: str = "trio-kafka", **conf: str) -> Any:
@@ -102,4 +152,12 @@ def spark_session(master: str, name: str = "trio-kafka", **conf: str) -> Any:
     return session
 
 
-__all__ = ["run_seeds_on_spark", "simulate_on_spark", "simulate_seed", "spark_session"]
+__all__ = [
+    "SEEDS_PER_JOB",
+    "iter_seeds_on_spark",
+    "run_seeds_on_spark",
+    "simulate_on_spark",
+    "simulate_seed",
+    "spark_session",
+    "sweep_on_spark",
+]
