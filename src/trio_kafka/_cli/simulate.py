@@ -355,7 +355,7 @@ def simulate(
     count = seeds if seeds is not None else (1 if seed is not None else 100)
     if scenario is not None and seeds is not None and "first_seed" in defaults:
         count = seeds
-    seed_list = list(range(start, start + count))
+    seed_list = range(start, start + count)
     if master is not None and not on_spark:
         raise click.UsageError("--master names a Spark master: use it with --spark")
     tally = Tally.keeping_results(json_file is not None)

@@ -18,14 +18,16 @@ ten minutes, then each ten minutes: an overnight sweep's log says how far it got
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import itertools
 import multiprocessing
 import os
 import signal
 import sys
 import time
-from collections.abc import Generator, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
@@ -87,21 +89,77 @@ def _run_one(args: tuple[str, int, str]) -> SeedResult:
     return run_seed(workload, seed, profile=profile).result.for_sweep()
 
 
+def _run_chunk(tasks: Sequence[tuple[str, int, str]]) -> list[SeedResult]:
+    return [_run_one(task) for task in tasks]
+
+
+#: Tasks submitted ahead per worker process: the pool never idles, and a run of a
+#: million seeds holds a few dozen tasks, not a future for each seed.
+_AHEAD = 4
+#: A task holds as many seeds as take about this long (by the seeds' own run times so
+#: far), from 1 to `_MAX_CHUNK`: short seeds go in chunks (fewer round trips to the
+#: workers); long ones one by one, so a stop or a `--budget`'s end waits for few.
+_CHUNK_SECONDS = 0.25
+_MAX_CHUNK = 16
+
+
+def _chunk_size(ran: int, spent: float) -> int:
+    """Seeds a task holds, given `ran` seeds took `spent` seconds (their own run times)."""
+    if not ran:
+        return 1
+    if spent <= 0.0:
+        return _MAX_CHUNK
+    return max(1, min(_MAX_CHUNK, int(_CHUNK_SECONDS * ran / spent)))
+
+
+def _in_order(
+    workload: str,
+    seeds: Iterable[int],
+    profile: str,
+    jobs: int,
+    imports: Sequence[str],
+    more: Callable[[], bool] = lambda: True,
+) -> Generator[SeedResult, None, None]:
+    """The results of `seeds`, in seed order, run in this process (`jobs` 1) or by
+    `jobs` worker processes with a bounded window of tasks ahead; once `more()` says
+    no, no new seed starts (the ones started finish and are yielded: the results are
+    always a contiguous run of `seeds` from its first)."""
+    pending = iter(seeds)
+    if jobs <= 1:
+        for seed in pending:
+            if not more():
+                return
+            yield _run_one((workload, seed, profile))
+        return
+    ran, spent = 0, 0.0
+    with _worker_pool(jobs, imports) as pool:
+        window: collections.deque[Future[list[SeedResult]]] = collections.deque()
+        while True:
+            size = _chunk_size(ran, spent)
+            while len(window) < _AHEAD * jobs and more():
+                chunk = [(workload, s, profile) for s in itertools.islice(pending, size)]
+                if not chunk:
+                    break
+                window.append(pool.submit(_run_chunk, chunk))
+            if not more():  # the tasks not started yet, from the last back, are dropped
+                while window and window[-1].cancel():
+                    window.pop()
+            if not window:
+                return
+            for result in window.popleft().result():
+                ran, spent = ran + 1, spent + result.wall_time
+                yield result
+
+
 def run_many(
     workload: str,
-    seeds: Sequence[int],
+    seeds: Iterable[int],
     profile: str,
     jobs: int,
     imports: Sequence[str] = (),
 ) -> Generator[SeedResult, None, None]:
-    """Results in seed order (workers may finish out of order; `map` keeps the order)."""
-    tasks = [(workload, s, profile) for s in seeds]
-    if jobs <= 1:
-        for task in tasks:
-            yield _run_one(task)
-        return
-    with _worker_pool(jobs, imports) as pool:
-        yield from pool.map(_run_one, tasks, chunksize=max(1, min(16, len(tasks) // (4 * jobs))))
+    """Results in seed order (workers may finish out of order; the window keeps it)."""
+    return _in_order(workload, seeds, profile, jobs, imports)
 
 
 @contextlib.contextmanager
@@ -137,22 +195,12 @@ def run_for(
     """Seeds first_seed, first_seed + 1... until `seconds` of wall time are spent (the
     seeds started by then finish), in seed order; at most `max_seeds`."""
     deadline = time.monotonic() + seconds
-    chunk = 8 * max(1, jobs)
-    next_seed = first_seed
-    limit = None if max_seeds is None else first_seed + max_seeds
-    with contextlib.ExitStack() as stack:
-        pool = stack.enter_context(_worker_pool(jobs, imports)) if jobs > 1 else None
-        while time.monotonic() < deadline and (limit is None or next_seed < limit):
-            stop = next_seed + chunk if limit is None else min(next_seed + chunk, limit)
-            tasks = [(workload, s, profile) for s in range(next_seed, stop)]
-            next_seed = stop
-            if pool is None:
-                for task in tasks:
-                    yield _run_one(task)
-                    if time.monotonic() >= deadline:
-                        return
-            else:
-                yield from pool.map(_run_one, tasks)
+    seeds = (
+        itertools.count(first_seed)
+        if max_seeds is None
+        else range(first_seed, first_seed + max_seeds)
+    )
+    return _in_order(workload, seeds, profile, jobs, imports, lambda: time.monotonic() < deadline)
 
 
 @contextlib.contextmanager
@@ -299,7 +347,7 @@ def run_for_budget(
 def run_with_progress(
     console: Any,
     workload: str,
-    seeds: list[int],
+    seeds: Sequence[int],
     profile: str,
     jobs: int,
     imports: Sequence[str],
@@ -318,7 +366,12 @@ def run_with_progress(
 
 
 def run_on_spark(
-    console: Any, workload: str, seeds: list[int], profile: str, master: str | None, tally: Tally
+    console: Any,
+    workload: str,
+    seeds: Sequence[int],
+    profile: str,
+    master: str | None,
+    tally: Tally,
 ) -> SeedRun:
     """The seeds as Spark tasks (`trio_kafka.spark.sweep_on_spark`), folded into `tally`
     in seed order as each Spark job's come back."""
