@@ -4,6 +4,8 @@ lists every seed, streamed from disk."""
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import pickle
 import tracemalloc
@@ -93,3 +95,29 @@ def test_the_json_report_lists_every_seed_spooled(tmp_path: Path) -> None:
     empty.close()
     assert json.loads((tmp_path / "e.json").read_text()) == {"seeds": 0, "results": []}
     assert Tally().seed_range() == ""
+
+
+class _FullDisk(io.StringIO):
+    """A spool that takes two lines, then answers as a full disk does."""
+
+    def write(self, text: str) -> int:
+        if self.getvalue().count("\n") >= 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return super().write(text)
+
+
+def test_a_full_disk_loses_the_seed_list_not_the_run(tmp_path: Path) -> None:
+    tally = Tally(spool=_FullDisk())
+    results = [attrs.evolve(_result(5), seed=s) for s in range(5, 10)]
+    for result in results:
+        tally.add(result)
+    assert tally.count == 5 and tally.ops == {
+        k: 5 * v for k, v in results[0].ops.items()
+    }  # every seed counted
+    assert tally.spool is None and tally.spool_error is not None
+    assert "from seed 7 on" in tally.spool_error and "No space left" in tally.spool_error
+    path = tmp_path / "r.json"
+    write_report(path, {"seeds": tally.count}, tally)
+    data = json.loads(path.read_text())
+    assert data["seeds"] == 5 and data["results"] is None
+    assert data["results_error"] == tally.spool_error

@@ -358,7 +358,12 @@ def simulate(
     seed_list = range(start, start + count)
     if master is not None and not on_spark:
         raise click.UsageError("--master names a Spark master: use it with --spark")
-    tally = Tally.keeping_results(json_file is not None)
+    try:
+        tally = Tally.keeping_results(json_file is not None)
+    except OSError as exc:
+        raise click.BadParameter(
+            f"no temporary file for the report's per-seed results ({exc})", param_hint="--json"
+        ) from None
     try:
         if seconds is not None:
             if on_spark:

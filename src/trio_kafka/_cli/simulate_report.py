@@ -45,6 +45,8 @@ def report_results(
     tally, wall = run.tally, run.wall
     if run.interrupted is not None:
         minimize_failures = False  # stopped: say how to replay, and exit
+    if tally.spool_error is not None:
+        console.print(f"[bold yellow]{tally.spool_error}[/]")
     n, virtual, cpu = tally.count, tally.virtual, tally.cpu
     kinds, totals, sites = tally.kinds, tally.totals, tally.sites
     violations, ops, failed = tally.violations, tally.ops, tally.failed

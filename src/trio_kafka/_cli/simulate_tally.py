@@ -52,6 +52,9 @@ class Tally:
     failed: list[SeedResult] = attrs.field(factory=list)
     #: Each seed's JSON line (`SeedResult.to_json`), when the report is to list them.
     spool: IO[str] | None = None
+    #: Why the spool stopped, if a write to it failed (a full disk): the run goes on,
+    #: its counts whole, and its report says the per-seed list is missing, and why.
+    spool_error: str | None = None
 
     @classmethod
     def keeping_results(cls, keep: bool) -> Tally:
@@ -77,10 +80,17 @@ class Tally:
         if not result.ok:
             self.failed.append(result)
         if self.spool is not None:
-            self.spool.write(json.dumps(result.to_json(), sort_keys=True) + "\n")
+            try:
+                self.spool.write(json.dumps(result.to_json(), sort_keys=True) + "\n")
+            except OSError as exc:
+                self.spool_error = (
+                    f"the per-seed results could not be written to a temporary file from "
+                    f"seed {result.seed} on ({exc}); the report's counts hold every seed"
+                )
+                self.close()
 
     def seed_range(self) -> str:
-        """` (100-12,444)` (after a count in a line), or nothing before the first seed."""
+        """` (100-12444)` (after a count in a line), or nothing before the first seed."""
         return "" if self.first is None else f" ({self.first}-{self.last})"
 
     def write_results(self, out: IO[str]) -> None:
@@ -114,5 +124,10 @@ def write_report(path: Any, report: dict[str, Any], tally: Tally | None = None) 
             {k: v for k, v in report.items() if k != "results"}, indent=1, sort_keys=True
         )
         out.write(head[:-1].rstrip() + ',\n "results": ')
-        tally.write_results(out)
+        if tally.spool_error is None:
+            tally.write_results(out)
+        else:
+            out.write(
+                "null,\n " + json.dumps("results_error") + ": " + json.dumps(tally.spool_error)
+            )
         out.write("\n}\n")
