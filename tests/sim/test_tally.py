@@ -94,6 +94,8 @@ def test_the_json_report_lists_every_seed_spooled(tmp_path: Path) -> None:
     write_report(tmp_path / "e.json", {"seeds": 0}, empty)
     empty.close()
     assert json.loads((tmp_path / "e.json").read_text()) == {"seeds": 0, "results": []}
+    write_report(tmp_path / "e.json", {}, empty)  # (nothing but the results)
+    assert json.loads((tmp_path / "e.json").read_text()) == {"results": []}
     assert Tally().seed_range() == ""
 
 

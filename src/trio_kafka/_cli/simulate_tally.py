@@ -123,7 +123,8 @@ def write_report(path: Any, report: dict[str, Any], tally: Tally | None = None) 
         head = json.dumps(
             {k: v for k, v in report.items() if k != "results"}, indent=1, sort_keys=True
         )
-        out.write(head[:-1].rstrip() + ',\n "results": ')
+        head = head[:-1].rstrip()  # without its closing brace, the results follow
+        out.write(head + (',\n "results": ' if head != "{" else '\n "results": '))
         if tally.spool_error is None:
             tally.write_results(out)
         else:
