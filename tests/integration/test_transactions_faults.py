@@ -14,6 +14,7 @@ import trio
 
 from tests.integration._helpers import FAST
 from trio_kafka.broker import HookCall
+from trio_kafka.client import open_producer
 from trio_kafka.errors import (
     ErrorCode,
     ProducerFencedError,
@@ -24,6 +25,7 @@ from trio_kafka.errors import (
 from trio_kafka.producer import Acknowledged, Failed
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.find_coordinator import FindCoordinatorRequest
+from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
 from trio_kafka.testing import (
     MemoryTransport,
     log_values,
@@ -171,3 +173,44 @@ async def test_cancellation_inside_transaction_aborts(
             await producer.send("t", b"next", partition=0)
     assert [kind for _, kind in transaction_markers(cluster, "t", 0)] == [ABORT, COMMIT]
     assert log_values(cluster, "t", 0) == [b"written", b"next"]
+
+
+async def test_a_producer_on_shared_connections_reuses_the_coordinator_found(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """Transactional producers opened one after another on one selector (a conditional
+    writer reopened after a newer one fenced it): only the first asks FindCoordinator.
+    A coordinator that moved meanwhile costs the next one a NOT_COORDINATOR answer and
+    a lookup, then it is the one known."""
+    cluster = make_cluster(3, topics={"t": 1})
+    lookups: list[HookCall] = []
+    cluster.add_hook(FindCoordinatorRequest, lookups.append)
+    inits: list[tuple[int, int]] = []
+
+    def init_answered(call: HookCall) -> None:
+        if call.request.transactional_id == "tx-shared":  # (not the base producer's)
+            inits.append((call.node_id, call.response.error_code))
+
+    cluster.add_hook(InitProducerIdRequest, init_answered, after=True)
+
+    async def one_transaction(base: Any, value: bytes) -> None:
+        async with open_producer(
+            selector=base.selector, **base.seams(), transactional_id="tx-shared", **FAST
+        ) as producer:
+            await producer.init_transactions()
+            async with producer.transaction():
+                await producer.send("t", value, partition=0)
+
+    async with producer_for(MemoryTransport(cluster, nursery), **FAST) as base:
+        await one_transaction(base, b"first")
+        await one_transaction(base, b"second")
+        assert len(lookups) == 1, "the second producer looked the coordinator up again"
+        first = cluster.state.txn_coordinator
+        assert inits == [(first, 0), (first, 0)]
+        cluster.move_transaction_coordinator((first + 1) % 3)
+        await one_transaction(base, b"third")
+        await one_transaction(base, b"fourth")
+    moved = cluster.state.txn_coordinator
+    assert len(lookups) == 2  # the third: NOT_COORDINATOR from the old one, then a lookup
+    assert inits[2:] == [(first, ErrorCode.NOT_COORDINATOR), (moved, 0), (moved, 0)]
+    assert log_values(cluster, "t", 0) == [b"first", b"second", b"third", b"fourth"]
