@@ -47,8 +47,8 @@ def test_the_reports_counts_are_the_sums_over_its_seeds(tmp_path: Path) -> None:
 
 def test_a_tally_holds_no_passing_seed() -> None:
     """Ten thousand passing seeds, each unpickled as from a worker process, leave
-    counts, not results: keeping them would hold ~1 KB each (10 MB here; a night's
-    sweep of millions, GBs)."""
+    counts, not results: keeping them would hold ~2.3 KB each (23 MB here, measured;
+    a night's sweep of millions, GBs)."""
     passing = _result(3).for_sweep()
     assert passing.ok
     blob = pickle.dumps(passing)
@@ -63,7 +63,8 @@ def test_a_tally_holds_no_passing_seed() -> None:
     finally:
         tracemalloc.stop()
     assert (tally.count, tally.first, tally.last, tally.failed) == (10_000, 0, 9_999, [])
-    assert grown < 20_000, f"the tally grew by {grown} bytes over 9,999 seeds"
+    # (Not zero: tracemalloc sees the whole process, pytest's and xdist's threads too.)
+    assert grown < 1_000_000, f"the tally grew by {grown} bytes over 9,999 seeds"
 
 
 def test_a_failing_seed_is_kept_whole_with_the_faults_it_fired() -> None:

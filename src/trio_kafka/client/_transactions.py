@@ -42,13 +42,13 @@ from __future__ import annotations
 
 import logging
 import math
-import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import anyio.lowlevel
 
+from trio_kafka.client._coordinator_cache import known_coordinator, remember_coordinator
 from trio_kafka.errors import (
     BrokerConnectionError,
     IllegalTransactionStateError,
@@ -74,7 +74,7 @@ from trio_kafka.producer import (
     TxnResult,
     TxnState,
 )
-from trio_kafka.producer.transactions import Coordinator, CoordinatorType, TxnRequest
+from trio_kafka.producer.transactions import CoordinatorType, TxnRequest
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -84,16 +84,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("trio_kafka.producer.transactions")
 
 TopicPartition = tuple[str, int]
-
-#: The transaction coordinators found through each selector, by transactional id: a
-#: producer opened on a selector another one used (a conditional writer reopened after
-#: a newer one fenced it) starts with its InitProducerId instead of a FindCoordinator
-#: round trip, as librdkafka's coordinator cache saves it within a client. A stale
-#: entry costs one answer: NOT_COORDINATOR, or a failed request, drops it (the manager
-#: looks the coordinator up again, and the loop forgets it here).
-_COORDINATORS: weakref.WeakKeyDictionary[KafkaSelector, dict[str, Coordinator]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 class TransactionHost(Protocol):
@@ -151,8 +141,8 @@ class TransactionDriver:
         """Hook into the producer's sender and start the coordinator loop."""
         self._producer = producer
         manager = self.manager
-        known = _COORDINATORS.get(producer.selector, {}).get(manager.transactional_id)
-        if known is not None and manager.coordinator is None:
+        known = known_coordinator(producer.selector, manager.transactional_id)
+        if known is not None and manager.coordinator is None:  # (_coordinator_cache.py)
             manager.requests.coordinator_found(
                 CoordinatorType.TRANSACTION, manager.transactional_id, known
             )
@@ -298,11 +288,7 @@ class TransactionDriver:
             update = manager.handle_failure(request, exc, clock.now(), sent=sent)
         else:
             update = manager.handle_response(request, response, clock.now())
-        found, tid = manager.coordinator, manager.transactional_id
-        if found is not None:
-            _COORDINATORS.setdefault(selector, {})[tid] = found
-        else:
-            _COORDINATORS.get(selector, {}).pop(tid, None)
+        remember_coordinator(selector, manager.transactional_id, manager.coordinator)
         if update.new_producer_id is not None:
             producer_id, epoch = update.new_producer_id
             p._core.set_producer_id(producer_id, epoch, clock.now())
