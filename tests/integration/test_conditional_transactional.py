@@ -19,6 +19,7 @@ from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError
 from trio_kafka.net import open_selector
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.fetch import FetchRequest
+from trio_kafka.protocol.messages.list_offsets import ListOffsetsRequest
 
 #: Each test runs on trio, then on asyncio (issue 16; tests/conftest.py).
 pytestmark = pytest.mark.anyio
@@ -116,6 +117,37 @@ async def test_the_newest_transactional_writer_takes_over_the_log() -> None:
                     await old.append(b"two")
                 second = await new.append(b"three")
         assert first.offset == 0 and second.offset > first.offset
+
+
+async def test_a_writer_fenced_before_its_commit_does_not_read_the_log() -> None:
+    """Only a writer's own EndTxn(commit) commits its append: fenced before sending one
+    (AddPartitionsToTxn answered PRODUCER_FENCED, the usual takeover), the append is
+    certainly not in the log, and the writer says so without reading it back."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1)
+        reads: list[HookCall] = []
+        for api in (FetchRequest, ListOffsetsRequest):
+            cluster.add_hook(api, reads.append)
+        async with open_conditional_writer(
+            "log", 0, bootstrap=cluster.bootstrap, guarantee="transactional"
+        ) as old:
+            async for _ in old.read_to_end():
+                pass
+            await old.append(b"one")
+            async with open_conditional_writer(
+                "log", 0, bootstrap=cluster.bootstrap, guarantee="transactional"
+            ) as new:
+                async for _ in new.read_to_end():
+                    pass
+                before = len(reads)
+                with pytest.raises(ConcurrentWriteError, match="was not committed") as raised:
+                    await old.append(b"two")
+                assert "AddPartitionsToTxn answered PRODUCER_FENCED" in str(raised.value)
+                assert len(reads) == before, "the fenced writer read the log back"
+                await new.append(b"three")
+        async with open_selector(cluster.bootstrap) as selector:
+            reader = PartitionReader(selector, isolation=IsolationLevel.READ_COMMITTED)
+            assert [r.value for r in await reader.read_all("log", 0)] == [b"one", b"three"]
 
 
 @pytest.mark.parametrize("given", ["bootstrap", "producer"])

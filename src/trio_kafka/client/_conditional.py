@@ -243,7 +243,10 @@ class ConditionalWriter:
                     )
                 ack: Acknowledged = await handle
             except (ProducerFencedError, FatalError) as exc:
-                return await self._settle_fenced(sequence, exc)
+                # Only our EndTxn(commit) commits the transaction: if none was sent
+                # (fenced at AddPartitionsToTxn, the usual), there is nothing to look for.
+                sent = producer._transactions().commit_sent
+                return await self._settle_fenced(sequence, exc, look=sent)
             except AmbiguousError:
                 # The commit's answer was lost: the producer re-initialises (which
                 # settles the outcome: committed or aborted) unless it was fenced.
@@ -285,9 +288,12 @@ class ConditionalWriter:
             high = low
         return None
 
-    async def _settle_fenced(self, sequence: int, error: Exception) -> Acknowledged:
-        """A newer writer took the log: did our append commit before it did?"""
-        found = await self._find(sequence)
+    async def _settle_fenced(
+        self, sequence: int, error: Exception, *, look: bool = True
+    ) -> Acknowledged:
+        """A newer writer took the log: did our append commit before it did? (`look`
+        False: it cannot have, no EndTxn(commit) of it was sent.)"""
+        found = await self._find(sequence) if look else None
         if found is not None:
             return found
         self.next_offset = None

@@ -74,7 +74,7 @@ from trio_kafka.producer import (
     TxnResult,
     TxnState,
 )
-from trio_kafka.producer.transactions import CoordinatorType, TxnRequest
+from trio_kafka.producer.transactions import CoordinatorType, TxnRequest, TxnRequestKind
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -133,6 +133,9 @@ class TransactionDriver:
         self._waiting: set[anyio.Event] = set()
         # Versions last given to the manager (only re-sent when they change).
         self._info: ApiVersionsInfo | None = None
+        #: This transaction's EndTxn(commit) was sent (or was about to be): until then a
+        #: failed transaction is certainly not committed (only our EndTxn commits it).
+        self.commit_sent = False
 
     def __repr__(self) -> str:
         return f"<TransactionDriver {self.manager!r}>"
@@ -272,6 +275,8 @@ class TransactionDriver:
         p = self._p
         selector, clock, manager = p.selector, p._clock, self.manager
         sent = False
+        if request.kind is TxnRequestKind.END_TXN and request.work.committed:
+            self.commit_sent = True
         try:
             node_id = await self._node_for(request)
             connection = await selector.connection(node_id)
@@ -370,6 +375,7 @@ class TransactionDriver:
 
     def begin(self) -> None:
         self.manager.begin()
+        self.commit_sent = False
         self.update_detour()
 
     async def commit(self) -> None:
