@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: venv run test lint typecheck layers pytest docs clean
+.PHONY: venv run test lint typecheck layers pytest docs clean kafka
 
 venv: $(STAMP)
 
@@ -14,6 +14,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,test,docs,compression,spark]'
 	touch $(STAMP)
+
+# Apache Kafka for the tests (kafka/pom.xml): its jars from Maven Central into a cache
+# folder git ignores, fetched again only when the pom changes. Needs Java 17+ and Maven.
+KAFKA_JARS := .cache/kafka/jars
+KAFKA_STAMP := .cache/kafka/.stamp
+
+kafka: $(KAFKA_STAMP)
+
+$(KAFKA_STAMP): kafka/pom.xml
+	@command -v java >/dev/null || { echo "make kafka: no java on the PATH; Apache Kafka 4.4 needs Java 17 or newer (e.g. apt-get install openjdk-17-jre-headless)" >&2; exit 1; }
+	@command -v mvn >/dev/null || { echo "make kafka: no mvn on the PATH; Maven fetches Kafka's jars from Maven Central (e.g. apt-get install maven)" >&2; exit 1; }
+	rm -rf $(KAFKA_JARS)
+	mvn --batch-mode --quiet -f kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(KAFKA_JARS)
+	touch $(KAFKA_STAMP)
 
 run: venv
 	$(BIN)/trio-kafka demo
@@ -39,7 +53,7 @@ pytest: venv
 docs: venv
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
-test: lint typecheck layers docs pytest
+test: kafka lint typecheck layers docs pytest
 
 clean:
-	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache .cache/kafka

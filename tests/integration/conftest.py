@@ -1,4 +1,4 @@
-"""Integration fixtures: Tansu, a real Kafka-compatible broker, on a free loopback port;
+"""Integration fixtures: Apache Kafka and Tansu, real brokers, on a free loopback port;
 a certificate authority for the TLS tests."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 import trustme
 
-from trio_kafka.testing import TansuBroker, tansu_broker
+from trio_kafka.testing import KafkaNode, TansuBroker, kafka_broker, tansu_broker
 
 
 @pytest.fixture(scope="module")
@@ -21,6 +21,15 @@ def tansu() -> Iterator[TansuBroker]:
     """
     with tansu_broker() as broker:
         yield broker
+
+
+@pytest.fixture(scope="module")
+def kafka() -> Iterator[KafkaNode]:
+    """A fresh Apache Kafka 4.4 node per test module (KRaft, broker and controller in one
+    JVM, transactions v2 finalized), from the jars `make kafka` fetched; stopped and its
+    directory removed after the module."""
+    with kafka_broker() as node:
+        yield node
 
 
 @pytest.fixture(scope="module")

