@@ -14,8 +14,9 @@ appended:
    an older epoch, a duplicate (answered with its original offsets, success, nothing
    appended), a sequence gap, an unknown producer;
 4. for a transactional batch opening a transaction on this partition, the coordinator's
-   verification (passed in as `verify_txn`), and for a non-transactional batch, that its
-   producer has no transaction open here (INVALID_TXN_STATE);
+   verification (passed in as `verify_txn`; before the producer state, as Kafka verifies
+   before it appends), and for a non-transactional batch, that its producer has no
+   transaction open here (INVALID_TXN_STATE);
 5. the CAS check when the topic enables it (`expected.offset.check.enable`): the batch's
    baseOffset is the expected offset, -1 for none; anything else must equal the log end
    offset (EXPECTED_OFFSET_MISMATCH, with the log end offset in the answer). Dedup comes
@@ -73,7 +74,16 @@ class Partition:
     producers: ProducerStateTable = attrs.field(factory=ProducerStateTable)
 
     def _fail(self, error: ErrorCode, message: str) -> ProduceOutcome:
+        """A refusal from the log's checks (producer state, batch validation): Kafka
+        answers those with the partition's log start offset."""
         return ProduceOutcome(error, message, -1, -1, self.log.log_start_offset)
+
+    @staticmethod
+    def _refuse(error: ErrorCode, message: str) -> ProduceOutcome:
+        """A refusal before the log is consulted (size, corruption, the transaction's
+        verification): Kafka answers those without offsets (UNKNOWN_LOG_APPEND_INFO,
+        log start offset -1; conformance test)."""
+        return ProduceOutcome(error, message, -1, -1, -1)
 
     def produce(
         self,
@@ -84,9 +94,9 @@ class Partition:
         verify_txn: Callable[[int, int], ErrorCode] | None = None,
     ) -> ProduceOutcome:
         if not data:
-            return self._fail(ErrorCode.CORRUPT_MESSAGE, "the partition's records are empty")
+            return self._refuse(ErrorCode.CORRUPT_MESSAGE, "the partition's records are empty")
         if len(data) > config.max_message_bytes:
-            return self._fail(
+            return self._refuse(
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"batch of {len(data)} bytes exceeds max.message.bytes={config.max_message_bytes}",
             )
@@ -105,7 +115,7 @@ class Partition:
             if not verify_batch_crc(data):
                 raise CorruptRecordError(f"CRC mismatch (header says {header.crc:#010x})")
         except CorruptRecordError as exc:
-            return self._fail(ErrorCode.CORRUPT_MESSAGE, f"corrupt record batch: {exc}")
+            return self._refuse(ErrorCode.CORRUPT_MESSAGE, f"corrupt record batch: {exc}")
         if header.is_control:
             return self._fail(ErrorCode.INVALID_RECORD, "clients may not produce control batches")
         if header.record_count <= 0 or header.record_count != header.last_offset_delta + 1:
@@ -124,6 +134,18 @@ class Partition:
                 ErrorCode.INVALID_PRODUCER_ID_MAPPING, "transactional batch without a producer id"
             )
         if idempotent:
+            open_first = self.log.open_transaction_first_offset(pid)
+            if header.is_transactional and open_first is None and verify_txn is not None:
+                # Kafka verifies a batch that would open a transaction here with the
+                # coordinator before its log sees it (KIP-890 part 1), so a fenced or
+                # timed-out producer gets the coordinator's answer, not the log's.
+                error = verify_txn(pid, epoch)
+                if error is not ErrorCode.NONE:
+                    return self._refuse(
+                        error,
+                        f"producer {pid} epoch {epoch} has no open transaction "
+                        f"including {self.topic}-{self.index}",
+                    )
             check = self.producers.check(pid, epoch, seq, header.record_count)
             match check.verdict:
                 case Verdict.REJECT:
@@ -140,17 +162,7 @@ class Partition:
                     )
                 case Verdict.APPEND:
                     pass
-            open_first = self.log.open_transaction_first_offset(pid)
-            if header.is_transactional:
-                if open_first is None and verify_txn is not None:
-                    error = verify_txn(pid, epoch)
-                    if error is not ErrorCode.NONE:
-                        return self._fail(
-                            error,
-                            f"producer {pid} epoch {epoch} has no open transaction "
-                            f"including {self.topic}-{self.index}",
-                        )
-            elif open_first is not None:
+            if not header.is_transactional and open_first is not None:
                 return self._fail(
                     ErrorCode.INVALID_TXN_STATE,
                     f"producer {pid} sent a non-transactional batch inside its transaction",

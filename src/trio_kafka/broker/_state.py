@@ -241,7 +241,7 @@ class ClusterState:
             for job in due:
                 self.write_markers(job, now)
         if self.txn.txns:
-            for job in self.txn.expire(now):
+            for job in self.txn.expire(now, transaction_version=self.options.transaction_version):
                 self.start_markers(job)
         if self.groups.groups:
             self.groups.expire(now)

@@ -374,13 +374,17 @@ class TransactionCoordinator:
 
     # -- Time ----------------------------------------------------------------------
 
-    def expire(self, now_ms: int) -> list[MarkerJob]:
+    def expire(self, now_ms: int, *, transaction_version: int = 1) -> list[MarkerJob]:
         """Abort transactions past their timeout (fencing their producer) and forget ids
-        idle past `id_expiration_ms`. Returns the marker jobs to carry out."""
+        idle past `id_expiration_ms`. Returns the marker jobs to carry out.
+
+        Under `transaction.version` 2 the abort keeps the epoch it replaced (so the
+        timed-out producer may retry into the bumped epoch); under 0 and 1 it is a fence,
+        as Kafka 4.4 answers (conformance test)."""
         jobs: list[MarkerJob] = []
         for txn_id, meta in list(self.txns.items()):
             if meta.state is S.ONGOING and now_ms >= meta.start_ms + meta.timeout_ms:
-                jobs.append(self._abort_with_bump(meta, now_ms))
+                jobs.append(self._abort_with_bump(meta, now_ms, retriable=transaction_version >= 2))
             elif (
                 meta.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
                 and now_ms >= meta.last_update_ms + self.id_expiration_ms
@@ -410,13 +414,19 @@ class TransactionCoordinator:
         meta.producer_epoch += 1
         return None
 
-    def _abort_with_bump(self, meta: TxnMetadata, now_ms: int) -> MarkerJob:
+    def _abort_with_bump(
+        self, meta: TxnMetadata, now_ms: int, *, retriable: bool = False
+    ) -> MarkerJob:
         # Markers go out under the bumped epoch, so partition leaders fence the old
         # producer too. An exhausted epoch cannot be bumped in place: the abort then uses
         # the old one (the next InitProducerId allocates a new id).
-        # Kafka's prepareFenceProducerEpoch leaves no last epoch: nobody retries a fence.
+        # A fence for a new instance leaves no last epoch: nobody retries a fence. A
+        # timeout's abort under transactions v2 keeps the epoch it replaced, as Kafka
+        # 4.4 does (conformance test): the timed-out producer's InitProducerId with its
+        # id and epoch is then a retry of that bump and gets the bumped epoch.
         if meta.producer_epoch < EXHAUSTED_EPOCH:
-            meta.last_producer_id, meta.last_producer_epoch = meta.producer_id, -1
+            meta.last_producer_id = meta.producer_id
+            meta.last_producer_epoch = meta.producer_epoch if retriable else -1
             meta.producer_epoch += 1
         meta.transition(S.PREPARE_ABORT, now_ms)
         return self._job(meta, False)

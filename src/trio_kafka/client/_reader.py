@@ -388,12 +388,18 @@ class PartitionReader:
         if data is None:  # the broker left the partition out: an empty answer
             return FetchResult([], offset, -1, -1, -1)
         if data.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            # Kafka answers it without bounds (-1): the error names the real ones.
+            start, end_offset = data.log_start_offset, data.high_watermark
+            if start < 0:
+                start = await self._list_offset(topic, partition, _EARLIEST, self.timeout)
+            if end_offset < 0:
+                end_offset = await self._list_offset(topic, partition, _LATEST, self.timeout)
             raise OffsetOutOfRangeError(
-                f"{where}: the partition holds [{data.log_start_offset}, "
-                f"{data.high_watermark}) (log start offset, high watermark)",
+                f"{where}: the partition holds [{start}, {end_offset}) "
+                "(log start offset, end offset)",
                 offset=offset,
-                log_start_offset=data.log_start_offset,
-                log_end_offset=data.high_watermark,
+                log_start_offset=start,
+                log_end_offset=end_offset,
             )
         check_code(data.error_code, where)
         raw = data.records or b""

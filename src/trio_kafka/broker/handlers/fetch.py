@@ -72,7 +72,16 @@ def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
                 "log_start_offset": log.log_start_offset,
             }
             if not log.log_start_offset <= fp.fetch_offset <= log.log_end_offset:
-                parts.append(PartitionData(error_code=ErrorCode.OFFSET_OUT_OF_RANGE, **common))  # type: ignore[arg-type]
+                # Kafka answers without bounds (-1) and no aborted list: the client asks
+                # ListOffsets for them (conformance test).
+                parts.append(
+                    PartitionData(
+                        partition_index=fp.partition,
+                        error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
+                        high_watermark=-1,
+                        aborted_transactions=None,
+                    )
+                )
                 continue
             upper = log.last_stable_offset if committed else log.high_watermark
             limit = min(fp.partition_max_bytes, budget) if fp.partition_max_bytes > 0 else budget

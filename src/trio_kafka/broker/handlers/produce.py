@@ -70,7 +70,12 @@ def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse:
                         return error
                     if not state.options.verify_transactions:
                         return ErrorCode.NONE
-                    return state.txn.verify_partition(txn_id, pid, epoch, key)
+                    error = state.txn.verify_partition(txn_id, pid, epoch, key)
+                    if error is ErrorCode.INVALID_TXN_STATE and ctx.version >= 11:
+                        # KIP-890: Produce v11 clients understand TRANSACTION_ABORTABLE,
+                        # which Kafka answers them instead (conformance test).
+                        return ErrorCode.TRANSACTION_ABORTABLE
+                    return error
 
                 out = part.produce(pdata.records, topic.config, now, verify_txn=verify)
                 appended = appended or (out.error is ErrorCode.NONE and not out.duplicate)

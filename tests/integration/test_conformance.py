@@ -1,0 +1,549 @@
+"""The mock broker answers as Apache Kafka does: the same scripted requests, side by side.
+
+Each scenario of this module is played against our mock broker and against an Apache
+Kafka 4.4 node (KRaft, one node), over TCP with our codec; the answers are compared field
+by field, with what each broker chooses for itself taken out (tests/integration/
+_conformance.py: producer ids are compared by order of appearance, not value; node ids,
+timestamps, error messages and leader epochs are dropped; fetched records are compared
+decoded). Where the two differ on purpose, the difference is listed in `KNOWN` with its
+reason, and docs/compatibility.md says so; any other difference fails, and so does a
+listed one that went away (so the list stays true).
+"""
+
+from __future__ import annotations
+
+import difflib
+import pprint
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import trio
+
+from tests.integration._conformance import (
+    ADD_PARTITIONS_V,
+    END_TXN_V,
+    FETCH_V,
+    INIT_PID_V,
+    LIST_OFFSETS_V,
+    METADATA_V,
+    PRODUCE_V,
+    Peer,
+    Scenario,
+    add_partitions,
+    batch,
+    create_topic,
+    end_txn,
+    fetch,
+    init_pid,
+    list_offsets,
+    part,
+    plain,
+    produce,
+)
+from trio_kafka.broker import ClusterOptions, open_cluster
+from trio_kafka.errors import ErrorCode
+from trio_kafka.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
+from trio_kafka.protocol.messages.find_coordinator import FindCoordinatorRequest
+from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+from trio_kafka.testing import KafkaNode, kafka_broker
+
+pytestmark = pytest.mark.kafka
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+LATEST = -1
+EARLIEST = -2
+
+# The coordinator's timeout sweep runs every 10 s by default: the timeout scenario would
+# wait that long on Kafka.
+KAFKA_PROPERTIES = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200"}
+
+
+@pytest.fixture(scope="module", params=[2, 0], ids=["tv2", "tv0"])
+def kafka_node(request: pytest.FixtureRequest) -> Iterator[tuple[KafkaNode, int]]:
+    """A Kafka node with transactions v2 finalized (a fresh 4.x cluster's default), then
+    one formatted with `transaction.version=0`."""
+    with kafka_broker(
+        server_properties=KAFKA_PROPERTIES, transaction_version=request.param
+    ) as node:
+        yield node, request.param
+
+
+# -- helpers -------------------------------------------------------------------------
+
+
+async def find_coordinator(peer: Peer, txn_id: str) -> None:
+    """FindCoordinator(TRANSACTION) until it names one (nothing recorded: ids and ports
+    differ). Kafka creates its transaction state topic on the first such request; until
+    then InitProducerId has no coordinator."""
+    with trio.fail_after(30):
+        while True:
+            answer = await peer.request(FindCoordinatorRequest(key=txn_id, key_type=1), 3)
+            if answer.error_code == 0:
+                return
+            await trio.sleep(0.05)
+
+
+async def init_until_ready(peer: Peer, name: str, request: Any) -> Any:
+    """InitProducerId, retried while the coordinator loads or ends an earlier
+    transaction (COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS: retriable, and
+    how many a broker answers is timing); the final answer is recorded."""
+    if request.transactional_id is not None:
+        await find_coordinator(peer, request.transactional_id)
+    with trio.fail_after(30):
+        while True:
+            answer = await peer.request(request, INIT_PID_V)
+            if answer.error_code not in (
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                ErrorCode.CONCURRENT_TRANSACTIONS,
+                ErrorCode.NOT_COORDINATOR,
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            ):
+                break
+            await trio.sleep(0.05)
+    peer.transcript.append((name, plain(answer, peer.pids)))
+    return answer
+
+
+async def add_until_ready(
+    peer: Peer, name: str, txn_id: str, pid: int, epoch: int, topic: str
+) -> Any:
+    """AddPartitionsToTxn, retried while the previous transaction's markers are being
+    written (CONCURRENT_TRANSACTIONS: Kafka answers it for a while after EndTxn)."""
+    with trio.fail_after(30):
+        while True:
+            answer = await peer.request(add_partitions(txn_id, pid, epoch, topic), ADD_PARTITIONS_V)
+            codes = {
+                p.partition_error_code
+                for t in answer.results_by_topic_v3_and_below
+                for p in t.results_by_partition
+            }
+            if codes != {ErrorCode.CONCURRENT_TRANSACTIONS}:
+                break
+            await trio.sleep(0.02)
+    peer.transcript.append((name, plain(answer, peer.pids)))
+    return answer
+
+
+async def produce_step(peer: Peer, name: str, request: Any) -> Any:
+    """Produce, retried while Kafka's partition leader cannot yet verify the
+    transaction with its coordinator (KIP-890: it answers NOT_LEADER_OR_FOLLOWER, a
+    retriable error, until the coordinator is known); the final answer is recorded."""
+    with trio.fail_after(30):
+        while True:
+            answer = await peer.request(request, PRODUCE_V)
+            if part(answer).error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                break
+            await trio.sleep(0.05)
+    peer.transcript.append((name, plain(answer, peer.pids)))
+    return answer
+
+
+async def end_until_ready(peer: Peer, name: str, request: Any) -> Any:
+    """EndTxn, retried while the previous EndTxn's markers are still being written
+    (CONCURRENT_TRANSACTIONS, as a client retries); the final answer is recorded."""
+    with trio.fail_after(30):
+        while True:
+            answer = await peer.request(request, END_TXN_V)
+            if answer.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
+                break
+            await trio.sleep(0.02)
+    peer.transcript.append((name, plain(answer, peer.pids)))
+    return answer
+
+
+async def settle(peer: Peer, topic: str) -> None:
+    """Until the last stable offset reaches the log end (markers are written after
+    EndTxn's answer on Kafka); nothing recorded."""
+    with trio.fail_after(30):
+        while True:
+            a = await peer.request(
+                list_offsets(topic, LATEST, isolation=READ_COMMITTED), LIST_OFFSETS_V
+            )
+            b = await peer.request(
+                list_offsets(topic, LATEST, isolation=READ_UNCOMMITTED), LIST_OFFSETS_V
+            )
+            if a.topics[0].partitions[0].offset == b.topics[0].partitions[0].offset:
+                return
+            await trio.sleep(0.02)
+
+
+async def fetch_all(peer: Peer, name: str, topic: str, *, isolation: int) -> None:
+    """Fetch from offset 0 until the answer's end (Kafka answers one log segment at a
+    time, so one Fetch may hold fewer batches than there are); the partition's answers
+    recorded as one: the last one's offsets, every record and aborted transaction."""
+    offset, records, aborted = 0, [], []
+    with trio.fail_after(30):
+        while True:
+            answer = await peer.request(fetch(topic, offset, isolation=isolation), FETCH_V)
+            p = plain(answer, peer.pids)["responses"][0]["partitions"][0]
+            records += p.pop("records") or []
+            aborted += [a for a in p.pop("aborted_transactions") or [] if a not in aborted]
+            end = p["last_stable_offset"] if isolation == READ_COMMITTED else p["high_watermark"]
+            if p["error_code"] != "NONE" or not records or records[-1][0] + 1 >= end:
+                break
+            offset = records[-1][0] + 1
+    peer.transcript.append((name, {**p, "records": records, "aborted_transactions": aborted}))
+
+
+async def read_both(peer: Peer, topic: str, label: str) -> None:
+    """The partition as each isolation level fetches and lists it."""
+    for iso, name in ((READ_UNCOMMITTED, "uncommitted"), (READ_COMMITTED, "committed")):
+        await fetch_all(peer, f"{label}: fetch {name}", topic, isolation=iso)
+        await peer.step(
+            f"{label}: list latest {name}",
+            list_offsets(topic, LATEST, isolation=iso),
+            LIST_OFFSETS_V,
+        )
+
+
+# -- scenarios -----------------------------------------------------------------------
+
+
+async def idempotent_duplicates(peer: Peer, topic: str) -> None:
+    await create_topic(peer, topic)
+    ids = await init_until_ready(peer, "init", init_pid(None))
+    pid, epoch = ids.producer_id, ids.producer_epoch
+    abc = batch([b"a", b"b", b"c"], pid=pid, epoch=epoch, seq=0)
+    await produce_step(peer, "seq 0-2", produce(topic, abc))
+    await produce_step(peer, "seq 0-2 again (the last batch)", produce(topic, abc))
+    d = batch([b"d"], pid=pid, epoch=epoch, seq=3)
+    await produce_step(peer, "seq 3", produce(topic, d))
+    await produce_step(peer, "seq 0-2 again (an older batch)", produce(topic, abc))
+    await produce_step(
+        peer,
+        "seq 1-2 (overlapping, not a duplicate)",
+        produce(topic, batch([b"x", b"y"], pid=pid, epoch=epoch, seq=1)),
+    )
+    await fetch_all(peer, "fetch", topic, isolation=READ_UNCOMMITTED)
+
+
+async def sequence_gaps(peer: Peer, topic: str) -> None:
+    await create_topic(peer, topic)
+    ids = await init_until_ready(peer, "init", init_pid(None))
+    pid, epoch = ids.producer_id, ids.producer_epoch
+    await produce_step(peer, "seq 0", produce(topic, batch([b"a"], pid=pid, epoch=epoch, seq=0)))
+    await produce_step(
+        peer, "seq 5 (a gap)", produce(topic, batch([b"b"], pid=pid, epoch=epoch, seq=5))
+    )
+    await produce_step(peer, "seq 1", produce(topic, batch([b"c"], pid=pid, epoch=epoch, seq=1)))
+    await produce_step(
+        peer,
+        "a new producer id at seq 3",
+        produce(topic, batch([b"n"], pid=pid + 1000, epoch=0, seq=3)),
+    )
+    await fetch_all(peer, "fetch", topic, isolation=READ_UNCOMMITTED)
+
+
+async def epoch_bumps(peer: Peer, topic: str) -> None:
+    await create_topic(peer, topic)
+    ids = await init_until_ready(peer, "init", init_pid(None))
+    pid, epoch = ids.producer_id, ids.producer_epoch
+    await produce_step(
+        peer, "epoch e seq 0", produce(topic, batch([b"a"], pid=pid, epoch=epoch, seq=0))
+    )
+    await produce_step(
+        peer,
+        "epoch e+1 seq 0 (a local bump)",
+        produce(topic, batch([b"b"], pid=pid, epoch=epoch + 1, seq=0)),
+    )
+    await produce_step(
+        peer, "epoch e seq 1 (stale)", produce(topic, batch([b"c"], pid=pid, epoch=epoch, seq=1))
+    )
+    await produce_step(
+        peer,
+        "epoch e+2 seq 4 (a bump not at 0)",
+        produce(topic, batch([b"d"], pid=pid, epoch=epoch + 2, seq=4)),
+    )
+    await produce_step(
+        peer, "epoch e+1 seq 1", produce(topic, batch([b"e"], pid=pid, epoch=epoch + 1, seq=1))
+    )
+    await fetch_all(peer, "fetch", topic, isolation=READ_UNCOMMITTED)
+
+
+async def init_producer_ids(peer: Peer, topic: str) -> None:
+    txn = f"{topic}-txn"
+    first = await init_until_ready(peer, "init, no transactional id", init_pid(None))
+    await init_until_ready(peer, "init, no transactional id, again", init_pid(None))
+    await init_until_ready(
+        peer,
+        "init, no transactional id, with the first id and epoch",
+        init_pid(None, pid=first.producer_id, epoch=first.producer_epoch),
+    )
+    t = await init_until_ready(peer, "init transactional", init_pid(txn))
+    t2 = await init_until_ready(peer, "init transactional again", init_pid(txn))
+    await init_until_ready(
+        peer,
+        "init transactional with its id and epoch (KIP-360)",
+        init_pid(txn, pid=t2.producer_id, epoch=t2.producer_epoch),
+    )
+    await init_until_ready(
+        peer,
+        "init transactional with a stale epoch",
+        init_pid(txn, pid=t.producer_id, epoch=t.producer_epoch),
+    )
+    await init_until_ready(
+        peer,
+        "init transactional with another producer id",
+        init_pid(txn, pid=t.producer_id + 1000, epoch=0),
+    )
+
+
+async def transactions(peer: Peer, topic: str) -> None:
+    txn = f"{topic}-txn"
+    await create_topic(peer, topic)
+    ids = await init_until_ready(peer, "init", init_pid(txn))
+    pid, epoch = ids.producer_id, ids.producer_epoch
+    await add_until_ready(peer, "add (1)", txn, pid, epoch, topic)
+    await produce_step(
+        peer,
+        "produce (1)",
+        produce(topic, batch([b"a1", b"a2"], pid=pid, epoch=epoch, seq=0, txn=True), txn_id=txn),
+    )
+    await peer.step("abort (1)", end_txn(txn, pid, epoch, commit=False), END_TXN_V)
+    await settle(peer, topic)
+    await add_until_ready(peer, "add (2)", txn, pid, epoch, topic)
+    await produce_step(
+        peer,
+        "produce (2)",
+        produce(topic, batch([b"c1"], pid=pid, epoch=epoch, seq=2, txn=True), txn_id=txn),
+    )
+    await peer.step("commit (2)", end_txn(txn, pid, epoch, commit=True), END_TXN_V)
+    await settle(peer, topic)
+    await read_both(peer, topic, "after abort and commit")
+    await add_until_ready(peer, "add (3)", txn, pid, epoch, topic)
+    await produce_step(
+        peer,
+        "produce (3)",
+        produce(topic, batch([b"o1"], pid=pid, epoch=epoch, seq=3, txn=True), txn_id=txn),
+    )
+    await read_both(peer, topic, "a transaction open")
+    await peer.step("commit (3)", end_txn(txn, pid, epoch, commit=True), END_TXN_V)
+    await settle(peer, topic)
+    await end_until_ready(peer, "commit (3) again", end_txn(txn, pid, epoch, commit=True))
+    await end_until_ready(
+        peer, "abort (3) after its commit", end_txn(txn, pid, epoch, commit=False)
+    )
+    await settle(peer, topic)
+    await peer.step(
+        "a transactional batch without AddPartitionsToTxn (Produce v9)",
+        produce(topic, batch([b"z"], pid=pid, epoch=epoch, seq=4, txn=True), txn_id=txn),
+        9,
+    )
+    await produce_step(
+        peer,
+        "a transactional batch without AddPartitionsToTxn",
+        produce(topic, batch([b"z"], pid=pid, epoch=epoch, seq=4, txn=True), txn_id=txn),
+    )
+    await peer.step("end, no transaction open", end_txn(txn, pid, epoch, commit=True), END_TXN_V)
+
+
+async def fencing(peer: Peer, topic: str) -> None:
+    txn = f"{topic}-txn"
+    await create_topic(peer, topic)
+    old = await init_until_ready(peer, "init (old instance)", init_pid(txn))
+    await add_until_ready(peer, "add (old)", txn, old.producer_id, old.producer_epoch, topic)
+    await produce_step(
+        peer,
+        "produce (old)",
+        produce(
+            topic,
+            batch([b"old"], pid=old.producer_id, epoch=old.producer_epoch, seq=0, txn=True),
+            txn_id=txn,
+        ),
+    )
+    new = await init_until_ready(peer, "init (new instance)", init_pid(txn))
+    await settle(peer, topic)
+    await peer.step(
+        "commit (old)", end_txn(txn, old.producer_id, old.producer_epoch, commit=True), END_TXN_V
+    )
+    await peer.step(
+        "add (old, after the fence)",
+        add_partitions(txn, old.producer_id, old.producer_epoch, topic),
+        ADD_PARTITIONS_V,
+    )
+    await produce_step(
+        peer,
+        "produce (old, after the fence)",
+        produce(
+            topic,
+            batch([b"old2"], pid=old.producer_id, epoch=old.producer_epoch, seq=1, txn=True),
+            txn_id=txn,
+        ),
+    )
+    await peer.step(
+        "init (old, with its id and epoch, after the fence)",
+        init_pid(txn, pid=old.producer_id, epoch=old.producer_epoch),
+        INIT_PID_V,
+    )
+    await add_until_ready(peer, "add (new)", txn, new.producer_id, new.producer_epoch, topic)
+    await produce_step(
+        peer,
+        "produce (new)",
+        produce(
+            topic,
+            batch([b"new"], pid=new.producer_id, epoch=new.producer_epoch, seq=0, txn=True),
+            txn_id=txn,
+        ),
+    )
+    await peer.step(
+        "commit (new)", end_txn(txn, new.producer_id, new.producer_epoch, commit=True), END_TXN_V
+    )
+    await settle(peer, topic)
+    await read_both(peer, topic, "after the fence")
+
+
+async def transaction_timeout(peer: Peer, topic: str) -> None:
+    txn = f"{topic}-txn"
+    await create_topic(peer, topic)
+    ids = await init_until_ready(peer, "init (timeout 1 s)", init_pid(txn, timeout_ms=1000))
+    pid, epoch = ids.producer_id, ids.producer_epoch
+    await add_until_ready(peer, "add", txn, pid, epoch, topic)
+    await produce_step(
+        peer,
+        "produce",
+        produce(topic, batch([b"late"], pid=pid, epoch=epoch, seq=0, txn=True), txn_id=txn),
+    )
+    await trio.sleep(1.0)
+    await settle(peer, topic)  # the coordinator aborted it
+    await peer.step("commit after the timeout", end_txn(txn, pid, epoch, commit=True), END_TXN_V)
+    await produce_step(
+        peer,
+        "produce after the timeout",
+        produce(topic, batch([b"later"], pid=pid, epoch=epoch, seq=1, txn=True), txn_id=txn),
+    )
+    await read_both(peer, topic, "after the timeout")
+    await init_until_ready(
+        peer, "init again with its id and epoch", init_pid(txn, pid=pid, epoch=epoch)
+    )
+
+
+async def bad_requests(peer: Peer, topic: str) -> None:
+    missing = f"{topic}-missing"
+    await peer.step(
+        "metadata, a missing topic",
+        MetadataRequest(
+            topics=[MetadataRequestTopic(name=missing)], allow_auto_topic_creation=False
+        ),
+        METADATA_V,
+    )
+    await peer.step(
+        "metadata, an invalid name",
+        MetadataRequest(
+            topics=[MetadataRequestTopic(name="bad name!")], allow_auto_topic_creation=False
+        ),
+        METADATA_V,
+    )
+    await peer.step(
+        "create, an invalid name",
+        CreateTopicsRequest(
+            topics=[
+                CreatableTopic(
+                    name="bad name!",
+                    num_partitions=1,
+                    replication_factor=1,
+                    assignments=[],
+                    configs=[],
+                )
+            ],
+            timeout_ms=10_000,
+        ),
+        7,
+    )
+    await produce_step(peer, "produce, a missing topic", produce(missing, batch([b"m"])))
+    await create_topic(peer, topic)
+    await produce_step(
+        peer, "produce, a missing partition", produce(topic, batch([b"p"]), partition=5)
+    )
+    await produce_step(
+        peer, "produce, a record over message.max.bytes", produce(topic, batch([b"x" * (1 << 21)]))
+    )
+    await produce_step(peer, "produce", produce(topic, batch([b"ok"])))
+    await peer.step("fetch past the end", fetch(topic, 5, isolation=READ_UNCOMMITTED), FETCH_V)
+    await peer.step(
+        "list earliest", list_offsets(topic, EARLIEST, isolation=READ_UNCOMMITTED), LIST_OFFSETS_V
+    )
+    await peer.step(
+        "list latest", list_offsets(topic, LATEST, isolation=READ_UNCOMMITTED), LIST_OFFSETS_V
+    )
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "idempotent_duplicates": idempotent_duplicates,
+    "sequence_gaps": sequence_gaps,
+    "epoch_bumps": epoch_bumps,
+    "init_producer_ids": init_producer_ids,
+    "transactions": transactions,
+    "fencing": fencing,
+    "transaction_timeout": transaction_timeout,
+    "bad_requests": bad_requests,
+}
+
+# Differences kept on purpose: (transaction version, scenario, step) -> why. Each is in
+# docs/compatibility.md.
+_IMPLICIT_ADD = (
+    "under transaction.version=2 the mock adds a partition to the transaction on any "
+    "transactional Produce; Kafka does so only for Produce v12+ (KIP-890 part 2) and "
+    "verifies older versions against AddPartitionsToTxn"
+)
+KNOWN: dict[tuple[int, str, str], str] = {
+    (2, "transactions", "a transactional batch without AddPartitionsToTxn (Produce v9)"): (
+        _IMPLICIT_ADD
+    ),
+    (2, "transactions", "a transactional batch without AddPartitionsToTxn"): _IMPLICIT_ADD,
+}
+
+
+async def play(scenario: Scenario, bootstrap: str, topic: str) -> list[tuple[str, Any]]:
+    host, port = bootstrap.split(",", maxsplit=1)[0].rsplit(":", 1)
+    peer = Peer(host, int(port))
+    try:
+        await scenario(peer, topic)
+    finally:
+        await peer.aclose()
+    return peer.transcript
+
+
+def differences(mock: list[tuple[str, Any]], kafka: list[tuple[str, Any]]) -> dict[str, str]:
+    """Step name -> a unified diff of the two answers, for the steps that differ."""
+    out: dict[str, str] = {}
+    kafka_steps = dict(kafka)
+    for name, answer in mock:
+        other = kafka_steps.get(name)
+        if other != answer:
+            a = pprint.pformat(answer, width=100).splitlines()
+            b = pprint.pformat(other, width=100).splitlines()
+            out[name] = "\n".join(difflib.unified_diff(a, b, "mock", "kafka", lineterm="", n=1))
+    return out
+
+
+def mock_options(transaction_version: int) -> ClusterOptions:
+    """The mock broker set as the Kafka node is: its `transaction.version`, and a new
+    producer accepted at any sequence (Kafka 2.5+)."""
+    return ClusterOptions(
+        transaction_version=max(transaction_version, 1), strict_unknown_producer=False
+    )
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+async def test_the_mock_broker_answers_as_kafka_does(
+    name: str, kafka_node: tuple[KafkaNode, int]
+) -> None:
+    node, transaction_version = kafka_node
+    scenario = SCENARIOS[name]
+    topic = f"conf-{name.replace('_', '-')}"
+    async with open_cluster(options=mock_options(transaction_version)) as cluster:
+        mock = await play(scenario, cluster.bootstrap, topic)
+    kafka = await play(scenario, node.bootstrap, topic)
+    assert [step for step, _ in mock] == [step for step, _ in kafka]
+    found = differences(mock, kafka)
+    unexpected = {k: v for k, v in found.items() if (transaction_version, name, k) not in KNOWN}
+    gone = [
+        step
+        for (tv, n, step) in KNOWN
+        if tv == transaction_version and n == name and step not in found
+    ]
+    report = "\n\n".join(f"## {step}\n{diff}" for step, diff in unexpected.items())
+    assert not unexpected, f"the mock broker answers otherwise than Kafka:\n{report}"
+    assert not gone, f"listed in KNOWN but no longer different: {gone}"
