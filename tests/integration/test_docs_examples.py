@@ -22,6 +22,8 @@ import contextlib
 import inspect
 import re
 import ssl
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -61,6 +63,7 @@ OTHERS = {
     ("simulator.md", 3),
     ("spark.md", 1),
     ("spark.md", 2),
+    ("observability.md", 1),  # sets the global tracer provider: run in a process of its own
 }
 
 
@@ -116,6 +119,23 @@ async def run_fragment(page: str, number: int, bootstrap: str, **names: Any) -> 
     exec(compile(wrapped, f"docs/{page}, python block {number}", "exec"), namespace)
     result: dict[str, Any] = await namespace["_example"]()
     return result
+
+
+def test_observability_the_program_prints_its_spans() -> None:
+    """Run in a child process: it installs a global tracer provider, which would turn
+    telemetry on for every later producer of this process."""
+    done = subprocess.run(
+        [sys.executable, "-c", block("observability.md", 1)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert '"name": "send orders"' in done.stdout
+    assert '"messaging.kafka.message.key": "user-7"' in done.stdout
+    assert '"name": "place order"' in done.stdout
+    assert "acknowledged at offset 0" in done.stdout
 
 
 # -- docs/cas.md ------------------------------------------------------------------------

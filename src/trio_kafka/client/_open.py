@@ -19,6 +19,7 @@ import anyio.abc
 from trio_kafka.client._edge import edge_defaults
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._security import Security, pop_security
+from trio_kafka.client._telemetry import require_opentelemetry
 from trio_kafka.errors import ConfigError
 from trio_kafka.net import (
     Clock,
@@ -90,6 +91,8 @@ async def open_producer(
             f"compression={config.compression!r} needs the cramjam library: "
             "pip install 'trio-kafka[compression]' (gzip and zstd need nothing more)"
         )
+    if config.telemetry:
+        require_opentelemetry()  # refused now, before any connection
     if isinstance(metrics_interval, bool) or not isinstance(metrics_interval, int | float):
         raise ConfigError(
             f"metrics_interval={metrics_interval!r} is not allowed: it must be a number of "

@@ -55,6 +55,7 @@ from trio_kafka.client._handles import BulkDelivery, RecordHandle
 from trio_kafka.client._pending import PendingTopicsMixin
 from trio_kafka.client._send_many import SendManyMixin, merge_spans
 from trio_kafka.client._sender import Sender, logger
+from trio_kafka.client._telemetry import telemetry_for
 from trio_kafka.client._topic_calls import TopicCallsMixin
 from trio_kafka.client._transactions import transaction_driver
 from trio_kafka.client._txn_calls import TransactionalProducerMixin
@@ -144,11 +145,20 @@ class Producer(
         self._closing = False
         self._closed = False
         self._interceptors = tuple(config.interceptors)
+        # OpenTelemetry (client/_telemetry.py): None unless configured, and then every
+        # send() takes the slow path, where the record's span starts.
+        self._telemetry = telemetry_for(
+            config.telemetry, config.client_id, headers=config.telemetry_headers
+        )
+        # The open transaction's span (TransactionalProducerMixin), when telemetry is on.
+        self._txn_span: Any = None
         self._key_serializer = config.key_serializer
         self._value_serializer = config.value_serializer
         # Serializers or interceptors: every send() goes through _prepare.
-        self._slow = bool(self._interceptors) or (
-            self._key_serializer is not None or self._value_serializer is not None
+        self._slow = (
+            bool(self._interceptors)
+            or self._telemetry is not None
+            or (self._key_serializer is not None or self._value_serializer is not None)
         )
         # send() must leave its fast path (one test per send): kept by refresh_fast_path.
         self._detour = True
@@ -279,16 +289,28 @@ class Producer(
             value = bytes(value)
         if key is not None and key.__class__ is not bytes:
             key = bytes(key)
-        if headers is not None or partition is not None or timestamp is not None:
-            headers = check_extras(headers, partition, timestamp)
-        self._calls += 1
-        if not self._calls & (_CHECKPOINT_EVERY - 1):
-            await self._checkpoint()  # before the append (see the module doc)
+        span = None
+        if self._telemetry is not None:
+            span, headers = self._telemetry.start_send(topic, key, headers)
         try:
-            handle = await self._append_waiting(topic, value, key, headers, partition, timestamp)
-        except KafkaError as exc:
-            self._send_raised(topic, partition, exc)
+            if headers is not None or partition is not None or timestamp is not None:
+                headers = check_extras(headers, partition, timestamp)
+            self._calls += 1
+            if not self._calls & (_CHECKPOINT_EVERY - 1):
+                await self._checkpoint()  # before the append (see the module doc)
+            try:
+                handle = await self._append_waiting(
+                    topic, value, key, headers, partition, timestamp
+                )
+            except KafkaError as exc:
+                self._send_raised(topic, partition, exc)
+                raise
+        except BaseException as exc:
+            if span is not None:
+                self._telemetry.fail(span, topic, exc)  # type: ignore[union-attr]
             raise
+        if span is not None:
+            self._telemetry.watch(handle, span, topic)  # type: ignore[union-attr]
         return handle  # type: ignore[return-value]
 
     async def send_and_wait(

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from trio_kafka.client._handles import RecordHandle
     from trio_kafka.client._sender import Sender
+    from trio_kafka.client._telemetry import Telemetry
     from trio_kafka.client._transactions import TransactionDriver
     from trio_kafka.client._waiting_topic import WaitingTopic
     from trio_kafka.errors import KafkaError
@@ -46,6 +47,8 @@ class ProducerBase:
     _sender: Sender
     # The transaction driver: None unless transactional_id is set.
     _txn: TransactionDriver | None
+    _telemetry: Telemetry | None
+    _txn_span: Any
     # The nursery of the producer's own tasks (closing cancels it).
     _nursery: TaskGroup
     # Set when batches reach a final state (replaced each time: `_notify_progress`).

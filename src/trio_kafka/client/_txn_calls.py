@@ -7,7 +7,7 @@ to its `TransactionDriver` (`_transactions.py`), which owns the coordinator exch
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 import attrs
 
@@ -47,18 +47,33 @@ class TransactionalProducerMixin(ProducerBase):
 
     def begin_transaction(self) -> None:
         """Start a transaction: `send()` is allowed until commit or abort."""
-        self._transactions().begin()
+        driver = self._transactions()
+        driver.begin()
+        if self._telemetry is not None:
+            self._txn_span = self._telemetry.begin_transaction(driver.manager.transactional_id)
+
+    async def _ended(self, outcome: str, end: Callable[[], Awaitable[None]]) -> None:
+        """Commit or abort (`end`), ending the transaction's span with its outcome."""
+        span, self._txn_span = self._txn_span, None
+        try:
+            await end()
+        except BaseException as exc:
+            if span is not None:
+                self._telemetry.end_transaction(span, outcome, exc)  # type: ignore[union-attr]
+            raise
+        if span is not None:
+            self._telemetry.end_transaction(span, outcome, None)  # type: ignore[union-attr]
 
     async def commit_transaction(self) -> None:
         """Send everything appended, then commit. Raises an `AbortableError`
         (abort and go on), a `FatalError` (close the producer) or
         `TransactionOutcomeUnknownError` (may or may not be committed)."""
-        await self._transactions().commit()
+        await self._ended("commit", self._transactions().commit)
 
     async def abort_transaction(self) -> None:
         """Abort: records not yet sent fail with `TransactionAbortedError`; those
         written are never shown to read_committed consumers."""
-        await self._transactions().abort()
+        await self._ended("abort", self._transactions().abort)
 
     async def send_offsets_to_transaction(
         self,
@@ -114,14 +129,19 @@ class TransactionalProducerMixin(ProducerBase):
         driver = self._transactions()
         if driver.manager.state is TxnState.INITIALIZING:
             await driver.init()
-        driver.begin()
+        self.begin_transaction()
+        span = self._txn_span
         try:
-            yield
+            if span is None:
+                yield
+            else:
+                with self._telemetry.current(span):  # type: ignore[union-attr]
+                    yield
         except BaseException:
-            await driver.abort_bounded()
+            await self._ended("abort", driver.abort_bounded)
             raise
         try:
-            await driver.commit()
+            await self._ended("commit", driver.commit)
         except AbortableError:
             await driver.abort_bounded()
             raise

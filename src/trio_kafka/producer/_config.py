@@ -38,6 +38,8 @@ below is the reference (Java name, default, meaning).
 | `key_serializer` | `key.serializer` | `None` (bytes pass through) |
 | `value_serializer` | `value.serializer` | `None` (bytes pass through) |
 | `interceptors` | `interceptor.classes` | `()` |
+| `telemetry` | (ours: OpenTelemetry) | `None` (on when an OpenTelemetry provider is set; False: off) |
+| `telemetry_headers` | (ours: W3C trace context) | `True` (the send span's context in each record's headers) |
 
 A wrong value or a contradictory combination raises `ConfigError` naming the option and
 what is allowed; `from_kwargs` also catches misspelt option names.
@@ -193,6 +195,11 @@ def _flag(instance: object, attribute: attrs.Attribute[Any], value: object) -> N
         )
 
 
+def _optional_flag(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        _flag(instance, attribute, value)
+
+
 def _text(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, str):
         raise ConfigError(
@@ -324,6 +331,8 @@ class ProducerConfig:
         default=None, validator=_optional_callable
     )
     interceptors: Sequence[Any] = attrs.field(default=(), converter=_interceptors)
+    telemetry: bool | None = attrs.field(default=None, validator=_optional_flag)
+    telemetry_headers: bool = attrs.field(default=True, validator=_flag)
 
     def __attrs_post_init__(self) -> None:
         # Cross-option rules, as Java's ProducerConfig.postProcessAndValidateIdempotenceConfigs
