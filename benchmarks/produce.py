@@ -1,5 +1,6 @@
 """Producer throughput as a user gets it: trio-kafka beside confluent-kafka, aiokafka and
-kafka-python, against Tansu.
+kafka-python, against Apache Kafka 4.4 (one KRaft node; `--broker tansu` or `mock` for
+the others).
 
 What is timed is what a user must do to know every record's fate, the way each client's
 docs teach it, inside the timed window:
@@ -17,30 +18,31 @@ docs teach it, inside the timed window:
   `future.get()` for each, then `close()`.
 
 A run counts only if the client reports every record acknowledged. Each run is its own
-subprocess against its own fresh Tansu (it keeps everything in memory), with the
+subprocess against its own fresh broker (a Kafka node started for it; Tansu keeps
+everything in memory), with the
 client's modules imported before the timer starts; the window is the producer's
 creation, the sends, the outcomes and the close.
 
 Two settings:
 
 - **defaults**: each client at its own defaults (only the bootstrap address given);
-- **equal**: acks=all, idempotence where the client supports it against Tansu
-  (aiokafka's idempotent producer needs InitProducerId v0, which Tansu refuses), linger
+- **equal**: acks=all, idempotence (on Tansu not for aiokafka: its idempotent producer
+  needs InitProducerId v0, which Tansu refuses), linger
   5 ms, batches up to 1,000,000 bytes. These are trio-kafka's defaults, so its rows
   there are its defaults runs.
 
 Two workloads (100-byte and 128 KiB unkeyed records, 6 partitions), and transactions
-(20 of 1,000 records of 100 bytes, trio-kafka beside confluent-kafka, on Tansu and on
-our mock broker, each at its defaults plus a transactional id).
+(20 of 1,000 records of 100 bytes, trio-kafka beside confluent-kafka, on the chosen
+broker and on our mock broker, each at its defaults plus a transactional id).
 
 The variants run round robin, `--rounds` times (A B A B ...: a busy spell on a shared
 machine hits every client alike); the tables show medians, every run, the client
 process's CPU seconds (all its threads; steadier than the wall clock on a shared
 machine), and ratios trio-kafka / peer.
 
-    .venv/bin/python benchmarks/produce.py [--small N] [--large N] [--rounds N]
-        [--clients a,b] [--settings defaults,equal] [--transactions/--no-transactions]
-        [--json FILE]
+    .venv/bin/python benchmarks/produce.py [--broker kafka|tansu|mock] [--small N]
+        [--large N] [--rounds N] [--clients a,b] [--settings defaults,equal]
+        [--transactions/--no-transactions] [--json FILE]
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
 PARTITIONS = 6
@@ -140,6 +142,9 @@ def run_aiokafka(bootstrap: str, topic: str, count: int, size: int, equal: bool)
         options: dict[str, Any] = {}
         if equal:
             options = {"acks": "all", "linger_ms": LINGER_MS, "max_batch_size": BATCH_BYTES}
+            if os.environ.get(_BROKER_ENV, "kafka") != "tansu":
+                # Its idempotent producer needs InitProducerId v0, which Tansu refuses.
+                options["enable_idempotence"] = True
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, **options)
         await producer.start()
         try:
@@ -184,6 +189,8 @@ def run_kafka_python(bootstrap: str, topic: str, count: int, size: int, equal: b
 # `--trio-option name=value` (for experiments: the published tables use none) reaches the
 # children through this environment variable, as JSON.
 _TRIO_OPTIONS_ENV = "TRIO_KAFKA_BENCH_OPTIONS"
+#: The broker of this run (`--broker`), for the clients whose settings depend on it.
+_BROKER_ENV = "TRIO_KAFKA_BENCH_BROKER"
 
 
 def _trio_options(equal: bool) -> dict[str, Any]:
@@ -287,21 +294,40 @@ CLIENT_MODULES: dict[str, tuple[str, ...]] = {
 }
 
 
-def child(spec: dict[str, Any]) -> None:
-    """Run one variant against a fresh Tansu; print a JSON line with the result."""
-    from trio_kafka.testing import tansu_broker
+BROKERS = ("kafka", "tansu", "mock")
 
+
+@contextlib.contextmanager
+def fresh_broker(name: str) -> Iterator[str]:
+    """A fresh broker of kind `name` in its own process; yields its bootstrap address:
+    an Apache Kafka 4.4 node (KRaft, the jars of `make kafka`), Tansu (in memory), or our
+    mock broker (`trio-kafka broker`)."""
+    from trio_kafka.testing import kafka_broker, mock_broker_process, tansu_broker
+
+    if name == "kafka":
+        with kafka_broker(log_level="WARN", heap="1g") as node:
+            yield node.bootstrap
+    elif name == "tansu":
+        with tansu_broker() as broker:
+            yield broker.bootstrap
+    elif name == "mock":
+        with mock_broker_process(PARTITIONS) as bootstrap:
+            yield bootstrap
+    else:
+        raise SystemExit(f"--broker {name!r}: one of {', '.join(BROKERS)}")
+
+
+def child(spec: dict[str, Any]) -> None:
+    """Run one variant against a fresh broker; print a JSON line with the result."""
     client = spec["client"]
     for module in CLIENT_MODULES.get(client, ()):
         importlib.import_module(module)
-    with tansu_broker() as broker:
+    with fresh_broker(spec.get("broker", "kafka")) as bootstrap:
         topic = "bench"
-        _create_topic(broker.bootstrap, topic)
+        _create_topic(bootstrap, topic)
         _print_timed(
             spec,
-            lambda: CLIENTS[client](
-                broker.bootstrap, topic, spec["count"], spec["size"], spec["equal"]
-            ),
+            lambda: CLIENTS[client](bootstrap, topic, spec["count"], spec["size"], spec["equal"]),
         )
 
 
@@ -430,6 +456,12 @@ def main() -> None:
     parser.add_argument("--clients", default=",".join(SHORT))
     parser.add_argument("--settings", default="defaults,equal")
     parser.add_argument("--transactions", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument(
+        "--broker",
+        default="kafka",
+        choices=BROKERS,
+        help="the broker each run starts fresh (default: Apache Kafka 4.4, one node)",
+    )
     parser.add_argument("--json", help="write every run's result to this file")
     parser.add_argument(
         "--trio-option",
@@ -442,7 +474,9 @@ def main() -> None:
     parser.add_argument("--txn-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(json.loads(args.child))
+        spec = json.loads(args.child)
+        os.environ[_BROKER_ENV] = spec.get("broker", "kafka")
+        child(spec)
         return
     if args.txn_child:
         txn_child(json.loads(args.txn_child))
@@ -466,11 +500,17 @@ def main() -> None:
                 if setting == "equal" and client in OURS_ALL and "defaults" in settings:
                     continue  # the equal settings are our defaults: the same runs
                 specs.append(
-                    {"client": client, "count": count, "size": size, "equal": setting == "equal"}
+                    {
+                        "client": client,
+                        "count": count,
+                        "size": size,
+                        "equal": setting == "equal",
+                        "broker": args.broker,
+                    }
                 )
     txn_specs = [
         {"client": client, "broker": broker}
-        for broker in TXN_BROKERS
+        for broker in dict.fromkeys((args.broker, "mock"))
         for client in TXN_CLIENTS
         if args.transactions and (client in chosen)
     ]
@@ -499,7 +539,7 @@ def main() -> None:
         f"{min(loads):.1f} to {max(loads):.1f}"
         + (f"; trio-kafka options: {os.environ[_TRIO_OPTIONS_ENV]}" if args.trio_option else "")
     )
-    throughput_table(console, runs, workloads, settings, clients, caption)
+    throughput_table(console, runs, workloads, settings, clients, caption, args.broker)
     if txn_specs:
         transactional_table(console, runs, caption)
     if args.json:
@@ -514,7 +554,10 @@ def throughput_table(
     settings: list[str],
     clients: list[str],
     caption: str,
+    broker: str = "kafka",
 ) -> None:
+    broker_name = {"kafka": "Apache Kafka 4.4", "tansu": "Tansu", "mock": "the mock broker"}[broker]
+
     def of(client: str, count: int, size: int, equal: bool) -> list[dict[str, Any]]:
         if client in OURS_ALL and "defaults" in settings:
             equal = False  # the equal settings are our defaults: the same runs
@@ -535,7 +578,7 @@ def throughput_table(
             else f"Equal settings: acks=all, idempotence, linger {LINGER_MS} ms, "
             f"batches up to {BATCH_BYTES:,} bytes"
         )
-        table = Table(title=f"Producer throughput against Tansu: {title}", caption=caption)
+        table = Table(title=f"Producer throughput against {broker_name}: {title}", caption=caption)
         columns = ("workload", "client", "records/s", "MB/s", "runs (records/s)", "CPU s")
         for column in columns:
             table.add_column(column, justify="left" if column == "client" else "right")
@@ -578,7 +621,7 @@ def throughput_table(
 TXN_COUNT = 20
 TXN_RECORDS = 1_000
 TXN_SIZE = 100
-TXN_BROKERS = ("tansu", "mock")
+TXN_BROKERS = ("kafka", "tansu", "mock")
 
 
 def run_txn_trio_kafka(
@@ -643,16 +686,10 @@ TXN_CLIENTS: dict[str, Callable[[str, str, int, int, int], int]] = {
 
 def txn_child(spec: dict[str, Any]) -> None:
     """One transactional client against a fresh broker; prints a JSON line."""
-    from trio_kafka.testing import mock_broker_process, tansu_broker
-
     client, broker = spec["client"], spec["broker"]
     for module in CLIENT_MODULES.get(client, ()):
         importlib.import_module(module)
-    with contextlib.ExitStack() as stack:
-        if broker == "tansu":
-            bootstrap = stack.enter_context(tansu_broker()).bootstrap
-        else:
-            bootstrap = stack.enter_context(mock_broker_process(PARTITIONS))
+    with fresh_broker(broker) as bootstrap:
         topic = "bench-txn"
         _create_topic(bootstrap, topic)
         _print_timed(

@@ -50,11 +50,15 @@ Configuration:
       PatternLayout:
         pattern: "[%d] %p %m (%c)%n"
   Loggers:
+    Logger:
+      - name: kafka.server.KafkaRaftServer
+        level: INFO
     Root:
       level: {level}
       AppenderRef:
         - ref: STDOUT
 """
+# (KafkaRaftServer logs "Kafka Server started" at INFO: readiness reads it at any level.)
 
 
 class KafkaUnavailableError(RuntimeError):
