@@ -256,3 +256,35 @@ async def test_a_cancelled_waiting_send_appends_nothing(
         await producer.flush()
         assert producer.metrics().buffer_in_use == 0
     assert log_values(cluster, "ord", 0) == [b"m0", b"m1", b"m2", b"m3"]
+
+
+async def test_sends_waiting_from_before_the_first_answer_and_kept_after_it_keep_call_order(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    # One queue for both kinds: sends made before any broker answered wait in send();
+    # once a broker answered (the topic not created yet), the next sends to the topic
+    # are kept (send() returns at once). All of them land in call order.
+    options = ClusterOptions(auto_create_topics=False)
+    cluster = make_cluster(topics={"known": 1}, options=options)
+    transport = MemoryTransport(cluster, nursery, refuse=True)
+    kept: dict[int, bool] = {}
+    async with producer_for(transport) as producer:
+
+        async def one(i: int) -> None:
+            handle = await producer.send("ord", b"m%d" % i, partition=0)
+            kept[i] = handle.batch.partition < 0  # (still the queue's: it was kept)
+
+        async with trio.open_nursery() as tasks:
+            for i in range(TASKS // 2):
+                tasks.start_soon(one, i)
+                await trio.sleep(APART)
+            transport.refuse = False
+            while producer.selector.metadata.updated_at is None:
+                await trio.sleep(APART / 10)
+            for i in range(TASKS // 2, TASKS):
+                tasks.start_soon(one, i)
+                await trio.sleep(APART)
+            cluster.create_topic("ord", 1)
+        await producer.flush()
+    assert log_values(cluster, "ord", 0) == [b"m%d" % i for i in range(TASKS)]
+    assert [kept[i] for i in range(TASKS)] == [False] * (TASKS // 2) + [True] * (TASKS // 2)

@@ -24,8 +24,9 @@ The tasks run in a nursery of their own (`_task_nursery`), so `aclose()` inside 
 block closes the producer without cancelling the block. Leaving the block with an
 exception closes with a zero timeout. Nothing waits on the network past the timeout.
 
-Files: this one (the record path: `send()` and its slow path, the waits for room and
-metadata), `_send_many.py` (`send_many`), `_cas_send.py` (`send(..., expected_offset=)`),
+Files: this one (the record path: `send()` and its slow path, the wait for room),
+`_pending.py` (the queue of records whose topic's metadata has not come, placed in call
+order), `_send_many.py` (`send_many`), `_cas_send.py` (`send(..., expected_offset=)`),
 `_closing.py` (`flush`, `aclose`), `_txn_calls.py` (the transactional calls), each a
 mixin of `Producer` on `ProducerBase` (`_producer_base.py`), which declares once what
 they use of it; `_open.py` (`open_producer`).
