@@ -21,7 +21,7 @@ SEEDS = range(70_000, 70_120)
 def test_new_topics_seeds_pass_and_take_the_kept_record_paths(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    calls = {"_hold": 0, "_place": 0, "_settle_waiting": 0, "_failed_alone": 0}
+    calls = {"_keep": 0, "_place": 0, "_settle_waiting": 0, "_failed_alone": 0}
     for name in calls:
         original = getattr(_pending.PendingTopicsMixin, name)
 

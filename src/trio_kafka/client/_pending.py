@@ -21,11 +21,26 @@ have) fails alone; if the metadata never comes (`max_block`), the topic does not
 the producer closes first or stops with a fatal error, every kept record of the topic
 fails with that error: none was written.
 
-`send()` still waits, as before, in a transactional producer (its records belong to the
-transaction open at the send, which a record placed later could outlive), with a custom
-partitioner (its exceptions are `send()`'s to raise, and it needs the partition count),
-and while no broker has answered yet (an unreachable address or a wrong security
-setting is then the error `send()` raises, where a user sees it first).
+`send()` still waits for the metadata, as Java's does, in a transactional producer
+(its records belong to the transaction open at the send, which a record placed later
+could outlive), with a custom partitioner (its exceptions are `send()`'s to raise, and
+it needs the partition count), and while no broker has answered yet (an unreachable
+address or a wrong security setting is then the error `send()` raises, where a user
+sees it first). But its record joins the same queue first, as a *waiting* record
+(`WaitingRecord`), and is placed with the others, in call order; its `send()` then
+returns the handle (or raises the error) the placement gave it. Java appends when the
+waiting thread wakes, so sends from several threads waiting on one topic land in the
+order the threads happen to wake (a user trial saw m4, m2, m0, m1, m3, m5 from six
+tasks: tests/unit/test_client_send_order.py). Each waiting send keeps its own wait
+(its own `max_block`, its errors; closing cancels it); whichever wait sees the metadata
+first places the whole queue and ends the others' waits. A waiting send that times
+out or is cancelled leaves the queue with nothing appended; when a wait learns the
+topic does not exist or is invalid, every record queued for it fails then, in one step.
+
+So per partition, records are written in the order of their `send()` calls, whatever
+the metadata state. A `send()` takes its place when it is called (past its one
+checkpoint every 64 calls, which comes before anything is appended), except when the
+buffer is full: it takes its place once room is found, as Java's does.
 """
 
 from __future__ import annotations
@@ -34,8 +49,13 @@ import anyio
 
 from trio_kafka.client._handles import RecordHandle
 from trio_kafka.client._producer_base import ProducerBase
-from trio_kafka.client._waiting_topic import WaitingTopic
-from trio_kafka.errors import KafkaError, ProducerClosedError
+from trio_kafka.client._waiting_topic import WaitingRecord, WaitingTopic
+from trio_kafka.errors import (
+    InvalidTopicError,
+    KafkaError,
+    ProducerClosedError,
+    UnknownTopicError,
+)
 from trio_kafka.net import check_topic_name
 from trio_kafka.producer import (
     DeliveryHandle,
@@ -46,9 +66,9 @@ from trio_kafka.producer import (
 
 
 class PendingTopicsMixin(ProducerBase):
-    """Keeping, placing and failing the records of topics waiting for metadata."""
+    """Queueing, placing and failing the records of topics waiting for metadata."""
 
-    def _hold(
+    async def _queue(
         self,
         topic: str,
         value: bytes | None,
@@ -56,9 +76,11 @@ class PendingTopicsMixin(ProducerBase):
         headers: Headers | None,
         partition: int | None,
         timestamp: int | None,
-    ) -> RecordHandle | None:
-        """Keep a record of a topic the core does not know yet (its `append` raised
-        `UnknownTopicError`); its handle, or None when the buffer has no room for it
+        deadline: float,
+    ) -> DeliveryHandle | None:
+        """Queue a record of a topic the core does not know yet (its `append` raised
+        `UnknownTopicError`) behind the topic's earlier ones: kept (its handle returned
+        at once), or waited for until placed. None when the buffer has no room for it
         (the caller waits for room, as for any record)."""
         accumulator = self._core.accumulator
         size = record_size(value, key, headers)
@@ -66,15 +88,41 @@ class PendingTopicsMixin(ProducerBase):
             accumulator.no_room(size)  # (raises RecordTooLargeError past buffer_memory)
             return None
         waiting = self._waiting.get(topic)
-        now = self._now()
         if waiting is None:
             check_topic_name(topic)  # InvalidTopicError here, from send()
-            waiting = WaitingTopic(topic, now, accumulator.wall_offset, self._new_event())
+            waiting = WaitingTopic(self._new_event())
             self._waiting[topic] = waiting
             self._sender.held.add(topic)
-            deadline = now + self.config.max_block
-            self._nursery.start_soon(self._place_when_known, topic, waiting, deadline)
+        waiting.size += size
+        accumulator.buffer_used += size
+        if self._keeps and self.selector.metadata.updated_at is not None:
+            return self._keep(topic, waiting, value, key, headers, partition, timestamp, size)
+        # A transaction's records belong to it, a custom partitioner's error is send()'s,
+        # and until a broker answers, an unreachable cluster or a wrong security setting
+        # is too: send() waits, its record in the queue all the same.
+        record = WaitingRecord((value, key, headers, partition, timestamp), size)
+        waiting.waiting.append((waiting.kept(), record))
+        return await self._wait_until_placed(topic, waiting, record, deadline)
+
+    def _keep(
+        self,
+        topic: str,
+        waiting: WaitingTopic,
+        value: bytes | None,
+        key: bytes | None,
+        headers: Headers | None,
+        partition: int | None,
+        timestamp: int | None,
+        size: int,
+    ) -> RecordHandle:
+        now = self._now()
         batch = waiting.batch
+        if batch is None:
+            batch = waiting.batch = ProducerBatch(
+                topic, -1, 0, now, self._core.accumulator.wall_offset
+            )
+            deadline = now + self.config.max_block
+            self._nursery.start_soon(self._place_when_known, topic, waiting, batch, deadline)
         index = len(batch.values)
         batch.values.append(value)
         if now >= batch.tick:
@@ -82,26 +130,90 @@ class PendingTopicsMixin(ProducerBase):
         if key is not None or headers or timestamp is not None:
             batch.set_extras(index, timestamp, key, headers)
         waiting.partitions.append(partition)
-        waiting.size += size
-        accumulator.buffer_used += size
+        waiting.kept_size += size
         return RecordHandle(batch, index)
 
-    async def _place_when_known(self, topic: str, waiting: WaitingTopic, deadline: float) -> None:
+    async def _wait_until_placed(
+        self, topic: str, waiting: WaitingTopic, record: WaitingRecord, deadline: float
+    ) -> DeliveryHandle:
+        """A waiting record's send(): wait for the metadata as Java's send() does (its
+        own `max_block`, its errors, closing cancels it), but do not append on waking:
+        place the queue, whose order is call order, not the order tasks wake in."""
+        try:
+            with anyio.CancelScope() as record.scope:  # (cancelled once it is settled)
+                while True:
+                    await self._wait_for_metadata(topic, deadline)
+                    if record.outcome is None:
+                        self._place_known()
+                    if record.outcome is not None:
+                        break
+                    # (metadata the core cannot use yet, a partition without a leader)
+                    await anyio.sleep(self.config.retry_backoff)
+        except BaseException as exc:
+            if record.outcome is None:
+                if isinstance(exc, KafkaError) and self._gone(exc, deadline):
+                    self._settle_waiting(topic, exc)  # every record queued for it
+                else:
+                    self._withdraw(topic, waiting, record)  # appended nothing
+                raise
+            if not isinstance(exc, KafkaError):
+                # Cancelled after another task placed it (asyncio can cancel a task
+                # whose event was set): it will be written, its handle is lost.
+                raise
+        outcome = record.outcome
+        assert outcome is not None  # (its scope is cancelled only once it is settled)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def _gone(self, error: KafkaError, deadline: float) -> bool:
+        """Whether a wait for the topic ended before its deadline because the brokers
+        say the topic does not exist or is invalid: every record queued for it fails
+        then, in one step (a timeout fails only the records whose `max_block` passed;
+        it raises `UnknownTopicError` too, at the deadline give or take a rounding)."""
+        return (
+            isinstance(error, UnknownTopicError | InvalidTopicError)
+            and self._now() < deadline - 0.001
+        )
+
+    def _withdraw(self, topic: str, waiting: WaitingTopic, record: WaitingRecord) -> None:
+        """A waiting record's send() failed or was cancelled before it was placed: out
+        of the queue, its buffer bytes freed."""
+        waiting.waiting = [entry for entry in waiting.waiting if entry[1] is not record]
+        waiting.size -= record.size
+        self._core.accumulator.buffer_used -= record.size
+        if self._waiting.get(topic) is waiting and not waiting.waiting and waiting.batch is None:
+            del self._waiting[topic]
+            self._sender.release([topic])  # (the core may know it already)
+            waiting.placed.set()
+        self._notify_progress()
+
+    async def _place_when_known(
+        self, topic: str, waiting: WaitingTopic, batch: ProducerBatch, deadline: float
+    ) -> None:
+        """The kept records' wait for the metadata (one task per topic)."""
+
+        def mine() -> bool:  # (not placed by another's wake, nor failed and renewed)
+            return self._waiting.get(topic) is waiting and waiting.batch is batch
+
         while True:
             try:
                 await self._wait_for_metadata(topic, deadline)
             except KafkaError as exc:
-                if self._waiting.get(topic) is waiting:  # (not placed by another's wake)
-                    self._settle_waiting(topic, exc)
+                if mine():
+                    if self._gone(exc, deadline):
+                        self._settle_waiting(topic, exc)
+                    else:
+                        self._settle_kept(topic, waiting, exc)
                 return
-            if self._waiting.get(topic) is not waiting:
+            if not mine():
                 return  # settled meanwhile (closed, or a fatal error)
             fatal = self._sender.fatal_error
             if fatal is not None:
                 self._settle_waiting(topic, fatal)
                 return
             self._place_known()
-            if self._waiting.get(topic) is not waiting:
+            if not mine():
                 return  # placed
             # (metadata the core cannot use yet, a partition without a leader: wait on)
             await anyio.sleep(self.config.retry_backoff)
@@ -126,48 +238,73 @@ class PendingTopicsMixin(ProducerBase):
                 self._sender.held.add(topic)
 
     def _place(self, topic: str, waiting: WaitingTopic) -> None:
-        """Append the kept records in send order, with nothing else running between
-        (the core sees the topic from now on), and point their batch at where they
-        went."""
+        """Append the queue's records in call order, with nothing else running between
+        (the core sees the topic from now on); point the kept records' batch at where
+        they went, and give each waiting record its handle or its error."""
         del self._waiting[topic]
-        accumulator = self._core.accumulator
-        accumulator.buffer_used -= waiting.size  # each append holds its own again
-        batch = waiting.batch
-        extras, keys = batch.extras, batch.keys
-        append = self._append
+        self._core.accumulator.buffer_used -= waiting.size  # each append holds its own again
         now = self._now()
+        batch = waiting.batch
+        kept = waiting.kept()
+        queued = waiting.waiting
         pieces: list[tuple[int, ProducerBatch, int]] = []
-        for index, value in enumerate(batch.values):
-            timestamp, key, headers = (
-                extras.get(index, (None, None, None)) if extras else (None, None, None)
-            )
-            if key is None and keys is not None and index < len(keys):
-                key = keys[index]  # (a key alone is kept in the batch's key list)
-            partition = waiting.partitions[index]
-            try:
-                handle: DeliveryHandle | None = append(
-                    topic, value, key, headers, partition, timestamp, now
-                )
-            except Exception as exc:  # an explicit partition the topic does not have
-                error = exc if isinstance(exc, KafkaError) else _not_appended(topic, exc)
-                handle = self._failed_alone(batch, index, partition, error, now)
-            else:
-                if handle is None:  # (cannot happen: its bytes were held for it)
-                    error = self._buffer_full(record_size(value, key, headers), 0.0, None)
-                    handle = self._failed_alone(batch, index, partition, error, now)
-                elif handle.index == 0:
-                    self._opened(handle.batch)
-            last = pieces[-1] if pieces else None
-            if (
-                last is None
-                or last[1] is not handle.batch
-                or last[2] + index - last[0] != handle.index
-            ):
-                pieces.append((index, handle.batch, handle.index))
-        batch.follow(pieces)
+        next_waiting = 0
+        for index in range(kept + 1):
+            while next_waiting < len(queued) and queued[next_waiting][0] == index:
+                self._place_waiting(topic, queued[next_waiting][1], now)
+                next_waiting += 1
+            if index < kept:
+                assert batch is not None
+                handle = self._place_kept(topic, waiting, batch, index, now)
+                last = pieces[-1] if pieces else None
+                if (
+                    last is None
+                    or last[1] is not handle.batch
+                    or last[2] + index - last[0] != handle.index
+                ):
+                    pieces.append((index, handle.batch, handle.index))
+        if batch is not None:
+            batch.follow(pieces)
         waiting.placed.set()
         self._sender.wake()
         self._notify_progress()
+
+    def _place_waiting(self, topic: str, record: WaitingRecord, now: float) -> None:
+        value, key, headers, partition, timestamp = record.fields
+        try:
+            if self._txn is not None:
+                self._txn.check_send()  # (the transaction may have ended meanwhile)
+            handle = self._append(topic, value, key, headers, partition, timestamp, now)
+        except Exception as exc:  # raised by its send(), as if it had appended itself
+            record.settle(exc)
+            return
+        if handle is None:  # (cannot happen: its bytes were held for it)
+            record.settle(self._buffer_full(record.size, 0.0, None))
+            return
+        if handle.index == 0:
+            self._opened(handle.batch)
+        record.settle(handle)
+
+    def _place_kept(
+        self, topic: str, waiting: WaitingTopic, batch: ProducerBatch, index: int, now: float
+    ) -> DeliveryHandle:
+        extras, keys = batch.extras, batch.keys
+        timestamp, key, headers = extras.get(index, (None, None, None)) if extras else (None,) * 3
+        if key is None and keys is not None and index < len(keys):
+            key = keys[index]  # (a key alone is kept in the batch's key list)
+        value = batch.values[index]
+        partition = waiting.partitions[index]
+        try:
+            handle = self._append(topic, value, key, headers, partition, timestamp, now)
+        except Exception as exc:  # an explicit partition the topic does not have
+            error = exc if isinstance(exc, KafkaError) else _not_appended(topic, exc)
+            return self._failed_alone(batch, index, partition, error, now)
+        if handle is None:  # (cannot happen: its bytes were held for it)
+            error = self._buffer_full(record_size(value, key, headers), 0.0, None)
+            return self._failed_alone(batch, index, partition, error, now)
+        if handle.index == 0:
+            self._opened(handle.batch)
+        return handle
 
     def _failed_alone(
         self,
@@ -188,18 +325,40 @@ class PendingTopicsMixin(ProducerBase):
             self._acknowledge(alone)
         return DeliveryHandle(alone, 0)
 
+    def _settle_kept(self, topic: str, waiting: WaitingTopic, error: KafkaError) -> None:
+        """The kept records' wait failed: they fail with `error` (none was written);
+        the waiting records' sends, each waiting on its own, decide for theirs."""
+        if not waiting.waiting:
+            self._settle_waiting(topic, error)
+            return
+        batch = waiting.batch
+        assert batch is not None
+        self._core.accumulator.buffer_used -= waiting.kept_size
+        waiting.size -= waiting.kept_size
+        waiting.batch, waiting.partitions, waiting.kept_size = None, [], 0
+        # Sent before any later kept record: each now goes before kept record 0.
+        waiting.waiting = [(0, record) for _, record in waiting.waiting]
+        self._fail_kept(batch, error)
+        self._notify_progress()
+
     def _settle_waiting(self, topic: str, error: KafkaError) -> None:
-        """Fail every record kept for `topic` with `error` (none was written)."""
+        """Fail every record queued for `topic` with `error` (none was written)."""
         waiting = self._waiting.pop(topic, None)
         if waiting is None:
             return
         self._sender.held.discard(topic)
         self._core.accumulator.buffer_used -= waiting.size
-        waiting.batch.fail(error)
-        if self._interceptors:
-            self._acknowledge(waiting.batch)
+        for _, record in waiting.waiting:
+            record.settle(error)
+        if waiting.batch is not None:
+            self._fail_kept(waiting.batch, error)
         waiting.placed.set()
         self._notify_progress()
+
+    def _fail_kept(self, batch: ProducerBatch, error: KafkaError) -> None:
+        batch.fail(error)
+        if self._interceptors:
+            self._acknowledge(batch)
 
     def _settle_all_waiting(self, error: KafkaError | None = None, timeout: float = 0.0) -> None:
         """Closing (`error` None: a ProducerClosedError naming the topic) or a fatal

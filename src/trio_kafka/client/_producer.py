@@ -24,8 +24,9 @@ The tasks run in a nursery of their own (`_task_nursery`), so `aclose()` inside 
 block closes the producer without cancelling the block. Leaving the block with an
 exception closes with a zero timeout. Nothing waits on the network past the timeout.
 
-Files: this one (the record path: `send()` and its slow path, the waits for room and
-metadata), `_send_many.py` (`send_many`), `_cas_send.py` (`send(..., expected_offset=)`),
+Files: this one (the record path: `send()` and its slow path, the wait for room),
+`_pending.py` (the queue of records whose topic's metadata has not come, placed in call
+order), `_send_many.py` (`send_many`), `_cas_send.py` (`send(..., expected_offset=)`),
 `_closing.py` (`flush`, `aclose`), `_txn_calls.py` (the transactional calls), each a
 mixin of `Producer` on `ProducerBase` (`_producer_base.py`), which declares once what
 they use of it; `_open.py` (`open_producer`).
@@ -137,8 +138,9 @@ class Producer(
         self._calls = 0
         # Cancel scopes of sends waiting for a topic's metadata: closing cancels them.
         self._metadata_waits: set[anyio.CancelScope] = set()
-        # Records of topics whose metadata has not come yet (_pending.py), and whether
-        # this producer keeps them rather than waiting in send().
+        # Records of topics whose metadata has not come yet, queued in call order
+        # (_pending.py), and whether this producer keeps them (send() returns at once)
+        # once a broker has answered, rather than waiting in send() until they are placed.
         self._waiting = {}
         self._keeps = self._txn is None and not callable(config.partitioner)
         # Set once close begins: send() refuses from then on.
@@ -203,13 +205,13 @@ class Producer(
 
         A topic the producer has no metadata for yet is not waited for: the record is
         kept, its handle returned at once, and it is appended when the metadata comes,
-        in send order with the topic's later records (`_pending.py`). Its handle then
+        in call order with the topic's other records (`_pending.py`). Its handle then
         fails with `UnknownTopicError` if the brokers say the topic does not exist or
         the metadata does not come within `max_block` (`BrokerConnectionError` when no
         broker ever answered), with `InvalidPartitionError` for a partition the topic
         does not have. A transactional producer, one with a custom partitioner, and any
         producer before a broker has first answered wait for the metadata instead and
-        raise those errors from `send()`.
+        raise those errors from `send()`; their records too are appended in call order.
 
         `expected_offset=N` (with `partition=`): a CAS write, see client/_cas.py.
         """
@@ -421,22 +423,17 @@ class Producer(
             try:
                 handle = self._append(topic, value, key, headers, partition, timestamp, self._now())
             except UnknownTopicError:
-                if not self._keeps or self.selector.metadata.updated_at is None:
-                    # A transaction's records belong to it, a custom partitioner's error
-                    # is send()'s, and until a broker answers, an unreachable cluster or
-                    # a wrong security setting is too: they wait (see _pending.py).
-                    await self._wait_for_topic(topic, deadline)
-                    continue
-                # Kept until the topic's metadata comes, without waiting (_pending.py).
-                handle = self._hold(topic, value, key, headers, partition, timestamp)
+                # Into the topic's queue, behind the records sent before (_pending.py).
+                handle = await self._queue(
+                    topic, value, key, headers, partition, timestamp, deadline
+                )
                 if handle is not None:
                     return handle
-                await self._wait_for_room(deadline, size, None)
-                continue
-            if handle is not None:
-                if handle.index == 0:
-                    self._opened(handle.batch)
-                return handle
+            else:
+                if handle is not None:
+                    if handle.index == 0:
+                        self._opened(handle.batch)
+                    return handle
             await self._wait_for_room(deadline, size, None)
 
     async def _wait_for_room(

@@ -63,6 +63,9 @@ class ProducerBase:
     _metadata_waits: set[anyio.CancelScope]
     # Records of topics whose metadata has not come yet, kept by topic (_pending.py).
     _waiting: dict[str, WaitingTopic]
+    # Whether records queued there are kept (send() returns at once) once a broker has
+    # answered, or their send() waits until they are placed.
+    _keeps: bool
     _interceptors: tuple[Any, ...]
     _now: Callable[[], float]
     _checkpoint: Callable[[], Awaitable[None]]
@@ -115,16 +118,6 @@ class ProducerBase:
         def _buffer_full(
             self, size: int, waited: float, appended: list[BatchSpan] | None
         ) -> KafkaError: ...
-
-        def _hold(
-            self,
-            topic: str,
-            value: bytes | None,
-            key: bytes | None,
-            headers: Headers | None,
-            partition: int | None,
-            timestamp: int | None,
-        ) -> RecordHandle | None: ...
 
         def _settle_all_waiting(
             self, error: KafkaError | None = None, timeout: float = 0.0
