@@ -213,9 +213,11 @@ class Sender:
         self._fatal_handled = True
         stopped = self.core.fatal_error
         assert stopped is not None
-        if isinstance(stopped, ProducerFencedError):
+        if isinstance(stopped, ProducerFencedError) and self._transactional_id is not None:
             # Not a failure of this producer: a newer instance with its transactional id
             # took over (a failover, a commit log's new writer), as fencing is meant to.
+            # Without a transactional id there is no newer instance: the broker refused
+            # our epoch, a failure like any other (the error says why).
             logger.warning(
                 "producer fenced: a newer producer with transactional id %r took over; "
                 "this one sends nothing more (%s)",
