@@ -362,6 +362,12 @@ class Sender:
                     response = await connection.request(request, timeout=self.request_timeout)
                 except (BrokerConnectionError, AmbiguousError) as exc:
                     error = exc
+                except FatalError as exc:
+                    # AuthenticationError from the connection (refused credentials or
+                    # certificate, a TLS or SASL listener met in plaintext): the producer
+                    # stops with it, as a node's sender does, instead of crashing its tasks.
+                    self.fatal(exc)
+                    return
                 else:
                     code = response.error_code
                     if code == ErrorCode.NONE:
