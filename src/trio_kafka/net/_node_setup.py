@@ -11,8 +11,9 @@ starting, and stays a retriable `BrokerConnectionError`, but something that answ
 is known. A TLS listener answers our plaintext ApiVersions with a TLS alert (bytes that
 are not Kafka: refused at the first answer) or closes at once; a SASL listener answers
 ApiVersions and closes at the first request before authentication. A close can also be
-a broker going down, so closes count only `LISTENER_CLOSES` times in a row, in order
-(an end of stream: a reset, as the simulator's faults make, resets the count).
+a broker going down, so it takes `LISTENER_CLOSES` in a row, each an orderly end of
+stream: a reset (what the simulator's network faults make), a refused connect or a
+hang starts the count again.
 """
 
 from __future__ import annotations
