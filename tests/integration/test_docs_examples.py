@@ -61,6 +61,7 @@ OTHERS = {
     ("simulator.md", 1),
     ("simulator.md", 2),
     ("simulator.md", 3),
+    ("simulator.md", 4),
     ("spark.md", 1),
     ("spark.md", 2),
     ("observability.md", 1),  # sets the global tracer provider: run in a process of its own
@@ -284,6 +285,18 @@ def test_simulator_a_workload_of_your_own_and_its_property_test() -> None:
     result = run_seed("orders-loop", 1, profile="lite").result
     assert result.ok, result.violations[:3]
     assert sum(result.ops.values()) > 1, result.ops
+
+
+def test_simulator_an_applications_own_retries() -> None:
+    """The page's retrying workload registers as written and checks clean; in standard
+    seed 0 one attempt fails and its retry is acknowledged (20 records, 21 sends)."""
+    from trio_kafka.sim.runner import run_seed
+
+    namespace: dict[str, Any] = {"__name__": "docs_example_retry"}
+    exec(compile(block("simulator.md", 4), "docs/simulator.md, python block 4", "exec"), namespace)
+    result = run_seed("orders-retry", 0, profile="standard").result
+    assert result.ok, result.violations[:3]
+    assert (result.ops["ok"], result.ops["fail"]) == (20, 1), result.ops
 
 
 # -- docs/spark.md ------------------------------------------------------------------------

@@ -262,11 +262,13 @@ async def test_tls_to_a_plaintext_listener_says_the_handshake_was_closed() -> No
 
 
 async def test_no_credentials_for_a_sasl_listener_suggests_security_protocol() -> None:
-    # It asked "Is a broker running at ...?" of a broker that was running.
+    # It asked "Is a broker running at ...?" of a broker that was running; then it
+    # named security_protocol, but only after max_block (test_net_listener_mismatch.py).
     async with open_cluster(sasl=BrokerSasl(USERS)) as cluster:
-        with pytest.raises(BrokerConnectionError, match="requires SASL or TLS") as info:
-            async with open_producer(cluster.bootstrap, max_block=1.0) as producer:
+        with pytest.raises(AuthenticationError, match="is it a SASL listener") as info:
+            async with open_producer(cluster.bootstrap) as producer:
                 await producer.send("t", b"x")
+    assert "security_protocol='SASL_PLAINTEXT'" in str(info.value)
     assert "Is a broker running" not in str(info.value)
 
 

@@ -83,6 +83,7 @@ async def test_reads_back_what_confluent_kafka_wrote(tansu: TansuBroker) -> None
         # the last batch holds 200..249. read(end=None) takes the Fetch high watermark.
         assert await reader.log_end_offset(topic, 0) == 201
         assert (await reader.fetch(topic, 0, 0)).high_watermark == 250
+        assert await reader.read_end(topic, 0) == 250  # where read(end=None) stops
         records = await reader.read_all(topic, 0)
         assert [r.offset for r in records] == list(range(250))
         assert [r.value for r in records] == [b"v%d" % i for i in range(250)]

@@ -507,6 +507,54 @@ def test_shared_values_are_a_workload_error() -> None:
         check(h, LogSnapshot(()))
 
 
+def retried(
+    h: History, value: str, first: str, outcome: Ok | Fail | Info, *, tp: tuple[str, int] = TP0
+) -> int:
+    """An application's retry of the record first sent as `first`, as `value`."""
+    op_id = h.invoke(Produce("w1", tp[0], tp[1], value.encode(), retry_of=first.encode()))
+    h.complete(op_id, outcome)
+    return op_id
+
+
+def test_an_application_retry_after_a_failure_passes() -> None:
+    h, logs = History(), Logs()
+    produce(h, "w1-0", Fail("BufferFullError"))
+    retried(h, "w1-0/retry-1", "w1-0", Fail("DeliveryTimeoutError"))
+    retried(h, "w1-0/retry-2", "w1-0", Ok(0, 0))
+    logs.append(TP0, b"w1-0/retry-2", pid=7, epoch=0)
+    result = check(h, logs.snapshot())
+    assert result.ok, result.render()
+
+
+def test_two_attempts_of_one_record_in_the_log_are_i1() -> None:
+    """The application retried a record whose first attempt was ambiguous, and both
+    landed: a duplicate of the record, though each value is in the log once."""
+    h, logs = History(), Logs()
+    produce(h, "w1-0", Info("RequestTimeoutError"))
+    retried(h, "w1-0/retry-1", "w1-0", Ok(0, 1))
+    logs.append(TP0, b"w1-0", b"w1-0/retry-1", pid=7, epoch=0)
+    result = check(h, logs.snapshot())
+    only(result, ViolationKind.DUPLICATE)
+    assert result.violations[0].details["at"] == [["t", 0, 0], ["t", 0, 1]]
+    assert "record 'w1-0' is 2 times in the log" in result.violations[0].message
+
+
+def test_a_retry_of_no_earlier_send_is_a_workload_error() -> None:
+    h = History()
+    retried(h, "w1-0/retry-1", "w1-0", Ok(0, 0))
+    with pytest.raises(ValueError, match="retry_of is the value of the record's first"):
+        check(h, LogSnapshot(()))
+
+
+def test_a_retry_survives_the_trace() -> None:
+    h = History()
+    produce(h, "w1-0", Fail("X"))
+    retried(h, "w1-0/retry-1", "w1-0", Ok(0, 0))
+    again = History.from_trace(h.trace())
+    assert [o.op for o in again] == [o.op for o in h]
+    assert '"retry_of"' not in h.trace().splitlines()[0]  # a first attempt's line as before
+
+
 def test_completing_twice_is_refused() -> None:
     h = History()
     op = produce(h, "a", Ok(0, 0))

@@ -271,3 +271,16 @@ def test_simulate_names_wrong_search_and_replay_options(args: list[str], message
     result = CliRunner().invoke(main, ["simulate", *args], env={"COLUMNS": "400"})
     assert result.exit_code == 2, result.output
     assert message in result.output, result.output
+
+
+def test_simulate_replay_of_an_unregistered_workload_asks_for_its_module(tmp_path: Path) -> None:
+    # A report of a user's own workload replayed without --import was a raw KeyError.
+    path = tmp_path / "report.json"
+    path.write_text(
+        json.dumps({"workload": "user-orders", "profile": "lite", "failures": [{"seed": 3}]})
+    )
+    result = CliRunner().invoke(main, ["simulate", "--replay", str(path)], env={"COLUMNS": "400"})
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert "workload 'user-orders', which is not registered" in result.output, result.output
+    assert "--import MODULE" in result.output, result.output

@@ -19,6 +19,7 @@ from trio_kafka.sim.minimize import (
 )
 from trio_kafka.sim.mutants import planted
 from trio_kafka.sim.runner import run_seed
+from trio_kafka.sim.workloads import WORKLOADS
 
 
 def run_single(
@@ -93,6 +94,15 @@ def load_cases(path: Path) -> list[dict[str, Any]]:
         if missing:
             raise click.BadParameter(
                 f"{path} {what}: no {' or '.join(missing)} in it", param_hint="--replay"
+            )
+    for name in dict.fromkeys(str(case["workload"]) for case in cases):
+        if name not in WORKLOADS:
+            # A workload of the user's own: registered only once its module is imported.
+            raise click.UsageError(
+                f"{path} is a run of workload {name!r}, which is not registered "
+                f"(known: {', '.join(WORKLOADS)}): a workload of your own is registered "
+                "when its module is imported; give that module with --import MODULE, as "
+                f"the run did: trio-kafka simulate --replay {path} --import MODULE"
             )
     return cases
 

@@ -47,7 +47,9 @@ def tail(
             chosen = [partition] if partition is not None else range(meta.partition_count)
             for p in chosen:
                 start = await reader.log_start_offset(topic, p)
-                end = await reader.log_end_offset(topic, p)
+                # Where the read below stops (the Fetch high watermark), not ListOffsets:
+                # Tansu's is short after a batch of several records.
+                end = await reader.read_end(topic, p)
                 if not from_beginning:
                     start = max(start, end - lines)
                 async for record in reader.read(topic, p, start=start, end=end):

@@ -108,6 +108,13 @@ class FetchResult:
     #: aborted ones included): for callers that judge the markers themselves.
     batches: list[RecordBatch] = attrs.field(factory=list)
 
+    def log_end(self, read_committed: bool) -> int | None:
+        """The log end this answer reports: the last stable offset with read_committed,
+        else the high watermark; None when it reports none (a partition left out)."""
+        if read_committed and self.last_stable_offset >= 0:
+            return self.last_stable_offset
+        return self.high_watermark if self.high_watermark >= 0 else None
+
 
 def committed_newest_first(
     batches: Iterable[RecordBatch],

@@ -110,7 +110,7 @@ class PartitionRead:
                 ) from exc
             records = result.records
             if self.end is None:
-                self.end = _end_of(result, reader.read_committed)
+                self.end = result.log_end(reader.read_committed)
                 if self.end is None:  # an answer without bounds: ask again
                     await sleep_until(min(asked + reader.max_wait, deadline))
                     continue
@@ -134,13 +134,6 @@ class PartitionRead:
             f"<PartitionRead [{self.topic}-{self.partition} [{self.start}, {end}), {at}, "
             f"{len(self._buffer)} buffered]>"
         )
-
-
-def _end_of(result: FetchResult, read_committed: bool) -> int | None:
-    """The log end a Fetch answer reports (None when it reports none)."""
-    if read_committed and result.last_stable_offset >= 0:
-        return result.last_stable_offset
-    return result.high_watermark if result.high_watermark >= 0 else None
 
 
 __all__ = ["Fetcher", "PartitionRead"]

@@ -35,7 +35,7 @@ directly through the shared `KafkaSelector`, one request at a time.
   read_committed) that its first Fetch answer reports.
 - Tansu: a Fetch with MaxWaitMs 0 gets an answer without topics, so we send at least
   1 ms (and treat a missing partition as an empty answer); its ListOffsets "latest" is
-  the last batch's base offset + 1; read_committed is not implemented (the last stable
+  the last batch's base offset + 1 (`read_end` asks Fetch); read_committed is not implemented (the last stable
   offset is the high watermark, the aborted list is empty), so aborted records show.
 - Time: nothing here reads a clock or draws a random number except the selector's
   `clock` and `rng`, so the simulator can run it deterministically. Every call is bounded
@@ -155,9 +155,35 @@ class PartitionReader:
         the last stable offset (nothing at or after it is decided yet).
 
         Tansu answers the last batch's base offset + 1 here, short of the end when that
-        batch holds several records; `read(end=None)` does not depend on it.
+        batch holds several records; `read(end=None)` does not depend on it, and
+        `read_end` is the end it stops at, on every broker.
         """
         return await self._list_offset(topic, partition, _LATEST, timeout)
+
+    async def read_end(self, topic: str, partition: int, *, timeout: float | None = None) -> int:
+        """The end `read(end=None)` would stop at now: the high watermark (the last
+        stable offset with read_committed) a Fetch answer reports. On Kafka the same as
+        `log_end_offset`; on Tansu, whose ListOffsets is short after a batch of several
+        records, the real end. What counts back from the end ("the last N records")
+        must take it from here, or it and the read disagree.
+
+        One ListOffsets, then one Fetch at the offset it named (a lower bound of the
+        end on every broker), so the answer carries at most the last batch."""
+        near = await self._list_offset(topic, partition, _LATEST, timeout)
+
+        async def attempt() -> int:
+            result = await self._fetch_once(topic, partition, near, None, max_wait=0.0)
+            end = result.log_end(self.read_committed)
+            if end is None:  # an answer without bounds: ask again
+                raise Retry(
+                    KafkaError(f"Fetch of {topic}-{partition} at {near} named no bounds"),
+                    refresh=False,
+                )
+            return end
+
+        return await self._retrying(
+            f"finding the end of {topic}-{partition}", topic, timeout, attempt
+        )
 
     async def log_start_offset(
         self, topic: str, partition: int, *, timeout: float | None = None

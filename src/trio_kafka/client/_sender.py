@@ -213,9 +213,11 @@ class Sender:
         self._fatal_handled = True
         stopped = self.core.fatal_error
         assert stopped is not None
-        if isinstance(stopped, ProducerFencedError):
+        if isinstance(stopped, ProducerFencedError) and self._transactional_id is not None:
             # Not a failure of this producer: a newer instance with its transactional id
             # took over (a failover, a commit log's new writer), as fencing is meant to.
+            # Without a transactional id there is no newer instance: the broker refused
+            # our epoch, a failure like any other (the error says why).
             logger.warning(
                 "producer fenced: a newer producer with transactional id %r took over; "
                 "this one sends nothing more (%s)",
@@ -360,6 +362,12 @@ class Sender:
                     response = await connection.request(request, timeout=self.request_timeout)
                 except (BrokerConnectionError, AmbiguousError) as exc:
                     error = exc
+                except FatalError as exc:
+                    # AuthenticationError from the connection (refused credentials or
+                    # certificate, a TLS or SASL listener met in plaintext): the producer
+                    # stops with it, as a node's sender does, instead of crashing its tasks.
+                    self.fatal(exc)
+                    return
                 else:
                     code = response.error_code
                     if code == ErrorCode.NONE:

@@ -110,6 +110,10 @@ class BrokerConnection:
     close_reason: BaseException | None = attrs.field(default=None, init=False)
     #: clock time of the last byte written or read (the selector's idle reaper reads it).
     last_activity: float = attrs.field(default=0.0, init=False)
+    #: Responses read so far, and the first bytes the peer sent (up to 8): what tells a
+    #: listener that is not plaintext Kafka (TLS, SASL) from a broker (`_node_setup.py`).
+    answered: int = attrs.field(default=0, init=False)
+    first_bytes: bytes = attrs.field(default=b"", init=False)
     # Requests written and awaiting a response, oldest first. Owned by the writer section
     # (append) and the reader (popleft); the closer empties it.
     _in_flight: collections.deque[PendingResponse] = attrs.field(
@@ -152,6 +156,12 @@ class BrokerConnection:
     @property
     def in_flight(self) -> int:
         return len(self._in_flight)
+
+    @property
+    def closed_by_peer(self) -> bool:
+        """The other end closed the stream in order (an end of stream, not a reset, a
+        timeout, bytes that are not Kafka, or our own close)."""
+        return isinstance(self.close_reason, ConnectionLostError)
 
     @property
     def queued(self) -> int:
@@ -344,6 +354,8 @@ class BrokerConnection:
                     self._receive_scope = scope
                     while data := await self.stream.receive_some(_RECEIVE_SIZE):
                         self.last_activity = self.clock.now()
+                        if not self.first_bytes:
+                            self.first_bytes = bytes(data[:8])
                         for frame in splitter.feed(data):
                             self._dispatch(frame)
                         deadline = self._earliest_deadline()
@@ -398,6 +410,7 @@ class BrokerConnection:
                 "is out of order or garbled"
             )
         self._in_flight.popleft()
+        self.answered += 1
         version = pending.version
         if (
             pending.api_key == _API_VERSIONS_KEY

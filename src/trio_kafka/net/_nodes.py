@@ -39,6 +39,11 @@ class Node:
     #: Clock time before which no new attempt starts.
     retry_at: float = -math.inf
     last_error: BaseException | None = None
+    #: Consecutive connections the peer closed in order before they answered a request
+    #: past ApiVersions, and whether the last had answered ApiVersions: a TLS listener
+    #: met in plaintext closes at once, a SASL one at the first request (`_node_setup`).
+    closed_unused: int = 0
+    closed_after_api_versions: bool = False
     # Connections we closed on purpose (idle, address change): no backoff for them.
     deliberate: set[int] = attrs.field(factory=set)
 

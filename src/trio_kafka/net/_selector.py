@@ -64,7 +64,7 @@ from trio_kafka.net._metadata import (
     TopicMetadata,
 )
 from trio_kafka.net._metadata_ask import ask_for_metadata, metadata_candidates
-from trio_kafka.net._node_setup import open_node
+from trio_kafka.net._node_setup import note_closed, open_node
 from trio_kafka.net._nodes import Attempt, Interest, Node, Refresh
 from trio_kafka.net._pending import PendingResponse
 from trio_kafka.net._topic_wait import wait_for_topic
@@ -257,6 +257,7 @@ class KafkaSelector:
         count a failure (the reconnect backs off)."""
         if node.connection is connection:
             node.connection = None
+        note_closed(node, connection)  # a SASL listener closing us: `_node_setup.py`
         if id(connection) in node.deliberate:
             node.deliberate.discard(id(connection))
         else:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from ._codec import decode_response
-from ._types import read_uvarint
+from ._types import DECODE_ERRORS, read_uvarint
 from .messages.produce import (
     LeaderIdAndEpoch,
     NodeEndpoint,
@@ -88,7 +88,9 @@ def read_produce_answer(
         if version >= ProduceResponse.FLEXIBLE_VERSION:
             return _read_flexible(data, version)
         return _read_classic(data, version)
-    except (_Unusual, struct.error, IndexError, UnicodeDecodeError):
+    except (_Unusual, *DECODE_ERRORS):
+        # Whatever a reader raises on bad bytes (`Malformed` from a varint longer than
+        # 5 bytes too): the codec reads the frame again and refuses it as a ProtocolError.
         pass
     correlation_id, response = decode_response(ProduceRequest, version, data)
     return correlation_id, answer_of(response)
@@ -192,9 +194,10 @@ def _read_flexible(data: bytes, version: int) -> tuple[int, ProduceAnswer]:
             length = data[pos + 1]
             pos += 2
             message = None
+            if length >= 0x80:
+                # Read before the null test: 0x80 0x00 is a (padded) zero, a null.
+                length, pos = read_uvarint(data, pos - 1)
             if length:
-                if length >= 0x80:
-                    length, pos = read_uvarint(data, pos - 1)
                 end = pos + length - 1
                 message = data[pos:end].decode()
                 pos = end

@@ -36,6 +36,35 @@ def _duplicates(ix: Index) -> None:
         )
 
 
+def _retried_duplicates(ix: Index) -> None:
+    """I1 over an application's retries (`Produce.retry_of`): of the attempts of one
+    record, at most one is in the log (each value once is `_duplicates`' business)."""
+    attempts: dict[bytes, list[tuple[int, Produce]]] = {}
+    for o in ix.ops:
+        op = o.op
+        if not isinstance(op, Produce) or op.retry_of is None:
+            continue
+        first, first_id = op, o.id
+        while first.retry_of is not None:  # a retry of a retry: back to the first
+            earlier = ix.by_value[first.retry_of]
+            assert isinstance(earlier.op, Produce)  # build_index checked it
+            first, first_id = earlier.op, earlier.id
+        attempts.setdefault(first.value, [(first_id, first)]).append((o.id, op))
+    for value, ops in attempts.items():
+        landed = [(op_id, op, ix.where(op)) for op_id, op in ops if ix.where(op)]
+        if len(landed) < 2:
+            continue
+        ix.add(
+            ViolationKind.DUPLICATE,
+            f"record {show(value)!r} is {len(landed)} times in the log, attempts "
+            + ", ".join(f"op {op_id} {show(op.value)!r}" for op_id, op, _ in landed)
+            + ": an application's retry of a write that had not failed",
+            value=show(value),
+            op=ops[0][0],
+            at=[p.at for _, _, places in landed for p in places],
+        )
+
+
 def _unexpected(ix: Index) -> None:
     """I1: every record in a topic the workload writes comes from an operation."""
     topics = {o.op.topic for o in ix.ops if isinstance(o.op, Produce | CasAppend)}
@@ -170,6 +199,7 @@ def _sequences(ix: Index) -> None:
 #: In the order they run (and report).
 CHECKS: tuple[Callable[[Index], None], ...] = (
     _duplicates,
+    _retried_duplicates,
     _unexpected,
     _acknowledged,
     _order,

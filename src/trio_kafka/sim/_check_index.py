@@ -225,6 +225,13 @@ def build_index(history: History, logs: LogSnapshot, reads: Reads | None) -> Ind
                     f"history ops {ix.by_value[op.value].id} and {o.id} share value "
                     f"{op.value!r}: workloads must make values unique"
                 )
+            if isinstance(op, Produce) and op.retry_of is not None:
+                first = ix.by_value.get(op.retry_of)
+                if first is None or not isinstance(first.op, Produce):
+                    raise ValueError(
+                        f"history op {o.id} retries {op.retry_of!r}, which no earlier send "
+                        "wrote: retry_of is the value of the record's first attempt"
+                    )
             ix.by_value[op.value] = o
         if isinstance(op, Produce) and op.txn is not None:
             ix.txns.setdefault(op.txn, Txn(op.txn, op.writer)).produce_ops.append(o)

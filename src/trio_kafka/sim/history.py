@@ -60,6 +60,10 @@ class Produce:
     key: bytes | None = None
     #: The transaction this send belongs to (None: not transactional).
     txn: str | None = None
+    #: An application's retry of a record: the value of its first attempt (each attempt
+    #: has a value of its own, so the checker knows which one landed; between them the
+    #: attempts must land at most once). None: a record of its own.
+    retry_of: bytes | None = None
 
 
 @attrs.frozen(slots=True)
@@ -227,6 +231,8 @@ def _op_json(op: Op) -> dict[str, Any]:
             )
             if isinstance(op, Produce):
                 out.update(txn=op.txn)
+                if op.retry_of is not None:  # absent otherwise: older traces stay as they were
+                    out.update(retry_of=_bytes_json(op.retry_of))
             else:
                 out.update(sequence=op.sequence, expected_offset=op.expected_offset)
         case TxnBegin() | TxnCommit() | TxnAbort():
@@ -244,6 +250,7 @@ def _op_from_json(d: Mapping[str, Any]) -> Op:
                 _bytes_from_json(d["value"]) or b"",
                 _bytes_from_json(d["key"]),
                 d["txn"],
+                _bytes_from_json(d.get("retry_of")),
             )
         case "cas":
             return CasAppend(

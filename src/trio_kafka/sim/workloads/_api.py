@@ -104,10 +104,14 @@ class SimContext(Protocol):
         partition: int | None = None,
         key: bytes | None = None,
         txn: str | None = None,
+        retry_of: bytes | None = None,
     ) -> DeliveryHandle | None:
         """`producer.send(...)` recorded in the history: invoked now, completed when the
         record settles. Returns the handle, or None when `send` itself raised (then the
-        operation is recorded as failed: nothing was appended)."""
+        operation is recorded as failed: nothing was appended). `retry_of`: this send
+        is the application's retry of the record first sent as that value (`value` is
+        the retry's own, new value); the checker then requires the attempts to land at
+        most once between them."""
         ...
 
 
@@ -205,7 +209,8 @@ class RecordingContext:
         partition: int | None = None,
         key: bytes | None = None,
         txn: str | None = None,
+        retry_of: bytes | None = None,
     ) -> DeliveryHandle | None:
         return await record_send(
-            self.history, producer, Produce(writer, topic, partition, value, key, txn)
+            self.history, producer, Produce(writer, topic, partition, value, key, txn, retry_of)
         )
