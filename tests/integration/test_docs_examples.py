@@ -56,11 +56,18 @@ OTHERS = {
     ("producer.md", 2),
     ("security.md", 1),
     ("security.md", 2),
+    ("security.md", 3),  # OAUTHBEARER: tests/integration/test_kafka_security.py runs it
     ("simulator.md", 1),
     ("simulator.md", 2),
     ("simulator.md", 3),
     ("spark.md", 1),
     ("spark.md", 2),
+    # pytest tests on Apache Kafka: tests/integration/test_kafka_security.py runs 1 and
+    # 4 (on its node with every listener), test_docs_testing.py 2 and 3.
+    ("testing.md", 1),
+    ("testing.md", 2),
+    ("testing.md", 3),
+    ("testing.md", 4),
 }
 
 
