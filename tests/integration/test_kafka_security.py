@@ -148,6 +148,7 @@ async def test_oauthbearer_with_a_kafka_python_style_token_provider(
         ("PLAIN", "Invalid username or password"),
         ("SCRAM-SHA-512", "invalid credentials with SASL mechanism SCRAM-SHA-512"),
     ],
+    ids=["PLAIN", "SCRAM-SHA-512"],
 )
 async def test_a_wrong_password_fails_at_once_with_the_brokers_reason(
     secure_kafka: KafkaNode, mechanism: str, reason: str
