@@ -60,7 +60,7 @@ from trio_kafka.errors import (
     TransactionTimedOutError,
     UnknownTopicError,
 )
-from trio_kafka.net import SaslConfig, tls_context
+from trio_kafka.net import OAuthBearerToken, SaslConfig, tls_context
 from trio_kafka.producer import TimeUnitWarning
 
 __all__ = [
@@ -91,6 +91,7 @@ __all__ = [
     "KafkaError",
     "LoadResult",
     "MetricsSnapshot",
+    "OAuthBearerToken",
     "OffsetAndMetadata",
     "Outcome",
     "PartitionReader",

@@ -58,6 +58,7 @@ OTHERS = {
     ("producer.md", 2),
     ("security.md", 1),
     ("security.md", 2),
+    ("security.md", 3),  # OAUTHBEARER: tests/integration/test_kafka_security.py runs it
     ("simulator.md", 1),
     ("simulator.md", 2),
     ("simulator.md", 3),
@@ -65,6 +66,12 @@ OTHERS = {
     ("spark.md", 1),
     ("spark.md", 2),
     ("observability.md", 1),  # sets the global tracer provider: run in a process of its own
+    # pytest tests on Apache Kafka: tests/integration/test_kafka_security.py runs 1 and
+    # 4 (on its node with every listener), test_docs_testing.py 2 and 3.
+    ("testing.md", 1),
+    ("testing.md", 2),
+    ("testing.md", 3),
+    ("testing.md", 4),
 }
 
 

@@ -121,6 +121,20 @@ async def test_a_wrong_password_is_an_authentication_error(
         ({"tls": "yes"}, "tls='yes' is not allowed"),
         ({"sasl": ("PLAIN", "a", "b")}, "is not allowed: pass trio_kafka.SaslConfig"),
         ({"sasl_mechanism": "GSSAPI", "sasl_username": "a", "sasl_password": "b"}, "GSSAPI"),
+        (
+            {"security_protocol": "SASL_SSL", "sasl_mechanism": "OAUTHBEARER"},
+            "needs sasl_oauthbearer_token_provider",
+        ),
+        (
+            {"sasl_mechanism": "OAUTHBEARER", "sasl_oauth_token_provider": lambda: "t.k."}
+            | {"sasl_plain_username": "alice"},
+            "not a username and password",
+        ),
+        (
+            {"sasl_mechanism": "PLAIN", "sasl_oauthbearer_token_provider": lambda: "t.k."}
+            | {"sasl_plain_username": "alice", "sasl_plain_password": "pw"},
+            "a token provider is for SASL OAUTHBEARER, not PLAIN",
+        ),
     ],
 )
 async def test_security_contradictions_are_config_errors(
@@ -139,6 +153,26 @@ async def test_tls_true_refuses_a_certificate_the_system_does_not_trust(
         await _acknowledged(
             secure_cluster, tls=True, sasl=SaslConfig("PLAIN", "alice", USERS["alice"])
         )
+
+
+async def test_a_certificate_the_ca_file_does_not_trust_names_the_file(
+    secure_cluster: Cluster, tmp_path: Path
+) -> None:
+    other_ca = tmp_path / "other-ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(other_ca))
+    with pytest.raises(AuthenticationError) as info:
+        await _acknowledged(
+            secure_cluster,
+            security_protocol="SASL_SSL",
+            sasl_mechanism="PLAIN",
+            sasl_plain_username="alice",
+            sasl_plain_password=USERS["alice"],
+            ssl_cafile=str(other_ca),
+        )
+    assert (
+        "certificate verify failed: unable to get local issuer certificate "
+        f"(is the CA right? ssl_cafile={str(other_ca)!r})"
+    ) in str(info.value)
 
 
 # -- the bulk loader and the conditional writer take the same options -------------------

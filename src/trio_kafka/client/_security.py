@@ -4,7 +4,9 @@ Ours: `tls=` (an `ssl.SSLContext`, or True for the system trust store) and `sasl
 `SaslConfig`). Kafka's, as the Java client, kafka-python and aiokafka spell them (dots
 or underscores): `security_protocol` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL),
 `sasl_mechanism`, `sasl_plain_username` / `sasl_username`, `sasl_plain_password` /
-`sasl_password`, `ssl_cafile`, `ssl_certfile`, `ssl_keyfile`.
+`sasl_password`, `ssl_cafile`, `ssl_certfile`, `ssl_keyfile`; for OAUTHBEARER,
+`sasl_oauthbearer_token_provider` (kafka-python's and aiokafka's
+`sasl_oauth_token_provider`), the callable or object that returns the token.
 
 Never silently weaker than asked: SASL options without a SASL protocol, a TLS protocol
 with `tls=False`, or half the credentials are a `ConfigError`, not a plaintext
@@ -19,7 +21,14 @@ from typing import Any
 import attrs
 
 from trio_kafka.errors import ConfigError
-from trio_kafka.net import SaslConfig, TcpTransport, TlsTransport, Transport, tls_context
+from trio_kafka.net import (
+    SaslConfig,
+    TcpTransport,
+    TlsTransport,
+    Transport,
+    tls_context,
+    trust_of,
+)
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Kafka's option name (underscored) -> the one it is read as.
@@ -37,7 +46,10 @@ _ALIASES = {
     "ssl_certificate_location": "ssl_certfile",
     "ssl_keyfile": "ssl_keyfile",
     "ssl_key_location": "ssl_keyfile",
+    "sasl_oauthbearer_token_provider": "sasl_token_provider",
+    "sasl_oauth_token_provider": "sasl_token_provider",  # kafka-python's, aiokafka's
 }
+_CREDENTIALS = ("sasl_mechanism", "sasl_username", "sasl_password", "sasl_token_provider")
 
 
 @attrs.frozen
@@ -46,12 +58,16 @@ class Security:
 
     ssl_context: ssl.SSLContext | None = None
     sasl: SaslConfig | None = None
+    #: Where the trusted CAs come from (`TlsTransport.trust`, for verification errors).
+    trust: str = ""
 
     def transport(self, inner: Transport | None) -> Transport | None:
         if self.ssl_context is None:
             return inner
         return TlsTransport(
-            ssl_context=self.ssl_context, inner=inner if inner is not None else TcpTransport()
+            ssl_context=self.ssl_context,
+            inner=inner if inner is not None else TcpTransport(),
+            trust=self.trust,
         )
 
 
@@ -85,9 +101,7 @@ def pop_security(
             raise ConfigError(
                 f"security_protocol={protocol!r} is not allowed: use one of {', '.join(PROTOCOLS)}"
             )
-    credentials = {
-        k: kafka.pop(k) for k in ("sasl_mechanism", "sasl_username", "sasl_password") if k in kafka
-    }
+    credentials = {k: kafka.pop(k) for k in _CREDENTIALS if k in kafka}
     files = {k: kafka.pop(k) for k in ("ssl_cafile", "ssl_certfile", "ssl_keyfile") if k in kafka}
 
     wants_tls = protocol in ("SSL", "SASL_SSL") or bool(files) or bool(tls)
@@ -101,6 +115,7 @@ def pop_security(
             f"tls=False contradicts {'security_protocol=' + repr(protocol) if protocol else ', '.join(sorted(files))}"
         )
     context: ssl.SSLContext | None = None
+    trust = ""
     if isinstance(tls, ssl.SSLContext):
         if files:
             raise ConfigError(
@@ -108,7 +123,9 @@ def pop_security(
                 "the files into the context, or pass the files without tls="
             )
         context = tls
+        trust = "the CAs loaded into the tls= SSLContext"
     elif wants_tls:
+        trust = trust_of(files.get("ssl_cafile"))
         context = tls_context(
             cafile=files.get("ssl_cafile"),
             certfile=files.get("ssl_certfile"),
@@ -127,21 +144,30 @@ def pop_security(
             f"sasl= and {', '.join(sorted(credentials))} both give credentials: pass one"
         )
     if wants_sasl and sasl is None:
-        missing = [
-            k for k in ("sasl_mechanism", "sasl_username", "sasl_password") if k not in credentials
-        ]
-        if missing:
-            names = {"sasl_username": "sasl_plain_username", "sasl_password": "sasl_plain_password"}
-            raise ConfigError(
-                f"SASL{' (security_protocol=' + repr(protocol) + ')' if protocol else ''} "
-                f"needs {', '.join(names.get(m, m) for m in missing)}, or sasl=SaslConfig(...)"
-            )
-        sasl = SaslConfig(
-            credentials["sasl_mechanism"],
-            str(credentials["sasl_username"]),
-            str(credentials["sasl_password"]),
+        sasl = _sasl_from_kafka_names(credentials, protocol)
+    return Security(ssl_context=context, sasl=sasl, trust=trust)
+
+
+def _sasl_from_kafka_names(credentials: dict[str, Any], protocol: str | None) -> SaslConfig:
+    oauth = str(credentials.get("sasl_mechanism", "")).upper() == "OAUTHBEARER"
+    needed = ("sasl_mechanism", "sasl_token_provider") if oauth else _CREDENTIALS[:3]
+    missing = [k for k in needed if k not in credentials]
+    if missing:
+        names = {
+            "sasl_username": "sasl_plain_username",
+            "sasl_password": "sasl_plain_password",
+            "sasl_token_provider": "sasl_oauthbearer_token_provider",
+        }
+        raise ConfigError(
+            f"SASL{' (security_protocol=' + repr(protocol) + ')' if protocol else ''} "
+            f"needs {', '.join(names.get(m, m) for m in missing)}, or sasl=SaslConfig(...)"
         )
-    return Security(ssl_context=context, sasl=sasl)
+    return SaslConfig(
+        credentials["sasl_mechanism"],
+        str(credentials.get("sasl_username", "")),
+        str(credentials.get("sasl_password", "")),
+        token_provider=credentials.get("sasl_token_provider"),
+    )
 
 
 __all__ = ["PROTOCOLS", "Security", "pop_security"]

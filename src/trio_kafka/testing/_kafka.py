@@ -10,6 +10,7 @@ voters, every node of a cluster with the same cluster id) and is ready when it l
 `Kafka Server started` and answers a Metadata request that lists every node of its
 cluster. `kill()` (SIGKILL), `stop()` (SIGTERM, a controlled shutdown) and `start()`
 keep the directory, so a restart recovers from disk as a real one does.
+Security listeners beside PLAINTEXT: see `_kafka_security.py`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ import attrs
 
 from trio_kafka.protocol import decode_response, encode_request
 from trio_kafka.protocol.messages.metadata import MetadataRequest
+from trio_kafka.testing._kafka_security import (
+    SASL_MECHANISMS,
+    Advertised,
+    ListenerSecurity,
+    advertised_addresses,
+    write_certificates,
+)
 from trio_kafka.testing._tansu import free_port
 
 #: The Kafka release the project tests against (kafka/pom.xml pins the same).
@@ -106,7 +114,9 @@ class KafkaNode:
     """One Kafka process (broker and controller in one); `bootstrap` is "127.0.0.1:port".
 
     `kill()` is a crash (SIGKILL, no flush), `stop()` a clean shutdown; `start()` runs it
-    again on the same ports and directory and waits until it is ready.
+    again on the same ports and directory and waits until it is ready. `address(name)`
+    is the "127.0.0.1:port" of its listener for that security protocol (`"SASL_SSL"`),
+    and `ca_file` the CA certificate (PEM) that signed its TLS listeners' certificate.
     """
 
     node_id: int
@@ -120,12 +130,29 @@ class KafkaNode:
     heap: str = "512m"
     startup_timeout: float = 60.0
     process: subprocess.Popen[bytes] | None = None
+    #: Security protocol -> port of each client listener (PLAINTEXT's is `port`).
+    listener_ports: dict[str, int] = attrs.field(factory=dict)
+    #: The CA certificate (PEM) clients verify its TLS listeners with; None without TLS.
+    ca_file: Path | None = None
     #: Where in `log_path` the current process's output begins (readiness reads from it).
     _mark: int = attrs.field(default=0, init=False)
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def address(self, listener: str = "PLAINTEXT") -> str:
+        """The "127.0.0.1:port" of its listener for `listener` (a security protocol)."""
+        name = listener.upper()
+        if name == "PLAINTEXT":
+            return self.bootstrap
+        if name not in self.listener_ports:
+            raise KeyError(
+                f"Kafka node {self.node_id} has no {listener} listener (it has "
+                f"{', '.join(['PLAINTEXT', *self.listener_ports])}): pass "
+                f"listeners=(..., {name!r}) to kafka_broker() or kafka_cluster()"
+            )
+        return f"127.0.0.1:{self.listener_ports[name]}"
 
     @property
     def log_path(self) -> Path:
@@ -253,6 +280,15 @@ class KafkaCluster:
     def bootstrap(self) -> str:
         return ",".join(node.bootstrap for node in self.nodes)
 
+    def addresses(self, listener: str = "PLAINTEXT") -> str:
+        """Every node's address on its `listener` (a security protocol), comma-separated."""
+        return ",".join(node.address(listener) for node in self.nodes)
+
+    @property
+    def ca_file(self) -> Path | None:
+        """The CA certificate (PEM) of its TLS listeners (one for the whole cluster)."""
+        return self.nodes[0].ca_file if self.nodes else None
+
     def node(self, node_id: int) -> KafkaNode:
         for node in self.nodes:
             if node.node_id == node_id:
@@ -264,22 +300,26 @@ def _server_properties(
     node: KafkaNode,
     voters: str,
     *,
-    advertised: str | None,
+    advertised: Mapping[str, str],
     replication: int,
+    security: ListenerSecurity,
+    keystore: Path | None,
     extra: Mapping[str, str],
 ) -> dict[str, str]:
     min_isr = "2" if replication >= 3 else "1"
+    ports = {"PLAINTEXT": node.port, **node.listener_ports}
+    listeners = [f"{name}://127.0.0.1:{ports[name]}" for name in security.listeners]
+    advertised_listeners = [
+        f"{name}://{advertised.get(name) or node.address(name)}" for name in security.listeners
+    ]
     props = {
         "process.roles": "broker,controller",
         "node.id": str(node.node_id),
         "controller.quorum.voters": voters,
-        "listeners": (
-            f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}"
-        ),
-        "advertised.listeners": f"PLAINTEXT://{advertised or node.bootstrap}",
+        "listeners": ",".join([*listeners, f"CONTROLLER://127.0.0.1:{node.controller_port}"]),
+        "advertised.listeners": ",".join(advertised_listeners),
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
         "log.dirs": str(node.directory / "data"),
         "num.partitions": "1",
         "default.replication.factor": str(replication),
@@ -298,6 +338,7 @@ def _server_properties(
         "broker.session.timeout.ms": "3000",
         "broker.heartbeat.interval.ms": "500",
     }
+    props.update(security.properties(keystore))
     props.update(extra)
     return props
 
@@ -306,7 +347,9 @@ def _write_properties(path: Path, props: Mapping[str, str]) -> None:
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
 
 
-def _format(node: KafkaNode, cluster_id: str, features: Sequence[str]) -> None:
+def _format(
+    node: KafkaNode, cluster_id: str, features: Sequence[str], extra: Sequence[str]
+) -> None:
     argv = [
         java_binary(),
         f"-Dlog4j2.configurationFile={node.directory / 'log4j2.yaml'}",
@@ -321,6 +364,7 @@ def _format(node: KafkaNode, cluster_id: str, features: Sequence[str]) -> None:
     ]
     for feature in features:
         argv += ["--feature", feature]
+    argv += extra
     done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
     if done.returncode != 0:
         raise RuntimeError(
@@ -335,10 +379,13 @@ def kafka_cluster(
     *,
     transaction_version: int | None = None,
     server_properties: Mapping[str, str] | None = None,
-    advertised: Sequence[str] | None = None,
+    advertised: Sequence[Advertised] | None = None,
     startup_timeout: float = 90.0,
     heap: str = "512m",
     log_level: str = "INFO",
+    listeners: Sequence[str] = ("PLAINTEXT",),
+    sasl_users: Mapping[str, str] | None = None,
+    sasl_mechanisms: Sequence[str] = SASL_MECHANISMS,
 ) -> Iterator[KafkaCluster]:
     """Run `nodes` Kafka nodes as one KRaft cluster on free 127.0.0.1 ports for the block.
 
@@ -347,17 +394,31 @@ def kafka_cluster(
     too); with fewer, 1. `transaction_version` finalizes that feature at format time (a
     fresh 4.x cluster takes 2, transactions v2 of KIP-890, unless given 0 or 1).
     `server_properties` are added to (or replace) every node's; `advertised` gives each
-    node's advertised "host:port" (e.g. a `FaultProxy`'s) instead of its own. The nodes
-    are stopped and their directories removed after the block.
+    node's advertised "host:port" (e.g. a `FaultProxy`'s) instead of its own, for its
+    PLAINTEXT listener, or a mapping from security protocol to "host:port" for several.
+    The nodes are stopped and their directories removed after the block.
+
+    `listeners` adds client listeners by security protocol: `"SASL_PLAINTEXT"`,
+    `"SSL"`, `"SASL_SSL"` (PLAINTEXT is always there: the nodes talk to each other and
+    to their controllers in plaintext). SASL listeners enable `sasl_mechanisms` (PLAIN,
+    SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER with unsecured JWTs; all by default) for
+    the users of `sasl_users` (name -> password). TLS listeners present a certificate
+    for 127.0.0.1 and localhost signed by a CA made for this cluster: clients verify it
+    with `cluster.ca_file` (needs `trustme`: `pip install 'trio-kafka[testing]'`).
     """
-    jars = kafka_jars()  # fail at once, with the remedy, when Kafka is missing
-    del jars
-    java_binary()
+    kafka_jars(), java_binary()  # fail at once, with the remedy, when Kafka is missing
     if advertised is not None and len(advertised) != nodes:
         raise ValueError(f"advertised names {len(advertised)} addresses for {nodes} nodes")
+    security = ListenerSecurity(listeners, sasl_users or {}, sasl_mechanisms)
+    advertised_by_node = (
+        [{} for _ in range(nodes)]
+        if advertised is None
+        else [advertised_addresses(a) for a in advertised]
+    )
     root = Path(tempfile.mkdtemp(prefix="trio-kafka-"))
     cluster = KafkaCluster([], _cluster_id())
     try:
+        ca_file, keystore = write_certificates(root) if security.tls else (None, None)
         for i in range(nodes):
             directory = root / f"node{i + 1}"
             directory.mkdir()
@@ -370,6 +431,8 @@ def kafka_cluster(
                     cluster_size=nodes,
                     heap=heap,
                     startup_timeout=startup_timeout,
+                    listener_ports={name: free_port() for name in security.listeners[1:]},
+                    ca_file=ca_file,
                 )
             )
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in cluster.nodes)
@@ -381,12 +444,14 @@ def kafka_cluster(
             props = _server_properties(
                 node,
                 voters,
-                advertised=None if advertised is None else advertised[i],
+                advertised=advertised_by_node[i],
                 replication=3 if nodes >= 3 else 1,
+                security=security,
+                keystore=keystore,
                 extra=server_properties or {},
             )
             _write_properties(node.directory / "server.properties", props)
-            _format(node, cluster.cluster_id, features)
+            _format(node, cluster.cluster_id, features, security.format_arguments())
         for node in cluster.nodes:
             node.start(wait=False)
         for node in cluster.nodes:
@@ -406,15 +471,21 @@ def kafka_broker(
     *,
     transaction_version: int | None = None,
     server_properties: Mapping[str, str] | None = None,
-    advertised: str | None = None,
+    advertised: Advertised | None = None,
     startup_timeout: float = 90.0,
     heap: str = "512m",
     log_level: str = "INFO",
+    listeners: Sequence[str] = ("PLAINTEXT",),
+    sasl_users: Mapping[str, str] | None = None,
+    sasl_mechanisms: Sequence[str] = SASL_MECHANISMS,
 ) -> Iterator[KafkaNode]:
     """Run one Kafka node (broker and controller) on free 127.0.0.1 ports for the block.
 
     `advertised` ("host:port") is the address Metadata gives clients instead of its own,
-    e.g. a `FaultProxy` in front of it. See `kafka_cluster` for the other options.
+    e.g. a `FaultProxy` in front of it (a mapping from security protocol to "host:port"
+    sets it per listener). `listeners=("PLAINTEXT", "SASL_SSL")`, `sasl_users` and
+    `sasl_mechanisms` add security listeners: `node.address("SASL_SSL")`,
+    `node.ca_file`. See `kafka_cluster` for the other options.
     """
     with kafka_cluster(
         1,
@@ -424,5 +495,8 @@ def kafka_broker(
         startup_timeout=startup_timeout,
         heap=heap,
         log_level=log_level,
+        listeners=listeners,
+        sasl_users=sasl_users,
+        sasl_mechanisms=sasl_mechanisms,
     ) as cluster:
         yield cluster.nodes[0]
