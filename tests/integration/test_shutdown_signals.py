@@ -1,0 +1,170 @@
+"""SIGTERM mid-stream loses nothing without a word.
+
+A child process sends records with the blocking producer to the mock broker (a process
+of its own, `mock_broker_process()`), writing a ledger line for each record handed
+over (`sent i`) and for each outcome its delivery callback sees (`ack i partition
+offset` or `fail i Error`). The test sends SIGTERM once a few thousand records are
+acknowledged, while the stream goes on, and checks the ledger and the log: every record
+handed over has an outcome, every acknowledged one is in the log at its offset, and the
+log holds nothing twice. Without the handler (the control) the same signal ends the
+process at once and records handed over are never settled: what the trial saw.
+
+Real processes in real time: in SERIAL_PATHS (tests/conftest.py, "_signals.py").
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import trio
+
+from trio_kafka.client import PartitionReader
+from trio_kafka.net import open_selector
+from trio_kafka.testing import mock_broker_process
+
+CHILD = r"""
+import sys, threading, time
+from trio_kafka.errors import ProducerClosedError
+from trio_kafka.sync import Producer
+
+bootstrap, topic, ledger, mode = sys.argv[1:5]
+out = open(ledger, "w", buffering=1)
+lock = threading.Lock()
+
+def write(line):
+    with lock:
+        out.write(line + "\n")
+        out.flush()
+
+def outcome(i):
+    def settled(future):
+        error = future.exception()
+        if error is None:
+            write(f"ack {i} {future.outcome.partition} {future.outcome.offset}")
+        else:
+            write(f"fail {i} {type(error).__name__}")
+    return settled
+
+producer = Producer(bootstrap, close_on_sigterm=mode == "handler", linger=0.005)
+i = 0
+try:
+    while i < 2_000_000:
+        future = producer.send(topic, b"%d" % i)
+        write(f"sent {i}")
+        future.add_done_callback(outcome(i))
+        i += 1
+except ProducerClosedError as exc:
+    write(f"refused {i} {exc}")
+time.sleep(120)  # the handler's close ends the process with the signal
+"""
+
+#: Acknowledged records before the signal (the stream is well under way).
+ACKED_BEFORE_SIGNAL = 3000
+
+
+def _ledger(path: Path) -> tuple[set[int], dict[int, tuple[int, int]], dict[int, str], list[str]]:
+    sent: set[int] = set()
+    acked: dict[int, tuple[int, int]] = {}
+    failed: dict[int, str] = {}
+    other: list[str] = []
+    for line in path.read_text().splitlines():
+        match line.split():
+            case ["sent", i]:
+                sent.add(int(i))
+            case ["ack", i, partition, offset]:
+                acked[int(i)] = (int(partition), int(offset))
+            case ["fail", i, error]:
+                failed[int(i)] = error
+            case _:
+                other.append(line)
+    return sent, acked, failed, other
+
+
+def _run_child(bootstrap: str, topic: str, ledger: Path, mode: str) -> int:
+    """Start the child, SIGTERM it once ACKED_BEFORE_SIGNAL records are acknowledged;
+    its exit status."""
+    child = subprocess.Popen([sys.executable, "-c", CHILD, bootstrap, topic, str(ledger), mode])
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            text = ledger.read_text() if ledger.exists() else ""
+            if text.count("\nack ") >= ACKED_BEFORE_SIGNAL:
+                break
+            assert child.poll() is None, f"the child exited early: {child.returncode}"
+            assert time.monotonic() < deadline, "the child acknowledged too little in 60 s"
+            time.sleep(0.05)
+        child.send_signal(signal.SIGTERM)
+        return child.wait(60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+async def _log(bootstrap: str, topic: str) -> dict[int, bytes | None]:
+    async with open_selector(bootstrap) as selector:
+        reader = PartitionReader(selector)
+        end = await reader.log_end_offset(topic, 0)
+        return {r.offset: r.value async for r in reader.read(topic, 0, start=0, end=end)}
+
+
+def test_sigterm_mid_stream_settles_every_record_handed_over(tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    topic = f"sigterm-{uuid.uuid4().hex[:6]}"
+    with mock_broker_process() as bootstrap:
+        status = _run_child(bootstrap, topic, ledger, "handler")
+        log = trio.run(_log, bootstrap, topic)
+    sent, acked, failed, other = _ledger(ledger)
+    print(
+        f"handed over {len(sent)}, acknowledged {len(acked)}, failed {len(failed)}, "
+        f"in the log {len(log)}; {other}"
+    )
+    # The signal took its course once the producer was closed (killed by SIGTERM).
+    assert status == -signal.SIGTERM
+    assert any(line.startswith("refused ") and "SIGTERM" in line for line in other), other
+    unsettled = sent - acked.keys() - failed.keys()
+    assert not unsettled, f"{len(unsettled)} records handed over and never settled"
+    assert not acked.keys() & failed.keys()
+    for i, (partition, offset) in acked.items():
+        assert partition == 0
+        assert log.get(offset) == b"%d" % i, f"record {i} acknowledged at {offset}, not there"
+    values = list(log.values())
+    assert len(values) == len(set(values)), "a record is in the log twice"
+
+
+def test_without_the_handler_sigterm_loses_records_without_a_word(tmp_path: Path) -> None:
+    """The control: the default SIGTERM ends the process with records unsettled."""
+    ledger = tmp_path / "ledger"
+    topic = f"sigterm-{uuid.uuid4().hex[:6]}"
+    with mock_broker_process() as bootstrap:
+        status = _run_child(bootstrap, topic, ledger, "default")
+    sent, acked, failed, _ = _ledger(ledger)
+    print(f"handed over {len(sent)}, acknowledged {len(acked)}, failed {len(failed)}")
+    assert status == -signal.SIGTERM
+    assert sent - acked.keys() - failed.keys()
+
+
+def test_close_on_sigterm_outside_the_main_thread_is_refused() -> None:
+    import threading
+
+    from trio_kafka.errors import ConfigError
+    from trio_kafka.sync import Producer
+
+    errors: list[BaseException] = []
+
+    def make() -> None:
+        try:
+            Producer("127.0.0.1:1", close_on_sigterm=True)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=make)
+    thread.start()
+    thread.join(30)
+    assert len(errors) == 1 and isinstance(errors[0], ConfigError)
+    assert "main thread" in str(errors[0])
