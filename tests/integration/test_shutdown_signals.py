@@ -21,6 +21,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 import trio
 
 from trio_kafka.client import PartitionReader
@@ -168,3 +169,62 @@ def test_close_on_sigterm_outside_the_main_thread_is_refused() -> None:
     thread.join(30)
     assert len(errors) == 1 and isinstance(errors[0], ConfigError)
     assert "main thread" in str(errors[0])
+
+
+async def _load_until(command: list[str], signal_at: int) -> tuple[int, int, str]:
+    """Run `trio-kafka load`; SIGTERM it once it reports `signal_at` records loaded.
+    Returns (its exit status, records it last reported, its stderr)."""
+    reported = 0
+    output: list[str] = []
+    async with trio.open_nursery() as nursery:
+        process = await nursery.start(
+            lambda task_status: trio.run_process(  # type: ignore[misc]
+                command, stderr=subprocess.PIPE, check=False, task_status=task_status
+            )
+        )
+        buffer = b""
+        signalled = False
+        assert process.stderr is not None
+        async for chunk in process.stderr:
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                text = line.decode()
+                output.append(text)
+                if text.startswith("progress: loaded "):
+                    reported = int(text.split()[2])
+                    if reported >= signal_at and not signalled:
+                        process.send_signal(signal.SIGTERM)
+                        signalled = True
+        await process.wait()
+    return process.returncode, reported, "\n".join(output)
+
+
+@pytest.mark.parametrize("cas", [True, False], ids=["cas", "transactional"])
+async def test_load_sigtermed_midway_exits_143_and_a_rerun_completes_it(
+    tmp_path: Path, cas: bool
+) -> None:
+    from tests.integration.test_cas_sigkill import load_command, write_rows
+    from trio_kafka.broker import open_cluster
+    from trio_kafka.testing import log_values
+
+    rows = 200_000
+    data, expected = write_rows(tmp_path, rows)
+    async with open_cluster() as cluster:
+        topic = "loaded"
+        cluster.create_topic(topic, 1, {"expected.offset.check.enable": "true"} if cas else {})
+        command = load_command(data, topic, cluster.bootstrap)
+        status, reported, log = await _load_until(command, rows // 4)
+        print(log.replace("\n", " | ")[-600:])
+        assert status == 143, log
+        assert "received SIGTERM" in log and "run the same command again" in log
+        stopped = log_values(cluster, topic, 0)
+        assert 0 < reported < rows, "the load finished before the signal"
+        # Stopped cleanly: what it reported is what the log holds, a prefix of the input
+        # (with transactions every chunk committed: no open transaction left).
+        assert stopped == expected[: len(stopped)]
+        assert len(stopped) == reported
+        status, _, log = await _load_until(command, rows + 1)
+        assert status == 0, log
+        assert f"{rows - reported} records loaded, {reported} already there" in log
+        assert log_values(cluster, topic, 0) == expected

@@ -85,7 +85,9 @@ def pop_security_options(params: dict[str, Any]) -> Security:
     try:
         return pop_security(kafka, None, None)
     except ConfigError as exc:
+        # The client's remedies in flag names (its `sasl=` alternative is not a flag).
         message = _NAMES.sub(lambda m: _FLAGS[m.group(1)], str(exc))
+        message = message.replace(", or sasl=SaslConfig(...)", "")
         named = dict.fromkeys(_FLAGS[m.group(1)] for m in _NAMES.finditer(str(exc)))
         raise click.BadParameter(message, param_hint=" / ".join(named) or None) from None
 

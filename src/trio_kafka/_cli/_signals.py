@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import math
 import signal
+import threading
 from collections.abc import AsyncIterator
 
 import anyio
@@ -54,6 +55,11 @@ async def stop_on_signals(grace: float = math.inf, *, doing: str = "") -> AsyncI
     The first sets `Stop.requested` and prints `doing` (what the command does now);
     a second one, or `grace` seconds later, cancels the block."""
     stop = Stop()
+    if threading.current_thread() is not threading.main_thread():
+        # Signals reach only the main thread (a command invoked from another thread,
+        # as a library call): nothing to receive, the process's own handlers stay.
+        yield stop
+        return
     # The body's own exception comes out as raised, not in the watcher's nursery's group
     # (the commands' `except KafkaError`, click's ClickException).
     body_error: BaseException | None = None
