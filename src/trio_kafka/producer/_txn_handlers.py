@@ -135,6 +135,8 @@ def _init_producer_id(m: TxnActions, request: TxnRequest, response: Any, now: fl
         m.retry_work(work, now)
     elif code in _EPOCH:
         m.set_fatal(fenced(m, code, "InitProducerId"))
+    elif code == E.UNKNOWN_SERVER_ERROR and request.message.producer_id >= 0:
+        m.set_fatal(bump_refused(m, request))
     elif code in _FATAL or code == E.CLUSTER_AUTHORIZATION_FAILED:
         m.set_fatal(error_for_code(code))
     else:
@@ -425,6 +427,22 @@ def fenced(m: TxnActions, code: int, what: str) -> ProducerFencedError:
         ErrorCode.PRODUCER_FENCED,
         f"transactional id {m.transactional_id!r}, producer id {m.producer_id} "
         f"epoch {m.producer_epoch}: {what} answered {error_info(code).name}; {why}",
+    )
+
+
+def bump_refused(m: TxnActions, request: TxnRequest) -> ProducerFencedError:
+    """UNKNOWN_SERVER_ERROR for an InitProducerId naming our id and epoch (KIP-360): the
+    bump asked after the coordinator refused our epoch, the usual path of an instance
+    whose transactional id another one took over. Kafka answers PRODUCER_FENCED; Tansu
+    answers every bump so (docs/compatibility.md). Said as the takeover it is (logged at
+    WARNING), not as a server failure at ERROR on each normal failover."""
+    return ProducerFencedError(
+        ErrorCode.PRODUCER_FENCED,
+        f"transactional id {m.transactional_id!r}, producer id "
+        f"{request.message.producer_id} epoch {request.message.producer_epoch}: the "
+        "coordinator refused this producer's epoch, then its epoch bump (InitProducerId "
+        "answered UNKNOWN_SERVER_ERROR, as Tansu answers any bump): another producer with "
+        "the same transactional id most likely took over, and this one stops",
     )
 
 
