@@ -57,7 +57,8 @@ def security_options(command: F) -> F:
     options = [
         click.option(
             "--security-protocol",
-            type=click.Choice(PROTOCOLS, case_sensitive=False),
+            # Checked by the client's rules (any case), shown as Kafka spells them.
+            metavar="[" + "|".join(PROTOCOLS) + "]",
             help="How to reach the brokers (default PLAINTEXT; SSL or SASL_SSL with "
             "--ssl-* or --sasl-* alone).",
         ),
