@@ -171,9 +171,12 @@ def test_close_on_sigterm_outside_the_main_thread_is_refused() -> None:
     assert "main thread" in str(errors[0])
 
 
-async def _load_until(command: list[str], signal_at: int) -> tuple[int, int, str]:
-    """Run `trio-kafka load`; SIGTERM it once it reports `signal_at` records loaded.
-    Returns (its exit status, records it last reported, its stderr)."""
+async def _load_until(
+    command: list[str], signal_at: int, *, twice: bool = False
+) -> tuple[int, int, str]:
+    """Run `trio-kafka load`; SIGTERM it once it reports `signal_at` records loaded
+    (`twice`: and again as soon as it says it received the first). Returns (its exit
+    status, records it last reported, its stderr)."""
     reported = 0
     output: list[str] = []
     async with trio.open_nursery() as nursery:
@@ -191,6 +194,8 @@ async def _load_until(command: list[str], signal_at: int) -> tuple[int, int, str
             for line in lines:
                 text = line.decode()
                 output.append(text)
+                if twice and text.startswith("received SIGTERM: no new rows"):
+                    process.send_signal(signal.SIGTERM)
                 if text.startswith("progress: loaded "):
                     reported = int(text.split()[2])
                     if reported >= signal_at and not signalled:
@@ -228,3 +233,37 @@ async def test_load_sigtermed_midway_exits_143_and_a_rerun_completes_it(
         assert status == 0, log
         assert f"{rows - reported} records loaded, {reported} already there" in log
         assert log_values(cluster, topic, 0) == expected
+
+
+@pytest.mark.parametrize("cas", [True, False], ids=["cas", "transactional"])
+async def test_load_sigtermed_twice_stops_at_once_and_a_rerun_completes_it(
+    tmp_path: Path, cas: bool
+) -> None:
+    """The second signal abandons the batches in flight, as a crash would: the log may
+    hold more than was reported (CAS batches that landed) or an aborted chunk, and the
+    rerun still ends with exactly the input."""
+    from tests.integration._helpers import consume_all
+    from tests.integration.test_cas_sigkill import load_command, write_rows
+    from trio_kafka.broker import open_cluster
+    from trio_kafka.testing import log_values
+
+    rows = 200_000
+    data, expected = write_rows(tmp_path, rows)
+    async with open_cluster() as cluster:
+        topic = "loaded"
+        cluster.create_topic(topic, 1, {"expected.offset.check.enable": "true"} if cas else {})
+        command = load_command(data, topic, cluster.bootstrap)
+        status, _, log = await _load_until(command, rows // 4, twice=True)
+        print(log.replace("\n", " | ")[-600:])
+        assert status == 143, log
+        assert "received SIGTERM again: stopping now" in log
+        assert "stopped at once" in log
+        status, _, log = await _load_until(command, rows + 1)
+        assert status == 0, log
+        if cas:
+            assert log_values(cluster, topic, 0) == expected
+        else:
+            final = await trio.to_thread.run_sync(
+                consume_all, cluster.bootstrap, topic, 1, "read_committed"
+            )
+            assert final == expected

@@ -361,10 +361,10 @@ async def _load(
         how = (
             "stopped at once: the batches in flight were abandoned, as a crash leaves them"
             if stop.forced
-            else f"stopped: every row handed to the loader is written ({acked[0]} records)"
+            else f"stopped: every row handed to the loader is written ({acked[0]} by this run)"
         )
         click.echo(
-            f"{how}; {stop.name} came after {fed.count} of {total} rows. "
+            f"{how}; {fed.count} of {total} rows had been handed to it when {stop.name} came. "
             + (
                 "Its checkpoints are in the log with its rows: run the same command again to resume"
                 if bootstrap is not None
