@@ -402,20 +402,24 @@ def outcome_unknown(m: TxnActions, error: KafkaError) -> TransactionOutcomeUnkno
 def timed_out(m: TxnActions, where: str, cause: KafkaError) -> TransactionTimedOutError:
     return TransactionTimedOutError(
         f"transactional id {m.transactional_id!r}: {where} was refused with "
-        f"INVALID_PRODUCER_EPOCH (epoch {m.producer_epoch}): the broker most likely "
-        f"aborted the transaction after transaction_timeout={m.transaction_timeout}s "
-        "and bumped the epoch; abort() and retry in a new transaction",
+        f"INVALID_PRODUCER_EPOCH (epoch {m.producer_epoch}): the coordinator aborted the "
+        "transaction and bumped the epoch, because it outlived "
+        f"transaction_timeout={m.transaction_timeout}s or because another producer with "
+        "the same transactional id took over; abort() and retry in a new transaction (a "
+        "takeover then raises ProducerFencedError)",
         cause,
     )
 
 
 def fenced(m: TxnActions, code: int, what: str) -> ProducerFencedError:
     if isinstance(m.last_error, TransactionTimedOutError):
+        # The same answers follow a takeover (the new instance's InitProducerId bumps
+        # the epoch too): both causes are named, the takeover first, being the usual.
         why = (
-            "the coordinator aborted the transaction after "
-            f"transaction_timeout={m.transaction_timeout}s and fenced this producer "
-            "(Kafka's coordinator bumps the epoch of a timed-out transaction); open a "
-            "new producer, and keep transactions shorter than transaction_timeout"
+            "another producer with the same transactional id took over, or the "
+            "coordinator aborted a transaction that outlived "
+            f"transaction_timeout={m.transaction_timeout}s and bumped the epoch (then "
+            "open a new producer, and keep transactions shorter than transaction_timeout)"
         )
     else:
         why = (
