@@ -267,3 +267,38 @@ async def test_load_sigtermed_twice_stops_at_once_and_a_rerun_completes_it(
                 consume_all, cluster.bootstrap, topic, 1, "read_committed"
             )
             assert final == expected
+
+
+def test_after_the_close_the_signal_goes_to_the_handler_installed_before() -> None:
+    """In this process: a handler of the program's own, then ours. On SIGTERM the
+    producer is closed with every future settled, then the program's handler runs
+    (instead of the default death) and is the handler again."""
+    import os
+
+    from trio_kafka.broker import run_in_thread
+    from trio_kafka.errors import ProducerClosedError
+    from trio_kafka.sync import Producer, install_sigterm_handler
+
+    received: list[int] = []
+
+    def programs_own(signum: int, frame: object) -> None:
+        received.append(signum)
+
+    before = signal.signal(signal.SIGTERM, programs_own)
+    try:
+        with run_in_thread(1) as broker:
+            producer = Producer(broker.bootstrap, close_timeout=20)
+            futures = [producer.send("t", b"%d" % i) for i in range(2000)]
+            install_sigterm_handler(producer)
+            os.kill(os.getpid(), signal.SIGTERM)
+            deadline = time.monotonic() + 30
+            while not received:
+                assert time.monotonic() < deadline, "the signal never reached the handler"
+                time.sleep(0.01)
+            assert received == [signal.SIGTERM]
+            assert signal.getsignal(signal.SIGTERM) is programs_own
+            assert all(f.done() and f.exception() is None for f in futures)
+            with pytest.raises(ProducerClosedError, match="on SIGTERM"):
+                producer.send("t", b"late")
+    finally:
+        signal.signal(signal.SIGTERM, before)
