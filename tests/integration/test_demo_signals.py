@@ -40,8 +40,9 @@ def _stop_at(marker: str, options: list[str]) -> tuple[int, str]:
     [
         ("2. bulk load", ["--records", "400000", "--seeds", "3"]),
         ("4. the simulator", ["--records", "2000", "--seeds", "600", "--jobs", "2"]),
+        ("2. bulk load", ["--records", "400000", "--seeds", "3", "--backend", "asyncio"]),
     ],
-    ids=["bulk-load", "simulator"],
+    ids=["bulk-load", "simulator", "bulk-load-asyncio"],
 )
 def test_sigterm_stops_the_demo_with_143_and_the_checks_so_far(
     marker: str, options: list[str]
