@@ -9,9 +9,11 @@ starts a thread and returns. That thread calls `close(timeout)`, which refuses n
 (`ProducerClosedError` naming the signal), flushes for up to `timeout`, and settles
 whatever is left (`Failed` if never sent, `Ambiguous` if in flight): every record handed
 over is acknowledged or reported failed through its future and callbacks. Then the
-signal takes the course it had before: the handler installed earlier is put back and
-the signal raised again, so by default the process ends killed by SIGTERM (status 143
-in a shell), as it would have, only later and with nothing unreported.
+signal takes the course it had before: the closing thread signals the process again,
+and the handler, back in the main thread (only it may), puts the earlier handler back
+and raises the signal once more. By default the process then ends killed by SIGTERM
+(status 143 in a shell), as it would have, only later and with nothing unreported. A
+second SIGTERM during the close changes nothing: the close is bounded by `timeout`.
 
 Signal handlers can only be installed from the main thread (Python's rule): from
 another thread `install_sigterm_handler` raises `ConfigError` and installs nothing.
