@@ -52,7 +52,7 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 # Tests that run in real time against real processes (the chaos suite's brokers and
 # proxies, Spark's JVM, the loaders killed by SIGKILL) are timing-sensitive: they go to one
 # group, so one worker runs them one after another while the others take everything else.
-SERIAL_PATHS = ("tests/chaos/", "tests/spark/", "_sigkill.py")
+SERIAL_PATHS = ("tests/chaos/", "tests/spark/", "_sigkill.py", "_signals.py", "_shutdown.py")
 
 
 @pytest.hookimpl(trylast=True)

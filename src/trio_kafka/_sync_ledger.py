@@ -91,6 +91,9 @@ class Ledger:
         # In a forked child: the pid of the process that created the producer (whose
         # thread and connections did not come along). None in that process itself.
         self.forked_from: int | None = None
+        # Why it closed, when not by a close() call of the program's own (the calling
+        # side, before `closed` is set): e.g. "on SIGTERM".
+        self.closed_by: str | None = None
 
     def after_fork(self, parent: int) -> None:
         """In a forked child (the only thread, right after the fork): the producer is
@@ -103,7 +106,10 @@ class Ledger:
     def closed_error(self) -> ProducerClosedError:
         """What a call on a closed producer raises."""
         if self.forked_from is None:
-            return ProducerClosedError("the producer is closed; nothing more can be sent with it")
+            by = f" ({self.closed_by})" if self.closed_by else ""
+            return ProducerClosedError(
+                f"the producer is closed{by}; nothing more can be sent with it"
+            )
         return ProducerClosedError(
             f"this Producer was created in process {self.forked_from} and this process "
             f"({os.getpid()}) is a fork of it: the producer's thread and connections stayed "

@@ -172,7 +172,12 @@ def broker(
                     shown = f"{listening}, advertised as {shown}"
                 click.echo(f"trio-kafka mock broker: {shown} ({security})", err=True)
                 async for signum in signals:
-                    click.echo(f"stopped by signal {signum}", err=True)
+                    # Its normal end: exit 0 (docs/shutdown.md). The data was in memory.
+                    click.echo(
+                        f"received {signal.Signals(signum).name}: the mock broker stopped "
+                        "(its data was in memory and is gone)",
+                        err=True,
+                    )
                     return
 
     try:

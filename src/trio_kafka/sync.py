@@ -62,6 +62,7 @@ from typing import Any
 from trio_kafka._sync_ledger import MAX_UNAPPENDED, DeliveryFuture, Item, Kind, Ledger
 from trio_kafka._sync_portal import LoopThread
 from trio_kafka._sync_runner import Runner, enter_transaction, exit_transaction
+from trio_kafka._sync_signals import install_sigterm_handler
 from trio_kafka.client import (
     GroupMetadata,
     MetricsSnapshot,
@@ -89,9 +90,19 @@ _YIELD_EVERY = 128
 class Producer:
     """A blocking Kafka producer (see docs/sync.md). `bootstrap` and `**options` are
     `open_producer()`'s: `ProducerConfig` fields (`linger`, `compression`, `acks`,
-    `transactional_id`, ...; a typo names the closest option)."""
+    `transactional_id`, ...; a typo names the closest option).
 
-    def __init__(self, bootstrap: str | Iterable[str] | None = None, **options: Any) -> None:
+    `close_on_sigterm=True`: on SIGTERM the producer flushes and closes (within
+    `close_timeout`), settling every record's future, before the signal ends the process
+    (`install_sigterm_handler`, docs/shutdown.md); main thread only (`ConfigError`)."""
+
+    def __init__(
+        self,
+        bootstrap: str | Iterable[str] | None = None,
+        *,
+        close_on_sigterm: bool = False,
+        **options: Any,
+    ) -> None:
         # Validate here, in the caller's thread, so a typo raises from the constructor.
         config = ProducerConfig.from_kwargs(**_config_options(options))
         if "selector" in options:
@@ -125,6 +136,12 @@ class Producer:
         atexit.register(self._close_at_exit)
         self._pid = os.getpid()
         _LIVE.add(self)
+        if close_on_sigterm:
+            try:
+                install_sigterm_handler(self)
+            except ConfigError:
+                self.close(0.0)
+                raise
 
     def _forked(self) -> None:
         """In a forked child: the thread is the parent's; every call here is refused
@@ -272,6 +289,16 @@ class Producer:
             self._portal.run_soon(self._runner.hurry, deadline)
         if not self._portal.join(max(deadline - time.monotonic(), 0.0) + _CLOSE_GRACE):
             logger.warning("the producer's thread %s outlived close()", self._portal.thread_name)
+
+    def close_on_signal(self, name: str, timeout: float | None = None) -> None:
+        """`close(timeout)`, with later calls told that `name` (e.g. "SIGTERM") closed
+        it (what `install_sigterm_handler` calls, from a thread of its own)."""
+        with self._ledger.lock:
+            if not self._ledger.closed:
+                self._ledger.closed_by = f"on {name}"
+        logger.info("%s: closing the producer (flush, then settle what is left)", name)
+        self.close(timeout)
+        logger.info("%s: producer closed, %d record(s) unsettled", name, self._ledger.pending)
 
     def __enter__(self) -> Producer:
         return self
@@ -448,4 +475,4 @@ def _config_options(options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if k not in seams}
 
 
-__all__ = ["DeliveryFuture", "Producer"]
+__all__ = ["DeliveryFuture", "Producer", "install_sigterm_handler"]

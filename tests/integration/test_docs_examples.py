@@ -38,7 +38,7 @@ from trio_kafka.broker import SaslConfig as BrokerSasl
 from trio_kafka.client import open_producer
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-TESTED_ELSEWHERE = {"asyncio.md", "sync.md"}
+TESTED_ELSEWHERE = {"asyncio.md", "sync.md", "shutdown.md"}
 #: Each page's blocks, by kind: the tests below name them by (page, number from 1).
 PROGRAMS = {
     ("getting-started.md", 1),

@@ -999,3 +999,27 @@ def test_a_missing_api_is_a_fatal_error() -> None:
     answer(m, K.FIND_COORDINATOR, found())
     assert m.next_request(0.0) is None
     assert isinstance(result.error, FatalError)
+
+
+def test_a_bump_refused_with_unknown_server_error_is_a_fence_not_a_server_failure() -> None:
+    # Tansu's answer to any InitProducerId naming the id and epoch: on a takeover the old
+    # instance's abort asks for that bump, and must stop as fenced (a WARNING), not with
+    # a FatalBrokerError "unexpected UNKNOWN_SERVER_ERROR" (an ERROR each failover).
+    m = ready(epoch=4)
+    m.begin()
+    add(m, ("t", 0))
+    m.batch_failed(("t", 0), BrokerError(ErrorCode.INVALID_PRODUCER_EPOCH))
+    m.abort()
+    bump = expect(m, K.INIT_PRODUCER_ID)
+    m.handle_response(bump, pid(-1, code=ErrorCode.UNKNOWN_SERVER_ERROR, producer_id=-1), 0.0)
+    assert isinstance(m.last_error, ProducerFencedError)
+    assert "took over" in str(m.last_error)
+
+
+def test_unknown_server_error_for_a_new_instances_init_stays_a_server_failure() -> None:
+    m = manager()
+    m.init()
+    answer(m, K.FIND_COORDINATOR, found())
+    answer(m, K.INIT_PRODUCER_ID, pid(-1, code=ErrorCode.UNKNOWN_SERVER_ERROR, producer_id=-1))
+    assert isinstance(m.last_error, FatalError)
+    assert not isinstance(m.last_error, ProducerFencedError)

@@ -109,7 +109,8 @@ def simulate_step(console: Console, seeds: int, jobs: int) -> list[Check]:
             )
     finally:
         if pool is not None:
-            pool.shutdown()
+            # Interrupted (a signal): the seeds not started are dropped, not waited for.
+            pool.shutdown(cancel_futures=True)
     table = Table(title="simulator summary (profile lite)")
     for column in (
         "workload",

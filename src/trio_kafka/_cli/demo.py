@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import random
+import signal
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import click
 from rich.console import Console
@@ -72,13 +73,20 @@ async def _with_broker(
     suffix: str,
     appends: int,
     per_txn: int,
-) -> list[Check]:
+) -> tuple[list[Check], int]:
+    """The checks of steps 1-3, and the exit status a signal asks for (0: none)."""
     from trio_kafka._cli._demo_bulk import bulk_load_step
     from trio_kafka._cli._demo_txn import commit_log_step, transactions_step
+    from trio_kafka._cli._signals import stop_on_signals
 
     checks: list[Check] = []
-    step(console, 1, "the broker")
-    async with _broker(console, bootstrap) as servers:
+    # A signal stops the step under way at once (its loader child is killed with it):
+    # a demo has nothing to finish; the checks done so far are shown.
+    async with (
+        stop_on_signals(0.0, doing="stopping the demo") as stop,
+        _broker(console, bootstrap) as servers,
+    ):
+        step(console, 1, "the broker")
         step(console, 2, f"bulk load {records:,} records, kill the loader, resume, read back")
         checks += await _guarded(
             console,
@@ -92,7 +100,31 @@ async def _with_broker(
         checks += await _guarded(
             console, "transactions", lambda: transactions_step(console, servers, per_txn, suffix)
         )
-    return checks
+    return checks, stop.exit_code
+
+
+class _Signalled(Exception):
+    """SIGINT or SIGTERM during the simulator step (no event loop runs then)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    """SIGINT and SIGTERM raise `_Signalled` in the main thread for the block (the
+    simulator's pool then cancels the seeds not started and waits for those running)."""
+
+    def raise_it(signum: int, frame: object) -> None:
+        raise _Signalled(signum)
+
+    previous = {s: signal.signal(s, raise_it) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def final_table(checks: list[Check], elapsed: float) -> Table:
@@ -184,16 +216,31 @@ def demo(
                 highlight=False,
             )
             run = (console, cluster.bootstrap, *run[2:])
-            checks = anyio.run(_with_broker, *run, backend="asyncio")
+            checks, code = anyio.run(_with_broker, *run, backend="asyncio")
     else:
-        checks = anyio.run(_with_broker, *run, backend=backend)
-    step(console, 4, f"the simulator: {seeds} seeds")
-    try:
-        checks += simulate_step(console, seeds, jobs)
-    except Exception as exc:
-        console.print(f"[red]the simulator raised {type(exc).__name__}: {exc}[/]")
-        checks.append(Check("simulator", "the step raised", f"{type(exc).__name__}: {exc}", False))
+        checks, code = anyio.run(_with_broker, *run, backend=backend)
+    if not code:
+        step(console, 4, f"the simulator: {seeds} seeds")
+        try:
+            with _signals_raise():
+                checks += simulate_step(console, seeds, jobs)
+        except _Signalled as exc:
+            console.print(f"received {signal.Signals(exc.signum).name}: stopping the demo")
+            code = 128 + exc.signum
+        except Exception as exc:
+            console.print(f"[red]the simulator raised {type(exc).__name__}: {exc}[/]")
+            checks.append(
+                Check("simulator", "the step raised", f"{type(exc).__name__}: {exc}", False)
+            )
     elapsed = time.perf_counter() - started
+    if code:
+        console.print(final_table(checks, elapsed))
+        console.print(
+            f"[bold yellow]the demo was stopped by a signal[/] after {len(checks)} check(s) "
+            f"({elapsed:.0f} s, seed {seed}); the rest were not run",
+            highlight=False,
+        )
+        raise SystemExit(code)
     step(console, 5, "the guarantees")
     console.print(final_table(checks, elapsed))
     failed = [c for c in checks if c.ok is False]

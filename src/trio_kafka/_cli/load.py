@@ -20,6 +20,9 @@ from typing import Any
 
 import click
 
+from trio_kafka._cli._security import pop_security_options, security_options
+from trio_kafka.client import Security
+
 _DEFAULT_BATCH = 512 * 1024
 
 
@@ -181,6 +184,14 @@ def count_rows(path: Path, fmt: str) -> int:
     "and topic have it, transactions elsewhere.",
 )
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@click.option(
+    "--shutdown-timeout",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="On SIGINT/SIGTERM: seconds to finish the batches in flight before stopping at once.",
+)
+@security_options
 def load(
     file: Path,
     topic: str,
@@ -192,16 +203,29 @@ def load(
     batch_bytes: int,
     guarantee: str,
     quiet: bool,
+    shutdown_timeout: float,
+    **security: Any,
 ) -> None:
-    """Load FILE into TOPIC exactly once; run it again to resume after an interruption."""
+    """Load FILE into TOPIC exactly once; run it again to resume after an interruption.
+
+    SIGINT or SIGTERM stops it cleanly: no new rows, the batches in flight are finished
+    (for up to --shutdown-timeout seconds; a second signal stops at once), then it exits
+    with 130 (SIGINT) or 143 (SIGTERM), or 0 if the load had finished anyway. The same
+    command run again resumes."""
     import trio
 
+    connection = pop_security_options(security)
+    if bootstrap is None and (connection.ssl_context is not None or connection.sasl is not None):
+        raise click.BadParameter(
+            "TLS and SASL options need --bootstrap (the embedded mock broker is plaintext)",
+            param_hint="--bootstrap",
+        )
     fmt = fmt or ("csv" if file.suffix.lower() == ".csv" else "jsonl")
     if key_field is not None:
         check_key_field(file, fmt, key_field)
     load_id = load_id or default_load_id(file)
     try:
-        trio.run(
+        code = trio.run(
             _load,
             file,
             topic,
@@ -213,9 +237,14 @@ def load(
             batch_bytes,
             guarantee,
             quiet,
+            shutdown_timeout,
+            connection,
         )
     except KeyboardInterrupt:
+        # Before the signal receiver was open (counting the rows, starting the loop).
         raise click.ClickException("interrupted: run the same command again to resume") from None
+    if code:
+        sys.exit(code)
 
 
 @contextlib.asynccontextmanager
@@ -248,9 +277,13 @@ async def _load(
     batch_bytes: int,
     guarantee: str,
     quiet: bool,
-) -> None:
+    shutdown_timeout: float,
+    connection: Security,
+) -> int:
+    """The load; returns the exit status (_cli/_signals.py)."""
     import trio
 
+    from trio_kafka._cli._signals import stop_on_signals
     from trio_kafka.client import BulkLoader, create_topic
     from trio_kafka.errors import KafkaError
     from trio_kafka.net import group_leaves, open_selector
@@ -269,55 +302,104 @@ async def _load(
         if plain:
             print(f"progress: loaded {acked[0]} records, {acked[1]} bytes", file=sys.stderr)
 
-    try:
-        async with _broker(bootstrap, partitions) as servers, open_selector(servers) as selector:
-            cas = guarantee != "transactional"
-            if await create_topic(selector, topic, partitions, cas=cas):
-                click.echo(
-                    f"created topic {topic} ({partitions} partition{'s' if partitions != 1 else ''}, "
-                    f"CAS {'on' if cas else 'off'})",
-                    err=True,
+    fed = _Fed()
+    result = None
+    async with stop_on_signals(
+        shutdown_timeout, doing="no new rows; finishing the batches in flight"
+    ) as stop:
+        try:
+            async with (
+                _broker(bootstrap, partitions) as servers,
+                open_selector(
+                    servers, transport=connection.transport(None), sasl=connection.sasl
+                ) as selector,
+            ):
+                cas = guarantee != "transactional"
+                if await create_topic(selector, topic, partitions, cas=cas):
+                    click.echo(
+                        f"created topic {topic} ({partitions} partition{'s' if partitions != 1 else ''}, "
+                        f"CAS {'on' if cas else 'off'})",
+                        err=True,
+                    )
+                loader = BulkLoader(
+                    selector,
+                    topic,
+                    load_id,
+                    guarantee=guarantee,
+                    batch_bytes=batch_bytes,
+                    on_progress=on_progress,
                 )
-            loader = BulkLoader(
-                selector,
-                topic,
-                load_id,
-                guarantee=guarantee,
-                batch_bytes=batch_bytes,
-                on_progress=on_progress,
-            )
-            click.echo(
-                f"load {load_id}: {total} row{'s' if total != 1 else ''} from {file}", err=True
-            )
-            rows = read_rows(file, fmt, key_field)
-            # The load's error is raised after the display's nursery, not from inside
-            # it (where trio would wrap it in an exception group).
-            failure: KafkaError | None = None
-            async with trio.open_nursery() as nursery:
-                display = _Display(total, size, quiet)
-                nursery.start_soon(display.run, loader, acked)
-                try:
-                    result = await loader.run(rows)
-                except KafkaError as exc:
-                    failure = exc
-                nursery.cancel_scope.cancel()
-            if failure is not None:
-                raise failure
-            display.finish(loader, acked)
-    except KafkaError as exc:
-        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
-    except BaseExceptionGroup as group:
-        # One Kafka error from inside a nursery we do not own (the embedded broker's).
-        leaves = group_leaves(group)
-        if len(leaves) == 1 and isinstance(leaves[0], KafkaError):
-            raise click.ClickException(f"{type(leaves[0]).__name__}: {leaves[0]}") from None
-        raise
+                click.echo(
+                    f"load {load_id}: {total} row{'s' if total != 1 else ''} from {file}", err=True
+                )
+                rows = fed.rows(stop, read_rows(file, fmt, key_field))
+                # The load's error is raised after the display's nursery, not from inside
+                # it (where trio would wrap it in an exception group).
+                failure: KafkaError | None = None
+                async with trio.open_nursery() as nursery:
+                    display = _Display(total, size, quiet)
+                    nursery.start_soon(display.run, loader, acked)
+                    try:
+                        result = await loader.run(rows)
+                    except KafkaError as exc:
+                        failure = exc
+                    nursery.cancel_scope.cancel()
+                if failure is not None:
+                    raise failure
+                display.finish(loader, acked)
+        except KafkaError as exc:
+            raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+        except BaseExceptionGroup as group:
+            # One Kafka error from inside a nursery we do not own (the embedded broker's).
+            leaves = group_leaves(group)
+            if len(leaves) == 1 and isinstance(leaves[0], KafkaError):
+                raise click.ClickException(f"{type(leaves[0]).__name__}: {leaves[0]}") from None
+            raise
+    if result is None or not fed.exhausted:
+        # A signal cut the load short (rows held back, or the batches in flight
+        # abandoned at the deadline): say where it stands.
+        how = (
+            "stopped at once: the batches in flight were abandoned, as a crash leaves them"
+            if stop.forced
+            else f"stopped: every row handed to the loader is written ({acked[0]} by this run)"
+        )
+        click.echo(
+            f"{how}; {fed.count} of {total} rows had been handed to it when {stop.name} came. "
+            + (
+                "Its checkpoints are in the log with its rows: run the same command again to resume"
+                if bootstrap is not None
+                else "The embedded mock broker's data is gone with it: load into a broker "
+                "of its own (--bootstrap) for a resumable load"
+            ),
+            err=True,
+        )
+        return stop.exit_code
     click.echo(
         f"done: {result.loaded} records loaded, {result.skipped} already there (skipped); "
         + ", ".join(f"partition {p.partition} ends at {p.end_offset}" for p in result.partitions)
         + f"; guarantee {result.guarantee}",
         err=True,
     )
+    return 0
+
+
+class _Fed:
+    """Hands the input's rows to the loader until a signal asks to stop."""
+
+    def __init__(self) -> None:
+        # Rows handed over so far.
+        self.count = 0
+        # True once the input ran out (every row handed over, none held back).
+        self.exhausted = False
+
+    def rows(self, stop: Any, rows: Iterator[Any]) -> Iterator[Any]:
+        requested = stop.requested
+        for row in rows:
+            if requested.is_set():
+                return
+            self.count += 1
+            yield row
+        self.exhausted = True
 
 
 class _Display:

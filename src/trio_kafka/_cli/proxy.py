@@ -158,7 +158,12 @@ def proxy(
                 nursery.start_soon(schedule)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
-                    click.echo(f"stopped by signal {signum}; counts {p.counts}", err=True)
+                    # Its normal end: exit 0 (docs/shutdown.md).
+                    click.echo(
+                        f"received {signal.Signals(signum).name}: the proxy stopped; "
+                        f"faults {p.counts}",
+                        err=True,
+                    )
                     nursery.cancel_scope.cancel()
                     return
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import click
+
+from trio_kafka._cli._security import pop_security_options, security_options
 
 
 def _text(data: bytes | None) -> str:
@@ -25,6 +30,7 @@ def _text(data: bytes | None) -> str:
 )
 @click.option("--bootstrap", default="127.0.0.1:9092", show_default=True)
 @click.option("--headers", "show_headers", is_flag=True, help="Print the record headers too.")
+@security_options
 def tail(
     topic: str,
     partition: int | None,
@@ -32,16 +38,33 @@ def tail(
     lines: int,
     bootstrap: str,
     show_headers: bool,
+    **security: Any,
 ) -> None:
-    """Print what TOPIC holds: `partition:offset<TAB>key<TAB>value` per record."""
+    """Print what TOPIC holds: `partition:offset<TAB>key<TAB>value` per record.
+
+    SIGINT or SIGTERM stops it after the record being printed (exit 130 or 143)."""
+    import anyio
     import trio
 
+    from trio_kafka._cli._signals import stop_on_signals
     from trio_kafka.client import PartitionReader
     from trio_kafka.errors import KafkaError
     from trio_kafka.net import open_selector
 
-    async def run() -> None:
-        async with open_selector(bootstrap, allow_auto_create_topics=False) as selector:
+    connection = pop_security_options(security)
+
+    async def run() -> int:
+        async with stop_on_signals(5.0, doing="stopping after this record") as stop:
+            await show(stop.requested)
+        return stop.exit_code
+
+    async def show(requested: anyio.Event) -> None:
+        async with open_selector(
+            bootstrap,
+            allow_auto_create_topics=False,
+            transport=connection.transport(None),
+            sasl=connection.sasl,
+        ) as selector:
             meta = await selector.wait_for_topic(topic, timeout=10)
             reader = PartitionReader(selector)
             chosen = [partition] if partition is not None else range(meta.partition_count)
@@ -53,15 +76,19 @@ def tail(
                 if not from_beginning:
                     start = max(start, end - lines)
                 async for record in reader.read(topic, p, start=start, end=end):
+                    if requested.is_set():
+                        return
                     line = f"{p}:{record.offset}\t{_text(record.key)}\t{_text(record.value)}"
                     if show_headers and record.headers:
                         line += "\t" + " ".join(f"{k}={_text(v)}" for k, v in record.headers)
                     click.echo(line)
 
     try:
-        trio.run(run)
+        code = trio.run(run)
     except KafkaError as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+    if code:
+        sys.exit(code)
 
 
 __all__ = ["tail"]

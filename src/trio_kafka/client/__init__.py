@@ -34,6 +34,7 @@ from trio_kafka.client._open import open_producer
 from trio_kafka.client._partition_load import PartitionLoadResult, RowChunk, load_partition
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._reader import PartitionRead, PartitionReader
+from trio_kafka.client._security import PROTOCOLS, Security, pop_security
 from trio_kafka.client._transactions import GroupMetadata, OffsetAndMetadata
 from trio_kafka.client._txn_calls import HandedOffTransaction
 from trio_kafka.net import KafkaSelector, group_leaves, open_selector
@@ -51,6 +52,7 @@ __all__ = [
     "CAS_TOPIC_CONFIG",
     "GUARANTEES",
     "LOAD_HEADER",
+    "PROTOCOLS",
     "ROW_HEADER",
     "Acknowledged",
     "Ambiguous",
@@ -77,6 +79,7 @@ __all__ = [
     "ProducerRecord",
     "RecordHandle",
     "RowChunk",
+    "Security",
     "create_topic",
     "describe_topic_config",
     "group_leaves",
@@ -87,6 +90,7 @@ __all__ = [
     "open_producer",
     "open_selector",
     "partition_of",
+    "pop_security",
     "row_of",
     "writer_of",
 ]

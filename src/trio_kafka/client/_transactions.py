@@ -55,6 +55,7 @@ from trio_kafka.errors import (
     InvalidPartitionError,
     KafkaError,
     ProducerClosedError,
+    ProducerFencedError,
 )
 from trio_kafka.net import (
     TRANSACTION_VERSION_FEATURE,
@@ -431,6 +432,9 @@ class TransactionDriver:
             scope.deadline = anyio.current_time() + self.abort_timeout
             try:
                 await self.abort()
+            except ProducerFencedError as exc:
+                # The takeover was said once, at WARNING, when the producer stopped.
+                logger.debug("aborting the transaction failed (fenced): %s", exc)
             except KafkaError as exc:
                 logger.warning("aborting the transaction failed: %s", exc)
         if scope.cancelled_caught:

@@ -31,6 +31,10 @@ that expects no response (Produce with acks=0) completes as soon as it is writte
 
 The connection does not negotiate versions or authenticate: the selector does that with
 `request()` right after connecting and then sets `api_versions`.
+
+Logging (`trio_kafka.net`, DEBUG only: none of it asks an operator to act): the
+connection's start and end (with why it ended), and each request and response with
+the broker's address, the API, its version and the correlation id.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import enum
+import functools
+import logging
 import math
 import struct
 from collections.abc import AsyncIterator, Callable
@@ -73,6 +79,10 @@ DEFAULT_MAX_IN_FLIGHT = 5
 DEFAULT_MAX_FRAME_SIZE = 128 * 1024 * 1024
 
 _API_VERSIONS_KEY = 18
+logger = logging.getLogger("trio_kafka.net")
+_debug = functools.partial(logger.isEnabledFor, logging.DEBUG)
+
+
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _RECEIVE_SIZE = 64 * 1024
@@ -169,6 +179,7 @@ class BrokerConnection:
 
     def start(self, tasks: TaskGroup) -> None:
         """Run the reader task in `tasks` (it ends when the connection closes)."""
+        logger.debug("connection to %s:%d open", self.host, self.port)
         tasks.start_soon(self._reader, name=f"kafka-reader-{self.host}:{self.port}")
 
     async def wait_closed(self) -> None:
@@ -307,6 +318,15 @@ class BrokerConnection:
             reader=reader,
             event=self._primitives.event(),
         )
+        if _debug():
+            logger.debug(
+                "%s:%d: request %s v%d, correlation id %d",
+                self.host,
+                self.port,
+                request_name(pending.request_class).removesuffix("Request"),
+                version,
+                correlation_id,
+            )
         if pending.expects_response:
             self._in_flight.append(pending)
             if self._receive_scope is not None and deadline < self._receive_scope.deadline:
@@ -430,6 +450,15 @@ class BrokerConnection:
             lost.__cause__ = exc
             self._resolve(pending, error=lost)
             raise
+        if _debug():
+            logger.debug(
+                "%s:%d: response %s v%d, correlation id %d",
+                self.host,
+                self.port,
+                request_name(pending.request_class).removesuffix("Request"),
+                version,
+                correlation_id,
+            )
         self._resolve(pending, response=response)
 
     # -- completion and closing ---------------------------------------------------------------
@@ -471,6 +500,9 @@ class BrokerConnection:
         self.close_reason = reason
         lost, self._in_flight = self._in_flight, collections.deque()
         what = "closed" if reason is None else f"was lost ({reason})"
+        logger.debug(
+            "connection to %s:%d %s, %d request(s) in flight", self.host, self.port, what, len(lost)
+        )
         for pending in lost:
             error = self._lost_error(pending, what)
             error.__cause__ = reason

@@ -135,6 +135,8 @@ def _init_producer_id(m: TxnActions, request: TxnRequest, response: Any, now: fl
         m.retry_work(work, now)
     elif code in _EPOCH:
         m.set_fatal(fenced(m, code, "InitProducerId"))
+    elif code == E.UNKNOWN_SERVER_ERROR and request.message.producer_id >= 0:
+        m.set_fatal(bump_refused(m, request))
     elif code in _FATAL or code == E.CLUSTER_AUTHORIZATION_FAILED:
         m.set_fatal(error_for_code(code))
     else:
@@ -400,20 +402,24 @@ def outcome_unknown(m: TxnActions, error: KafkaError) -> TransactionOutcomeUnkno
 def timed_out(m: TxnActions, where: str, cause: KafkaError) -> TransactionTimedOutError:
     return TransactionTimedOutError(
         f"transactional id {m.transactional_id!r}: {where} was refused with "
-        f"INVALID_PRODUCER_EPOCH (epoch {m.producer_epoch}): the broker most likely "
-        f"aborted the transaction after transaction_timeout={m.transaction_timeout}s "
-        "and bumped the epoch; abort() and retry in a new transaction",
+        f"INVALID_PRODUCER_EPOCH (epoch {m.producer_epoch}): the coordinator aborted the "
+        "transaction and bumped the epoch, because it outlived "
+        f"transaction_timeout={m.transaction_timeout}s or because another producer with "
+        "the same transactional id took over; abort() and retry in a new transaction (a "
+        "takeover then raises ProducerFencedError)",
         cause,
     )
 
 
 def fenced(m: TxnActions, code: int, what: str) -> ProducerFencedError:
     if isinstance(m.last_error, TransactionTimedOutError):
+        # The same answers follow a takeover (the new instance's InitProducerId bumps
+        # the epoch too): both causes are named, the takeover first, being the usual.
         why = (
-            "the coordinator aborted the transaction after "
-            f"transaction_timeout={m.transaction_timeout}s and fenced this producer "
-            "(Kafka's coordinator bumps the epoch of a timed-out transaction); open a "
-            "new producer, and keep transactions shorter than transaction_timeout"
+            "another producer with the same transactional id took over, or the "
+            "coordinator aborted a transaction that outlived "
+            f"transaction_timeout={m.transaction_timeout}s and bumped the epoch (then "
+            "open a new producer, and keep transactions shorter than transaction_timeout)"
         )
     else:
         why = (
@@ -425,6 +431,22 @@ def fenced(m: TxnActions, code: int, what: str) -> ProducerFencedError:
         ErrorCode.PRODUCER_FENCED,
         f"transactional id {m.transactional_id!r}, producer id {m.producer_id} "
         f"epoch {m.producer_epoch}: {what} answered {error_info(code).name}; {why}",
+    )
+
+
+def bump_refused(m: TxnActions, request: TxnRequest) -> ProducerFencedError:
+    """UNKNOWN_SERVER_ERROR for an InitProducerId naming our id and epoch (KIP-360): the
+    bump asked after the coordinator refused our epoch, the usual path of an instance
+    whose transactional id another one took over. Kafka answers PRODUCER_FENCED; Tansu
+    answers every bump so (docs/compatibility.md). Said as the takeover it is (logged at
+    WARNING), not as a server failure at ERROR on each normal failover."""
+    return ProducerFencedError(
+        ErrorCode.PRODUCER_FENCED,
+        f"transactional id {m.transactional_id!r}, producer id "
+        f"{request.message.producer_id} epoch {request.message.producer_epoch}: the "
+        "coordinator refused this producer's epoch, then its epoch bump (InitProducerId "
+        "answered UNKNOWN_SERVER_ERROR, as Tansu answers any bump): another producer with "
+        "the same transactional id most likely took over, and this one stops",
     )
 
 

@@ -1,0 +1,64 @@
+"""docs/shutdown.md's programs do what the page says: each runs in a process of its own
+against the mock broker (a process too), gets SIGTERM while it produces, and ends with
+every record it handed over acknowledged. Real processes: "_signals"-like timing, so
+this file is serial too (SERIAL_PATHS has "_shutdown.py")."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests._docs import python_blocks
+from trio_kafka.testing import mock_broker_process
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "shutdown.md"
+BLOCKS = python_blocks(PAGE)
+
+
+def test_the_page_has_its_three_programs() -> None:
+    assert len(BLOCKS) == 3
+
+
+def _run(source: str, bootstrap: str) -> tuple[int, str]:
+    """Start the program, SIGTERM it a second after it says it is producing."""
+    program = source.replace("127.0.0.1:9092", bootstrap)
+    child = subprocess.Popen(
+        [sys.executable, "-c", program], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        assert child.stdout is not None
+        first = child.stdout.readline().decode()
+        assert first.startswith("producing until SIGTERM"), first
+        time.sleep(1.0)
+        child.send_signal(signal.SIGTERM)
+        rest, _ = child.communicate(timeout=60)
+        return child.returncode, first + rest.decode()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+@pytest.mark.parametrize("number", [1, 2], ids=["trio", "asyncio"])
+def test_an_async_program_flushes_on_sigterm_and_exits_0(number: int) -> None:
+    with mock_broker_process() as bootstrap:
+        status, output = _run(BLOCKS[number - 1], bootstrap)
+    print(output)
+    assert status == 0, output
+    last = output.strip().splitlines()[-1]
+    handed, acknowledged = int(last.split()[2].rstrip(":")), int(last.split()[3])
+    assert handed == acknowledged > 0, last
+    assert last.endswith(" 0 failed"), last
+
+
+def test_the_blocking_program_settles_everything_then_dies_by_sigterm() -> None:
+    with mock_broker_process() as bootstrap:
+        status, output = _run(BLOCKS[2], bootstrap)
+    print(output)
+    assert status == -signal.SIGTERM, output
+    assert "handed over " in output, output
