@@ -25,12 +25,17 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from trio_kafka.errors import ConfigError
 
-if TYPE_CHECKING:
-    from trio_kafka.sync import Producer
+
+class Producer(Protocol):
+    """What the handler needs of `trio_kafka.sync.Producer` (named by its one call, so
+    this module does not import the one that imports it)."""
+
+    def close_on_signal(self, name: str, timeout: float | None) -> None: ...
+
 
 _Handler = Callable[[int, Any], Any] | int | signal.Handlers | None
 
