@@ -4,7 +4,10 @@ Rows are JSON Lines (each line is a record value, as written: not parsed, unless
 `--key-field` needs its field) or CSV (each row becomes a JSON object value; a row with
 more or fewer fields than the header is refused, naming its line). `--key-field` takes the key from a field. The load id names the load
 in the topic's manifest headers; by default it is derived from the file's absolute path
-and size, so running the same command again resumes where the last run stopped.
+and size, so running the same command again resumes where the last run stopped. The
+checkpoints record `--key-field` and `--format` (with the partition count and the
+guarantee): a resume with others is refused, and a finished load is recognised from
+its checkpoints without reading the file again.
 """
 
 from __future__ import annotations
@@ -197,8 +200,6 @@ def load(
     import trio
 
     fmt = fmt or ("csv" if file.suffix.lower() == ".csv" else "jsonl")
-    if key_field is not None:
-        check_key_field(file, fmt, key_field)
     load_id = load_id or default_load_id(file)
     try:
         trio.run(
@@ -271,13 +272,6 @@ async def _load(
 
     try:
         async with _broker(bootstrap, partitions) as servers, open_selector(servers) as selector:
-            cas = guarantee != "transactional"
-            if await create_topic(selector, topic, partitions, cas=cas):
-                click.echo(
-                    f"created topic {topic} ({partitions} partition{'s' if partitions != 1 else ''}, "
-                    f"CAS {'on' if cas else 'off'})",
-                    err=True,
-                )
             loader = BulkLoader(
                 selector,
                 topic,
@@ -285,7 +279,20 @@ async def _load(
                 guarantee=guarantee,
                 batch_bytes=batch_bytes,
                 on_progress=on_progress,
+                # Recorded with the checkpoints: a resume with others is refused.
+                routing={"key_field": key_field, "format": fmt},
             )
+            # A finished load is known from its checkpoints: the input is not read again.
+            result = await loader.finished(total)
+            if result is None and key_field is not None:
+                check_key_field(file, fmt, key_field)  # before anything is written
+            cas = guarantee != "transactional"
+            if await create_topic(selector, topic, partitions, cas=cas):
+                click.echo(
+                    f"created topic {topic} ({partitions} partition{'s' if partitions != 1 else ''}, "
+                    f"CAS {'on' if cas else 'off'})",
+                    err=True,
+                )
             click.echo(
                 f"load {load_id}: {total} row{'s' if total != 1 else ''} from {file}", err=True
             )
@@ -297,12 +304,14 @@ async def _load(
                 display = _Display(total, size, quiet)
                 nursery.start_soon(display.run, loader, acked)
                 try:
-                    result = await loader.run(rows)
+                    if result is None:
+                        result = await loader.run(rows)
                 except KafkaError as exc:
                     failure = exc
                 nursery.cancel_scope.cancel()
             if failure is not None:
                 raise failure
+            assert result is not None
             display.finish(loader, acked)
     except KafkaError as exc:
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
@@ -311,6 +320,8 @@ async def _load(
         leaves = group_leaves(group)
         if len(leaves) == 1 and isinstance(leaves[0], KafkaError):
             raise click.ClickException(f"{type(leaves[0]).__name__}: {leaves[0]}") from None
+        if len(leaves) == 1 and isinstance(leaves[0], click.ClickException):
+            raise leaves[0] from None  # bad input (check_key_field)
         raise
     click.echo(
         f"done: {result.loaded} records loaded, {result.skipped} already there (skipped); "
