@@ -164,7 +164,12 @@ class LoadResult:
 
 
 class BulkLoader:
-    """Loads rows into `topic` over `selector` (see the module doc)."""
+    """Loads rows into `topic` over `selector` (see the module doc).
+
+    `routing`: what made the rows from the caller's input, as names to JSON values
+    (e.g. `{"key_field": "user", "format": "jsonl"}`; None values are unset). It is
+    recorded with every checkpoint beside the partition count, partitioner and
+    guarantee, and a resume with any other is refused (`ConfigError`)."""
 
     def __init__(
         self,
@@ -394,9 +399,7 @@ class BulkLoader:
         response = await selector.request(
             selector.least_loaded_node(), request, timeout=self.request_timeout
         )
-        return any(
-            t.name == self.topic and t.error_code == ErrorCode.NONE for t in response.topics
-        )
+        return any(t.name == self.topic and t.error_code == ErrorCode.NONE for t in response.topics)
 
     def _finished_result(
         self, backend: Backend, points: list[Checkpoint], rows: int
