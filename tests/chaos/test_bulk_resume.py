@@ -1,7 +1,7 @@
 """The bulk-load chaos workload's finding on Tansu, scripted: the transactional bulk load
 resumed from a checkpoint of an aborted chunk and never loaded that chunk's rows. Fixed:
 the loader now judges a checkpoint by the transaction markers in the log
-(`BulkLoader._committed_resume_point`), not by the broker's read_committed answer.
+(`BulkLoader._committed_checkpoint`), not by the broker's read_committed answer.
 
 The transactional backend (client/_bulk.py) commits each chunk of rows with its
 checkpoint (the chunk's last row carries `tk.load` and `tk.row` headers) and, on a

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import logging
 from typing import Any
 
 import pytest
@@ -175,9 +176,44 @@ def test_same_rows_make_the_same_log_as_bulk_loader(spark: Any, broker: Threaded
     bulk_log = read_topic(broker.bootstrap, "same-bulk", 3)
     for partition in range(3):
         assert [r.value for r in spark_log[partition]] == values[partition::3]
+        # BulkLoader's last checkpoint of a partition also marks the input's end
+        # (tk.end); a Spark load keeps that in its manifest instead.
         assert [(r.value, r.headers) for r in spark_log[partition]] == [
-            (r.value, r.headers) for r in bulk_log[partition]
+            (r.value, tuple(h for h in r.headers if h[0] != "tk.end")) for r in bulk_log[partition]
         ]
+
+
+def test_write_dataframe_resumed_with_another_key_is_refused_naming_it(
+    spark: Any, broker: ThreadedCluster
+) -> None:
+    topic, load_id = "rekeyed", "rekeyed-1"
+    create_topic(broker, topic, PARTITIONS, cas=True)
+    frame = _frame(spark, 300)
+    write_dataframe(frame, topic=topic, key="key", load_id=load_id, bootstrap=broker.bootstrap)
+    with pytest.raises(ConfigError, match=r"key: 'key' then, None now.*another load id"):
+        write_dataframe(frame, topic=topic, load_id=load_id, bootstrap=broker.bootstrap)
+    _check_exact(broker.bootstrap, topic, load_id, 300)
+
+
+def test_write_dataframe_returns_and_logs_what_it_did(
+    spark: Any, broker: ThreadedCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic, load_id = "reported", "reported-1"
+    create_topic(broker, topic, PARTITIONS, cas=True)
+    frame = _frame(spark, 300)
+    with caplog.at_level(logging.INFO, logger="trio_kafka.spark"):
+        first = write_dataframe(
+            frame, topic=topic, key="key", load_id=load_id, bootstrap=broker.bootstrap
+        )
+    again = write_dataframe(
+        frame, topic=topic, key="key", load_id=load_id, bootstrap=broker.bootstrap
+    )
+    assert (first.guarantee, first.loaded, first.skipped) == ("exactly_once_cas", 300, 0)
+    assert (again.guarantee, again.loaded, again.skipped) == ("exactly_once_cas", 0, 300)
+    assert any(
+        "guarantee exactly_once_cas (chosen by auto); 300 rows loaded" in r.getMessage()
+        for r in caplog.records
+    )
 
 
 def test_two_concurrent_writers_write_each_row_once(broker: ThreadedCluster) -> None:

@@ -12,6 +12,7 @@ from trio_kafka._cli.load import count_rows, default_load_id, read_rows
 from trio_kafka.client import row_of, writer_of
 from trio_kafka.client._bulk import partition_of
 from trio_kafka.producer import partition_for_key
+from trio_kafka.producer._rows import encode_routing, routing_changes
 from trio_kafka.records import Record
 
 
@@ -73,3 +74,14 @@ def test_the_default_load_id_is_stable_for_the_same_file(tmp_path: Path) -> None
     other = tmp_path / "other.jsonl"
     other.write_text("{}\n")
     assert default_load_id(path) != default_load_id(other)
+
+
+def test_routing_changes_name_each_difference_and_take_none_for_unset() -> None:
+    then = {"partitions": 6, "key_field": "user", "format": "jsonl"}
+    now = {"partitions": 6, "key_field": None, "format": "csv"}
+    assert routing_changes(then, now) == [
+        "format: 'jsonl' then, 'csv' now",
+        "key_field: 'user' then, None now",
+    ]
+    assert routing_changes({"partitions": 6}, {"partitions": 6, "key_field": None}) == []
+    assert encode_routing({"b": 1, "a": None, "c": "x"}) == b'{"b":1,"c":"x"}'

@@ -376,3 +376,17 @@ def test_finish_seals_an_open_streamed_chunk_at_its_held_back_row() -> None:
     assert pipe.stream_rows() is None
     chunk = pipe.chunk_streamed()
     assert chunk is not None and (chunk.last_row, chunk.checkpoint_value) == (2, values[2])
+
+
+def test_every_checkpoint_records_the_routing_and_the_last_the_end_of_the_input() -> None:
+    pipe = pipeline(routing=b'{"partitions":1}')
+    for row in range(10):
+        pipe.add(row, None, b"%0100d" % row, 0)
+    pipe.finish(0, b"10/1/10")
+    pipe.set_producer(7, 0)
+    checkpoints = []
+    while (batch := pipe.next_send(0.0)) is not None:
+        (decoded,) = decode_batches(batch.data)
+        checkpoints.append(dict(decoded.records[-1].headers))
+    assert [c.get("tk.routing") for c in checkpoints] == [b'{"partitions":1}'] * 3
+    assert [c.get("tk.end") for c in checkpoints] == [None, None, b"10/1/10"]

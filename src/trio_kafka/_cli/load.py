@@ -4,7 +4,10 @@ Rows are JSON Lines (each line is a record value, as written: not parsed, unless
 `--key-field` needs its field) or CSV (each row becomes a JSON object value; a row with
 more or fewer fields than the header is refused, naming its line). `--key-field` takes the key from a field. The load id names the load
 in the topic's manifest headers; by default it is derived from the file's absolute path
-and size, so running the same command again resumes where the last run stopped.
+and size, so running the same command again resumes where the last run stopped. The
+checkpoints record `--key-field` and `--format` (with the partition count and the
+guarantee): a resume with others is refused, and a finished load is recognised from
+its checkpoints without reading the file again.
 """
 
 from __future__ import annotations
@@ -221,8 +224,6 @@ def load(
             param_hint="--bootstrap",
         )
     fmt = fmt or ("csv" if file.suffix.lower() == ".csv" else "jsonl")
-    if key_field is not None:
-        check_key_field(file, fmt, key_field)
     load_id = load_id or default_load_id(file)
     try:
         code = trio.run(
@@ -304,6 +305,7 @@ async def _load(
 
     fed = _Fed()
     result = None
+    finished_before = False  # the load was already complete: nothing fed this time
     async with stop_on_signals(
         shutdown_timeout, doing="no new rows; finishing the batches in flight"
     ) as stop:
@@ -314,13 +316,6 @@ async def _load(
                     servers, transport=connection.transport(None), sasl=connection.sasl
                 ) as selector,
             ):
-                cas = guarantee != "transactional"
-                if await create_topic(selector, topic, partitions, cas=cas):
-                    click.echo(
-                        f"created topic {topic} ({partitions} partition{'s' if partitions != 1 else ''}, "
-                        f"CAS {'on' if cas else 'off'})",
-                        err=True,
-                    )
                 loader = BulkLoader(
                     selector,
                     topic,
@@ -328,7 +323,22 @@ async def _load(
                     guarantee=guarantee,
                     batch_bytes=batch_bytes,
                     on_progress=on_progress,
+                    # Recorded with the checkpoints: a resume with others is refused.
+                    routing={"key_field": key_field, "format": fmt},
                 )
+                # A finished load is known from its checkpoints: the input is not read
+                # again.
+                result = await loader.finished(total)
+                finished_before = result is not None
+                if result is None and key_field is not None:
+                    check_key_field(file, fmt, key_field)  # before anything is written
+                cas = guarantee != "transactional"
+                if await create_topic(selector, topic, partitions, cas=cas):
+                    click.echo(
+                        f"created topic {topic} ({partitions} partition{'s' if partitions != 1 else ''}, "
+                        f"CAS {'on' if cas else 'off'})",
+                        err=True,
+                    )
                 click.echo(
                     f"load {load_id}: {total} row{'s' if total != 1 else ''} from {file}", err=True
                 )
@@ -340,7 +350,8 @@ async def _load(
                     display = _Display(total, size, quiet)
                     nursery.start_soon(display.run, loader, acked)
                     try:
-                        result = await loader.run(rows)
+                        if result is None:
+                            result = await loader.run(rows)
                     except KafkaError as exc:
                         failure = exc
                     nursery.cancel_scope.cancel()
@@ -354,8 +365,10 @@ async def _load(
             leaves = group_leaves(group)
             if len(leaves) == 1 and isinstance(leaves[0], KafkaError):
                 raise click.ClickException(f"{type(leaves[0]).__name__}: {leaves[0]}") from None
+            if len(leaves) == 1 and isinstance(leaves[0], click.ClickException):
+                raise leaves[0] from None  # bad input (check_key_field)
             raise
-    if result is None or not fed.exhausted:
+    if result is None or not (finished_before or fed.exhausted):
         # A signal cut the load short (rows held back, or the batches in flight
         # abandoned at the deadline): say where it stands.
         how = (

@@ -28,6 +28,19 @@ first and feeds them to `on_answer`; it asks for an idempotent producer id when 
 pipeline needs one (`init_idempotent_producer_id`), sleeps `poll_delay`, refreshes
 metadata when told, and reads the record `read_offset` names after a mismatch.
 
+Routing. Every checkpoint records the load's routing (producer/_rows.py): the partition
+count, the partitioner, the guarantee used, and what the caller says made its rows
+(`routing=`, e.g. the key field and input format of `trio-kafka load`). A resume reads
+the routing of each partition's last checkpoint before it writes anything and refuses
+another (`ConfigError` naming each difference, then and now), and refuses checkpoints
+that record none (written before routing was recorded: nothing can be checked).
+
+Finished loads. A partition's last row, sealed once the input ended, carries an end
+marker (the input's row count, the partitions with rows, the partition's rows). When
+every partition with a checkpoint of the load ends in one, the markers agree, and the
+input has as many rows (`finished(rows)`, or `run` given a sized input), the load is
+finished: the result is made from the checkpoints, without reading the input again.
+
 Transactions (`TxnPartition`, client/_txn_load.py): one task per partition writes
 each chunk in one transaction of its transactional `Producer` (the producer core's own
 sequencing, retries and transaction machinery); the chunk's last row is its
@@ -53,7 +66,7 @@ import contextlib
 import itertools
 import logging
 import ssl
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sized
 from typing import Any
 
 import anyio
@@ -78,6 +91,7 @@ from trio_kafka.client._txn_load import TxnPartition
 from trio_kafka.errors import (
     CasNotSupportedError,
     ConfigError,
+    ErrorCode,
 )
 from trio_kafka.net import (
     ExponentialBackoff,
@@ -88,11 +102,33 @@ from trio_kafka.net import (
 )
 from trio_kafka.producer import current_rules
 from trio_kafka.producer._load import DEFAULT_BATCH_BYTES, Backend, LoadPipeline
-from trio_kafka.producer._rows import LOAD_HEADER, ROW_HEADER, Row, partition_of, row_of
+from trio_kafka.producer._rows import (
+    LOAD_HEADER,
+    LOADER_ROUTING,
+    PARTITIONER,
+    ROW_HEADER,
+    EndMarker,
+    Row,
+    encode_routing,
+    partition_of,
+    routing_changes,
+    routing_of,
+    row_of,
+)
+from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+from trio_kafka.records import Record
 
 logger = logging.getLogger("trio_kafka.load")
 
 _SCAN_WINDOW = 10_000
+#: A partition's resume point as read: (log end offset, the last checkpoint record of
+#: this load or None, whether other records follow it).
+Checkpoint = tuple[int, Record | None, bool]
+#: How a refused resume can start afresh instead (every error message says it).
+_FRESH = (
+    "start a fresh load instead: another load id (load_id=, trio-kafka load --load-id) "
+    "or another topic"
+)
 #: What `guarantee=` accepts.
 GUARANTEES = ("auto", "exactly_once_cas", "transactional")
 
@@ -128,7 +164,12 @@ class LoadResult:
 
 
 class BulkLoader:
-    """Loads rows into `topic` over `selector` (see the module doc)."""
+    """Loads rows into `topic` over `selector` (see the module doc).
+
+    `routing`: what made the rows from the caller's input, as names to JSON values
+    (e.g. `{"key_field": "user", "format": "jsonl"}`; None values are unset). It is
+    recorded with every checkpoint beside the partition count, partitioner and
+    guarantee, and a resume with any other is refused (`ConfigError`)."""
 
     def __init__(
         self,
@@ -145,6 +186,7 @@ class BulkLoader:
         transaction_timeout: float = 60.0,
         wall_clock: Callable[[], float] | None = None,
         on_progress: Callable[[int, int], None] | None = None,
+        routing: Mapping[str, object] | None = None,
     ) -> None:
         if not load_id:
             raise ConfigError("a bulk load needs a load_id (it names the load in the manifest)")
@@ -164,6 +206,21 @@ class BulkLoader:
             raise ConfigError(
                 f"guarantee={guarantee!r}: use one of {', '.join(map(repr, GUARANTEES))}"
             )
+        routing = dict(routing or {})
+        taken = sorted(set(routing) & set(LOADER_ROUTING))
+        if taken:
+            raise ConfigError(
+                f"routing={routing!r}: {', '.join(taken)} is recorded by the loader itself; "
+                "routing= names what made the rows (e.g. key_field, format)"
+            )
+        try:
+            encode_routing(routing)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"routing={routing!r}: its values must be JSON (str, int, None, lists): {exc}"
+            ) from None
+        #: What the caller says made its rows: recorded with every checkpoint.
+        self.routing = routing
         self.selector = selector
         self.topic = topic
         self.load_id = load_id
@@ -235,40 +292,147 @@ class BulkLoader:
 
     # -- resuming ----------------------------------------------------------------------
 
+    def load_routing(self, guarantee: str, partitions: int) -> dict[str, object]:
+        """The routing this load records with its checkpoints (producer/_rows.py), for
+        the guarantee it uses ("exactly_once_cas" or "transactional")."""
+        return {
+            "partitions": partitions,
+            "partitioner": PARTITIONER,
+            "guarantee": guarantee,
+            **self.routing,
+        }
+
     async def resume_point(
         self, partition: int, reader: PartitionReader | None = None
     ) -> tuple[int, int, bool]:
         """(log end offset, last row of this load in the partition or -1, whether other
         records follow that row)."""
+        end, record, foreign = await self.last_checkpoint(partition, reader)
+        return end, self._row(record), foreign
+
+    def _row(self, checkpoint: Record | None) -> int:
+        """The input row of a checkpoint of this load (-1: none)."""
+        row = None if checkpoint is None else row_of(checkpoint, self._load)
+        return -1 if row is None else row
+
+    async def last_checkpoint(
+        self, partition: int, reader: PartitionReader | None = None
+    ) -> Checkpoint:
+        """(log end offset, the last checkpoint record of this load in the partition or
+        None, whether other records follow it)."""
         reader = reader or self.reader
         topic = self.topic
         end = await reader.log_end_offset(topic, partition)
         start = await reader.log_start_offset(topic, partition)
         if end <= start:
-            return end, -1, False
+            return end, None, False
         if reader.read_committed:
-            return await self._committed_resume_point(partition, start, end)
+            return await self._committed_checkpoint(partition, start, end)
         tail = await reader.read_at(topic, partition, end - 1)
-        if tail is not None:
-            row = row_of(tail, self._load)
-            if row is not None:
-                return end, row, False
+        if tail is not None and row_of(tail, self._load) is not None:
+            return end, tail, False
         high = end
         while high > start:
             low = max(start, high - _SCAN_WINDOW)
-            found = -1
+            found: Record | None = None
             async for record in reader.read(topic, partition, start=low, end=high):
-                row = row_of(record, self._load)
-                if row is not None:
-                    found = row
-            if found >= 0:
+                if row_of(record, self._load) is not None:
+                    found = record
+            if found is not None:
                 return end, found, True
             high = low
-        return end, -1, False
+        return end, None, False
 
-    async def _committed_resume_point(
-        self, partition: int, start: int, end: int
-    ) -> tuple[int, int, bool]:
+    def check_checkpoint(
+        self, partition: int, record: Record | None, routing: Mapping[str, object]
+    ) -> None:
+        """Refuse to resume after `record`, `partition`'s last checkpoint of this load,
+        unless it records `routing` (see the module doc)."""
+        if record is not None:
+            where = f"its checkpoint at row {row_of(record, self._load)} in partition {partition}"
+            self.check_routing(routing_of(record), routing, where)
+
+    def check_routing(
+        self, recorded: Mapping[str, object] | None, routing: Mapping[str, object], where: str
+    ) -> None:
+        """Refuse to resume this load with `routing` unless it began with it (`recorded`
+        where `where` says; None: nothing recorded, an older trio-kafka's load): a
+        `ConfigError` naming each difference and how to start afresh instead."""
+        where = f"load {self.load_id!r} into {self.topic} ({where})"
+        if recorded is None:
+            raise ConfigError(
+                f"{where} records no routing: it was written by an older trio-kafka, which "
+                "did not record how rows were routed, so this run cannot check that it "
+                "routes them the same way (another key field, format or partition count "
+                "would load some rows twice and others never). Finish that load with the "
+                f"version that began it, or {_FRESH}"
+            )
+        changes = routing_changes(recorded, routing)
+        if changes:
+            raise ConfigError(
+                f"{where} began with other routing than this run's: {'; '.join(changes)}. "
+                "Resuming with it would skip rows by numbers that now name other rows, "
+                "loading some twice and others never: run it again with the options it "
+                f"began with, or {_FRESH}"
+            )
+
+    async def finished(self, rows: int) -> LoadResult | None:
+        """The result of this load if it is finished for an input of `rows` rows, judged
+        from its checkpoints alone (see the module doc), else None (run it). A
+        resume with other routing is refused, as `run` refuses it. A topic that does not
+        exist is not created (None)."""
+        if not await self._topic_exists():
+            return None
+        count = (await self.selector.wait_for_topic(self.topic)).partition_count
+        backend = await self.choose_backend(count)
+        reader = self.committed_reader if backend is Backend.TRANSACTIONS else self.reader
+        points = await self._checkpoints(backend, [], count, reader)
+        return self._finished_result(backend, points, rows)
+
+    async def _topic_exists(self) -> bool:
+        """Whether the topic exists, asked without letting the broker create it (the
+        selector's own metadata requests may: `allow_auto_create_topics`)."""
+        selector = self.selector
+        request = MetadataRequest(
+            topics=[MetadataRequestTopic(name=self.topic)], allow_auto_topic_creation=False
+        )
+        response = await selector.request(
+            selector.least_loaded_node(), request, timeout=self.request_timeout
+        )
+        return any(t.name == self.topic and t.error_code == ErrorCode.NONE for t in response.topics)
+
+    def _finished_result(
+        self, backend: Backend, points: list[Checkpoint], rows: int
+    ) -> LoadResult | None:
+        """The result of a finished load of `rows` rows (module doc), or None."""
+        markers = [EndMarker.of(r) if r is not None else None for _, r, _ in points]
+        ends = [m for m in markers if m is not None]
+        if not ends or len(ends) != sum(r is not None for _, r, _ in points):
+            return None  # not every partition of the load saw the input's end
+        with_rows = ends[0].partitions_with_rows
+        if (
+            any((m.rows, m.partitions_with_rows) != (rows, with_rows) for m in ends)
+            or len(ends) != with_rows
+            or sum(m.partition_rows for m in ends) != rows
+        ):
+            return None
+        partitions = tuple(
+            PartitionLoad(
+                partition,
+                end,
+                end,
+                self._row(record),
+                0,
+                0 if marker is None else marker.partition_rows,
+            )
+            for partition, ((end, record, _), marker) in enumerate(
+                zip(points, markers, strict=True)
+            )
+        )
+        logger.info("load %s into %s: finished already (%d rows)", self.load_id, self.topic, rows)
+        return LoadResult(self.load_id, 0, rows, partitions, backend.value)
+
+    async def _committed_checkpoint(self, partition: int, start: int, end: int) -> Checkpoint:
         """`resume_point` as a read_committed reader would see it, judged from the
         transaction markers in the log (`committed_newest_first`) instead of the
         broker's read_committed answers: Tansu shows aborted records to read_committed
@@ -284,14 +448,13 @@ class BulkLoader:
                 topic, partition, low, high, first=low == start, timeout=self.request_timeout
             )
             for record in committed_newest_first(batches, markers, self._checkpoint_committed):
-                row = row_of(record, self._load)
-                if row is not None:
-                    return end, row, record.offset != end - 1
+                if row_of(record, self._load) is not None:
+                    return end, record, record.offset != end - 1
             high = low
-        return end, -1, False
+        return end, None, False
 
     def _pipeline(
-        self, backend: Backend, partition: int, point: tuple[int, int, bool]
+        self, backend: Backend, partition: int, point: tuple[int, int, bool], routing: bytes = b""
     ) -> LoadPipeline:
         end, row, foreign = point
         rng = self.selector.rng
@@ -307,6 +470,7 @@ class BulkLoader:
             max_in_flight=self.max_in_flight,
             retry_timeout=self.retry_timeout,
             backoff=lambda attempts: self._backoff.backoff(attempts, rng),
+            routing=routing,
         )
 
     # -- the load ------------------------------------------------------------------------
@@ -332,10 +496,17 @@ class BulkLoader:
                             self.transactional_producer(transactional_id)
                         )
                     )
-            points = await self._resume_points(backend, producers, count)
+            reader = self.committed_reader if backend is Backend.TRANSACTIONS else self.reader
+            checkpoints = await self._checkpoints(backend, producers, count, reader)
+            if isinstance(rows, Sized):
+                done = self._finished_result(backend, checkpoints, len(rows))
+                if done is not None:
+                    return done
+            routing = encode_routing(self.load_routing(backend.value, count))
             parts: list[_Partition | TxnPartition] = []
-            for partition, point in enumerate(points):
-                pipe = self._pipeline(backend, partition, point)
+            for partition, (end, record, foreign) in enumerate(checkpoints):
+                point = (end, self._row(record), foreign)
+                pipe = self._pipeline(backend, partition, point, routing)
                 if backend is Backend.CAS:
                     parts.append(_CasPartition(self, pipe))
                 else:
@@ -370,20 +541,23 @@ class BulkLoader:
             backend.value,
         )
 
-    async def _resume_points(
-        self, backend: Backend, producers: list[Producer], count: int
-    ) -> list[tuple[int, int, bool]]:
-        """Every partition's resume point, the partitions at once (a round trip or a few
-        each). Transactions: after the partition's `init_transactions`, which fences an
-        older instance of the load and settles its open transaction."""
-        points: list[tuple[int, int, bool]] = [(0, -1, False)] * count
+    async def _checkpoints(
+        self,
+        backend: Backend,
+        producers: list[Producer],
+        count: int,
+        reader: PartitionReader,
+    ) -> list[Checkpoint]:
+        """Every partition's last checkpoint, the partitions at once (a round trip or a
+        few each), each refused unless it records this run's routing. With `producers`
+        (transactions): after the partition's `init_transactions`, which fences an older
+        instance of the load and settles its open transaction."""
+        points: list[Checkpoint] = [(0, None, False)] * count
 
         async def resume(partition: int) -> None:
-            if backend is Backend.CAS:
-                points[partition] = await self.resume_point(partition)
-            else:
+            if producers:
                 await producers[partition].init_transactions()
-                points[partition] = await self.resume_point(partition, self.committed_reader)
+            points[partition] = await self.last_checkpoint(partition, reader)
 
         try:
             async with anyio.create_task_group() as tasks:
@@ -394,6 +568,9 @@ class BulkLoader:
             if error is not None:
                 raise error from None
             raise
+        routing = self.load_routing(backend.value, count)
+        for partition, (_, record, _) in enumerate(points):
+            self.check_checkpoint(partition, record, routing)
         return points
 
     async def _feed(
@@ -421,8 +598,11 @@ class BulkLoader:
             if any_sealed:
                 stamp = self._timestamp_ms()
             first += len(block)
+        # The input ended: each partition's last checkpoint says so (module doc).
+        with_rows = sum(1 for pipe in pipes if pipe.given)
         for part in parts:
-            await part.fed(1 if part.pipe.finish(stamp) else 0)
+            end = EndMarker(first, with_rows, part.pipe.given).encode()
+            await part.fed(1 if part.pipe.finish(stamp, end) else 0)
 
     def _progress(self, records: int, size: int) -> None:
         if self.on_progress is not None:
@@ -487,6 +667,7 @@ __all__ = [
     "LOAD_HEADER",
     "ROW_HEADER",
     "BulkLoader",
+    "Checkpoint",
     "LoadResult",
     "PartitionLoad",
     "Row",

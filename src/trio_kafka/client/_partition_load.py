@@ -13,6 +13,9 @@ The rows go through the same `LoadPipeline` and the same shells as `BulkLoader`'
 
 - CAS: `_CasPartition` (resume from the log's last checkpoint, batches by bytes, up to 5
   in flight, resends at the same expected offset, mismatch resolution);
+- both refuse to resume a partition whose last checkpoint records other routing than
+  this call's (`BulkLoader.check_checkpoint`: partition count, guarantee, and the
+  loader's `routing=`);
 - transactions, *held*: the rows go into ONE transaction of a transactional producer
   (`transactional_id`, one per writer attempt) that is left open at the end and handed
   off (`Producer.hand_off_transaction`): another process (the Spark driver) commits the
@@ -35,12 +38,13 @@ from trio_kafka.client._bulk import BulkLoader
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._cas_load import _CasPartition, _Partition
 from trio_kafka.client._producer import Producer
+from trio_kafka.client._reader import PartitionReader
 from trio_kafka.client._txn_calls import HandedOffTransaction
 from trio_kafka.client._txn_load import send_chunk
 from trio_kafka.errors import ConfigError
 from trio_kafka.net import open_task_group, sole_error
 from trio_kafka.producer._load import Backend, LoadPipeline
-from trio_kafka.producer._rows import partition_of
+from trio_kafka.producer._rows import encode_routing, partition_of, row_of
 
 
 @attrs.frozen
@@ -128,6 +132,16 @@ def _check(chunk: RowChunk, last: int, topic: str, partition: int, count: int) -
         )
 
 
+async def _resume(
+    loader: BulkLoader, partition: int, routing: dict[str, object], reader: PartitionReader
+) -> tuple[int, int, bool]:
+    """The partition's resume point, refused unless its checkpoint records `routing`."""
+    end, record, foreign = await loader.last_checkpoint(partition, reader)
+    loader.check_checkpoint(partition, record, routing)
+    row = None if record is None else row_of(record, loader.load_id.encode())
+    return end, -1 if row is None else row, foreign
+
+
 async def load_partition(
     loader: BulkLoader,
     partition: int,
@@ -155,11 +169,13 @@ async def load_partition(
     else:  # a forced CAS is checked for this partition, as BulkLoader checks all
         await cas_gate(selector).check(topic, partition)
         backend = Backend.CAS
+    routing = loader.load_routing(backend.value, count)
+    encoded = encode_routing(routing)
     async with contextlib.AsyncExitStack() as stack:
         part: _Partition
         if backend is Backend.CAS:
-            point = await loader.resume_point(partition)
-            part = _CasPartition(loader, loader._pipeline(backend, partition, point))
+            point = await _resume(loader, partition, routing, loader.reader)
+            part = _CasPartition(loader, loader._pipeline(backend, partition, point, encoded))
         else:
             if transactional_id is None:
                 raise ConfigError("load_partition with transactions needs transactional_id")
@@ -167,8 +183,9 @@ async def load_partition(
                 loader.transactional_producer(transactional_id)
             )
             await producer.init_transactions()
-            point = await loader.resume_point(partition, loader.committed_reader)
-            part = _HeldTxnPartition(loader, loader._pipeline(backend, partition, point), producer)
+            point = await _resume(loader, partition, routing, loader.committed_reader)
+            pipe = loader._pipeline(backend, partition, point, encoded)
+            part = _HeldTxnPartition(loader, pipe, producer)
             producer.begin_transaction()
         stack.callback(part.discard)  # a failed input leaves its stream open otherwise
         pipe = part.pipe

@@ -112,6 +112,7 @@ class LoadPipeline:
         retry_timeout: float = 120.0,
         backoff: Callable[[int], float] = lambda attempts: 0.0,
         rules: LoadRules | None = None,
+        routing: bytes = b"",
     ) -> None:
         #: The decisions where a wrong rule loses or duplicates rows (producer/_rules.py).
         self.rules = rules_for(LoadRules) if rules is None else rules
@@ -124,6 +125,8 @@ class LoadPipeline:
         self.topic = topic
         self.partition = partition
         self.load_id = load_id
+        #: The load's routing, recorded with every checkpoint (producer/_rows.py).
+        self.routing = routing
         self.backend = backend
         self.batch_bytes = batch_bytes
         self.max_in_flight = max_in_flight
@@ -146,6 +149,8 @@ class LoadPipeline:
         self.loaded = 0
         self.loaded_bytes = 0
         self.skipped = 0
+        #: Rows given to this pipeline (loaded, skipped or not yet written).
+        self.given = 0
         # Sealed batches not yet acknowledged, in row order (the window is a prefix).
         self._batches: collections.deque[LoadBatch] = collections.deque()
         self._open = OpenLoadBatch()
@@ -201,6 +206,7 @@ class LoadPipeline:
         """Append a run of rows (ascending row numbers, with their keys or None for none,
         and values); rows already loaded are skipped (counted in `skipped`). Returns how
         many batches this sealed (queued: hand them on with `take_sealed`)."""
+        self.given += len(rows)
         resumed = self._resumed_through()
         if rows and rows[0] <= resumed:
             cut = bisect_right(rows, resumed)
@@ -256,18 +262,19 @@ class LoadPipeline:
             position = stop
         return sealed
 
-    def finish(self, timestamp_ms: int) -> bool:
+    def finish(self, timestamp_ms: int, end: bytes = b"") -> bool:
         """Seal the open batch (no more rows, or a transaction to end early); True when
-        there was one."""
+        there was one. `end`: the input ended, and the batch's checkpoint carries this
+        end marker (producer/_rows.py `EndMarker`)."""
         if not self._open.values:
             return False
-        self._seal(timestamp_ms)
+        self._seal(timestamp_ms, end)
         return True
 
-    def _seal(self, timestamp_ms: int) -> None:
+    def _seal(self, timestamp_ms: int, end: bytes = b"") -> None:
         current, self._open = self._open, OpenLoadBatch()
         values, keys = current.values, current.keys
-        headers = checkpoint_headers(self.load_id, current.last_row)
+        headers = checkpoint_headers(self.load_id, current.last_row, self.routing, end)
         count = len(values)
         batch = LoadBatch(current.first_row, current.last_row, count, current.size, None)
         if self.backend is Backend.CAS:

@@ -17,7 +17,7 @@ from trio_kafka.records import BatchBuilder
 #: Default batch size of a load (the broker's default max.message.bytes is 1 MiB).
 DEFAULT_BATCH_BYTES = 512 * 1024
 #: The headers of a checkpoint record.
-CheckpointHeaders = tuple[tuple[str, bytes], tuple[str, bytes]]
+CheckpointHeaders = tuple[tuple[str, bytes], ...]
 
 
 def run_size(values: Sequence[bytes | None], keys: Sequence[bytes | None] | None) -> int:

@@ -7,6 +7,7 @@ This module only re-exports.
 from __future__ import annotations
 
 from trio_kafka.spark._frame import (
+    DataFrameLoadResult,
     foreach_batch_writer,
     kafka_partition,
     number_rows,
@@ -45,6 +46,7 @@ __all__ = [
     "NAME",
     "SEEDS_PER_JOB",
     "TRANSACTIONAL",
+    "DataFrameLoadResult",
     "FailurePlan",
     "InjectedFailure",
     "KafkaDataSource",

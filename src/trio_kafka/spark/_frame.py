@@ -18,15 +18,34 @@ DataFrame and the same rows given to `BulkLoader` make the same log:
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import attrs
 import trio
 
 from trio_kafka.client import open_selector, partition_of
 from trio_kafka.errors import ConfigError
+from trio_kafka.spark._manifest import LoadState, Manifest, read_manifest
 from trio_kafka.spark._options import AUTO, NAME, LoadOptions
-from trio_kafka.spark._source import KafkaDataSource
+from trio_kafka.spark._source import KafkaDataSource, check_resume
+
+logger = logging.getLogger("trio_kafka.spark")
+
+
+@attrs.frozen
+class DataFrameLoadResult:
+    """What `write_dataframe` did."""
+
+    load_id: str
+    topic: str
+    #: The guarantee used: "exactly_once_cas" or "transactional" (what "auto" chose).
+    guarantee: str
+    #: Rows written by this call; rows found already loaded (skipped).
+    loaded: int
+    skipped: int
 
 
 def topic_partitions(bootstrap: str, topic: str) -> int:
@@ -78,6 +97,21 @@ def number_rows(df: Any) -> Any:
     return df.withColumn("row", first + within)
 
 
+def _read_manifest(options: LoadOptions, check: bool = False) -> tuple[int, Manifest | None]:
+    """(the topic's partitions, the load's manifest or None); with `check`, a resume
+    with other routing is refused here, before Spark runs anything."""
+
+    async def read() -> tuple[int, Manifest | None]:
+        async with open_selector(options.bootstrap) as selector:
+            count = (await selector.wait_for_topic(options.topic)).partition_count
+            manifest = await read_manifest(selector, options.load_id, options.control_topic)
+            if check and manifest is not None:
+                check_resume(selector, options, manifest, count)
+            return count, manifest
+
+    return trio.run(read)
+
+
 def prepare_dataframe(
     df: Any,
     partitions: int,
@@ -127,7 +161,7 @@ def write_dataframe(
     guarantee: str = AUTO,
     order_by: Sequence[str] | None = None,
     **options: Any,
-) -> None:
+) -> DataFrameLoadResult:
     """Load `df` into `topic` exactly once (see docs/spark.md).
 
     `key`/`value` name columns (default: no key; the `value` column, else each row as
@@ -137,14 +171,21 @@ def write_dataframe(
     input must otherwise be deterministic in content and order). `options` go to the
     data source (`batch_bytes`, `request_timeout`, `transaction_timeout`,
     `control_topic`, ...). Rerunning with the same `load_id` resumes a failed load, or
-    does nothing after a successful one.
+    does nothing after a successful one; a rerun with another `key`, `value`,
+    `order_by`, guarantee or partition count is refused (`ConfigError`).
+
+    Returns what it did (the guarantee used, rows loaded and skipped), also logged at
+    INFO on the `trio_kafka.spark` logger.
     """
+    # What decides each row's partition and position, recorded with the load.
+    routing = {"key": key, "value": value, "order_by": list(order_by) if order_by else None}
     given = {
         "bootstrap": bootstrap,
         "topic": topic,
         "load_id": load_id,
         "guarantee": guarantee,
         **{name: str(setting) for name, setting in options.items()},
+        "routing": json.dumps({k: v for k, v in routing.items() if v is not None}),
     }
     # Checked here, before Spark runs anything: an error raised inside the data source
     # reaches the caller as an AnalysisException with the real error deep in its text.
@@ -153,15 +194,35 @@ def write_dataframe(
             f"load_id={load_id!r}: a non-empty name of the load (a rerun with the same "
             "load_id resumes it instead of writing the rows again)"
         )
-    LoadOptions.parse(given)
+    parsed = LoadOptions.parse(given)
+    partitions, before = _read_manifest(parsed, check=True)
     spark = df.sparkSession
     spark.dataSource.register(KafkaDataSource)
-    partitions = topic_partitions(bootstrap, topic)
     prepared = prepare_dataframe(df, partitions, key=key, value=value, order_by=order_by)
     writer = prepared.write.format(NAME).mode("append")
     for name, setting in given.items():
         writer = writer.option(name, setting)
     writer.save()
+    # The driver's hooks may run in other processes: what they did is in the manifest.
+    _, after = _read_manifest(parsed)
+    if after is None or after.state is not LoadState.COMPLETE:
+        raise ConfigError(f"load {load_id!r}: no complete manifest after the job")
+    if before is not None and before.state is LoadState.COMPLETE:
+        loaded, skipped = 0, sum(after.counts.values())  # finished before: nothing ran
+    else:
+        loaded = sum(int(r["loaded"]) for r in after.reports)
+        skipped = sum(int(r["skipped"]) for r in after.reports)
+    result = DataFrameLoadResult(load_id, topic, after.guarantee, loaded, skipped)
+    logger.info(
+        "load %s into %s: guarantee %s%s; %d rows loaded, %d already there (skipped)",
+        load_id,
+        topic,
+        result.guarantee,
+        " (chosen by auto)" if parsed.guarantee == AUTO else "",
+        loaded,
+        skipped,
+    )
+    return result
 
 
 def foreach_batch_writer(
@@ -185,6 +246,7 @@ def foreach_batch_writer(
 
 
 __all__ = [
+    "DataFrameLoadResult",
     "foreach_batch_writer",
     "kafka_partition",
     "number_rows",

@@ -7,7 +7,10 @@ batch of a load ends with a checkpoint naming the load and its last row, and a w
 resumes from the last one in the log: producer/_rows.py). The manifest keeps what only
 the driver knows:
 
-- the guarantee the load uses (decided once, so a rerun never switches backend);
+- the guarantee the load uses (decided once, so a rerun never switches backend), and
+  the load's whole routing (`routing`: partition count, partitioner, guarantee, key
+  and value columns, order_by), so a rerun with another is refused before any task
+  runs (`_source.open_load`);
 - `started` -> `committing` -> `complete`, or `aborted`;
 - transactional loads: the *winners*, one open transaction per partition that the
   driver is about to commit, written (state `committing`) BEFORE the first EndTxn, so a
@@ -86,6 +89,9 @@ class Manifest:
     lost: tuple[str, ...] = ()
     #: What the winning attempts did, one dict per partition (`PartitionReport` fields).
     reports: tuple[dict[str, Any], ...] = ()
+    #: The load's routing (producer/_rows.py; None: a manifest written before it was
+    #: recorded, whose rerun is refused: nothing can be checked).
+    routing: dict[str, Any] | None = None
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -99,6 +105,7 @@ class Manifest:
                 "winners": [attrs.asdict(w) for w in self.winners],
                 "lost": list(self.lost),
                 "reports": list(self.reports),
+                "routing": self.routing,
             },
             sort_keys=True,
         ).encode()
@@ -122,6 +129,7 @@ class Manifest:
             winners=tuple(Winner(**w) for w in raw.get("winners", [])),
             lost=tuple(raw.get("lost", [])),
             reports=tuple(raw.get("reports", [])),
+            routing=raw.get("routing"),
         )
 
 

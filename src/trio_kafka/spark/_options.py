@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -35,6 +36,10 @@ class LoadOptions:
     request_timeout: float = 30.0
     transaction_timeout: float = 600.0
     max_attempts: int = 8
+    #: What made the rows (JSON object; `write_dataframe` sets it: key and value
+    #: columns, order_by): recorded in the manifest and the checkpoints, and a resume
+    #: with another is refused.
+    routing: str = ""
     #: Test-only: task failures (`_task.FailurePlan`), and killing the driver's process
     #: group (`crash_driver_pgid`, default the committing process's) after this many
     #: EndTxn(commit)s (0: never).
@@ -71,6 +76,16 @@ class LoadOptions:
         guarantee = _ALIASES.get(opts.get("guarantee", AUTO), opts.get("guarantee", AUTO))
         if guarantee not in GUARANTEES:
             raise ConfigError(f"guarantee={guarantee!r}: use one of {', '.join(GUARANTEES)}")
+        routing = opts.get("routing", "") or ""
+        try:
+            fields = json.loads(routing) if routing else {}
+        except ValueError:
+            fields = None
+        if not isinstance(fields, dict):
+            raise ConfigError(
+                f"option routing={routing!r}: expected a JSON object (what made the rows, "
+                'e.g. {"key": "user"})'
+            )
         return cls(
             bootstrap=opts["bootstrap"],
             topic=opts["topic"],
@@ -81,10 +96,16 @@ class LoadOptions:
             request_timeout=_number(opts, "request_timeout", float, 30.0, 0.001),
             transaction_timeout=_number(opts, "transaction_timeout", float, 600.0, 0.001),
             max_attempts=_number(opts, "max_attempts", int, 8, 1),
+            routing=routing,
             fail=opts.get("fail", ""),
             crash_driver_after_commits=_number(opts, "crash_driver_after_commits", int, 0, 0),
             crash_driver_pgid=_number(opts, "crash_driver_pgid", int, 0, 0),
         )
+
+    def routing_fields(self) -> dict[str, object]:
+        """The `routing` option as a dict (checked by `parse`)."""
+        fields: dict[str, object] = json.loads(self.routing) if self.routing else {}
+        return fields
 
 
 _KNOWN = frozenset(field.name for field in dataclasses.fields(LoadOptions))

@@ -84,6 +84,7 @@ def _loader(selector: KafkaSelector, options: LoadOptions, guarantee: str) -> Bu
         guarantee=guarantee,
         request_timeout=options.request_timeout,
         transaction_timeout=options.transaction_timeout,
+        routing=options.routing_fields(),
     )
 
 
@@ -98,20 +99,12 @@ async def open_load(options: LoadOptions) -> Manifest:
         count = (await sel.wait_for_topic(options.topic)).partition_count
         manifest = await read_manifest(sel, options.load_id, options.control_topic)
         if manifest is not None:
-            if manifest.topic != options.topic or options.guarantee not in (
-                AUTO,
-                manifest.guarantee,
-            ):
+            if manifest.topic != options.topic:
                 raise ConfigError(
                     f"load_id {options.load_id!r} already names a {manifest.guarantee} "
                     f"load into topic {manifest.topic!r}; use another load_id"
                 )
-            if manifest.partitions != count:
-                raise ConfigError(
-                    f"{options.topic} has {count} partitions, but {manifest.partitions} when "
-                    f"load {options.load_id!r} began: rows would change partition; use "
-                    "another load_id"
-                )
+            check_resume(sel, options, manifest, count)
             if manifest.state is LoadState.COMMITTING:
                 # The driver died between EndTxns: finish them before any task runs.
                 manifest = await _finish_commit(sel, options, manifest)
@@ -119,10 +112,24 @@ async def open_load(options: LoadOptions) -> Manifest:
                     manifest = attrs.evolve(manifest, state=LoadState.COMPLETE)
                 await write_manifest(sel, manifest, options.control_topic)
             return manifest
-        backend = await _loader(sel, options, options.guarantee).choose_backend(count)
-        manifest = Manifest(options.load_id, options.topic, backend.value, count)
+        loader = _loader(sel, options, options.guarantee)
+        backend = await loader.choose_backend(count)
+        routing = loader.load_routing(backend.value, count)
+        recorded = {name: value for name, value in routing.items() if value is not None}
+        manifest = Manifest(options.load_id, options.topic, backend.value, count, routing=recorded)
         await write_manifest(sel, manifest, options.control_topic)
         return manifest
+
+
+def check_resume(
+    selector: KafkaSelector, options: LoadOptions, manifest: Manifest, count: int
+) -> None:
+    """A rerun must route rows as the load began (producer/_rows.py): the same partition
+    count, guarantee ("auto" takes the recorded one), key and value columns, order_by."""
+    guarantee = manifest.guarantee if options.guarantee == AUTO else options.guarantee
+    loader = _loader(selector, options, guarantee)
+    routing = loader.load_routing(guarantee, count)
+    loader.check_routing(manifest.routing, routing, f"its manifest in {options.control_topic}")
 
 
 def write_task(
@@ -337,6 +344,7 @@ __all__ = [
     "LoadError",
     "LoadOptions",
     "abort_load",
+    "check_resume",
     "commit_load",
     "open_load",
     "write_task",

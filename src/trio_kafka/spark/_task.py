@@ -221,6 +221,7 @@ async def write_partitions(
             "batch_bytes": options.batch_bytes,
             "request_timeout": options.request_timeout,
             "transaction_timeout": options.transaction_timeout,
+            "routing": options.routing_fields(),
         }
         sends: dict[int, trio.MemorySendChannel[RowChunk]] = {}
         try:
