@@ -35,7 +35,9 @@ from tests._docs import python_blocks
 from trio_kafka import Acknowledged
 from trio_kafka.broker import CAS_CONFIG, open_cluster
 from trio_kafka.broker import SaslConfig as BrokerSasl
-from trio_kafka.client import open_producer
+from trio_kafka.client import PartitionReader, open_producer
+from trio_kafka.client._fetch import IsolationLevel
+from trio_kafka.net import open_selector
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 TESTED_ELSEWHERE = {"asyncio.md", "sync.md", "shutdown.md"}
@@ -188,12 +190,16 @@ class _State:
         return f"{self.name}-{self.made}".encode()
 
 
-async def test_cas_two_commit_log_writers_never_overwrite_each_other() -> None:
-    """Two copies of the page's writer on one partition: each append lands or raises
-    ConcurrentWriteError and the loser catches up (the page's except branch runs)."""
+@pytest.mark.parametrize("cas", [True, False], ids=["cas", "transactional"])
+async def test_cas_two_commit_log_writers_apply_every_entry_once(cas: bool) -> None:
+    """Two copies of the page's writer on one partition, with CAS and (a topic without
+    it) with transactions: each copy's state is the committed log from its start, in
+    order, every entry applied once (its own appends when they return, the others' when
+    read). With CAS a copy loses races and catches up; with transactions the copies
+    fence each other and reopen. Before, a catch-up read the copy's own appends back."""
     states = [_State("a", 15), _State("b", 15)]
     async with open_cluster() as cluster:
-        cluster.create_topic("state", 1, CAS)
+        cluster.create_topic("state", 1, CAS if cas else {})
 
         async def writer(state: _State) -> None:
             with pytest.raises(_State.Done):
@@ -202,12 +208,22 @@ async def test_cas_two_commit_log_writers_never_overwrite_each_other() -> None:
         async with trio.open_nursery() as nursery:
             for state in states:
                 nursery.start_soon(writer, state)
-        log = [r.value for batch in cluster.decoded("state", 0) for r in batch.records]
+        async with open_selector(cluster.bootstrap) as selector:
+            reader = PartitionReader(selector, isolation=IsolationLevel.READ_COMMITTED)
+            log = [r.value for r in await reader.read_all("state", 0)]
     assert len(log) == len(set(log))  # nothing written twice
     assert 15 <= len(log) <= 30
-    caught_up = [value for state in states for value in state.applied]
-    assert caught_up, "neither writer ever lost a race: the except branch never ran"
-    assert set(caught_up) <= set(log)
+    for state in states:
+        assert state.applied == log[: len(state.applied)], state.name
+    others = [
+        value
+        for state in states
+        for n, value in enumerate(state.applied)
+        if not value.startswith(state.name.encode())
+        and any(v.startswith(state.name.encode()) for v in state.applied[:n])
+    ]
+    assert others, "neither copy ever read the other's entries after writing its own"
+    assert {value[:1] for value in log} == {b"a", b"b"}
 
 
 async def test_cas_a_bulk_load_and_its_rerun() -> None:

@@ -59,6 +59,8 @@ from trio_kafka.protocol.messages.describe_configs import (
 
 #: The topic config that turns the broker's check on.
 CAS_TOPIC_CONFIG = "expected.offset.check.enable"
+#: The remedy `CasGate.check` names for a CAS send refused: what works on any broker.
+SEND_INSTEAD = "send without expected_offset"
 _TOPIC_RESOURCE = 2
 
 
@@ -82,9 +84,17 @@ class CasGate:
     def __repr__(self) -> str:
         return f"<CasGate topics={self._topics!r}>"
 
-    async def check(self, topic: str, partition: int, *, timeout: float | None = None) -> int:
+    async def check(
+        self,
+        topic: str,
+        partition: int,
+        *,
+        timeout: float | None = None,
+        instead: str = SEND_INSTEAD,
+    ) -> int:
         """Raise `CasNotSupportedError` unless `topic`-`partition` is CAS-checked; returns
-        the leader's node id."""
+        the leader's node id. `instead`: what the caller can do without CAS, on the broker
+        it has (the error's remedy; Apache Kafka has no CAS)."""
         selector = self.selector
         meta = await selector.wait_for_topic(topic, timeout=timeout)
         if not 0 <= partition < meta.partition_count:
@@ -101,9 +111,9 @@ class CasGate:
                 f"refusing a write with expected_offset to {topic}-{partition}: its leader, "
                 f"broker {selector.node_address(leader)} (node {leader}), does not advertise "
                 f"the {CAS_FEATURE!r} feature in ApiVersions (it lists {features or 'none'}), "
-                "so it would append at whatever offset the log end happens to be. Use a "
-                "broker with the expected-offset extension (trio-kafka's mock broker: "
-                "`trio-kafka broker`), or send without expected_offset."
+                "so it would append at whatever offset the log end happens to be. With this "
+                f"broker, {instead}. CAS itself needs a broker with the expected-offset "
+                "extension (trio-kafka's mock broker: `trio-kafka broker`)."
             )
         enabled = self._topics.get(topic)
         if enabled is None:
@@ -113,8 +123,7 @@ class CasGate:
                 f"refusing a write with expected_offset to {topic}-{partition}: the topic "
                 f"does not have {CAS_TOPIC_CONFIG}=true, so the broker ignores expected "
                 f"offsets there. Create the topic with {CAS_TOPIC_CONFIG}=true (e.g. "
-                f"`create_topic(selector, {topic!r}, partitions, cas=True)`), or send "
-                "without expected_offset."
+                f"`create_topic(selector, {topic!r}, partitions, cas=True)`), or {instead}."
             )
         return leader
 

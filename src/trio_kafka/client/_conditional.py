@@ -14,7 +14,8 @@ append exactly, so "is the record at offset N mine?" has an exact answer.
 `append(value)`:
 
 1. send with `expected_offset = next_offset`;
-2. acknowledged: the record is at `next_offset` (the broker guarantees it); advance;
+2. acknowledged: the record is at `next_offset` (the broker guarantees it); advance
+   `next_offset` and `last_read_end` past it (the application has the entry: it made it);
 3. ambiguous (a request lost, a timeout): send again at the same offset, forever. A
    retry is a fresh batch, so it can never land twice: CAS lets at most one attempt
    occupy the offset;
@@ -23,6 +24,16 @@ append exactly, so "is the record at offset N mine?" has an exact answer.
    Anything else: someone else wrote first, `ConcurrentWriteError(offset, foreign_record)`.
    The writer is then stale: `append` refuses until `read_to_end()` ran again (its state
    missed the foreign record).
+
+`last_read_end` is the offset after the last entry the application has seen: read by
+`read_to_end()` or appended by this writer itself. So `read_to_end(start=last_read_end)`
+yields exactly the entries the application has not applied yet, each once; the writer's
+own acknowledged appends are never read back to it (issue: a catch-up used to re-apply
+them, a balance of 65 where the log said 35).
+
+Appends of one writer are serialized (`_appending`): each expects the offset its
+predecessor left, where concurrent ones would all expect the same offset and all but one
+take the others for a foreign writer (the writer's own id in the error).
 
 Without CAS (a topic or broker without the extension: stock Kafka, Tansu), with
 `guarantee="auto"` or `"transactional"`, the writer is a *transactional* writer
@@ -33,15 +44,21 @@ from the transaction markers in the log itself (a record counts when the first m
 its producer id after it is a COMMIT: the same records as read_committed on Kafka, and
 right on Tansu, whose read_committed shows aborted records), and each append is one
 transaction of one record. The newest writer takes
-over: an older writer's append ends as `ConcurrentWriteError` (PRODUCER_FENCED), never
-as a write behind the new writer's back. An append whose commit answer was lost is
+over: an older writer's append ends as `WriterFencedError` (a `ConcurrentWriteError`;
+PRODUCER_FENCED), never as a write behind the new writer's back. A fenced writer is dead
+(`fenced`): its producer can never write again, so every later `append` and
+`read_to_end` raises `WriterFencedError` at once, and the application opens a new writer
+(which fences the newer one in turn) and reads from the dead one's `last_read_end`. A
+`ConcurrentWriteError` that is not a `WriterFencedError` is the CAS one: catch up with the
+same writer and retry. An append whose commit answer was lost is
 settled as with CAS, by reading the committed log back for its (writer id, sequence):
 found, it is acknowledged at its offset; not found and not fenced, it is retried; fenced,
-it is a `ConcurrentWriteError`. docs/cas.md compares the two.
+it is a `WriterFencedError`. docs/cas.md compares the two.
 
-State owned here: `next_offset` (None until a complete read), `sequence` (appends this
-writer has made, acknowledged or not: a sequence number is never reused, so a late
-landing of an abandoned append can never pass for a later one).
+State owned here: `next_offset` (None until a complete read), `last_read_end` (see
+above), `sequence` (appends this writer has made, acknowledged or not: a sequence number
+is never reused, so a late landing of an abandoned append can never pass for a later
+one), `fenced` (a transactional writer's death).
 """
 
 from __future__ import annotations
@@ -51,6 +68,7 @@ import ssl
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import anyio
 import attrs
 
 from trio_kafka.client._cas import cas_gate
@@ -68,6 +86,7 @@ from trio_kafka.errors import (
     ExpectedOffsetMismatchError,
     FatalError,
     ProducerFencedError,
+    WriterFencedError,
 )
 from trio_kafka.net import SaslConfig
 from trio_kafka.producer import Acknowledged, Headers, Rules, current_rules
@@ -111,28 +130,53 @@ class ConditionalWriter:
     #: Attempts sent in total, and those that met an ambiguous outcome (for tests/metrics).
     attempts: int = 0
     ambiguous: int = 0
-    #: Where the last complete read ended (the start for a catching-up read).
+    #: The offset after the last entry the application has seen: read by a complete
+    #: `read_to_end()` or appended (acknowledged) by this writer. The start of a
+    #: catching-up read, which then yields only entries the application has not applied.
     last_read_end: int = 0
     #: "exactly_once_cas" (first writer wins) or "transactional" (newest writer wins).
     guarantee: str = "exactly_once_cas"
     #: The rule for an expected-offset mismatch (producer/_rules.py).
     rules: Rules = attrs.field(factory=current_rules)
+    #: Why this (transactional) writer is dead, once a newer writer fenced it or its
+    #: producer failed for good: every later `append`/`read_to_end` raises a
+    #: `WriterFencedError` from it. Never set on a CAS writer (it only goes stale).
+    fenced: WriterFencedError | None = None
+    #: Held by the append in progress: one writer's appends go one at a time.
+    _appending: anyio.Lock = attrs.field(factory=anyio.Lock, init=False, repr=False)
 
     def __repr__(self) -> str:
+        dead = " fenced" if self.fenced is not None else ""
         return (
             f"<ConditionalWriter {self.topic}-{self.partition} writer={self.writer_id.decode()}"
-            f" next_offset={self.next_offset} sequence={self.sequence}>"
+            f" next_offset={self.next_offset} sequence={self.sequence}{dead}>"
         )
+
+    def _check_alive(self, call: str) -> None:
+        """A dead writer's `append`/`read_to_end` fails at once, saying why and what to do."""
+        if self.fenced is None:
+            return
+        raise WriterFencedError(
+            f"{call} on a dead writer of {self.topic}-{self.partition} (writer "
+            f"{self.writer_id.decode()}): {self.fenced} A fenced transactional writer never "
+            "writes again; open a new writer with open_conditional_writer and read on from "
+            f"this one's last_read_end ({self.last_read_end}).",
+            offset=-1,
+        ) from self.fenced
 
     async def read_to_end(
         self, *, start: int | None = None, timeout: float | None = None
     ) -> AsyncIterator[Record]:
         """Yield the partition's records from `start` (default: the log start) to its end
-        as of the first fetch; once exhausted, the next append expects that end.
+        as of the first fetch; once exhausted, the next append expects that end, and
+        `last_read_end` is that end.
 
-        After a `ConcurrentWriteError`, `read_to_end(start=writer.last_read_end)` reads
-        only what is new. A transactional writer reads the committed log, judged from
-        the transaction markers in it (`_committed_by_markers`)."""
+        `read_to_end(start=writer.last_read_end)` yields exactly the entries the
+        application has not seen: `last_read_end` also moves past the writer's own
+        acknowledged appends. A transactional writer reads the committed log, judged
+        from the transaction markers in it (`_committed_by_markers`); a fenced one
+        raises `WriterFencedError` (open a new writer)."""
+        self._check_alive("read_to_end")
         self.next_offset = None
         if self.guarantee == "transactional":
             async for record in self._committed_by_markers(start, timeout):
@@ -182,7 +226,23 @@ class ConditionalWriter:
         self, value: bytes | None, *, key: bytes | None = None, headers: Headers = ()
     ) -> Acknowledged:
         """Append at `next_offset`; returns the acknowledgement (its `offset` is that
-        offset). Raises `ConcurrentWriteError` when another writer took the offset."""
+        offset) and moves `last_read_end` past it. Raises `ConcurrentWriteError` when
+        another writer took the offset (catch up with `read_to_end(start=last_read_end)`
+        and decide again), `WriterFencedError` when a newer transactional writer took the
+        log (this writer is dead: open a new one). Concurrent calls go one at a time."""
+        try:
+            self._appending.acquire_nowait()  # no checkpoint when no append is running
+        except anyio.WouldBlock:
+            await self._appending.acquire()
+        try:
+            return await self._append(value, key, headers)
+        finally:
+            self._appending.release()
+
+    async def _append(
+        self, value: bytes | None, key: bytes | None, headers: Headers
+    ) -> Acknowledged:
+        self._check_alive("append")
         expected = self.next_offset
         if expected is None:
             raise RuntimeError(
@@ -224,7 +284,7 @@ class ConditionalWriter:
                     return await self.rules.settle_mismatch(self, expected, sequence, True)  # type: ignore[no-any-return]
                 lost = True
                 continue  # retried forever: CAS lets at most one attempt land
-            self.next_offset = expected + 1
+            self.next_offset = self.last_read_end = expected + 1
             if ack.offset != expected:  # dedup without the original offset (-1)
                 ack = Acknowledged(ack.topic, ack.partition, expected, ack.timestamp)
             return ack
@@ -261,7 +321,7 @@ class ConditionalWriter:
                 continue  # aborted: the append did not happen, try again
             except AbortableError:
                 continue  # aborted: nothing of it is committed
-            self.next_offset = ack.offset + 1
+            self.next_offset = self.last_read_end = ack.offset + 1
             return ack
 
     async def _find(self, sequence: int) -> Acknowledged | None:
@@ -283,7 +343,7 @@ class ConditionalWriter:
             batches = await reader.batches(topic, partition, low, high, first=low == start)
             for record in committed_newest_first(batches, markers):
                 if record.offset >= start and writer_of(record) == (self.writer_id, sequence):
-                    self.next_offset = record.offset + 1
+                    self.next_offset = self.last_read_end = record.offset + 1
                     return Acknowledged(topic, partition, record.offset, record.timestamp)
             high = low
         return None
@@ -291,17 +351,27 @@ class ConditionalWriter:
     async def _settle_fenced(
         self, sequence: int, error: Exception, *, look: bool = True
     ) -> Acknowledged:
-        """A newer writer took the log: did our append commit before it did? (`look`
-        False: it cannot have, no EndTxn(commit) of it was sent.)"""
+        """A newer writer took the log (or the producer failed for good): the writer is
+        dead either way. Did our append commit before that? (`look` False: it cannot
+        have, no EndTxn(commit) of it was sent.) Committed, it is acknowledged, and the
+        writer's next call raises `WriterFencedError`."""
+        self.next_offset = None
+        tid = log_transactional_id(self.topic, self.partition)
+        why = (
+            f"a newer writer took over {self.topic}-{self.partition} (transactional id "
+            f"{tid!r} was initialised again: {error})."
+            if isinstance(error, ProducerFencedError)
+            else f"its transactional producer ({tid!r}) failed for good: {error}."
+        )
+        self.fenced = WriterFencedError(why, offset=-1)
+        self.fenced.__cause__ = error
         found = await self._find(sequence) if look else None
         if found is not None:
             return found
-        self.next_offset = None
-        raise ConcurrentWriteError(
-            f"a newer writer took over {self.topic}-{self.partition} (transactional id "
-            f"{log_transactional_id(self.topic, self.partition)!r} was initialised again: "
-            f"{error}); this writer's append (writer {self.writer_id.decode()}, sequence "
-            f"{sequence}) was not committed. Open a new writer and read the log again.",
+        raise WriterFencedError(
+            f"{why} This writer's append (writer {self.writer_id.decode()}, sequence "
+            f"{sequence}) was not committed, and this writer is dead: open a new writer "
+            f"(open_conditional_writer) and read on from last_read_end ({self.last_read_end}).",
             offset=-1,
         ) from error
 
@@ -335,6 +405,13 @@ def log_transactional_id(topic: str, partition: int) -> str:
 
 
 _GUARANTEES = ("auto", "exactly_once_cas", "transactional")
+#: The remedy a CAS writer refused names: what works on a broker without CAS (Apache
+#: Kafka, Tansu), whatever else the error says.
+_WITHOUT_CAS = (
+    'open the writer with guarantee="auto" (CAS where the broker and topic have it, '
+    'transactions elsewhere) or guarantee="transactional" (any Kafka 2.5+ broker, '
+    'Tansu; docs/cas.md, "Without CAS") instead of the default "exactly_once_cas"'
+)
 #: Offsets per read of a transactional writer's raw batches (`read_to_end`, `_find`).
 _FIND_WINDOW = 10_000
 
@@ -409,7 +486,7 @@ async def open_conditional_writer(
         selector = producer.selector
         if guarantee != "transactional":
             try:
-                await cas_gate(selector).check(topic, partition)
+                await cas_gate(selector).check(topic, partition, instead=_WITHOUT_CAS)
             except CasNotSupportedError:
                 if guarantee == "exactly_once_cas":
                     raise

@@ -58,6 +58,7 @@ from trio_kafka.errors._exceptions import (
     UnknownTopicError,
     UnsupportedCodecError,
     UnsupportedRequestError,
+    WriterFencedError,
     error_for_code,
 )
 from trio_kafka.errors._table import ERRORS, ErrorCode, ErrorInfo, error_info
@@ -103,6 +104,7 @@ __all__ = [
     "UnknownTopicError",
     "UnsupportedCodecError",
     "UnsupportedRequestError",
+    "WriterFencedError",
     "error_for_code",
     "error_info",
 ]

@@ -125,6 +125,16 @@ class ConcurrentWriteError(KafkaError):
         self.foreign_record = foreign_record
 
 
+class WriterFencedError(ConcurrentWriteError):
+    """A transactional `ConditionalWriter` is dead: a newer writer of the log opened (and
+    fenced it), or its producer failed for good. Nothing of the append that raised it was
+    committed, and every later `append` or `read_to_end` of this writer raises it again at
+    once. Open a new writer (it fences the newer one in turn) and read the log from the
+    dead writer's `last_read_end`. A `ConcurrentWriteError`, so code that catches that
+    still sees a failed append; catch this first to tell "reopen" from "catch up and retry".
+    """
+
+
 class BrokerError(KafkaError):
     """An error code a broker answered with."""
 
