@@ -47,7 +47,7 @@ class SenderHost(Protocol):
 
     def write_timeout(self) -> float: ...
 
-    def produce_request(self, batches: list[ProducerBatch]) -> ProduceFrame: ...
+    def produce_request(self, batches: list[ProducerBatch], node: int) -> ProduceFrame: ...
 
     def settle_response(self, attempt: ProduceAttempt, response: ProduceAnswer | None) -> None: ...
 
@@ -200,14 +200,21 @@ class NodeSender:
             if attempt.settled:
                 continue
             try:
-                request = sender.produce_request(attempt.batches)
+                connection = self.connection
+                if connection is None or not connection.is_open:
+                    connection = self.connection = await sender.selector.connection(self.node_id)
+            except KafkaError as exc:
+                # BrokerConnectionError: refused before registration, nothing written.
+                attempt.sent = not isinstance(exc, BrokerConnectionError)
+                sender.settle_failure(attempt, exc)
+                continue
+            try:
+                # Built once connected: the broker's ApiVersions shape the batches.
+                request = sender.produce_request(attempt.batches, self.node_id)
             except Exception as exc:  # a record the codec cannot encode: not sendable
                 sender.settle_unsendable(attempt, exc)
                 continue
             try:
-                connection = self.connection
-                if connection is None or not connection.is_open:
-                    connection = self.connection = await sender.selector.connection(self.node_id)
                 attempt.sent = True
                 pending = await connection.send(
                     request, timeout=sender.write_timeout(), reader=read_produce_answer
