@@ -261,21 +261,31 @@ def _server_properties(
     voters: str,
     *,
     advertised: str | None,
+    internal_port: int | None,
     replication: int,
     extra: Mapping[str, str],
 ) -> dict[str, str]:
     min_isr = "2" if replication >= 3 else "1"
+    listeners = f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}"
+    advertised_listeners = f"PLAINTEXT://{advertised or node.bootstrap}"
+    protocols = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+    inter_broker = "PLAINTEXT"
+    if internal_port is not None:
+        # Replication and transaction markers on a listener of their own: a proxy in
+        # front of the advertised one then stands between clients and brokers only.
+        listeners += f",INTERNAL://127.0.0.1:{internal_port}"
+        advertised_listeners += f",INTERNAL://127.0.0.1:{internal_port}"
+        protocols += ",INTERNAL:PLAINTEXT"
+        inter_broker = "INTERNAL"
     props = {
         "process.roles": "broker,controller",
         "node.id": str(node.node_id),
         "controller.quorum.voters": voters,
-        "listeners": (
-            f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}"
-        ),
-        "advertised.listeners": f"PLAINTEXT://{advertised or node.bootstrap}",
+        "listeners": listeners,
+        "advertised.listeners": advertised_listeners,
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name": inter_broker,
+        "listener.security.protocol.map": protocols,
         "log.dirs": str(node.directory / "data"),
         "num.partitions": "1",
         "default.replication.factor": str(replication),
@@ -332,6 +342,8 @@ def kafka_cluster(
     transaction_version: int | None = None,
     server_properties: Mapping[str, str] | None = None,
     advertised: Sequence[str] | None = None,
+    ports: Sequence[int] | None = None,
+    internal_listener: bool = False,
     startup_timeout: float = 90.0,
     heap: str = "512m",
     log_level: str = "INFO",
@@ -343,14 +355,21 @@ def kafka_cluster(
     too); with fewer, 1. `transaction_version` finalizes that feature at format time (a
     fresh 4.x cluster takes 2, transactions v2 of KIP-890, unless given 0 or 1).
     `server_properties` are added to (or replace) every node's; `advertised` gives each
-    node's advertised "host:port" (e.g. a `FaultProxy`'s) instead of its own. The nodes
-    are stopped and their directories removed after the block.
+    node's advertised "host:port" (e.g. a `FaultProxy`'s) instead of its own; `ports`
+    each node's client port (picked free, e.g. with `free_port()`, so that a proxy can be
+    opened to it before the node starts) instead of a free one. `internal_listener=True`
+    gives every node a listener of its own (on a free port) for replication and
+    transaction markers, so that a proxy at the advertised address stands between clients
+    and brokers only (without it, brokers reach each other through the advertised
+    address too). The nodes are stopped and their directories removed after the block.
     """
     jars = kafka_jars()  # fail at once, with the remedy, when Kafka is missing
     del jars
     java_binary()
     if advertised is not None and len(advertised) != nodes:
         raise ValueError(f"advertised names {len(advertised)} addresses for {nodes} nodes")
+    if ports is not None and len(ports) != nodes:
+        raise ValueError(f"ports names {len(ports)} ports for {nodes} nodes")
     root = Path(tempfile.mkdtemp(prefix="trio-kafka-"))
     cluster = KafkaCluster([], _cluster_id())
     try:
@@ -360,7 +379,7 @@ def kafka_cluster(
             cluster.nodes.append(
                 KafkaNode(
                     node_id=i + 1,
-                    port=free_port(),
+                    port=free_port() if ports is None else ports[i],
                     controller_port=free_port(),
                     directory=directory,
                     cluster_size=nodes,
@@ -378,6 +397,7 @@ def kafka_cluster(
                 node,
                 voters,
                 advertised=None if advertised is None else advertised[i],
+                internal_port=free_port() if internal_listener else None,
                 replication=3 if nodes >= 3 else 1,
                 extra=server_properties or {},
             )
@@ -403,6 +423,8 @@ def kafka_broker(
     transaction_version: int | None = None,
     server_properties: Mapping[str, str] | None = None,
     advertised: str | None = None,
+    port: int | None = None,
+    internal_listener: bool = False,
     startup_timeout: float = 90.0,
     heap: str = "512m",
     log_level: str = "INFO",
@@ -410,13 +432,16 @@ def kafka_broker(
     """Run one Kafka node (broker and controller) on free 127.0.0.1 ports for the block.
 
     `advertised` ("host:port") is the address Metadata gives clients instead of its own,
-    e.g. a `FaultProxy` in front of it. See `kafka_cluster` for the other options.
+    e.g. a `FaultProxy` in front of it; `port` its client port instead of a free one. See
+    `kafka_cluster` for the other options.
     """
     with kafka_cluster(
         1,
         transaction_version=transaction_version,
         server_properties=server_properties,
         advertised=None if advertised is None else [advertised],
+        ports=None if port is None else [port],
+        internal_listener=internal_listener,
         startup_timeout=startup_timeout,
         heap=heap,
         log_level=log_level,
