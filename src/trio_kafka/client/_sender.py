@@ -392,8 +392,11 @@ class Sender:
 
     # -- requests --------------------------------------------------------------------
 
-    def produce_request(self, batches: list[ProducerBatch]) -> ProduceFrame:
-        data = self.core.produce_data(batches)
+    def produce_request(self, batches: list[ProducerBatch], node: int) -> ProduceFrame:
+        """The request for `batches` to `node`, whose connection is open (what it said in
+        ApiVersions decides the base offset of a batch without an expected offset)."""
+        info = self.selector.api_versions(node)
+        data = self.core.produce_data(batches, cas_broker=info is None or info.supports_cas)
         return ProduceFrame(self._transactional_id, self._acks, self._timeout_ms, data)
 
     def _take(self, attempt: ProduceAttempt) -> bool:

@@ -272,11 +272,20 @@ class ProducerBatch:
             self.reserved = self.capacity - self.room
             self.room = -1
 
-    def encode(self, compression: int = 0, compression_level: int | None = None) -> bytes:
+    def encode(
+        self,
+        compression: int = 0,
+        compression_level: int | None = None,
+        *,
+        cas_broker: bool = True,
+    ) -> bytes:
         """The batch's wire bytes with its current producer id, epoch and sequence.
 
         The records are encoded once (first drain) and the builder is kept, so a retry
-        only rewrites the header.
+        only rewrites the header. The base offset is the expected offset (CAS); without
+        one, -1 ("no expectation") to a broker with the CAS extension and 0 to any other:
+        Apache Kafka 4.4 refuses a produced batch whose base offset is not 0
+        (InvalidRecordException, answered CORRUPT_MESSAGE).
         """
         builder = self.builder
         if builder is None:
@@ -286,8 +295,12 @@ class ProducerBatch:
                 builder.append_runs(self.run_starts, self.run_ms, self.values)
             else:
                 encode_with_extras(builder, self.create_times(), self.values, extras, self.keys)
+        if self.expected_offset >= 0 or cas_broker:
+            base_offset = self.expected_offset
+        else:
+            base_offset = 0
         return builder.build(
-            base_offset=self.expected_offset,
+            base_offset=base_offset,
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             base_sequence=self.base_sequence,

@@ -213,15 +213,21 @@ class ProducerCore:
         its own, so each counts as in flight (an epoch bump waits for all: 10816290)."""
         self.accumulator.batches.requests_started(node, parts - 1)
 
-    def encode(self, batch: ProducerBatch) -> bytes:
-        """The record batch bytes for `batch`'s PartitionProduceData.records."""
-        return batch.encode(self._compression, self.config.compression_level)
+    def encode(self, batch: ProducerBatch, *, cas_broker: bool = True) -> bytes:
+        """The record batch bytes for `batch`'s PartitionProduceData.records;
+        `cas_broker`: the leader has the CAS extension (`ProducerBatch.encode`)."""
+        return batch.encode(self._compression, self.config.compression_level, cas_broker=cas_broker)
 
-    def produce_data(self, batches: Iterable[ProducerBatch]) -> dict[str, list[tuple[int, bytes]]]:
-        """topic -> [(partition, records bytes)] for one ProduceRequest."""
+    def produce_data(
+        self, batches: Iterable[ProducerBatch], *, cas_broker: bool = True
+    ) -> dict[str, list[tuple[int, bytes]]]:
+        """topic -> [(partition, records bytes)] for one ProduceRequest to a leader with
+        (`cas_broker`) or without the CAS extension."""
         data: dict[str, list[tuple[int, bytes]]] = {}
         for batch in batches:
-            data.setdefault(batch.topic, []).append((batch.partition, self.encode(batch)))
+            data.setdefault(batch.topic, []).append(
+                (batch.partition, self.encode(batch, cas_broker=cas_broker))
+            )
         return data
 
     def expire(self, now: float) -> list[ProducerBatch]:

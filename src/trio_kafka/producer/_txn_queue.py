@@ -39,6 +39,8 @@ from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
 from trio_kafka.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 
 K = TxnRequestKind
+#: EndTxn's last version without KIP-890's per-transaction epoch bump (v5 has it).
+_END_TXN_V1_MAX = 4
 _REQUEST_CLASS: dict[TxnRequestKind, Any] = {
     K.FIND_COORDINATOR: FindCoordinatorRequest,
     K.INIT_PRODUCER_ID: InitProducerIdRequest,
@@ -96,6 +98,11 @@ class TxnRequestQueue:
         top: int = cls.MAX_VERSION
         if kind is K.ADD_PARTITIONS:
             top = min(top, self.add_partitions_max_version)
+        if kind is K.END_TXN and self.transaction_version < 2:
+            # EndTxn v5 asks for KIP-890's epoch bump at every commit or abort: Kafka
+            # 4.x honours it on a cluster without transactions v2 too, and the bumped
+            # epoch (in the answer) would fence our next transaction's v1 requests.
+            top = min(top, _END_TXN_V1_MAX)
         if self._versions is None:
             return top
         found = self._versions.get(cls.API_KEY)
