@@ -43,6 +43,8 @@ class SenderHost(Protocol):
 
     def wake(self) -> None: ...
 
+    def refresh_metadata(self, topics: Any = ()) -> None: ...
+
     def fatal(self, error: KafkaError) -> None: ...
 
     def write_timeout(self) -> float: ...
@@ -184,6 +186,14 @@ class NodeSender:
             logger.debug("connecting to node %s failed: %s", self.node_id, exc)
             if isinstance(exc, FatalError):
                 self.sender.fatal(exc)
+            else:
+                # We connect only to lead partitions with batches ready, and a leader we
+                # cannot reach may be dead: ask who leads now (Java's NetworkClient
+                # requests a metadata update on every disconnect), or the batches wait
+                # for this node until delivery_timeout, however soon the cluster elects
+                # another. The sender rate-limits refreshes (one per retry_backoff), and
+                # the node's reconnect backoff spaces the failures that ask.
+                sender.refresh_metadata()
         finally:
             self.connecting = False
             self.sender.wake()
