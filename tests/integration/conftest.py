@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 import trustme
 
+from tests.integration._real import KINDS, RealBroker, real_broker_for
 from trio_kafka.testing import KafkaNode, TansuBroker, kafka_broker, tansu_broker
 
 
@@ -30,6 +31,20 @@ def kafka() -> Iterator[KafkaNode]:
     directory removed after the module."""
     with kafka_broker() as node:
         yield node
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def broker_kind(request: pytest.FixtureRequest) -> str:
+    """ "kafka" (Apache Kafka 4.4, marked `kafka`), then "tansu" (marked `tansu`)."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def real_broker(request: pytest.FixtureRequest, broker_kind: str) -> Iterator[RealBroker]:
+    """The module's Kafka node or a fresh Tansu (tests/integration/_real.py); modules on
+    both anyio backends take `real_broker_per_backend()` instead."""
+    with real_broker_for(request, broker_kind, "sy") as broker:
+        yield broker
 
 
 @pytest.fixture(scope="module")

@@ -47,7 +47,7 @@ class SenderHost(Protocol):
 
     def write_timeout(self) -> float: ...
 
-    def produce_request(self, batches: list[ProducerBatch]) -> ProduceFrame: ...
+    def produce_request(self, node: int, batches: list[ProducerBatch]) -> ProduceFrame: ...
 
     def settle_response(self, attempt: ProduceAttempt, response: ProduceAnswer | None) -> None: ...
 
@@ -200,7 +200,7 @@ class NodeSender:
             if attempt.settled:
                 continue
             try:
-                request = sender.produce_request(attempt.batches)
+                request = sender.produce_request(self.node_id, attempt.batches)
             except Exception as exc:  # a record the codec cannot encode: not sendable
                 sender.settle_unsendable(attempt, exc)
                 continue

@@ -384,8 +384,10 @@ class Sender:
 
     # -- requests --------------------------------------------------------------------
 
-    def produce_request(self, batches: list[ProducerBatch]) -> ProduceFrame:
-        data = self.core.produce_data(batches)
+    def produce_request(self, node: int, batches: list[ProducerBatch]) -> ProduceFrame:
+        # Drained only for a connected node, so its ApiVersions answer is known.
+        info = self.selector.api_versions(node)
+        data = self.core.produce_data(batches, cas=info is not None and info.supports_cas)
         return ProduceFrame(self._transactional_id, self._acks, self._timeout_ms, data)
 
     def _take(self, attempt: ProduceAttempt) -> bool:

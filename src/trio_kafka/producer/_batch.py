@@ -272,11 +272,15 @@ class ProducerBatch:
             self.reserved = self.capacity - self.room
             self.room = -1
 
-    def encode(self, compression: int = 0, compression_level: int | None = None) -> bytes:
+    def encode(
+        self, compression: int = 0, compression_level: int | None = None, *, cas: bool = True
+    ) -> bytes:
         """The batch's wire bytes with its current producer id, epoch and sequence.
 
         The records are encoded once (first drain) and the builder is kept, so a retry
-        only rewrites the header.
+        only rewrites the header. `cas`: the broker implements the expected-offset
+        extension (docs/cas.md), where base offset -1 says "no expectation"; every other
+        broker gets 0 there, as Kafka wants (4.4 refuses anything else: INVALID_RECORD).
         """
         builder = self.builder
         if builder is None:
@@ -286,8 +290,9 @@ class ProducerBatch:
                 builder.append_runs(self.run_starts, self.run_ms, self.values)
             else:
                 encode_with_extras(builder, self.create_times(), self.values, extras, self.keys)
+        expected = self.expected_offset
         return builder.build(
-            base_offset=self.expected_offset,
+            base_offset=expected if expected >= 0 or cas else 0,
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             base_sequence=self.base_sequence,

@@ -213,15 +213,19 @@ class ProducerCore:
         its own, so each counts as in flight (an epoch bump waits for all: 10816290)."""
         self.accumulator.batches.requests_started(node, parts - 1)
 
-    def encode(self, batch: ProducerBatch) -> bytes:
-        """The record batch bytes for `batch`'s PartitionProduceData.records."""
-        return batch.encode(self._compression, self.config.compression_level)
+    def encode(self, batch: ProducerBatch, *, cas: bool = True) -> bytes:
+        """The record batch bytes for `batch`'s PartitionProduceData.records (`cas`:
+        the broker has the expected-offset extension, `ProducerBatch.encode`)."""
+        return batch.encode(self._compression, self.config.compression_level, cas=cas)
 
-    def produce_data(self, batches: Iterable[ProducerBatch]) -> dict[str, list[tuple[int, bytes]]]:
-        """topic -> [(partition, records bytes)] for one ProduceRequest."""
+    def produce_data(
+        self, batches: Iterable[ProducerBatch], *, cas: bool = True
+    ) -> dict[str, list[tuple[int, bytes]]]:
+        """topic -> [(partition, records bytes)] for one ProduceRequest to a broker with
+        (`cas`) or without the expected-offset extension."""
         data: dict[str, list[tuple[int, bytes]]] = {}
         for batch in batches:
-            data.setdefault(batch.topic, []).append((batch.partition, self.encode(batch)))
+            data.setdefault(batch.topic, []).append((batch.partition, self.encode(batch, cas=cas)))
         return data
 
     def expire(self, now: float) -> list[ProducerBatch]:
