@@ -17,6 +17,7 @@ fixture instance, so the trio and asyncio runs of a module never meet on one Kaf
 from __future__ import annotations
 
 import contextlib
+import struct
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +25,7 @@ from typing import Any
 import attrs
 import pytest
 
+from trio_kafka.net import ByteStream, TcpTransport
 from trio_kafka.testing import KafkaNode, TansuBroker, tansu_broker
 
 #: The tiers, Kafka first; each param carries its marker.
@@ -88,3 +90,46 @@ def tansu_differs(request: pytest.FixtureRequest, broker: RealBroker, reason: st
     """On Tansu, this test is expected to fail (strictly) for `reason`."""
     if broker.kind == "tansu":
         request.applymarker(pytest.mark.xfail(strict=True, reason=f"Tansu: {reason}"))
+
+
+class RecordingTransport:
+    """A TCP transport that notes every request it carries as (api key, version), in
+    the order written: what a test asserts the client sent (e.g. no AddPartitionsToTxn
+    under transactions v2)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, int]] = []
+        self._inner = TcpTransport()
+
+    def count(self, api_key: int) -> int:
+        return sum(1 for key, _ in self.sent if key == api_key)
+
+    def versions(self, api_key: int) -> set[int]:
+        return {version for key, version in self.sent if key == api_key}
+
+    async def connect(self, host: str, port: int) -> ByteStream:
+        return _RecordingStream(await self._inner.connect(host, port), self.sent)
+
+
+class _RecordingStream:
+    def __init__(self, inner: ByteStream, sent: list[tuple[int, int]]) -> None:
+        self._inner = inner
+        self._sent = sent
+        self._pending = bytearray()
+
+    async def send_all(self, data: bytes | bytearray | memoryview, /) -> None:
+        self._pending += data
+        while len(self._pending) >= 8:
+            size = int.from_bytes(self._pending[:4], "big")
+            if len(self._pending) < 4 + size:
+                break
+            key, version = struct.unpack(">hh", self._pending[4:8])
+            self._sent.append((key, version))
+            del self._pending[: 4 + size]
+        await self._inner.send_all(data)
+
+    async def receive_some(self, max_bytes: int, /) -> bytes | bytearray:
+        return await self._inner.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()

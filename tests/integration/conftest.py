@@ -24,12 +24,18 @@ def tansu() -> Iterator[TansuBroker]:
         yield broker
 
 
+#: The shared node's settings beyond kafka_broker()'s: the coordinator looks for
+#: transactions past their timeout every 500 ms (not 10 s), so the test of that abort
+#: waits seconds, not tens of them.
+KAFKA_PROPERTIES = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+
+
 @pytest.fixture(scope="module")
 def kafka() -> Iterator[KafkaNode]:
     """A fresh Apache Kafka 4.4 node per test module (KRaft, broker and controller in one
     JVM, transactions v2 finalized), from the jars `make kafka` fetched; stopped and its
     directory removed after the module."""
-    with kafka_broker() as node:
+    with kafka_broker(server_properties=KAFKA_PROPERTIES) as node:
         yield node
 
 

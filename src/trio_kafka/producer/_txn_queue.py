@@ -96,6 +96,10 @@ class TxnRequestQueue:
         top: int = cls.MAX_VERSION
         if kind is K.ADD_PARTITIONS:
             top = min(top, self.add_partitions_max_version)
+        elif kind is K.END_TXN and self.transaction_version < 2:
+            # EndTxn v5 is transactions v2's (KIP-890): Kafka 4.4 without the feature
+            # finalized fails it (UNSUPPORTED_VERSION), so v1 ends at v4, as Java's does.
+            top = min(top, 4)
         if self._versions is None:
             return top
         found = self._versions.get(cls.API_KEY)

@@ -310,8 +310,7 @@ def _format(node: KafkaNode, cluster_id: str, features: Sequence[str]) -> None:
         f"{kafka_jars()}/*",
         "kafka.tools.StorageTool",
         "format",
-        "-t",
-        cluster_id,
+        f"--cluster-id={cluster_id}",  # one argument: an id may begin with "-"
         "-c",
         str(node.directory / "server.properties"),
     ]
