@@ -272,27 +272,23 @@ class ProducerBatch:
             self.reserved = self.capacity - self.room
             self.room = -1
 
-    def encode(
-        self, compression: int = 0, compression_level: int | None = None, *, cas: bool = True
-    ) -> bytes:
+    def encode(self, compression: int = 0, level: int | None = None, cas: bool = True) -> bytes:
         """The batch's wire bytes with its current producer id, epoch and sequence.
 
         The records are encoded once (first drain) and the builder is kept, so a retry
-        only rewrites the header. `cas`: the broker implements the expected-offset
-        extension (docs/cas.md), where base offset -1 says "no expectation"; every other
-        broker gets 0 there, as Kafka wants (4.4 refuses anything else: INVALID_RECORD).
+        only rewrites the header. "No expectation" is base offset -1 to a broker with
+        the CAS extension (`cas`), 0 to others (Kafka 4.4 refuses -1: INVALID_RECORD).
         """
         builder = self.builder
         if builder is None:
-            builder = self.builder = BatchBuilder(compression, compression_level)
+            builder = self.builder = BatchBuilder(compression, level)
             extras = self.extras
             if extras is None and self.keys is None:  # no keys, headers or timestamps
                 builder.append_runs(self.run_starts, self.run_ms, self.values)
             else:
                 encode_with_extras(builder, self.create_times(), self.values, extras, self.keys)
-        expected = self.expected_offset
         return builder.build(
-            base_offset=expected if expected >= 0 or cas else 0,
+            base_offset=self.expected_offset if self.expected_offset >= 0 or cas else 0,
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             base_sequence=self.base_sequence,

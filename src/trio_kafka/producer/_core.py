@@ -28,6 +28,7 @@ from trio_kafka.producer._accumulator import RecordAccumulator
 from trio_kafka.producer._batch import ProducerBatch
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import ProducerConfig
+from trio_kafka.producer._encode import ProduceData
 from trio_kafka.producer._handle import DeliveryHandle
 from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
 from trio_kafka.producer._partitioner import RandomSource
@@ -213,19 +214,14 @@ class ProducerCore:
         its own, so each counts as in flight (an epoch bump waits for all: 10816290)."""
         self.accumulator.batches.requests_started(node, parts - 1)
 
-    def encode(self, batch: ProducerBatch, *, cas: bool = True) -> bytes:
-        """The record batch bytes for `batch`'s PartitionProduceData.records (`cas`:
-        the broker has the expected-offset extension, `ProducerBatch.encode`)."""
-        return batch.encode(self._compression, self.config.compression_level, cas=cas)
+    def encode(self, batch: ProducerBatch, cas: bool = True) -> bytes:
+        return batch.encode(self._compression, self.config.compression_level, cas)
 
-    def produce_data(
-        self, batches: Iterable[ProducerBatch], *, cas: bool = True
-    ) -> dict[str, list[tuple[int, bytes]]]:
-        """topic -> [(partition, records bytes)] for one ProduceRequest to a broker with
-        (`cas`) or without the expected-offset extension."""
-        data: dict[str, list[tuple[int, bytes]]] = {}
-        for batch in batches:
-            data.setdefault(batch.topic, []).append((batch.partition, self.encode(batch, cas=cas)))
+    def produce_data(self, batches: Iterable[ProducerBatch], cas: bool = True) -> ProduceData:
+        """topic -> [(partition, records)] for one Produce, to a broker with CAS (`cas`) or not."""
+        data: ProduceData = {}
+        for b in batches:
+            data.setdefault(b.topic, []).append((b.partition, self.encode(b, cas)))
         return data
 
     def expire(self, now: float) -> list[ProducerBatch]:

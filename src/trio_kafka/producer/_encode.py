@@ -12,6 +12,9 @@ from typing import TYPE_CHECKING
 
 from trio_kafka.producer._record import Headers
 
+#: One ProduceRequest's records: topic -> [(partition, record batch bytes)].
+ProduceData = dict[str, list[tuple[int, bytes]]]
+
 if TYPE_CHECKING:
     from trio_kafka.records import BatchBuilder
 
