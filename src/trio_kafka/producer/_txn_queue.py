@@ -99,9 +99,10 @@ class TxnRequestQueue:
         if kind is K.ADD_PARTITIONS:
             top = min(top, self.add_partitions_max_version)
         if kind is K.END_TXN and self.transaction_version < 2:
-            # EndTxn v5 asks for KIP-890's epoch bump at every commit or abort: Kafka
-            # 4.x honours it on a cluster without transactions v2 too, and the bumped
-            # epoch (in the answer) would fence our next transaction's v1 requests.
+            # EndTxn v5 is transactions v2's (KIP-890), as Java's producer keeps it: Kafka
+            # 4.4 with transaction.version=0 answers it UNSUPPORTED_VERSION, and with 1 it
+            # bumps the epoch at every commit or abort, which fenced the next
+            # transaction's v1 requests (PRODUCER_FENCED).
             top = min(top, _END_TXN_V1_MAX)
         if self._versions is None:
             return top

@@ -367,8 +367,7 @@ def _format(
         f"{kafka_jars()}/*",
         "kafka.tools.StorageTool",
         "format",
-        "-t",
-        cluster_id,
+        f"--cluster-id={cluster_id}",  # one argument: an id may begin with "-"
         "-c",
         str(node.directory / "server.properties"),
     ]
