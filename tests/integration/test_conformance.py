@@ -482,17 +482,7 @@ SCENARIOS: dict[str, Scenario] = {
 
 # Differences kept on purpose: (transaction version, scenario, step) -> why. Each is in
 # docs/compatibility.md.
-_IMPLICIT_ADD = (
-    "under transaction.version=2 the mock adds a partition to the transaction on any "
-    "transactional Produce; Kafka does so only for Produce v12+ (KIP-890 part 2) and "
-    "verifies older versions against AddPartitionsToTxn"
-)
-KNOWN: dict[tuple[int, str, str], str] = {
-    (2, "transactions", "a transactional batch without AddPartitionsToTxn (Produce v9)"): (
-        _IMPLICIT_ADD
-    ),
-    (2, "transactions", "a transactional batch without AddPartitionsToTxn"): _IMPLICIT_ADD,
-}
+KNOWN: dict[tuple[int, str, str], str] = {}
 
 
 async def play(scenario: Scenario, bootstrap: str, topic: str) -> list[tuple[str, Any]]:
