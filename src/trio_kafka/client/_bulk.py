@@ -26,7 +26,8 @@ CAS (`_CasPartition`, client/_cas_load.py): one task per partition sends `next_s
 batches to the leader (`send_to_leader`, one batch a request), awaits answers oldest
 first and feeds them to `on_answer`; it asks for an idempotent producer id when the
 pipeline needs one (`init_idempotent_producer_id`), sleeps `poll_delay`, refreshes
-metadata when told, and reads the record `read_offset` names after a mismatch.
+metadata when told, and reads the record `read_offset` names after a mismatch. Every
+retry backs off with the selector's `retry_backoff` and `retry_backoff_max`.
 
 Routing. Every checkpoint records the load's routing (producer/_rows.py): the partition
 count, the partitioner, the guarantee used, and what the caller says made its rows
@@ -73,13 +74,7 @@ import anyio
 import attrs
 
 from trio_kafka.client._cas import cas_gate
-from trio_kafka.client._cas_load import (
-    _CasPartition,
-    _Partition,
-    init_idempotent_producer_id,
-    one_batch_request,
-    send_to_leader,
-)
+from trio_kafka.client._cas_load import _CasPartition, _Partition, one_batch_request
 from trio_kafka.client._edge import edge_defaults
 from trio_kafka.client._fetch import committed_newest_first
 from trio_kafka.client._open import open_producer
@@ -242,7 +237,8 @@ class BulkLoader:
         self.committed_reader = PartitionReader(
             selector, timeout=request_timeout, isolation=IsolationLevel.READ_COMMITTED
         )
-        self._backoff = ExponentialBackoff(0.05, 1.0)
+        # The selector's retry_backoff and retry_backoff_max, as every retry in the client.
+        self._backoff = ExponentialBackoff.of(selector.config)
         # Which checkpoints count on resume (the load rules in effect when built).
         self._checkpoint_committed = current_rules().checkpoint_committed
 
@@ -671,11 +667,9 @@ __all__ = [
     "LoadResult",
     "PartitionLoad",
     "Row",
-    "init_idempotent_producer_id",
     "one_batch_request",
     "open_bulk_loader",
     "partition_of",
     "row_of",
-    "send_to_leader",
     "transactional_id_for",
 ]
