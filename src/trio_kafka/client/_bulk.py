@@ -26,7 +26,9 @@ CAS (`_CasPartition`, client/_cas_load.py): one task per partition sends `next_s
 batches to the leader (`send_to_leader`, one batch a request), awaits answers oldest
 first and feeds them to `on_answer`; it asks for an idempotent producer id when the
 pipeline needs one (`init_idempotent_producer_id`), sleeps `poll_delay`, refreshes
-metadata when told, and reads the record `read_offset` names after a mismatch.
+metadata when told, and reads the record `read_offset` names after a mismatch. Every
+retry backs off with the one backoff, `LOAD_BACKOFF` (its own `retry_backoff` and
+`retry_backoff_max`, 50 ms to 1 s).
 
 Routing. Every checkpoint records the load's routing (producer/_rows.py): the partition
 count, the partitioner, the guarantee used, and what the caller says made its rows
@@ -73,13 +75,7 @@ import anyio
 import attrs
 
 from trio_kafka.client._cas import cas_gate
-from trio_kafka.client._cas_load import (
-    _CasPartition,
-    _Partition,
-    init_idempotent_producer_id,
-    one_batch_request,
-    send_to_leader,
-)
+from trio_kafka.client._cas_load import _CasPartition, _Partition, one_batch_request
 from trio_kafka.client._edge import edge_defaults
 from trio_kafka.client._fetch import committed_newest_first
 from trio_kafka.client._open import open_producer
@@ -163,6 +159,13 @@ class LoadResult:
     guarantee: str = Backend.CAS.value
 
 
+#: The load's retry_backoff and retry_backoff_max (the one backoff, producer/_backoff.py).
+#: Its own, not the selector's 100 ms: with the selector's, the simulator stopped catching
+#: the planted bug load-restream-on at its seed (and in the 30 after it), so the load's
+#: retries keep the timing the pinned seeds were found with.
+LOAD_BACKOFF = ExponentialBackoff(0.05, 1.0)
+
+
 class BulkLoader:
     """Loads rows into `topic` over `selector` (see the module doc).
 
@@ -242,7 +245,7 @@ class BulkLoader:
         self.committed_reader = PartitionReader(
             selector, timeout=request_timeout, isolation=IsolationLevel.READ_COMMITTED
         )
-        self._backoff = ExponentialBackoff(0.05, 1.0)
+        self._backoff = LOAD_BACKOFF
         # Which checkpoints count on resume (the load rules in effect when built).
         self._checkpoint_committed = current_rules().checkpoint_committed
 
@@ -671,11 +674,9 @@ __all__ = [
     "LoadResult",
     "PartitionLoad",
     "Row",
-    "init_idempotent_producer_id",
     "one_batch_request",
     "open_bulk_loader",
     "partition_of",
     "row_of",
-    "send_to_leader",
     "transactional_id_for",
 ]

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from trio_kafka.producer import _txn_requests as build
+from trio_kafka.producer._backoff import ExponentialBackoff
 from trio_kafka.producer._txn_types import (
     Coordinator,
     CoordinatorType,
@@ -61,8 +62,8 @@ class TxnRequestQueue:
         retry_backoff_max: float = 1.0,
         add_partitions_max_version: int = 3,
     ) -> None:
-        self.retry_backoff = retry_backoff
-        self.retry_backoff_max = retry_backoff_max
+        # Not jittered (no random source here): one request at a time per producer.
+        self.backoff = ExponentialBackoff(retry_backoff, retry_backoff_max)
         # Kafka keeps AddPartitionsToTxn v4+ for brokers; clients stop at v3 (Java).
         self.add_partitions_max_version = add_partitions_max_version
         # API key -> negotiated version (None: use our highest); cluster's transaction.version.
@@ -145,10 +146,7 @@ class TxnRequestQueue:
         """Queue `work` again after `backoff` (None: retry_backoff, growing)."""
         work.attempts += 1
         if backoff is None:
-            backoff = min(
-                self.retry_backoff * (1 << min(max(work.attempts - 1, 0), 30)),
-                self.retry_backoff_max,
-            )
+            backoff = self.backoff.backoff(work.attempts - 1, None)
         work.not_before = now + backoff
         self.enqueue(work)
 
