@@ -382,7 +382,8 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
     # CPU seconds of the loader's process (the broker runs in its own).
     cpus: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
-    with mock_broker_process() as bootstrap:
+    # A shared machine can take long to start a process.
+    with mock_broker_process(startup_timeout=120) as bootstrap:
         for run, (name, cas) in enumerate(order):
             others = descendants_cpu()
             elapsed, cpu, guarantee = trio.run(
