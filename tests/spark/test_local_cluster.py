@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.spark.conftest import create_topic, read_topic
 from trio_kafka.broker import ThreadedCluster
 from trio_kafka.producer._rows import ROW_HEADER, header_of, partition_of
@@ -24,6 +26,7 @@ PARTITIONS = 4
 ROWS = 4000
 
 
+@pytest.mark.timeout(1900)  # the driver's own timeout (1800 s), then the checks
 def test_a_keyed_load_on_local_cluster_lands_every_row_once_in_its_partition(
     broker: ThreadedCluster,
 ) -> None:
