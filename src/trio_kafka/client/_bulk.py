@@ -83,6 +83,7 @@ from trio_kafka.client._producer import Producer
 from trio_kafka.client._reader import IsolationLevel, PartitionReader
 from trio_kafka.client._row_runs import FEED_BLOCK, UNKEYED, keyed_runs, unkeyed_runs
 from trio_kafka.client._security import Security, pop_security
+from trio_kafka.client._telemetry import telemetry_for
 from trio_kafka.client._txn_load import TxnPartition
 from trio_kafka.errors import (
     CasNotSupportedError,
@@ -291,6 +292,8 @@ class BulkLoader:
             buffer_memory=max(4 * self.chunk_bytes, 32 * 1024 * 1024),
             linger=0.002,
             request_timeout=self.request_timeout,
+            # The load has one span of its own (run), not one per row.
+            telemetry=False,
         )
 
     # -- resuming ----------------------------------------------------------------------
@@ -479,7 +482,24 @@ class BulkLoader:
     # -- the load ------------------------------------------------------------------------
 
     async def run(self, rows: Iterable[Row]) -> LoadResult:
-        """Load `rows` (values, or (key, value) pairs); returns what this run did."""
+        """Load `rows` (values, or (key, value) pairs); returns what this run did.
+
+        With OpenTelemetry configured (docs/observability.md), the run is one `load
+        {topic}` span (no span per row)."""
+        telemetry = telemetry_for(None, "trio-kafka")
+        if telemetry is None:
+            return await self._run(rows)
+        span = telemetry.begin_load(self.topic, self.load_id)
+        try:
+            with telemetry.current(span):
+                result = await self._run(rows)
+        except BaseException as exc:
+            telemetry.end_load(span, None, exc)
+            raise
+        telemetry.end_load(span, result, None)
+        return result
+
+    async def _run(self, rows: Iterable[Row]) -> LoadResult:
         if isinstance(rows, str | bytes | bytearray | memoryview) or not isinstance(rows, Iterable):
             raise TypeError(
                 f"rows must be an iterable of rows (bytes values, or (key, value) pairs), "
