@@ -166,3 +166,20 @@ def consume_all(
         bootstrap, topic, partitions, isolation, at_least=at_least, require_end=require_end
     )
     return [value for p in range(partitions) for _, value in read[p]]
+
+
+def tansu_per_backend() -> Any:
+    """A module's `tansu` fixture when the module runs on both backends
+    (`pytest.mark.anyio`): a fresh Tansu per backend, so each backend's run starts from
+    an empty broker (topic names repeat), as it did on trio alone. In the module:
+    `tansu = tansu_per_backend()`."""
+    import pytest
+
+    from trio_kafka.testing import tansu_broker
+
+    @pytest.fixture(scope="module")
+    def tansu(anyio_backend: str) -> Any:
+        with tansu_broker() as broker:
+            yield broker
+
+    return tansu
