@@ -48,7 +48,7 @@ BROKERS = ["mock", pytest.param("tansu", marks=pytest.mark.tansu), "kafka"]
 QUICK_BROKERS = ["mock", pytest.param("tansu", marks=pytest.mark.tansu)]
 #: Kafka's transactions v1: under v2 (a fresh 4.x cluster's default) our producer uses
 #: the v2 flow (no AddPartitionsToTxn) with Produce v11, which Kafka judges by v1 rules,
-#: and every transactional write fails (test_kafka.py, KNOWN_KAFKA_TV2).
+#: and every transactional write failed then (test_kafka.py has the v2 test now).
 KAFKA_TRANSACTION_VERSION = 1
 QUICK = 6.0
 LONG = 30.0

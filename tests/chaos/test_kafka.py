@@ -14,8 +14,9 @@ mid-transaction, likewise. Nothing acknowledged may be lost or duplicated, per-k
 holds, committed transactions are whole and aborted ones invisible to read_committed,
 and the idempotent producers stay alive (their epoch bump is accepted).
 
-The transactional workloads run on transactions v1 (`KAFKA_TRANSACTION_VERSION`):
-under v2 our producer cannot commit on Kafka (`KNOWN_KAFKA_TV2`, xfail strict below).
+The transactional workloads run on transactions v1 (`KAFKA_TRANSACTION_VERSION`), as
+they did when v2 could not commit on Kafka (Produce v11); v2 is shown by the short test
+below and by the integration tier (tests/integration/test_transactions_real.py).
 """
 
 from __future__ import annotations
@@ -258,16 +259,7 @@ def test_a_producer_commits_transactions_in_a_row_on_kafka_transactions_v1() -> 
     trio.run(_three_transactions, 1)
 
 
-KNOWN_KAFKA_TV2 = (
-    "Kafka 4.4 with transactions v2 (a fresh cluster's default): our producer takes the "
-    "v2 flow (no AddPartitionsToTxn: the cluster finalized transaction.version 2 and "
-    "EndTxn v5 is negotiated), but it speaks Produce v11 at most (our protocol "
-    "definitions stop there; v12 is the one that adds the partition to the transaction "
-    "implicitly), so Kafka judges the Produce by v1 rules: the partition is not in the "
-    "transaction and the write fails with TRANSACTION_ABORTABLE"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=KNOWN_KAFKA_TV2)
 def test_a_producer_commits_transactions_on_kafka_transactions_v2() -> None:
+    # Failed on every transactional write before Produce v12 (TRANSACTION_ABORTABLE: v11
+    # is judged by v1 rules, so the partition was not in the transaction).
     trio.run(_three_transactions, 2)
