@@ -107,7 +107,9 @@ async def find_coordinator(peer: Peer, txn_id: str) -> None:
     """FindCoordinator(TRANSACTION) until it names one (nothing recorded: ids and ports
     differ). Kafka creates its transaction state topic on the first such request; until
     then InitProducerId has no coordinator."""
-    await until(peer, FindCoordinatorRequest(key=txn_id, key_type=1), 3, lambda a: a.error_code)
+    await until(
+        peer, FindCoordinatorRequest(key=txn_id, key_type=1), 3, lambda a: a.error_code != 0
+    )
 
 
 async def init_until_ready(peer: Peer, name: str, request: Any) -> Any:
