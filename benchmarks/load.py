@@ -1,6 +1,8 @@
 """Load speed: `BulkLoader` (CAS and transactions) and `write_dataframe` on Spark
-`local[2]` (CAS and transactions), in one run, against the same mock broker (its own
-subprocess, `trio-kafka broker`).
+`local[2]` (CAS and transactions), in one run, against the same broker: our mock broker
+(its own subprocess, `trio-kafka broker`; the default), or with `--broker kafka` an
+Apache Kafka 4.4 node (`kafka_broker()`, the jars of `make kafka`) or `--broker tansu`,
+where only the transactional backend runs (neither has the expected-offset check).
 
 Each measurement loads ROWS rows of SIZE bytes into a fresh topic of PARTITIONS
 partitions: CAS on (`guarantee` picks exactly_once_cas) or off (transactional), and
@@ -37,7 +39,7 @@ loader's own, the broker's, and Spark's (the JVM and its Python workers; of thos
 tasks' own as they reported it). On a machine of C cores no run can take less than its
 processes' CPU seconds / C: that, with the counting floor, bounds what Spark can reach.
 
-    .venv/bin/python benchmarks/load.py [--rows N] [--size BYTES] [--partitions P]
+    .venv/bin/python benchmarks/load.py [--broker mock|kafka|tansu] [--rows N] [--size BYTES] [--partitions P]
         [--rounds R] [--keyed] [--keys K] [--no-spark] [--no-bulk]
         [--spark-rounds S] [--spark-guarantee G] [--spark-conf KEY=VALUE]
         [--master M] [--no-floors]
@@ -46,10 +48,12 @@ processes' CPU seconds / C: that, with the counting floor, bounds what Spark can
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import trio
@@ -57,10 +61,38 @@ import trio
 from trio_kafka.client import BulkLoader, create_topic
 from trio_kafka.client._bulk import Row
 from trio_kafka.net import open_selector
-from trio_kafka.testing import mock_broker_process
+from trio_kafka.testing import kafka_broker, mock_broker_process, tansu_broker
 
 BACKENDS = (("exactly_once_cas", True), ("transactional", False))
+#: How each broker's process shows in /proc/<pid>/cmdline (its CPU is the broker's).
+BROKER_COMMANDS = (b"broker\x00--port", b"kafka.Kafka", b"/tansu\x00")
 _TICK = os.sysconf("SC_CLK_TCK")
+
+
+def backends(args: argparse.Namespace) -> tuple[tuple[str, bool], ...]:
+    """The backends the broker has: CAS only on our mock broker."""
+    return BACKENDS if args.broker == "mock" else BACKENDS[1:]
+
+
+def abba(pair: tuple[tuple[str, bool], ...], rounds: int) -> list[tuple[str, bool]]:
+    """A B B A, `rounds` times (one backend: it, twice a round)."""
+    first, second = pair[0], pair[-1]
+    return [first, second, second, first] * rounds
+
+
+@contextlib.contextmanager
+def broker(name: str) -> Iterator[str]:
+    """A fresh broker for the run, its bootstrap address (a shared machine can take
+    long to start a process)."""
+    if name == "kafka":
+        with kafka_broker(startup_timeout=120) as node:
+            yield node.bootstrap
+    elif name == "tansu":
+        with tansu_broker(startup_timeout=60) as node:
+            yield node.bootstrap
+    else:
+        with mock_broker_process(startup_timeout=120) as bootstrap:
+            yield bootstrap
 
 
 def descendants_cpu() -> dict[str, float]:
@@ -96,7 +128,7 @@ def descendants_cpu() -> dict[str, float]:
                 command = f.read()
         except OSError:
             continue
-        out["broker" if b"broker\x00--port" in command else "spark"] += times[pid]
+        out["broker" if any(c in command for c in BROKER_COMMANDS) else "spark"] += times[pid]
     return out
 
 
@@ -167,7 +199,7 @@ def warm_up(spark: Any, bootstrap: str, args: argparse.Namespace) -> None:
     more JVM CPU seconds than the transactional load after it (2,000,000 rows)."""
     from trio_kafka.spark import write_dataframe
 
-    for name, cas in BACKENDS:
+    for name, cas in backends(args):
         topic = f"warm-{name}"
 
         async def make(topic: str = topic, cas: bool = cas) -> None:
@@ -281,9 +313,9 @@ def spark_runs(
 ) -> tuple[dict[str, list[float]], dict[str, float]]:
     """The Spark loads, A B B A (`--spark-rounds` times) in one warmed session, then
     Spark's floors: (rows/s of each run, peak worker RSS in MiB) by backend."""
-    rates: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
+    rates: dict[str, list[float]] = {name: [] for name, _ in backends(args)}
     peaks: dict[str, float] = {name: 0.0 for name, _ in BACKENDS}
-    order = [BACKENDS[0], BACKENDS[1], BACKENDS[1], BACKENDS[0]] * args.spark_rounds
+    order = abba(backends(args), args.spark_rounds)
     if args.spark_guarantee != "both":
         order = [b for b in BACKENDS if b[0] == args.spark_guarantee] * args.spark_rounds
         rates = {args.spark_guarantee: []}
@@ -324,6 +356,12 @@ def spark_runs(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--broker",
+        choices=("mock", "kafka", "tansu"),
+        default="mock",
+        help="the broker (default: our mock broker; kafka and tansu: transactions only)",
+    )
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=6)
@@ -359,6 +397,8 @@ def main() -> None:
         "--no-floors", action="store_true", help="no Spark floors (noop, counting) after loads"
     )
     args = parser.parse_args()
+    if args.broker != "mock" and args.spark_guarantee == "exactly_once_cas":
+        parser.error(f"--broker {args.broker} has no expected-offset check: CAS runs on mock")
     if any("=" not in setting for setting in args.spark_conf):
         parser.error("--spark-conf takes KEY=VALUE")
     if min(args.rounds, args.spark_rounds, args.rows, args.keys) < 1:
@@ -374,7 +414,7 @@ def main() -> None:
         f"{args.rows:,} rows of {args.size} B{' keyed' if args.keyed else ''}, "
         f"{args.partitions} partitions"
     )
-    order = [BACKENDS[0], BACKENDS[1], BACKENDS[1], BACKENDS[0]] * args.rounds
+    order = abba(backends(args), args.rounds)
     if args.no_bulk:
         order = []
     spark_rates: dict[str, list[float]] = {}
@@ -383,7 +423,7 @@ def main() -> None:
     # CPU seconds of the loader's process (the broker runs in its own).
     cpus: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
     # A shared machine can take long to start a process.
-    with mock_broker_process(startup_timeout=120) as bootstrap:
+    with broker(args.broker) as bootstrap:
         for run, (name, cas) in enumerate(order):
             others = descendants_cpu()
             elapsed, cpu, guarantee = trio.run(

@@ -714,7 +714,13 @@ def transactional_table(console: Any, runs: list[dict[str, Any]], caption: str) 
     for broker in TXN_BROKERS:
 
         def of(client: str, broker: str = broker) -> list[dict[str, Any]]:
-            return [r for r in runs if r.get("client") == client and r.get("broker") == broker]
+            # The transactional runs only ("size" marks the throughput runs, whose client
+            # names the confluent-kafka rows share).
+            return [
+                r
+                for r in runs
+                if r.get("client") == client and r.get("broker") == broker and "size" not in r
+            ]
 
         ours = _rate(of("trio-kafka"), total)
         for client in TXN_CLIENTS:

@@ -69,6 +69,7 @@ from trio_kafka.client import (
     OffsetAndMetadata,
     ProducerConfig,
     ProducerRecord,
+    pop_security,
 )
 from trio_kafka.client import Producer as AsyncProducer
 from trio_kafka.errors import BufferFullError, ConfigError, ProducerClosedError
@@ -90,7 +91,9 @@ _YIELD_EVERY = 128
 class Producer:
     """A blocking Kafka producer (see docs/sync.md). `bootstrap` and `**options` are
     `open_producer()`'s: `ProducerConfig` fields (`linger`, `compression`, `acks`,
-    `transactional_id`, ...; a typo names the closest option).
+    `transactional_id`, ...; a typo names the closest option), and its security options
+    (`tls=`, `sasl=`, or Kafka's `security_protocol`, `sasl_mechanism`, `ssl_cafile`, ...:
+    docs/security.md).
 
     `close_on_sigterm=True`: on SIGTERM the producer flushes and closes (within
     `close_timeout`), settling every record's future, before the signal ends the process
@@ -103,8 +106,13 @@ class Producer:
         close_on_sigterm: bool = False,
         **options: Any,
     ) -> None:
-        # Validate here, in the caller's thread, so a typo raises from the constructor.
-        config = ProducerConfig.from_kwargs(**_config_options(options))
+        # Validate here, in the caller's thread, so a typo raises from the constructor:
+        # the security options (`tls=`, `sasl=`, Kafka's `security_protocol`, `ssl_cafile`,
+        # ...) as open_producer reads them (on a copy: the loop thread reads them again),
+        # then the rest as ProducerConfig fields.
+        producer_options = dict(options)
+        pop_security(producer_options, producer_options.pop("tls", None), options.get("sasl"))
+        config = ProducerConfig.from_kwargs(**_config_options(producer_options))
         if "selector" in options:
             raise ConfigError(
                 "selector= cannot be shared with the blocking Producer: a KafkaSelector "

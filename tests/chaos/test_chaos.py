@@ -46,10 +46,10 @@ from trio_kafka.sim.workloads import transactional as sim_txn
 #: to start, a quick bulk run on it 40-110 s here: over the quick tier's budget).
 BROKERS = ["mock", pytest.param("tansu", marks=pytest.mark.tansu), "kafka"]
 QUICK_BROKERS = ["mock", pytest.param("tansu", marks=pytest.mark.tansu)]
-#: Kafka's transactions v1: under v2 (a fresh 4.x cluster's default) our producer uses
-#: the v2 flow (no AddPartitionsToTxn) with Produce v11, which Kafka judges by v1 rules,
-#: and every transactional write failed then (test_kafka.py has the v2 test now).
-KAFKA_TRANSACTION_VERSION = 1
+#: Kafka's transactions v2 (KIP-890), what a fresh 4.x cluster finalizes and users get:
+#: no AddPartitionsToTxn, the epoch bumped by every EndTxn (v1 is shown by the
+#: integration tier, tests/integration/test_transactions_real.py, and test_kafka.py).
+KAFKA_TRANSACTION_VERSION = 2
 QUICK = 6.0
 LONG = 30.0
 LONG_SEEDS = list(range(101, 111))

@@ -14,9 +14,9 @@ mid-transaction, likewise. Nothing acknowledged may be lost or duplicated, per-k
 holds, committed transactions are whole and aborted ones invisible to read_committed,
 and the idempotent producers stay alive (their epoch bump is accepted).
 
-The transactional workloads run on transactions v1 (`KAFKA_TRANSACTION_VERSION`), as
-they did when v2 could not commit on Kafka (Produce v11); v2 is shown by the short test
-below and by the integration tier (tests/integration/test_transactions_real.py).
+The transactional workloads run on transactions v2 (`KAFKA_TRANSACTION_VERSION`, a fresh
+4.x cluster's default); v1 by the short test below and by the integration tier
+(tests/integration/test_transactions_real.py).
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from trio_kafka.sim.workloads import transactional as sim_txn
 from trio_kafka.testing import FaultProxy, KafkaNode, kafka_broker, kafka_cluster, run_schedule
 from trio_kafka.testing import open_fault_proxy as open_proxy
 
-#: See test_chaos.py: our producer's transactions work on Kafka's transactions v1 only.
-KAFKA_TRANSACTION_VERSION = 1
+#: See test_chaos.py: transactions v2, a fresh cluster's default.
+KAFKA_TRANSACTION_VERSION = 2
 
 IDEM_TOPICS = {IDEMPOTENT_TOPIC: IDEMPOTENT_PARTITIONS}
 BOTH_TOPICS = {**IDEM_TOPICS, sim_txn.TOPIC: sim_txn.PARTITIONS}

@@ -256,3 +256,34 @@ async def test_the_oauthbearer_docs_example_passes_on_this_node(secure_kafka: Ka
     namespace: dict[str, Any] = {"identity_provider": IdentityProvider()}
     exec(compile(f"async def example():\n{body}\n", "docs/security.md block 3", "exec"), namespace)
     await namespace["example"]()
+
+
+# -- the blocking producer takes the same options -----------------------------------------
+
+
+def test_the_blocking_producer_over_sasl_ssl_with_kafkas_names(secure_kafka: KafkaNode) -> None:
+    from trio_kafka.sync import Producer
+
+    with Producer(
+        secure_kafka.address("SASL_SSL"),
+        security_protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username="alice",
+        sasl_plain_password=USERS["alice"],
+        ssl_cafile=str(secure_kafka.ca_file),
+        max_block=30.0,
+    ) as producer:
+        ack = producer.send("secure", b"hello").result(timeout=30)
+    assert isinstance(ack, Acknowledged)
+
+
+def test_the_blocking_producer_over_tls_with_a_context(secure_kafka: KafkaNode) -> None:
+    from trio_kafka.sync import Producer
+
+    with Producer(
+        secure_kafka.address("SSL"),
+        tls=tls_context(cafile=str(secure_kafka.ca_file)),
+        max_block=30.0,
+    ) as producer:
+        ack = producer.send("secure", b"hello").result(timeout=30)
+    assert isinstance(ack, Acknowledged)

@@ -440,6 +440,15 @@ def test_a_typo_in_an_option_fails_in_the_constructor() -> None:
         Producer(bootstrap="127.0.0.1:1", lingr=0.01)
 
 
+def test_security_options_are_taken_and_a_wrong_one_fails_in_the_constructor() -> None:
+    with pytest.raises(ConfigError, match=r"security_protocol='SASL_TLS' is not allowed"):
+        Producer("127.0.0.1:1", security_protocol="SASL_TLS")
+    with pytest.raises(ConfigError, match=r"tls=False contradicts security_protocol='SSL'"):
+        Producer("127.0.0.1:1", security_protocol="SSL", tls=False)
+    with pytest.raises(ConfigError, match=r"tls='yes' is not allowed"):
+        Producer("127.0.0.1:1", tls="yes")
+
+
 def test_a_missing_bootstrap_fails_in_the_constructor() -> None:
     with pytest.raises(ConfigError, match="bootstrap"):
         Producer()
