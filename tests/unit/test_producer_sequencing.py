@@ -206,6 +206,32 @@ def test_not_enough_replicas_after_append_becomes_ambiguous_when_retries_run_out
     assert isinstance(outcome, Ambiguous)  # the first attempt was written
 
 
+@pytest.mark.parametrize(
+    "code", [ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_LEADER_OR_FOLLOWER], ids=lambda c: c.name
+)
+def test_an_acks_all_answer_that_may_follow_the_append_never_ends_failed(code: ErrorCode) -> None:
+    # Kafka appends an acks=all batch, then waits for the in-sync replicas: the wait
+    # ends REQUEST_TIMED_OUT (timeout_ms passed) or NOT_LEADER_OR_FOLLOWER (the leader
+    # stepped down), and the batch may be committed all the same. A 3-node chaos run on
+    # Kafka (leader kill -9) reported such a record DeliveryTimeoutError while it was in
+    # the log.
+    core = make_core(delivery_timeout=1.5, request_timeout=0.5)
+    (handle,) = send(core, 1)
+    answer(core, drain_one(core, 0.0), 0.6, error_code=code)
+    assert not handle.done()
+    assert core.accumulator.queues[TP][0].maybe_written
+    core.expire(2.0)
+    assert isinstance(handle.outcome, Ambiguous), handle.outcome
+
+
+def test_not_leader_with_acks_1_is_before_any_append_and_may_end_failed() -> None:
+    core = make_core(delivery_timeout=1.5, request_timeout=0.5, acks=1, enable_idempotence=False)
+    (handle,) = send(core, 1)
+    answer(core, drain_one(core, 0.0), 0.6, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    core.expire(2.0)
+    assert isinstance(handle.outcome, Failed), handle.outcome
+
+
 def test_duplicate_sequence_number_is_success_with_unknown_offset() -> None:
     core = make_core()
     (handle,) = send(core, 1)

@@ -420,6 +420,15 @@ class ProducerCore:
             decided = self.rules.written_to_fewer_replicas(self, batch, now, code, message)
             if decided is not None:
                 return decided
+        elif code == ErrorCode.REQUEST_TIMED_OUT or (
+            code == ErrorCode.NOT_LEADER_OR_FOLLOWER and self.config.acks == -1
+        ):
+            # With acks=all the leader appends first and then waits for the in-sync
+            # replicas (Kafka's DelayedProduce): a partition answered REQUEST_TIMED_OUT
+            # was appended and its followers may still copy it; NOT_LEADER_OR_FOLLOWER
+            # also ends a wait when the leader steps down, and the follower that takes
+            # over may hold the batch. Retried as any (deduplicated), but never Failed.
+            batch.maybe_written = True
         error = error_for_code(code, message)
         if (
             code == ErrorCode.PRODUCER_FENCED
