@@ -58,6 +58,18 @@ from trio_kafka.producer._sequencing import check_new_producer_id
 
 _COMPRESSION = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
+#: Answers that may come after the leader appended the batch. With acks=all Kafka appends
+#: first and then waits for the in-sync replicas (its DelayedProduce): the wait ends
+#: NOT_ENOUGH_REPLICAS_AFTER_APPEND (appended to fewer replicas than asked),
+#: REQUEST_TIMED_OUT (timeout_ms passed; the followers may still copy the batch) or
+#: NOT_LEADER_OR_FOLLOWER (the leader stepped down; the follower that took over may hold
+#: it). Such a batch is retried (the retry is deduplicated) and never ends Failed. Under
+#: acks=1 only the first follows an append (the others are answered before it).
+_FEWER_REPLICAS = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+MAYBE_APPENDED = frozenset(
+    {_FEWER_REPLICAS, ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_LEADER_OR_FOLLOWER}
+)
+
 
 class CoreRules(SequencerRules):
     """The core's part of the rules (producer/_rules.py gathers them into `Rules`); it
@@ -83,12 +95,12 @@ class CoreRules(SequencerRules):
         timeout passed with a request in flight, or retries ran out): Ambiguous."""
         return core.end_ambiguous(batch, now, error)
 
-    def written_to_fewer_replicas(
+    def answered_after_append(
         self, core: ProducerCore, batch: ProducerBatch, now: float, code: int, message: str | None
     ) -> Decision | None:
-        """NOT_ENOUGH_REPLICAS_AFTER_APPEND: the broker appended the batch, to fewer
-        replicas than asked; it may be retried (deduplicated), never called Failed.
-        None: go on deciding by the error table (a retry)."""
+        """An error that may come after the leader appended the batch (`MAYBE_APPENDED`):
+        it may be retried (deduplicated), never called Failed. None: go on deciding by
+        the error table (a retry)."""
         batch.maybe_written = True
         return None
 
@@ -414,21 +426,10 @@ class ProducerCore:
             self.sequencing.on_final(batch, gap=True, error=mismatch)
             self.finish_failed(batch, mismatch)
             return Decision.FINAL
-        if code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
-            # Written, to fewer replicas than asked: retry (dedup makes it safe); it can
-            # never be reported as failed.
-            decided = self.rules.written_to_fewer_replicas(self, batch, now, code, message)
+        if code in MAYBE_APPENDED and (self.config.acks == -1 or code == _FEWER_REPLICAS):
+            decided = self.rules.answered_after_append(self, batch, now, code, message)
             if decided is not None:
                 return decided
-        elif code == ErrorCode.REQUEST_TIMED_OUT or (
-            code == ErrorCode.NOT_LEADER_OR_FOLLOWER and self.config.acks == -1
-        ):
-            # With acks=all the leader appends first and then waits for the in-sync
-            # replicas (Kafka's DelayedProduce): a partition answered REQUEST_TIMED_OUT
-            # was appended and its followers may still copy it; NOT_LEADER_OR_FOLLOWER
-            # also ends a wait when the leader steps down, and the follower that takes
-            # over may hold the batch. Retried as any (deduplicated), but never Failed.
-            batch.maybe_written = True
         error = error_for_code(code, message)
         if (
             code == ErrorCode.PRODUCER_FENCED

@@ -110,7 +110,7 @@ class _ReorderRetries(Rules):
 
 
 class _NotEnoughReplicasNotWritten(Rules):
-    def written_to_fewer_replicas(
+    def answered_after_append(
         self, core: ProducerCore, batch: ProducerBatch, now: float, code: int, message: str | None
     ) -> Decision | None:
         batch.maybe_written = False

@@ -23,7 +23,11 @@ faults it keeps:
   base sequence, n) where n counts the times the broker saw that batch, so a retry is a
   new decision. NOT_ENOUGH_REPLICAS_AFTER_APPEND is injected after the append (the data
   *is* in the log, the client is told it is not); the others before it (the partition is
-  left out of the request the handler sees, so nothing is written there).
+  left out of the request the handler sees, so nothing is written there). An after-append
+  fault of an acks=all request answers, as Kafka's DelayedProduce can, one of
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT (the wait for the replicas timed
+  out) or NOT_LEADER_OR_FOLLOWER (the leader stepped down while waiting), chosen by a
+  parameter of the fault's identity (`AFTER_APPEND_CODES`).
 
 After the fault phase every crashed node comes back (`heal`): the run then only has to
 converge.
@@ -55,6 +59,8 @@ from trio_kafka.sim.network import SimNetwork
 
 BROKER_PORT = 9092
 _AFTER_APPEND = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+#: What Kafka may answer for a batch it appended under acks=all (see the docstring).
+AFTER_APPEND_CODES = (_AFTER_APPEND, "REQUEST_TIMED_OUT", "NOT_LEADER_OR_FOLLOWER")
 
 
 def broker_host(node_id: int) -> str:
@@ -85,8 +91,9 @@ class ClusterFaults:
     down: dict[int, None] = attrs.field(factory=dict)
     #: Times the broker saw each (topic, partition, pid, epoch, base sequence).
     _seen: dict[tuple[str, int, int, int, int], int] = attrs.field(factory=dict)
-    #: Requests (by id, never rendered) whose partitions get the after-append error.
-    _after: dict[int, set[tuple[str, int]]] = attrs.field(factory=dict)
+    #: Requests (by id, never rendered) whose partitions get an after-append error, and
+    #: which (a name of `AFTER_APPEND_CODES`) by (topic, partition).
+    _after: dict[int, dict[tuple[str, int], str]] = attrs.field(factory=dict)
 
     def start(self) -> None:
         for node in self.cluster.state.node_ids:
@@ -190,8 +197,9 @@ class ClusterFaults:
 
     # -- injected errors ---------------------------------------------------------------
 
-    def _decide(self, topic: str, pdata: PartitionProduceData) -> str | None:
-        """The error code name injected into this partition of this request, if any."""
+    def _decide(self, topic: str, pdata: PartitionProduceData, acks: int) -> str | None:
+        """The error code name injected into this partition of this request, if any
+        (one of `AFTER_APPEND_CODES`: answered after the append)."""
         if not pdata.records:
             return None
         try:
@@ -207,7 +215,11 @@ class ClusterFaults:
         ):
             return None
         u = self.decider.param(FaultKind.INJECTED_ERROR, "code", "produce", *key)
-        return INJECTABLE_ERRORS[min(int(u * len(INJECTABLE_ERRORS)), len(INJECTABLE_ERRORS) - 1)]
+        code = INJECTABLE_ERRORS[min(int(u * len(INJECTABLE_ERRORS)), len(INJECTABLE_ERRORS) - 1)]
+        if code == _AFTER_APPEND and acks == -1:
+            u = self.decider.param(FaultKind.INJECTED_ERROR, "after-code", "produce", *key)
+            code = AFTER_APPEND_CODES[min(int(u * 3), 2)]
+        return code
 
     def _before(self, call: HookCall) -> Any:
         request = call.request
@@ -215,12 +227,12 @@ class ClusterFaults:
             return None
         injected: list[tuple[str, int, str]] = []
         refused: set[int] = set()  # ids of the partitions' data that get an error instead
-        after: set[tuple[str, int]] = set()
+        after: dict[tuple[str, int], str] = {}
         for topic_data in request.topic_data:
             for pdata in topic_data.partition_data:
-                code = self._decide(topic_data.name, pdata)
-                if code == _AFTER_APPEND:
-                    after.add((topic_data.name, pdata.index))
+                code = self._decide(topic_data.name, pdata, request.acks)
+                if code in AFTER_APPEND_CODES:
+                    after[(topic_data.name, pdata.index)] = code
                 elif code is not None:
                     injected.append((topic_data.name, pdata.index, code))
                     refused.add(id(pdata))
@@ -276,15 +288,16 @@ class ClusterFaults:
 
 
 def _after_append(
-    topic: str, p: PartitionProduceResponse, after: set[tuple[str, int]]
+    topic: str, p: PartitionProduceResponse, after: dict[tuple[str, int], str]
 ) -> PartitionProduceResponse:
-    if (topic, p.index) not in after or p.error_code != ErrorCode.NONE:
+    code = after.get((topic, p.index))
+    if code is None or p.error_code != ErrorCode.NONE:
         return p
     return attrs.evolve(
         p,
-        error_code=ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        error_code=ErrorCode[code],
         base_offset=-1,
-        error_message=f"simulated {_AFTER_APPEND} (the batch was appended)",
+        error_message=f"simulated {code} (the batch was appended)",
     )
 
 

@@ -116,7 +116,9 @@ MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
         ("idempotent",),
     ),
     NOT_ENOUGH_REPLICAS_NOT_WRITTEN: (
-        "NOT_ENOUGH_REPLICAS_AFTER_APPEND is reported as not written (Failed)",
+        "an answer that may follow the append (NOT_ENOUGH_REPLICAS_AFTER_APPEND; "
+        "REQUEST_TIMED_OUT or NOT_LEADER_OR_FOLLOWER under acks=all) is reported as not "
+        "written (Failed)",
         ("idempotent",),
     ),
     EXPIRE_IN_FLIGHT: (
