@@ -13,7 +13,8 @@ from anyio.streams.tls import TLSStream
 from trio_kafka.broker import Cluster, HookCall, open_cluster
 from trio_kafka.broker import SaslConfig as BrokerSasl
 from trio_kafka.errors import AuthenticationError, FatalError
-from trio_kafka.net import AnyioStream, SaslConfig, TlsTransport, open_selector
+from trio_kafka.net import SaslConfig, TlsTransport, open_selector
+from trio_kafka.net._connection import AnyioStream
 from trio_kafka.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 
 

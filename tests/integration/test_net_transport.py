@@ -15,7 +15,8 @@ import trio
 import trustme
 from anyio.streams.tls import TLSStream
 
-from trio_kafka.net import AnyioStream, TcpTransport, TlsTransport
+from trio_kafka.net import TcpTransport, TlsTransport
+from trio_kafka.net._connection import AnyioStream
 
 
 async def _echo(stream: trio.abc.Stream) -> None:

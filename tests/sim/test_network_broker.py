@@ -12,7 +12,7 @@ import trio
 
 from trio_kafka.broker import Cluster
 from trio_kafka.errors import ConnectionLostError
-from trio_kafka.net import open_connection
+from trio_kafka.net._connection import open_connection
 from trio_kafka.protocol.messages.api_versions import ApiVersionsRequest
 from trio_kafka.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from trio_kafka.protocol.messages.metadata import MetadataRequest

@@ -1,4 +1,4 @@
-"""The one leader call (client/_leader_calls.py): find a partition's leader, refreshing the
+"""The one leader call (net/_leader.py): find a partition's leader, refreshing the
 metadata and backing off with the one backoff, for the CAS gate and the bulk loader's
 sends alike; and the one idempotent InitProducerId loop (client/_producer_id.py)."""
 
@@ -13,10 +13,10 @@ import pytest
 import trio
 
 from trio_kafka.client import CasGate
-from trio_kafka.client._leader_calls import send_to_leader
 from trio_kafka.client._producer_id import init_idempotent_producer_id
 from trio_kafka.errors import BrokerConnectionError, CasNotSupportedError, KafkaError
-from trio_kafka.net import ExponentialBackoff, SelectorConfig
+from trio_kafka.net import SelectorConfig, send_to_leader
+from trio_kafka.producer import ExponentialBackoff
 from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
 
 SEED = 5

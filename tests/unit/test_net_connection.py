@@ -17,7 +17,8 @@ from trio_kafka.errors import (
     RequestTimeoutError,
     RetriableError,
 )
-from trio_kafka.net import BrokerConnection, ConnectionState, open_connection
+from trio_kafka.net import BrokerConnection, ConnectionState
+from trio_kafka.net._connection import open_connection
 from trio_kafka.protocol import FrameSplitter, RequestHeader, decode_request, encode_response
 from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from trio_kafka.protocol.messages.produce import (

@@ -16,12 +16,9 @@ from trio_kafka.errors import (
     RequestTimeoutError,
     error_for_code,
 )
-from trio_kafka.net import (
-    ClusterMetadata,
-    ExponentialBackoff,
-    invalidates_metadata,
-    parse_bootstrap,
-)
+from trio_kafka.net import ClusterMetadata
+from trio_kafka.net._metadata import invalidates_metadata, parse_bootstrap
+from trio_kafka.producer import ExponentialBackoff
 from trio_kafka.protocol.messages.metadata import (
     MetadataResponse,
     MetadataResponseBroker,

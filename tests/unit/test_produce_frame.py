@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trio_kafka.net._pending import request_name
+from trio_kafka.net._connection import request_name
 from trio_kafka.protocol import ProduceFrame, decode_request, encode_request_parts
 from trio_kafka.protocol.messages.produce import ProduceRequest
 

@@ -90,14 +90,8 @@ from trio_kafka.errors import (
     ConfigError,
     ErrorCode,
 )
-from trio_kafka.net import (
-    ExponentialBackoff,
-    KafkaSelector,
-    SaslConfig,
-    open_selector,
-    sole_error,
-)
-from trio_kafka.producer import current_rules
+from trio_kafka.net import KafkaSelector, SaslConfig, open_selector, sole_error
+from trio_kafka.producer import ExponentialBackoff, current_rules
 from trio_kafka.producer._load import DEFAULT_BATCH_BYTES, Backend, LoadPipeline
 from trio_kafka.producer._rows import (
     LOAD_HEADER,

@@ -37,7 +37,6 @@ from __future__ import annotations
 import weakref
 from collections.abc import Mapping
 
-from trio_kafka.client._leader_calls import find_leader
 from trio_kafka.errors import (
     CasNotSupportedError,
     ErrorCode,
@@ -45,7 +44,7 @@ from trio_kafka.errors import (
     KafkaError,
     error_for_code,
 )
-from trio_kafka.net import CAS_FEATURE, KafkaSelector, check_topic_name
+from trio_kafka.net import CAS_FEATURE, KafkaSelector, check_topic_name, find_leader
 from trio_kafka.protocol.messages.create_topics import (
     CreatableTopic,
     CreatableTopicConfig,

@@ -6,7 +6,7 @@ Theory of operation
 The feeder wakes a partition's task for each batch its pipeline sealed, through a
 zero-capacity channel (`_Partition`), so a partition has at most its window plus one
 batch in memory. The task (`_CasPartition`) sends `next_send` batches to the leader
-(`send_to_leader`, the client's one leader call in `_leader_calls.py`, one batch a
+(`send_to_leader`, the one leader call in `net/_leader.py`, one batch a
 request, so each answer settles exactly one batch), awaits answers oldest first and
 feeds them to `on_answer`; it asks for an idempotent producer id when the pipeline needs
 one (`init_idempotent_producer_id`, `_producer_id.py`: the producer's own loop, with the
@@ -22,14 +22,14 @@ from typing import Any, Protocol
 
 import anyio
 
-from trio_kafka.client._leader_calls import send_to_leader
 from trio_kafka.client._producer_id import init_idempotent_producer_id
 from trio_kafka.client._reader import PartitionReader
 from trio_kafka.errors import (
     ConcurrentWriteError,
     KafkaError,
 )
-from trio_kafka.net import ExponentialBackoff, KafkaSelector
+from trio_kafka.net import KafkaSelector, send_to_leader
+from trio_kafka.producer import ExponentialBackoff
 from trio_kafka.producer._load import LoadBatch, LoadPipeline, Step
 from trio_kafka.producer._rows import row_of
 from trio_kafka.protocol.messages.produce import (

@@ -28,7 +28,8 @@ from trio_kafka.errors import (
     error_for_code,
     error_info,
 )
-from trio_kafka.net import ExponentialBackoff, KafkaSelector
+from trio_kafka.net import KafkaSelector
+from trio_kafka.producer import ExponentialBackoff
 from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
 
 logger = logging.getLogger("trio_kafka.producer")

@@ -46,7 +46,7 @@ directly through the shared `KafkaSelector`, one request at a time.
   `max_wait` (the broker's long poll; we sleep out the rest if it answered early).
 
 Files: this one (the calls), `_partition_read.py` (the iteration of `read`),
-`_leader_calls.py` (finding the leader, the Fetch version, sending, and which answers
+`net/_leader.py` (finding the leader, the Fetch version, sending, and which answers
 retry), `_fetch.py` (what a Fetch answer means, pure).
 """
 
@@ -59,15 +59,6 @@ from typing import Any, TypeVar
 import attrs
 
 from trio_kafka.client._fetch import FetchResult, IsolationLevel, _isolation, select_records
-from trio_kafka.client._leader_calls import (
-    Retry,
-    ask,
-    check_code,
-    fetch_version,
-    leader_of,
-    partition_data,
-    retrying,
-)
 from trio_kafka.client._partition_read import PartitionRead
 from trio_kafka.errors import (
     ConfigError,
@@ -78,10 +69,17 @@ from trio_kafka.errors import (
     ReadTimeoutError,
 )
 from trio_kafka.net import (
-    ExponentialBackoff,
     KafkaSelector,
+    Retry,
+    ask,
+    check_code,
+    fetch_version,
+    leader_of,
+    partition_data,
+    retrying,
     sleep_until,
 )
+from trio_kafka.producer import ExponentialBackoff
 from trio_kafka.protocol.messages.fetch import (
     FetchPartition,
     FetchRequest,
@@ -465,7 +463,7 @@ class PartitionReader:
         attempt: Callable[[], Awaitable[_T]],
     ) -> _T:
         """`attempt()` until it succeeds, raises for real, or `timeout` passes
-        (`ReadTimeoutError`): the one retry loop, `_leader_calls.retrying`."""
+        (`ReadTimeoutError`): the one retry loop, `net/_leader.py`'s `retrying`."""
         limit = self.timeout if timeout is None else timeout
         return await retrying(
             self.selector, topic, attempt, what=what, timeout=limit, backoff=self._backoff

@@ -56,13 +56,18 @@ from trio_kafka.net import (
     Clock,
     ClusterMetadata,
     Event,
-    ExponentialBackoff,
     KafkaSelector,
     TaskGroup,
     TopicMetadata,
     primitives,
 )
-from trio_kafka.producer import ClusterView, ProducerBatch, ProducerCore, Settled
+from trio_kafka.producer import (
+    ClusterView,
+    ExponentialBackoff,
+    ProducerBatch,
+    ProducerCore,
+    Settled,
+)
 from trio_kafka.protocol import ProduceAnswer, ProduceFrame
 
 logger = logging.getLogger("trio_kafka.producer")

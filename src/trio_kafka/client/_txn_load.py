@@ -45,7 +45,8 @@ import anyio.lowlevel
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._reader import PartitionReader
 from trio_kafka.errors import AbortableError, AmbiguousError
-from trio_kafka.net import ExponentialBackoff, KafkaSelector
+from trio_kafka.net import KafkaSelector
+from trio_kafka.producer import ExponentialBackoff
 from trio_kafka.producer._load import LoadBatch, LoadPipeline
 
 

@@ -1,13 +1,30 @@
-"""I/O on anyio (trio first, asyncio too): transports, broker connections, the shared
-selector and cluster metadata.
+"""I/O on anyio (trio first, asyncio too): broker connections, the shared selector,
+cluster metadata and the leader call.
 
 Everything that touches the OS is behind a seam passed in: the `Transport` (sockets, TLS,
 name resolution), the `Clock` and a `random.Random`. The simulator swaps all three.
+
+One module per job; a record sent goes through the first three:
+
+- `_clock.py`: the clock and randomness seams, and the running backend's fast paths
+  (events, cancel scopes, task groups).
+- `_connection.py`: one connection to one broker: the transport seam under it,
+  framing, correlation ids, requests in flight, timeouts, version negotiation.
+- `_selector.py`: every connection of a process: its options, the nodes, setting up
+  their connections (and telling a TLS or SASL listener met in plaintext), reconnect
+  backoff, metadata refreshes, waiting for a topic, idle reaping.
+- `_metadata.py`: immutable snapshots of the cluster, topic names, bootstrap addresses.
+- `_sasl.py`: SASL authentication of a fresh connection.
+- `_leader.py`: the one "send to a partition's leader, refresh the metadata, back off,
+  retry" call.
+- `_groups.py`: exception groups at our context managers' edges.
+
+Exported here: what the other packages of ours use, and the types in those names'
+signatures.
 """
 
 from __future__ import annotations
 
-from trio_kafka.net._backoff import ExponentialBackoff
 from trio_kafka.net._clock import (
     Clock,
     Event,
@@ -16,30 +33,45 @@ from trio_kafka.net._clock import (
     Scope,
     TaskGroup,
     TrioClock,
-    backend_name,
     checkpoint_function,
     loop_time,
     open_task_group,
     primitives,
     sleep_until,
 )
-from trio_kafka.net._config import SelectorConfig
 from trio_kafka.net._connection import (
+    CAS_FEATURE,
+    TRANSACTION_VERSION_FEATURE,
+    ApiVersionsInfo,
     BrokerConnection,
+    ByteStream,
     ConnectionState,
-    open_connection,
+    PendingResponse,
+    TcpTransport,
+    TlsTransport,
+    Transport,
+    tls_context,
+    trust_of,
 )
 from trio_kafka.net._groups import group_leaves, only_error, sole_error
+from trio_kafka.net._leader import (
+    Retry,
+    ask,
+    check_code,
+    fetch_version,
+    find_leader,
+    leader_of,
+    partition_data,
+    retrying,
+    send_to_leader,
+)
 from trio_kafka.net._metadata import (
     BrokerMetadata,
     ClusterMetadata,
     PartitionMetadata,
     TopicMetadata,
     check_topic_name,
-    invalidates_metadata,
-    parse_bootstrap,
 )
-from trio_kafka.net._pending import PendingResponse, expects_response
 from trio_kafka.net._sasl import (
     OAuthBearerToken,
     SaslConfig,
@@ -47,28 +79,11 @@ from trio_kafka.net._sasl import (
     TokenProvider,
     TokenSource,
 )
-from trio_kafka.net._selector import KafkaSelector, open_selector
-from trio_kafka.net._transport import (
-    STREAM_ERRORS,
-    AnyioStream,
-    ByteStream,
-    TcpTransport,
-    TlsTransport,
-    Transport,
-    tls_context,
-    trust_of,
-)
-from trio_kafka.net._versions import (
-    CAS_FEATURE,
-    TRANSACTION_VERSION_FEATURE,
-    ApiVersionsInfo,
-)
+from trio_kafka.net._selector import KafkaSelector, SelectorConfig, open_selector
 
 __all__ = [
     "CAS_FEATURE",
-    "STREAM_ERRORS",
     "TRANSACTION_VERSION_FEATURE",
-    "AnyioStream",
     "ApiVersionsInfo",
     "BrokerConnection",
     "BrokerMetadata",
@@ -77,13 +92,13 @@ __all__ = [
     "ClusterMetadata",
     "ConnectionState",
     "Event",
-    "ExponentialBackoff",
     "KafkaSelector",
     "LoopClock",
     "OAuthBearerToken",
     "PartitionMetadata",
     "PendingResponse",
     "Primitives",
+    "Retry",
     "SaslConfig",
     "SaslMechanism",
     "Scope",
@@ -96,19 +111,22 @@ __all__ = [
     "TopicMetadata",
     "Transport",
     "TrioClock",
-    "backend_name",
+    "ask",
+    "check_code",
     "check_topic_name",
     "checkpoint_function",
-    "expects_response",
+    "fetch_version",
+    "find_leader",
     "group_leaves",
-    "invalidates_metadata",
+    "leader_of",
     "loop_time",
     "only_error",
-    "open_connection",
     "open_selector",
     "open_task_group",
-    "parse_bootstrap",
+    "partition_data",
     "primitives",
+    "retrying",
+    "send_to_leader",
     "sleep_until",
     "sole_error",
     "tls_context",

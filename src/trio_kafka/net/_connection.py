@@ -1,9 +1,26 @@
-"""One connection to one broker: correlation ids, pipelining, timeouts, failure.
+"""One connection to one broker: the transport seam under it, framing, correlation ids,
+requests in flight, timeouts, failure, and the versions it speaks.
 
 Theory of operation
 -------------------
-Kafka answers the requests of one connection in the order it received them, so a
-connection is a FIFO of requests in flight. Three parties share it:
+**The transport seam.** Every socket trio-kafka opens is opened by a `Transport`: the
+selector asks its transport for a stream to `(host, port)` and never touches the OS
+itself, so the simulator swaps in a transport of simulated links (and injects its
+network faults there) while the rest of the client runs unchanged. Name resolution
+(`getaddrinfo`, which the event loop runs in a thread) happens only inside
+`TcpTransport`. A stream is anything with trio's three stream methods (`ByteStream`): a
+trio stream (the simulator's links, `trio_kafka.testing.MemoryTransport`) is one as it
+is, which keeps the simulator on trio's own objects, bit for bit. `TcpTransport`
+connects with anyio (`anyio.connect_tcp`), so it runs under trio and asyncio alike, and
+`AnyioStream` gives the anyio stream trio's method names. A broken or closed stream
+raises one of `STREAM_ERRORS` (trio's, anyio's or the OS's). `TlsTransport` wraps the
+inner stream in anyio's `TLSStream`; certificate verification and host name checking
+are on by default, and a CA file replaces the system store (a private CA, or trustme in
+tests).
+
+**Requests in flight.** Kafka answers the requests of one connection in the order it
+received them, so a connection is a FIFO of requests in flight, each one's outcome a
+`PendingResponse`. Three parties share it:
 
 - Senders (any task calling `send()` / `request()`): wait for an in-flight slot (a FIFO
   `anyio.Semaphore` of `max_in_flight`), then enter the one writer critical section (an
@@ -29,8 +46,17 @@ When the connection ends for any reason, each request in flight fails with
 or the lock fails with `BrokerConnectionError` (retriable: it was never written). A request
 that expects no response (Produce with acks=0) completes as soon as it is written.
 
-The connection does not negotiate versions or authenticate: the selector does that with
-`request()` right after connecting and then sets `api_versions`.
+**Versions** (KIP-35, KIP-511). Right after connecting, the selector's setup calls
+`negotiate`, which asks ApiVersions and sets `api_versions`: for every API both sides
+know, the highest version in both ranges. The client first asks at its own highest
+ApiVersions version; a broker that does not know it answers UNSUPPORTED_VERSION with a v0
+body listing its ApiVersions range, and the client asks again at the highest version
+that range allows (v0 if it lists none). Features (KIP-584) come from the v3+
+response's tagged fields: `SupportedFeatures` (what the broker can do: our CAS
+extension advertises `expected.offset.cas` there) and `FinalizedFeatures` (what the
+cluster has switched on: `transaction.version`, KIP-890); `ApiVersionsInfo` keeps them.
+The connection does not authenticate: the selector's setup of a connection does that
+(`_selector.py`, with `_sasl.py`).
 
 Logging (`trio_kafka.net`, DEBUG only: none of it asks an operator to act): the
 connection's start and end (with why it ended), and each request and response with
@@ -45,15 +71,21 @@ import enum
 import functools
 import logging
 import math
+import ssl
 import struct
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
+from typing import Any, Protocol, cast
 
 import anyio
+import anyio.abc
 import attrs
+import trio
+from anyio.streams.tls import TLSStream
 
+from trio_kafka._version import __version__
 from trio_kafka.errors import (
     BrokerConnectionError,
+    ConfigError,
     ConnectionLostError,
     ErrorCode,
     KafkaError,
@@ -61,15 +93,332 @@ from trio_kafka.errors import (
     RequestTimeoutError,
     error_for_code,
 )
-from trio_kafka.net._clock import Clock, LoopClock, Primitives, TaskGroup, primitives
-from trio_kafka.net._pending import (
-    PendingResponse,
-    ResponseReader,
-    expects_response,
-    request_name,
+from trio_kafka.net._clock import Clock, Event, LoopClock, Primitives, TaskGroup, primitives
+from trio_kafka.protocol import (
+    REQUEST_CLASSES,
+    FrameSplitter,
+    coalesce,
+    decode_response,
+    encode_request_parts,
 )
-from trio_kafka.net._transport import STREAM_ERRORS, ByteStream
-from trio_kafka.protocol import FrameSplitter, coalesce, encode_request_parts
+from trio_kafka.protocol.messages.api_versions import ApiVersionsRequest
+
+Buffer = bytes | bytearray | memoryview
+
+# -- the transport seam -------------------------------------------------------------------------
+
+#: What a broken or closed stream raises, whichever library made it.
+STREAM_ERRORS: tuple[type[BaseException], ...] = (
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    OSError,
+)
+
+
+class ByteStream(Protocol):
+    """A bidirectional byte stream with trio's method names (`trio.abc.Stream` is one).
+    `receive_some` returns b"" at the end of the stream."""
+
+    def send_all(self, data: Buffer, /) -> Awaitable[None]: ...
+
+    async def receive_some(self, max_bytes: int, /) -> bytes | bytearray: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Transport(Protocol):
+    """Opens a byte stream to a broker. Raises `OSError` (or a `BrokenResourceError`
+    wrapping one) when the broker cannot be reached."""
+
+    async def connect(self, host: str, port: int) -> ByteStream: ...
+
+
+class AnyioStream:
+    """An anyio byte stream as a `ByteStream` (anyio's `receive` raises `EndOfStream` at
+    the end; this returns b"", as trio's `receive_some` does)."""
+
+    __slots__ = ("send_all", "stream")
+
+    def __init__(self, stream: anyio.abc.ByteStream) -> None:
+        self.stream = stream
+        # anyio's streams take any buffer (they write it through a memoryview or the
+        # transport's write), though typed as bytes: bound once, no wrapper per write.
+        self.send_all: Callable[[Buffer], Awaitable[None]] = cast(
+            "Callable[[Buffer], Awaitable[None]]", stream.send
+        )
+
+    async def receive_some(self, max_bytes: int, /) -> bytes | bytearray:
+        try:
+            return await self.stream.receive(max_bytes)
+        except anyio.EndOfStream:
+            return b""
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+    async def __aenter__(self) -> AnyioStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stream.aclose()
+
+
+class _AnyioView(anyio.abc.ByteStream):
+    """A `ByteStream` that is not an anyio stream (a trio one), seen as an anyio stream:
+    what `TLSStream` wraps."""
+
+    def __init__(self, stream: ByteStream) -> None:
+        self._stream = stream
+
+    async def send(self, item: bytes) -> None:
+        await self._stream.send_all(item)
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        data = await self._stream.receive_some(max_bytes)
+        if not data:
+            raise anyio.EndOfStream
+        return bytes(data)
+
+    async def send_eof(self) -> None:
+        raise NotImplementedError("this stream cannot half-close")
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+def _as_anyio(stream: ByteStream) -> anyio.abc.ByteStream:
+    """`stream` as an anyio byte stream (the one inside an `AnyioStream`)."""
+    if isinstance(stream, AnyioStream):
+        return stream.stream
+    return _AnyioView(stream)
+
+
+@attrs.frozen(slots=True)
+class TcpTransport:
+    """Plain TCP through `anyio.connect_tcp` (TCP_NODELAY on, as anyio sets it)."""
+
+    #: Happy eyeballs (RFC 8305): start the next address after this many seconds.
+    happy_eyeballs_delay: float = 0.25
+
+    async def connect(self, host: str, port: int) -> ByteStream:
+        stream = await anyio.connect_tcp(host, port, happy_eyeballs_delay=self.happy_eyeballs_delay)
+        return AnyioStream(stream)
+
+
+def tls_context(
+    *,
+    cafile: str | None = None,
+    verify: bool = True,
+    certfile: str | None = None,
+    keyfile: str | None = None,
+) -> ssl.SSLContext:
+    """A client TLS context: verification on unless `verify=False`; `cafile` replaces the
+    system trust store; `certfile`/`keyfile` give a client certificate (mutual TLS)."""
+    try:
+        context = ssl.create_default_context(cafile=cafile)
+    except (OSError, ssl.SSLError) as exc:
+        # FileNotFoundError said "[Errno 2] No such file or directory", naming no file.
+        raise ConfigError(f"TLS: cannot load the CA file cafile={cafile!r}: {exc}") from exc
+    if not verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if certfile is not None:
+        try:
+            context.load_cert_chain(certfile, keyfile)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"TLS: cannot load the client certificate certfile={certfile!r}, "
+                f"keyfile={keyfile!r}: {exc}"
+            ) from exc
+    return context
+
+
+def trust_of(cafile: str | None) -> str:
+    """How a verification error names the trusted CAs of `tls_context(cafile=...)`."""
+    if cafile is None:
+        return "the system trust store; pass ssl_cafile= for a private CA"
+    return f"ssl_cafile={cafile!r}"
+
+
+def _not_trusted(exc: ssl.SSLCertVerificationError, trust: str) -> ssl.SSLCertVerificationError:
+    """`exc` saying what failed (OpenSSL's reason alone, "unable to get local issuer
+    certificate", does not say a certificate was refused) and which CAs were tried."""
+    hint = f" (is the CA right? {trust})" if trust else ""
+    message = f"certificate verify failed: {exc.verify_message}{hint}"
+    error = ssl.SSLCertVerificationError(exc.errno, message)
+    error.verify_code = exc.verify_code
+    error.verify_message = message
+    return error
+
+
+@attrs.frozen(slots=True)
+class TlsTransport:
+    """TLS over an inner transport (TCP by default), handshake done before returning."""
+
+    ssl_context: ssl.SSLContext = attrs.field(factory=tls_context)
+    #: The name the certificate must carry; None means the host connected to.
+    server_hostname: str | None = None
+    inner: Transport = attrs.field(factory=TcpTransport)
+    #: Where the trusted CAs come from, for the error when a certificate does not verify
+    #: ("ssl_cafile='ca.pem'"); empty when unknown (a context made elsewhere).
+    trust: str = ""
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        cafile: str | None = None,
+        verify: bool = True,
+        certfile: str | None = None,
+        keyfile: str | None = None,
+        server_hostname: str | None = None,
+        inner: Transport | None = None,
+    ) -> TlsTransport:
+        context = tls_context(cafile=cafile, verify=verify, certfile=certfile, keyfile=keyfile)
+        return cls(
+            ssl_context=context,
+            server_hostname=server_hostname,
+            inner=inner if inner is not None else TcpTransport(),
+            trust=trust_of(cafile),
+        )
+
+    async def connect(self, host: str, port: int) -> ByteStream:
+        raw = _as_anyio(await self.inner.connect(host, port))
+        try:
+            stream = await TLSStream.wrap(
+                raw,
+                hostname=self.server_hostname or host,
+                ssl_context=self.ssl_context,
+                # Kafka brokers close without close_notify; we never read to EOF to learn
+                # the end of a message (frames are length-prefixed), so truncation attacks
+                # are moot.
+                standard_compatible=False,
+            )
+        except ssl.SSLCertVerificationError as exc:
+            await anyio.aclose_forcefully(raw)
+            raise _not_trusted(exc, self.trust) from None
+        except anyio.EndOfStream:
+            # It escaped as a bare EndOfStream (no message, no address).
+            await anyio.aclose_forcefully(raw)
+            raise ConnectionResetError(
+                f"{host}:{port} closed the connection during the TLS handshake: is it a "
+                "TLS listener? (a plaintext one closes on a TLS hello; use "
+                "security_protocol='PLAINTEXT' or the broker's TLS port)"
+            ) from None
+        except BaseException:
+            await anyio.aclose_forcefully(raw)
+            raise
+        return AnyioStream(stream)
+
+
+def root_error(error: BaseException) -> BaseException:
+    """The OS-level error under `error`: follows causes, and takes the last attempt of the
+    exception group raised when every address of a host refused."""
+    seen: set[int] = set()
+    while id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, BaseExceptionGroup) and error.exceptions:
+            error = error.exceptions[-1]
+        elif error.__cause__ is not None:
+            error = error.__cause__
+        else:
+            break
+    return error
+
+
+# -- one request's outcome ---------------------------------------------------------------------
+
+_PRODUCE_KEY = 0
+
+
+def request_name(request_class: type[Any]) -> str:
+    """The request's API as its message class is named (`ProduceRequest`), also for a
+    class that writes one its own way (the producer's `ProduceFrame`)."""
+    return str(REQUEST_CLASSES.get(request_class.API_KEY, request_class).__name__)
+
+
+#: (frame, version) -> (correlation id, response), as `decode_response` reads it.
+ResponseReader = Callable[[bytes, int], tuple[int, Any]]
+
+
+def expects_response(message: Any) -> bool:
+    """False only for a Produce request with acks=0, which the broker never answers."""
+    return not (type(message).API_KEY == _PRODUCE_KEY and getattr(message, "acks", -1) == 0)
+
+
+@attrs.define(eq=False)
+class PendingResponse:
+    """The outcome of one request: `await pending` (or `await pending.wait()`) gives the
+    response or raises; `done()` never blocks."""
+
+    api_key: int
+    version: int
+    correlation_id: int
+    #: When the response must have arrived (the event loop's timescale); inf for none.
+    deadline: float
+    request_class: type[Any]
+    #: False for a Produce with acks=0: done as soon as it is written.
+    expects_response: bool = True
+    #: Reads the response frame at `version` into (correlation id, response); None for
+    #: the generic codec (`decode_response`).
+    reader: ResponseReader | None = None
+    # Set exactly once, by the reader (response or error) or the closer (error). The
+    # connection passes its backend's class (net/_clock.py: `primitives`).
+    _event: Event = attrs.field(factory=anyio.Event, alias="event")
+    _response: Any = attrs.field(default=None, init=False)
+    _error: BaseException | None = attrs.field(default=None, init=False)
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def read(self, frame: bytes, version: int) -> Any:
+        """The response in `frame` (its reader's, or the generic codec's); raises
+        `ProtocolError` for a frame that does not decode."""
+        if self.reader is None:
+            return decode_response(self.request_class, version, frame)[1]
+        return self.reader(frame, version)[1]
+
+    def result(self) -> Any:
+        """The response (None for acks=0); raises the error; only once `done()`."""
+        if not self._event.is_set():
+            raise RuntimeError("the response has not arrived yet")
+        if self._error is not None:
+            raise self._error
+        return self._response
+
+    async def wait(self) -> Any:
+        await self._event.wait()
+        return self.result()
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self.wait().__await__()
+
+    def _set_response(self, response: Any) -> None:
+        if not self._event.is_set():
+            self._response = response
+            self._event.set()
+
+    def _set_error(self, error: BaseException) -> None:
+        if not self._event.is_set():
+            self._error = error
+            self._event.set()
+
+    def __repr__(self) -> str:
+        if not self._event.is_set():
+            state = "IN-FLIGHT"
+        elif self._error is not None:
+            state = f"FAILED {type(self._error).__name__}"
+        else:
+            state = "DONE"
+        return (
+            f"<PendingResponse [{request_name(self.request_class)} v{self.version}, "
+            f"correlation id {self.correlation_id}, {state}]>"
+        )
+
+
+# -- the connection ---------------------------------------------------------------------------
 
 #: Java's request.timeout.ms default (30 s).
 DEFAULT_REQUEST_TIMEOUT = 30.0
@@ -78,7 +427,6 @@ DEFAULT_MAX_IN_FLIGHT = 5
 #: Largest response frame accepted; a bigger size prefix means a garbled stream.
 DEFAULT_MAX_FRAME_SIZE = 128 * 1024 * 1024
 
-_API_VERSIONS_KEY = 18
 logger = logging.getLogger("trio_kafka.net")
 _debug = functools.partial(logger.isEnabledFor, logging.DEBUG)
 
@@ -86,8 +434,6 @@ _debug = functools.partial(logger.isEnabledFor, logging.DEBUG)
 _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _RECEIVE_SIZE = 64 * 1024
-
-Buffer = bytes | bytearray | memoryview
 
 
 class ConnectionState(enum.Enum):
@@ -121,7 +467,7 @@ class BrokerConnection:
     #: clock time of the last byte written or read (the selector's idle reaper reads it).
     last_activity: float = attrs.field(default=0.0, init=False)
     #: Responses read so far, and the first bytes the peer sent (up to 8): what tells a
-    #: listener that is not plaintext Kafka (TLS, SASL) from a broker (`_node_setup.py`).
+    #: listener that is not plaintext Kafka (TLS, SASL) from a broker (`_selector.py`).
     answered: int = attrs.field(default=0, init=False)
     first_bytes: bytes = attrs.field(default=b"", init=False)
     # Requests written and awaiting a response, oldest first. Owned by the writer section
@@ -433,7 +779,7 @@ class BrokerConnection:
         self.answered += 1
         version = pending.version
         if (
-            pending.api_key == _API_VERSIONS_KEY
+            pending.api_key == ApiVersionsRequest.API_KEY
             and version > 0
             and len(frame) >= 6
             and _INT16.unpack_from(frame, 4)[0] == ErrorCode.UNSUPPORTED_VERSION
@@ -531,3 +877,98 @@ async def open_connection(
             yield connection
         finally:
             await connection.aclose()
+
+
+# -- version negotiation ------------------------------------------------------------------------
+
+#: KIP-511: client software name and version, sent with ApiVersions v3+.
+CLIENT_SOFTWARE_NAME = "trio-kafka"
+CLIENT_SOFTWARE_VERSION = __version__
+
+#: Feature names the producer checks.
+CAS_FEATURE = "expected.offset.cas"
+TRANSACTION_VERSION_FEATURE = "transaction.version"
+
+
+@attrs.frozen(slots=True)
+class ApiVersionsInfo:
+    """What one broker told us in ApiVersions, and the versions we will use with it."""
+
+    #: API key -> (min, max) the broker supports.
+    broker_versions: Mapping[int, tuple[int, int]]
+    #: API key -> the version to use: the highest in both ranges (absent: no overlap).
+    negotiated: Mapping[int, int]
+    #: Feature name -> (min_version, max_version) the broker supports.
+    supported_features: Mapping[str, tuple[int, int]] = attrs.field(factory=dict)
+    #: Feature name -> (min_version_level, max_version_level) finalized in the cluster.
+    finalized_features: Mapping[str, tuple[int, int]] = attrs.field(factory=dict)
+    finalized_features_epoch: int = -1
+    #: The ApiVersions version the broker answered.
+    api_versions_version: int = 0
+
+    def version_for(self, api_key: int) -> int | None:
+        return self.negotiated.get(api_key)
+
+    def supports_feature(self, name: str, version: int = 1) -> bool:
+        """True when the broker's SupportedFeatures range for `name` includes `version`."""
+        span = self.supported_features.get(name)
+        return span is not None and span[0] <= version <= span[1]
+
+    def finalized_level(self, name: str) -> int | None:
+        """The cluster's finalized max version level of `name`, None when not finalized."""
+        span = self.finalized_features.get(name)
+        return None if span is None else span[1]
+
+    @property
+    def supports_cas(self) -> bool:
+        return self.supports_feature(CAS_FEATURE, 1)
+
+    @classmethod
+    def from_response(cls, response: Any, *, version: int) -> ApiVersionsInfo:
+        broker = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+        negotiated: dict[int, int] = {}
+        for api_key, (low, high) in sorted(broker.items()):
+            request_class = REQUEST_CLASSES.get(api_key)
+            if request_class is None:
+                continue
+            best = min(high, request_class.MAX_VERSION)
+            if best >= max(low, request_class.MIN_VERSION):
+                negotiated[api_key] = best
+        return cls(
+            broker_versions=broker,
+            negotiated=negotiated,
+            supported_features={
+                f.name: (f.min_version, f.max_version)
+                for f in getattr(response, "supported_features", ())
+            },
+            finalized_features={
+                f.name: (f.min_version_level, f.max_version_level)
+                for f in getattr(response, "finalized_features", ())
+            },
+            finalized_features_epoch=getattr(response, "finalized_features_epoch", -1),
+            api_versions_version=version,
+        )
+
+
+async def negotiate(connection: BrokerConnection) -> ApiVersionsInfo:
+    """Ask `connection`'s broker for its versions and set `connection.api_versions`."""
+    version = ApiVersionsRequest.MAX_VERSION
+    request = ApiVersionsRequest(
+        client_software_name=CLIENT_SOFTWARE_NAME,
+        client_software_version=CLIENT_SOFTWARE_VERSION,
+    )
+    response = await connection.request(request, version=version)
+    if response.error_code == ErrorCode.UNSUPPORTED_VERSION:
+        theirs = [
+            k.max_version for k in response.api_keys if k.api_key == ApiVersionsRequest.API_KEY
+        ]
+        version = max(0, min(ApiVersionsRequest.MAX_VERSION, theirs[0])) if theirs else 0
+        response = await connection.request(request, version=version)
+    if response.error_code != ErrorCode.NONE:
+        raise error_for_code(
+            response.error_code,
+            f"{connection.host}:{connection.port} refused ApiVersions v{version}",
+        )
+    info = ApiVersionsInfo.from_response(response, version=version)
+    connection.api_versions = dict(info.negotiated)
+    return info

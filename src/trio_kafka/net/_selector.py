@@ -8,10 +8,21 @@ cluster metadata that says which node is where.
 
 - Nodes: bootstrap servers are pseudo-nodes with ids -1, -2, ...; real node ids come from
   Metadata responses. A node's connection is opened lazily, on the first `connection()`
-  for it; concurrent callers share one attempt. An attempt connects through the injected
-  `Transport` (bounded by `connection_setup_timeout`), negotiates versions with
-  ApiVersions and authenticates with SASL when configured; only then is the connection
-  handed out.
+  for it; concurrent callers share one `Attempt`. An attempt (`_open_node`) connects
+  through the injected `Transport` (bounded by `connection_setup_timeout`), negotiates
+  versions with ApiVersions and authenticates with SASL when configured (`_sasl.py`);
+  only then is the connection handed out. A failure names the node and, for TLS and
+  refused connections, what to check.
+- Listeners that want TLS or SASL, met by a client without them, are told at once
+  rather than retried until `max_block` (`AuthenticationError`, naming
+  `security_protocol`): nothing listening (connect refused) or a hang may be a broker
+  starting, and stays a retriable `BrokerConnectionError`, but something that answered
+  is known. A TLS listener answers our plaintext ApiVersions with a TLS alert (bytes
+  that are not Kafka: refused at the first answer) or closes at once; a SASL listener
+  answers ApiVersions and closes at the first request before authentication. A close
+  can also be a broker going down, so it takes `LISTENER_CLOSES` in a row, each an
+  orderly end of stream: a reset (what the simulator's network faults make), a refused
+  connect or a hang starts the count again.
 - Backoff: a failed attempt, or a connection that drops, makes the node wait
   `reconnect_backoff * 2**failures` (jittered from the injected rng, capped at
   `reconnect_backoff_max`) before the next attempt; a successful setup resets the count.
@@ -25,18 +36,18 @@ cluster metadata that says which node is where.
   Concurrent refreshes share a request that covers what they ask. A background task
   refreshes once the snapshot is `metadata_max_age` old. If every node fails, the error
   names every address tried and the last OS error.
+- Waiting for a topic (`wait_for_topic`): refresh until the topic has partitions, or
+  say why it never will: invalid (at the first answer), unknown after
+  `UNKNOWN_TOPIC_ANSWERS` answers over `TOPIC_PROPAGATION` seconds, or no broker
+  answering at all (then the address, not the topic, is what is wrong).
 - Idle reaping: a background task closes connections with nothing in flight and no
   traffic for `connections_max_idle`.
 
 The background tasks and the connections' reader tasks run in a task group of the
 selector's own, started inside the task group (a trio nursery is one too) the caller gives
 to `start()` (`open_selector()` does both);
-`aclose()` closes every connection and ends them.
-
-Files: this one (the nodes, their connections and backoff, the metadata snapshot, the
-background tasks), `_node_setup.py` (setting up one connection), `_metadata_ask.py`
-(which node to ask for metadata, and the hedged asking), `_topic_wait.py` (waiting for a
-topic), `_nodes.py` (the per-node bookkeeping).
+`aclose()` closes every connection and ends them. The options are `SelectorConfig`'s
+(names and defaults follow the Java client's).
 """
 
 from __future__ import annotations
@@ -45,31 +56,254 @@ import contextlib
 import functools
 import math
 import random
-from collections.abc import AsyncIterator, Iterable
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
 import anyio
 import anyio.abc
 import attrs
 
-from trio_kafka.errors import BrokerConnectionError, KafkaError
-from trio_kafka.net._backoff import ExponentialBackoff
+from trio_kafka.errors import (
+    AuthenticationError,
+    BrokerConnectionError,
+    ConfigError,
+    ConnectionLostError,
+    ErrorCode,
+    InvalidTopicError,
+    KafkaError,
+    ProtocolError,
+    UnknownTopicError,
+    error_info,
+)
 from trio_kafka.net._clock import Clock, LoopClock, TaskGroup, default_rng, primitives, sleep_until
-from trio_kafka.net._config import SelectorConfig
-from trio_kafka.net._connection import BrokerConnection
+from trio_kafka.net._connection import (
+    DEFAULT_MAX_FRAME_SIZE,
+    DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_REQUEST_TIMEOUT,
+    STREAM_ERRORS,
+    ApiVersionsInfo,
+    BrokerConnection,
+    PendingResponse,
+    TcpTransport,
+    Transport,
+    negotiate,
+    root_error,
+)
 from trio_kafka.net._groups import only_error
 from trio_kafka.net._metadata import (
     BrokerMetadata,
     ClusterMetadata,
     TopicMetadata,
+    check_topic_name,
+    parse_bootstrap,
 )
-from trio_kafka.net._metadata_ask import ask_for_metadata, metadata_candidates
-from trio_kafka.net._node_setup import note_closed, open_node
-from trio_kafka.net._nodes import Attempt, Interest, Node, Refresh
-from trio_kafka.net._pending import PendingResponse
-from trio_kafka.net._topic_wait import wait_for_topic
-from trio_kafka.net._transport import TcpTransport, Transport
-from trio_kafka.net._versions import ApiVersionsInfo
+from trio_kafka.net._sasl import SaslConfig, authenticate
+from trio_kafka.producer import ExponentialBackoff
+from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+
+# -- configuration ---------------------------------------------------------------------------------
+
+
+def _bootstrap(value: str | Iterable[str]) -> tuple[tuple[str, int], ...]:
+    return tuple(parse_bootstrap(value))
+
+
+def _number(attribute: attrs.Attribute[Any], value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(
+            f"{attribute.name} must be a number (int or float), not "
+            f"{type(value).__name__} ({value!r})"
+        )
+    return value
+
+
+def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not _number(attribute, value) > 0:
+        raise ConfigError(f"{attribute.name} must be positive, not {value!r}")
+
+
+def _not_negative(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not _number(attribute, value) >= 0:
+        raise ConfigError(f"{attribute.name} must not be negative, not {value!r}")
+
+
+def _text(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, str):
+        raise ConfigError(f"{attribute.name} must be a str, not {type(value).__name__} ({value!r})")
+
+
+def _flag(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(
+            f"{attribute.name} must be True or False, not {type(value).__name__} ({value!r})"
+        )
+
+
+@attrs.frozen(slots=True)
+class SelectorConfig:
+    """Times are seconds (floats), as everywhere in trio."""
+
+    #: "host:port,host:port" or a list of "host:port": where to find the first broker.
+    bootstrap_servers: tuple[tuple[str, int], ...] = attrs.field(converter=_bootstrap)
+    client_id: str = attrs.field(default="trio-kafka", validator=_text)
+    #: request.timeout.ms: how long a written request may wait for its response.
+    request_timeout: float = attrs.field(default=DEFAULT_REQUEST_TIMEOUT, validator=_positive)
+    #: max.in.flight.requests.per.connection.
+    max_in_flight: int = attrs.field(default=DEFAULT_MAX_IN_FLIGHT, validator=_positive)
+    #: reconnect.backoff.ms and reconnect.backoff.max.ms (50 ms, 1 s).
+    reconnect_backoff: float = attrs.field(default=0.05, validator=_not_negative)
+    reconnect_backoff_max: float = attrs.field(default=1.0, validator=_not_negative)
+    #: retry.backoff.ms and retry.backoff.max.ms (100 ms, 1 s): between metadata retries.
+    retry_backoff: float = attrs.field(default=0.1, validator=_not_negative)
+    retry_backoff_max: float = attrs.field(default=1.0, validator=_not_negative)
+    #: connections.max.idle.ms (9 minutes).
+    connections_max_idle: float = attrs.field(default=540.0, validator=_positive)
+    #: metadata.max.age.ms (5 minutes).
+    metadata_max_age: float = attrs.field(default=300.0, validator=_positive)
+    #: metadata.max.idle.ms (5 minutes): a topic unused this long leaves the metadata.
+    metadata_max_idle: float = attrs.field(default=300.0, validator=_positive)
+    #: max.block.ms: how long to wait for a topic to appear in the metadata.
+    max_block: float = attrs.field(default=60.0, validator=_not_negative)
+    #: socket.connection.setup.timeout.ms: TCP connect plus TLS handshake.
+    connection_setup_timeout: float = attrs.field(default=10.0, validator=_positive)
+    #: allow.auto.create.topics (the producer's default is true).
+    allow_auto_create_topics: bool = attrs.field(default=True, validator=_flag)
+    sasl: SaslConfig | None = None
+    max_frame_size: int = attrs.field(default=DEFAULT_MAX_FRAME_SIZE, validator=_positive)
+
+
+# -- the selector's bookkeeping -------------------------------------------------------------------
+
+
+@attrs.define(eq=False)
+class Attempt:
+    """One connection attempt; everyone waiting for the node waits for it."""
+
+    done: anyio.Event = attrs.field(factory=anyio.Event)
+    connection: BrokerConnection | None = None
+    error: BaseException | None = None
+
+
+@attrs.define(eq=False)
+class Node:
+    node_id: int
+    host: str
+    port: int
+    #: The open (negotiated, authenticated) connection, None when there is none.
+    connection: BrokerConnection | None = None
+    info: ApiVersionsInfo | None = None
+    #: The attempt in progress, None when none is.
+    attempt: Attempt | None = None
+    #: Consecutive failed attempts (and drops) since the last successful setup.
+    failures: int = 0
+    #: Clock time before which no new attempt starts.
+    retry_at: float = -math.inf
+    last_error: BaseException | None = None
+    #: Consecutive connections the peer closed in order before they answered a request
+    #: past ApiVersions, and whether the last had answered ApiVersions: a TLS listener
+    #: met in plaintext closes at once, a SASL one at the first request (`_note_closed`).
+    closed_unused: int = 0
+    closed_after_api_versions: bool = False
+    # Connections we closed on purpose (idle, address change): no backoff for them.
+    deliberate: set[int] = attrs.field(factory=set)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def ready(self) -> bool:
+        return self.connection is not None and self.connection.is_open
+
+
+@attrs.define(eq=False)
+class Interest:
+    """The topics whose metadata a selector keeps, and when each was last used (an
+    insertion-ordered dict: the same order every run). A topic unused for
+    `metadata_max_idle` is dropped at the next refresh of all of them (Java's
+    metadata.max.idle.ms), so a producer that once wrote to thousands of topics does
+    not ask for them all every `metadata_max_age`."""
+
+    last_used: dict[str, float] = attrs.field(factory=dict)
+    # Topics named since the last request started (the next asks for them), and
+    # whether a refresh of all of them was asked for.
+    queued: set[str] = attrs.field(factory=set)
+    queued_all: bool = False
+
+    def ask(self, topics: frozenset[str], now: float) -> None:
+        """`topics` are wanted (they join the topics of interest); none: all of them."""
+        for topic in sorted(topics):
+            self.last_used[topic] = now
+        if topics:
+            self.queued.update(topics)
+        else:
+            self.queued_all = True
+
+    def next_refresh(self, now: float, idle: float) -> Refresh:
+        """The request for what was asked since the last one started."""
+        full, expired = self.queued_all, frozenset[str]()
+        if full:
+            expired = self.expire(now, idle)
+        asked = frozenset(self.last_used if full else self.queued)
+        self.queued.clear()
+        self.queued_all = False
+        return Refresh(asked, full=full, expired=expired)
+
+    def shared(self, topics: frozenset[str]) -> None:
+        """A request already out covers `topics` (none: all): not asked for again."""
+        if topics:
+            self.queued -= topics
+        else:
+            self.queued_all = False
+
+    def touch(self, topics: list[str], now: float) -> None:
+        """`topics` were just used (a batch sent, a read): keep them."""
+        last_used = self.last_used
+        for topic in topics:
+            if topic in last_used:
+                last_used[topic] = now
+
+    def expire(self, now: float, idle: float) -> frozenset[str]:
+        """Drop and return the topics unused for more than `idle` seconds."""
+        gone = [topic for topic, used in self.last_used.items() if now - used > idle]
+        for topic in gone:
+            del self.last_used[topic]
+        return frozenset(gone)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.last_used)
+
+    def __len__(self) -> int:
+        return len(self.last_used)
+
+
+@attrs.define(eq=False)
+class Refresh:
+    """One Metadata request in progress; `topics` None means every topic. `full`: it
+    asks for every topic of interest (not only topics named by a caller); `expired`:
+    topics it drops from the metadata (no longer of interest)."""
+
+    topics: frozenset[str] | None
+    full: bool = False
+    expired: frozenset[str] = frozenset()
+    done: anyio.Event = attrs.field(factory=anyio.Event)
+    error: BaseException | None = None
+
+    def covers(self, topics: frozenset[str]) -> bool:
+        return self.topics is None or self.topics >= topics
+
+
+# wait_for_topic: this many Metadata answers saying UNKNOWN_TOPIC_OR_PARTITION (the
+# broker did not auto-create it), spread over at least TOPIC_PROPAGATION seconds, end the
+# wait before max_block. Topic creation reaches the brokers asynchronously, so one answer
+# is not enough (librdkafka waits topic.metadata.propagation.max.ms, 30 s, for this);
+# the window is short because a user waiting on a typo'd topic waits all of it.
+UNKNOWN_TOPIC_ANSWERS = 3
+TOPIC_PROPAGATION = 2.0
+
+
+# -- the selector ----------------------------------------------------------------------------------
 
 
 @attrs.define(eq=False)
@@ -96,14 +330,19 @@ class KafkaSelector:
     _last_refresh_attempt: float = attrs.field(default=-math.inf, init=False)
     # Consecutive failed refreshes (spaces the age task's retries).
     _refresh_failures: int = attrs.field(default=0, init=False)
-    _backoff: ExponentialBackoff = attrs.field(init=False)
+    # The one backoff (producer/_backoff.py): reconnects with `reconnect_backoff` and
+    # `reconnect_backoff_max`, metadata retries and topic waits with `retry_backoff` and
+    # `retry_backoff_max`; each delay drawn from `rng`.
+    _reconnect_backoff: ExponentialBackoff = attrs.field(init=False)
+    _retry_backoff: ExponentialBackoff = attrs.field(init=False)
     _nursery: TaskGroup | None = attrs.field(default=None, init=False)
     _closed: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
-        self._backoff = ExponentialBackoff(
+        self._reconnect_backoff = ExponentialBackoff(
             self.config.reconnect_backoff, self.config.reconnect_backoff_max
         )
+        self._retry_backoff = ExponentialBackoff.of(self.config)
         for index, (host, port) in enumerate(self.config.bootstrap_servers):
             node_id = -1 - index
             self._nodes[node_id] = Node(node_id, host, port)
@@ -219,7 +458,7 @@ class KafkaSelector:
 
     async def _connect(self, node: Node, attempt: Attempt) -> None:
         try:
-            connection, info = await open_node(
+            connection, info = await _open_node(
                 node,
                 transport=self.transport,
                 config=self.config,
@@ -247,7 +486,7 @@ class KafkaSelector:
             attempt.done.set()
 
     def _record_failure(self, node: Node, error: BaseException | None) -> None:
-        node.retry_at = self.clock.now() + self._backoff.backoff(node.failures, self.rng)
+        node.retry_at = self.clock.now() + self._reconnect_backoff.backoff(node.failures, self.rng)
         node.failures += 1
         if error is not None:
             node.last_error = error
@@ -257,7 +496,7 @@ class KafkaSelector:
         count a failure (the reconnect backs off)."""
         if node.connection is connection:
             node.connection = None
-        note_closed(node, connection)  # a SASL listener closing us: `_node_setup.py`
+        _note_closed(node, connection)  # a SASL listener closing us (the module doc)
         if id(connection) in node.deliberate:
             node.deliberate.discard(id(connection))
         else:
@@ -314,7 +553,55 @@ class KafkaSelector:
         after `timeout` (default `max_block`), `UnknownTopicError`, or
         `BrokerConnectionError` (naming the addresses) when no broker has ever
         answered: then the address, not the topic, is what is wrong."""
-        return await wait_for_topic(self, topic, timeout)
+        found = self.metadata.topic(topic)
+        if found is None:
+            check_topic_name(topic)  # a known topic is valid: checked only when unknown
+        timeout = self.config.max_block if timeout is None else timeout
+        deadline = self.clock.now() + timeout
+        retry = self._retry_backoff
+        attempts = 0
+        unknown_answers = 0
+        unknown_since: float | None = None
+        last_error: BaseException | None = None
+        while found is None or not found.is_usable:
+            with anyio.CancelScope(deadline=deadline):
+                try:
+                    await self.refresh_metadata([topic])
+                except BrokerConnectionError as exc:
+                    last_error = exc
+                else:
+                    found = self.metadata.topic(topic)
+                    code = ErrorCode.NONE if found is None else found.error_code
+                    if code == ErrorCode.INVALID_TOPIC_EXCEPTION:
+                        raise InvalidTopicError(
+                            f"topic {topic!r} is invalid: the broker answers "
+                            "INVALID_TOPIC_EXCEPTION for it (a reserved or illegal name)",
+                            topic=topic,
+                        )
+                    if found is None or code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                        if unknown_since is None:
+                            unknown_since = self.clock.now()
+                        unknown_answers += 1
+                        if (
+                            unknown_answers >= UNKNOWN_TOPIC_ANSWERS
+                            and self.clock.now() - unknown_since >= TOPIC_PROPAGATION
+                        ):
+                            elapsed = timeout - max(deadline - self.clock.now(), 0.0)
+                            raise UnknownTopicError(
+                                _unknown_topic_message(self, topic, elapsed, found, None),
+                                topic=topic,
+                            )
+                found = self.metadata.topic(topic)
+                if found is not None and found.is_usable:
+                    break
+                await anyio.sleep(retry.backoff(attempts, self.rng))
+                attempts += 1
+            if self.clock.now() >= deadline:
+                message = _unknown_topic_message(self, topic, timeout, found, last_error)
+                if self.metadata.updated_at is None:
+                    raise BrokerConnectionError(message) from last_error
+                raise UnknownTopicError(message, topic=topic)
+        return found
 
     async def _run_refresh(self, refresh: Refresh) -> None:
         self._last_refresh_attempt = self.clock.now()
@@ -334,9 +621,9 @@ class KafkaSelector:
     async def _fetch_metadata(
         self, topics: frozenset[str] | None, expired: frozenset[str] = frozenset()
     ) -> None:
-        """Ask the candidates in order, hedged (`ask_for_metadata`), and apply the answer
+        """Ask the candidates in order, hedged (`_ask_for_metadata`), and apply the answer
         (without the `expired` topics)."""
-        response = await ask_for_metadata(
+        response = await _ask_for_metadata(
             self.config, self.connection, self._metadata_candidates(), topics
         )
         self._apply_metadata(response, None if topics is None else topics | expired)
@@ -386,9 +673,9 @@ class KafkaSelector:
                     self._service_nursery().start_soon(old.aclose)
 
     def _metadata_candidates(self) -> list[Node]:
-        """Nodes in the order to ask (`metadata_candidates`)."""
+        """Nodes in the order to ask (`_candidates`)."""
         nodes = list(self._nodes.values())
-        return metadata_candidates(nodes, self.metadata, self.rng, self.clock.now())
+        return _candidates(nodes, self.metadata, self.rng, self.clock.now())
 
     def request_refresh(self) -> None:
         """Start a metadata refresh in the background (shared with any in progress) and
@@ -400,7 +687,7 @@ class KafkaSelector:
             await self.refresh_metadata()
 
     async def _refresh_when_old(self) -> None:
-        retry = ExponentialBackoff(self.config.retry_backoff, self.config.retry_backoff_max)
+        retry = self._retry_backoff
         while True:
             updated = self._aged_from
             now = self.clock.now()
@@ -494,3 +781,268 @@ async def open_selector(
         if body_error is not None and only_error(group, body_error):
             raise body_error from body_error.__cause__
         raise
+
+
+# -- setting up one connection ----------------------------------------------------------------------
+
+
+async def _open_node(
+    node: Node,
+    *,
+    transport: Transport,
+    config: SelectorConfig,
+    clock: Clock,
+    rng: random.Random,
+    tasks: TaskGroup,
+) -> tuple[BrokerConnection, ApiVersionsInfo]:
+    """A set-up connection to `node`: after its backoff, connected through `transport`
+    (within `connection_setup_timeout`), its reader started in `tasks`, versions
+    negotiated, SASL done when configured. Raises `BrokerConnectionError` (or
+    `AuthenticationError`) naming the node."""
+    if node.retry_at > clock.now():
+        await sleep_until(node.retry_at)
+    where = f"node {node.node_id} at {node.address}"
+    refusal = _listener_refusal(node)
+    if refusal is not None:
+        raise refusal
+    stream = None
+    try:
+        with anyio.move_on_after(config.connection_setup_timeout):
+            stream = await transport.connect(node.host, node.port)
+    except STREAM_ERRORS as exc:
+        node.closed_unused = 0
+        cause = root_error(exc)
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            raise AuthenticationError(
+                f"TLS certificate of {where} failed verification: {cause.verify_message}"
+            ) from exc
+        hint = (
+            " (nothing listens there: is the broker running, at this host and port?)"
+            if isinstance(cause, ConnectionRefusedError)
+            else ""
+        )
+        raise BrokerConnectionError(f"cannot connect to {where}: {cause}{hint}") from exc
+    if stream is None:
+        node.closed_unused = 0
+        raise BrokerConnectionError(
+            f"cannot connect to {where}: no connection within {config.connection_setup_timeout} s"
+        )
+    connection = BrokerConnection(
+        stream,
+        node.host,
+        node.port,
+        node_id=node.node_id,
+        client_id=config.client_id,
+        clock=clock,
+        max_in_flight=config.max_in_flight,
+        request_timeout=config.request_timeout,
+        max_frame_size=config.max_frame_size,
+    )
+    connection.start(tasks)
+    try:
+        info = await negotiate(connection)
+        if config.sasl is not None:
+            await authenticate(connection, config.sasl, rng)
+    except AuthenticationError:
+        await connection.aclose()
+        raise
+    except KafkaError as exc:
+        await connection.aclose()
+        refusal = _not_plaintext_kafka(node, connection)
+        if refusal is not None:
+            raise refusal from exc
+        raise BrokerConnectionError(f"setting up the connection to {where} failed: {exc}") from exc
+    except BaseException:
+        await connection.aclose()
+        raise
+    return connection, info
+
+
+#: Connections in a row a node's peer closes in order, before answering past
+#: ApiVersions, that make it "a TLS or SASL listener" rather than a broker going down.
+LISTENER_CLOSES = 3
+
+_SASL_OPTIONS = "sasl_mechanism, sasl_plain_username and sasl_plain_password"
+
+
+def _note_closed(node: Node, connection: BrokerConnection) -> None:
+    """Count `connection`'s end towards `LISTENER_CLOSES`: the peer closed it in order
+    before it answered anything past ApiVersions (with SASL configured, setup alone
+    answers more); any other end starts the count again."""
+    if connection.closed_by_peer and connection.answered <= 1:
+        node.closed_unused += 1
+        node.closed_after_api_versions = connection.answered == 1
+    else:
+        node.closed_unused = 0
+
+
+def _not_plaintext_kafka(node: Node, connection: BrokerConnection) -> AuthenticationError | None:
+    """Why `connection`'s setup failed, when it says the listener is not plaintext
+    Kafka: bytes that are not a Kafka answer to ApiVersions (at once), or the closes
+    `_note_closed` counts reaching `LISTENER_CLOSES`. None: an ordinary failure."""
+    if not connection.api_versions and isinstance(connection.close_reason, ProtocolError):
+        node.closed_unused = 0
+        seen = " ".join(f"{b:02x}" for b in connection.first_bytes)
+        # A TLS record starts with its content type (20-24: 0x15 an alert, 0x16 a
+        # handshake) and the major version 3.
+        tls = (
+            len(connection.first_bytes) >= 2
+            and 20 <= connection.first_bytes[0] <= 24
+            and connection.first_bytes[1] == 3
+        )
+        return AuthenticationError(
+            f"the broker at {node.address} answered ApiVersions with bytes that are not "
+            f"Kafka ({seen or 'none'}{': a TLS record' if tls else ''}): is it a TLS or "
+            "SASL_SSL listener? Set security_protocol='SSL' (or 'SASL_SSL' with "
+            f"{_SASL_OPTIONS}) and ssl_cafile=..., or use the broker's plaintext port "
+            f"(docs/security.md); it said: {connection.close_reason}"
+        )
+    _note_closed(node, connection)
+    return _listener_refusal(node)
+
+
+def _listener_refusal(node: Node) -> AuthenticationError | None:
+    """The error for a node whose peer closed `LISTENER_CLOSES` connections in a row
+    before answering past ApiVersions (the count starts again), else None."""
+    closes = node.closed_unused
+    if closes < LISTENER_CLOSES:
+        return None
+    node.closed_unused = 0
+    if node.closed_after_api_versions:
+        return AuthenticationError(
+            f"the broker at {node.address} answered ApiVersions, then closed the "
+            f"connection at the first request, {closes} times in a row: is it a SASL "
+            "listener? A SASL listener closes a client that has not authenticated. Set "
+            f"security_protocol='SASL_PLAINTEXT' (or 'SASL_SSL' over TLS) with "
+            f"{_SASL_OPTIONS}, or sasl=SaslConfig(...) (docs/security.md)"
+        )
+    return AuthenticationError(
+        f"the broker at {node.address} closed the connection on ApiVersions, before "
+        f"answering anything, {closes} times in a row: is it a TLS or SASL_SSL listener? "
+        "A TLS listener closes a plaintext client at once. Set security_protocol='SSL' "
+        f"(or 'SASL_SSL' with {_SASL_OPTIONS}) and ssl_cafile=..., or use the broker's "
+        "plaintext port (docs/security.md); a broker that limits connections from one "
+        "address (max.connections.per.ip) closes them this way too"
+    )
+
+
+# -- asking for metadata -----------------------------------------------------------------------------
+
+#: How long a metadata refresh waits for a connection to come up before it also asks
+#: the next candidate (the attempt goes on). A healthy connect and ApiVersions take
+#: milliseconds; a blackholed address takes `connection_setup_timeout` to fail.
+_HEDGE_DELAY = 1.0
+
+
+def _candidates(
+    nodes: list[Node], metadata: ClusterMetadata, rng: random.Random, now: float
+) -> list[Node]:
+    """Nodes in the order to ask: open connections by load, then the rest by when
+    their backoff ends. Among the unconnected, metadata brokers come before
+    bootstrap pseudo-nodes, which stay as the fallback (re-bootstrap) when every
+    known broker fails."""
+    offset = rng.randrange(len(nodes)) if nodes else 0
+    nodes = nodes[offset:] + nodes[:offset]  # spread load; rng keeps it deterministic
+
+    def key(node: Node) -> tuple[int, int, float]:
+        # An open connection first, even to a bootstrap address: it answers now,
+        # while a new connection may hang for connection_setup_timeout (sim
+        # transactional seed 62 lost a send()'s max_block that way).
+        if node.connection is not None and node.connection.is_open:
+            return (0, 0, float(node.connection.in_flight))
+        bootstrap = 1 if node.node_id < 0 and metadata.brokers else 0
+        return (1, bootstrap, max(node.retry_at, now))
+
+    return sorted(nodes, key=key)
+
+
+async def _ask_for_metadata(
+    config: SelectorConfig,
+    connect: Callable[[int], Awaitable[BrokerConnection]],
+    candidates: list[Node],
+    topics: frozenset[str] | None,
+) -> Any:
+    """The first Metadata answer (for `topics`; None: every topic) from `candidates`,
+    asked in order, each connected through `connect(node_id)`.
+    A connection not up within `_HEDGE_DELAY` is
+    left connecting (the attempt goes on in the background) and the next candidate
+    is asked, so one hanging connect does not hold the refresh for the whole
+    `connection_setup_timeout` while other brokers answer; the nodes left
+    connecting get a last, full wait once every other candidate has failed."""
+    tried: list[str] = []
+    last_error: BaseException | None = None
+    request = MetadataRequest(
+        topics=None if topics is None else [MetadataRequestTopic(name=t) for t in sorted(topics)],
+        allow_auto_topic_creation=config.allow_auto_create_topics,
+    )
+    hedge = min(_HEDGE_DELAY, config.connection_setup_timeout)
+    queue = list(candidates)
+    connecting: list[Node] = []
+    while queue or connecting:
+        # Waiting fully for a node left connecting comes last.
+        node, hedged = (queue.pop(0), True) if queue else (connecting.pop(0), False)
+        try:
+            connection: BrokerConnection | None = None
+            with anyio.move_on_after(hedge if hedged and (queue or connecting) else math.inf):
+                connection = await connect(node.node_id)
+            if connection is None:
+                connecting.append(node)
+                continue
+            response = await connection.request(request)
+        except AuthenticationError:
+            raise
+        except KafkaError as exc:
+            last_error = exc
+            tried.append(f"{node.address} ({type(root_error(exc)).__name__})")
+            continue
+        return response
+    raise BrokerConnectionError(
+        f"no broker answered Metadata; tried {', '.join(tried)}; last error: {last_error}"
+    ) from last_error
+
+
+# -- waiting for a topic ------------------------------------------------------------------------------
+
+
+def _unknown_topic_message(
+    selector: KafkaSelector,
+    topic: str,
+    timeout: float,
+    found: TopicMetadata | None,
+    last_error: BaseException | None,
+) -> str:
+    if found is not None and found.error_code:
+        why = f"the brokers answer {error_info(found.error_code).name} for it"
+    elif found is not None:
+        why = "it has no partitions yet"
+    elif selector.metadata.updated_at is None:
+        # Nothing answered at all: the topic is not the problem, the address is.
+        servers = ",".join(f"{host}:{port}" for host, port in selector.config.bootstrap_servers)
+        why = (
+            f" ({last_error})"
+            if last_error is not None
+            else " (connections hang or nothing answers on them)"
+        )
+        if last_error is not None and isinstance(last_error.__cause__, ConnectionLostError):
+            # Connected, then closed by the other end: something listens there.
+            return (
+                f"no Kafka broker answered within {timeout:.1f} s, so topic {topic!r} could "
+                f"not be looked up{why}. Something at {servers} accepts connections but "
+                "closes them: a listener that requires SASL or TLS closes a client that "
+                "has neither (set security_protocol=..., see docs/security.md), or it is "
+                "not a Kafka broker"
+            )
+        return (
+            f"no Kafka broker answered within {timeout:.1f} s, so topic {topic!r} could "
+            f"not be looked up{why}. Is a broker running at {servers}? "
+            "Check the host and port (bootstrap=), or start "
+            "trio-kafka's mock broker there: `trio-kafka broker --port "
+            f"{selector.config.bootstrap_servers[0][1]}`"
+        )
+    else:
+        why = "the brokers do not know it"
+    return (
+        f"topic {topic!r} is not in the metadata after {timeout:.1f} s ({why}). Create "
+        "it (CreateTopics, `kafka-topics.sh --create`, trio_kafka.client.create_topic), "
+        "enable auto-creation on the broker, or check the topic name and the client's ACLs"
+    )

@@ -1,4 +1,6 @@
-"""Asking a partition's leader, safely repeated: the one leader call of the client.
+"""Asking a partition's leader, safely repeated: the one leader call. Whatever sends to a
+partition's leader outside the producer's own sender (the CAS gate, the CAS load, the
+partition reader) goes through it.
 
 `retrying` is the one "refresh the metadata, back off, try again" loop: an attempt that
 another attempt may get past raises `Retry`, saying whether to refresh the metadata
@@ -9,9 +11,12 @@ partition has a leader we can reach"; `find_leader` waits for one, and `send_to_
 sends a request to it (the bulk loader's CAS writes). `CasGate` finds the leader it
 checks with `find_leader`, and the partition reader runs its calls through `retrying`.
 
-Reads change nothing, so for the reader every failure that another attempt may get past
-(stale metadata, a lost connection, a timed-out request, a retriable code) is a `Retry`.
-Which codes refresh and which only back off: `_reader.py`'s theory of operation.
+The partition reader's calls are here too, since they are leader calls: `leader_of`
+(waiting for the topic first), `ask` (send and wait), `fetch_version`, `partition_data`
+and `check_code`. Reads change nothing, so for the reader every failure that another
+attempt may get past (stale metadata, a lost connection, a timed-out request, a
+retriable code) is a `Retry`.
+Which codes refresh and which only back off: `client/_reader.py`'s theory of operation.
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from trio_kafka.errors import (
     error_for_code,
     error_info,
 )
-from trio_kafka.net import ExponentialBackoff, KafkaSelector, PartitionMetadata, TopicMetadata
+from trio_kafka.net._metadata import PartitionMetadata, TopicMetadata
+from trio_kafka.net._selector import KafkaSelector
+from trio_kafka.producer import ExponentialBackoff
 from trio_kafka.protocol.messages.fetch import FetchRequest, FetchResponse, PartitionData
 
 _T = TypeVar("_T")
