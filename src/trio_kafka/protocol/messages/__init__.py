@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._schema import Request
+from .._codec import Request
 from .add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from .add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
