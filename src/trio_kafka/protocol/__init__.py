@@ -16,14 +16,13 @@ from ._codec import (
     Request,
     RequestHeader,
     coalesce,
-    decode_request,
     decode_response,
     encode_request,
     encode_request_parts,
     encode_response,
 )
 from ._produce import ProduceAnswer, ProduceFrame, read_produce_answer
-from .messages import REQUEST_CLASSES
+from .messages import REQUEST_CLASSES, decode_request
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",

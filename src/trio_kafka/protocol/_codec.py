@@ -42,7 +42,9 @@ Theory of operation, bottom up:
   records values of `GATHER_MIN` bytes or more (a Produce request's record batches) are
   parts of their own (`Gather`), referenced rather than copied, which is how the
   connection writes large requests (`coalesce` groups the parts into writes);
-  `encode_request` joins those parts into one `bytes`.
+  `encode_request` joins those parts into one `bytes`. A request frame of an API not
+  known in advance (what a broker reads) needs the registry of every API, so its reader,
+  `decode_request`, lives with that registry in `messages/`.
 - **Splitting a stream.** Every Kafka request and response travels as a 4-byte big-endian
   size followed by that many bytes. `FrameSplitter.feed` takes whatever the transport
   delivered (a byte, half a frame, ten frames) and returns the payloads it completed; the
@@ -61,7 +63,7 @@ from typing import Any, ClassVar, Self
 
 import attrs
 
-from ..errors import ProtocolError, UnsupportedRequestError
+from ..errors import ProtocolError
 
 # === wire types ==========================================================================
 
@@ -904,7 +906,6 @@ class ResponseHeader(Message):
 
 
 _SIZE = struct.Struct(">i")
-_HEADER_PREFIX = struct.Struct(">hhi")
 _API_VERSIONS_KEY = 18
 
 
@@ -954,40 +955,6 @@ def encode_request_parts(
     assert isinstance(first, bytearray)  # Gather.cut and parts() keep it one
     first[0:4] = _SIZE.pack(sum(map(len, parts)) - 4)
     return parts
-
-
-def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Any]:
-    """A request frame's payload (no size prefix) -> (header, request body)."""
-    data = bytes(frame)
-    try:
-        api_key, api_version, correlation_id = _HEADER_PREFIX.unpack_from(data, 0)
-    except struct.error:
-        raise ProtocolError(
-            f"a request frame of {len(data)} bytes is shorter than a request header",
-            message_name="RequestHeader",
-            offset=0,
-        ) from None
-    cls = REQUEST_CLASSES.get(api_key)
-    if cls is None:
-        raise UnsupportedRequestError(
-            f"unknown API key {api_key}",
-            api_key=api_key,
-            api_version=api_version,
-            correlation_id=correlation_id,
-        )
-    if not cls.MIN_VERSION <= api_version <= cls.MAX_VERSION:
-        raise UnsupportedRequestError(
-            f"{cls.__name__} version {api_version} is not supported "
-            f"(supported: {cls.MIN_VERSION}-{cls.MAX_VERSION})",
-            api_key=api_key,
-            api_version=api_version,
-            correlation_id=correlation_id,
-        )
-    header, pos = RequestHeader.read_from(
-        data, 0, request_header_version(cls, api_version), exact=False
-    )
-    body, _ = cls.read_from(data, pos, api_version, exact=True)
-    return header, body
 
 
 def encode_response(message: Response, *, version: int, correlation_id: int) -> bytes:
@@ -1086,8 +1053,3 @@ def coalesce(parts: list[Buffer]) -> list[Buffer]:
     if small:
         chunks.append(small[0] if len(small) == 1 else b"".join(small))
     return chunks
-
-
-# The registry of request classes, for `decode_request`. Imported last: the messages are
-# declared with this module's DSL, so they import it, and can only exist once it is whole.
-from .messages import REQUEST_CLASSES  # noqa: E402
