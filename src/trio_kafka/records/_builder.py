@@ -23,14 +23,14 @@ Records carry their lengths, deltas and counts as zigzag varints (signed values 
 unsigned: 0, -1, 1, -2, ... -> 0, 1, 2, 3, ...) written 7 bits at a time, low group
 first, high bit set on every byte but the last (the protobuf encoding). Encoding is on
 the producer's hot path, so the encodings of the small non-negative values that make up
-nearly every length and offset delta are computed once, at import, into `ZIGZAG`:
-`ZIGZAG[n]` is the zigzag varint of `n` for `0 <= n < ZIGZAG_CACHED`.
+nearly every length and offset delta are computed once, at import, into `_ZIGZAG`:
+`_ZIGZAG[n]` is the zigzag varint of `n` for `0 <= n < _ZIGZAG_CACHED`.
 
 Theory of operation: a BatchBuilder owns one bytearray holding the encoded records of a
 batch that is still open. `append` encodes one record straight into it (length, zero
 attributes, timestamp delta from the first record's timestamp, offset delta = the
 record's index, key, value, headers), taking the varints of small lengths and deltas
-from `ZIGZAG`, and keeps the running count and maxTimestamp. Nothing else happens per
+from `_ZIGZAG`, and keeps the running count and maxTimestamp. Nothing else happens per
 record: no object per record, no CRC, no compression. `append_values` does the same for
 many records without key or headers in one call (the producer's common case): it
 collects the pieces and joins them once, the values copied once; `append_keyed_values`
@@ -135,10 +135,10 @@ def frame_batch(
 
 # 16,384 entries cover every length and offset delta of a batch up to 16 KiB values and
 # 16k records, at about 600 KB of memory; bigger values take the slow path.
-ZIGZAG_CACHED = 1 << 14
+_ZIGZAG_CACHED = 1 << 14
 
-INT64_MIN = -(1 << 63)
-INT64_MAX = (1 << 63) - 1
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
 
 
 def _encode_unsigned(value: int) -> bytes:
@@ -151,38 +151,38 @@ def _encode_unsigned(value: int) -> bytes:
     return bytes(out)
 
 
-def zigzag(value: int) -> bytes:
+def _zigzag(value: int) -> bytes:
     """The zigzag varint (or varlong) encoding of a signed integer."""
-    if not INT64_MIN <= value <= INT64_MAX:
+    if not _INT64_MIN <= value <= _INT64_MAX:
         raise ValueError(f"{value} does not fit a varlong (int64)")
     return _encode_unsigned(value << 1 if value >= 0 else ((-value) << 1) - 1)
 
 
-ZIGZAG: tuple[bytes, ...] = tuple(zigzag(n) for n in range(ZIGZAG_CACHED))
-MINUS_ONE = zigzag(-1)  # the length of a null key, value or header value
+_ZIGZAG: tuple[bytes, ...] = tuple(_zigzag(n) for n in range(_ZIGZAG_CACHED))
+_MINUS_ONE = _zigzag(-1)  # the length of a null key, value or header value
 
 
 # === the builder =========================================================================
 
 _NO_HEADERS = b"\x00"  # headersCount 0
-_NULL = MINUS_ONE  # length -1: a null key or value
-_NULL_KEY_AND_VALUE = MINUS_ONE + MINUS_ONE
+_NULL = _MINUS_ONE  # length -1: a null key or value
+_NULL_KEY_AND_VALUE = _MINUS_ONE + _MINUS_ONE
 _ATTRIBUTES = b"\x00"  # a record's attributes byte (unused, 0)
 # The first offset delta whose zigzag varint is one byte wider than 1, 2, 3 bytes.
 _WIDTH_ENDS = {1: 64, 2: 8192, 3: 1 << 20}
 
 
-def encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
+def _encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
     """headersCount followed by each header (key length, UTF-8 key, value length, value)."""
-    parts = [zigzag(len(headers))]
+    parts = [_zigzag(len(headers))]
     for name, value in headers:
         encoded = name.encode("utf-8")
-        parts.append(zigzag(len(encoded)))
+        parts.append(_zigzag(len(encoded)))
         parts.append(encoded)
         if value is None:
             parts.append(_NULL)
         else:
-            parts.append(zigzag(len(value)))
+            parts.append(_zigzag(len(value)))
             parts.append(value)
     return b"".join(parts)
 
@@ -274,26 +274,26 @@ class BatchBuilder:
         # Fields after the length: attributes, timestamp delta, offset delta, key, value,
         # headers. Each small varint is a table lookup.
         ts = timestamp_ms - base
-        if 0 <= ts < ZIGZAG_CACHED:
-            body = b"\x00" + ZIGZAG[ts]
+        if 0 <= ts < _ZIGZAG_CACHED:
+            body = b"\x00" + _ZIGZAG[ts]
         else:
-            body = b"\x00" + zigzag(ts)
-        body += ZIGZAG[delta] if delta < ZIGZAG_CACHED else zigzag(delta)
+            body = b"\x00" + _zigzag(ts)
+        body += _ZIGZAG[delta] if delta < _ZIGZAG_CACHED else _zigzag(delta)
         if key is None:
             body += _NULL
         else:
             size = len(key)
-            body += (ZIGZAG[size] if size < ZIGZAG_CACHED else zigzag(size)) + key
+            body += (_ZIGZAG[size] if size < _ZIGZAG_CACHED else _zigzag(size)) + key
         if value is None:
             body += _NULL
             value = b""
         else:
             size = len(value)
-            body += ZIGZAG[size] if size < ZIGZAG_CACHED else zigzag(size)
-        tail = encode_headers(headers) if headers else _NO_HEADERS
+            body += _ZIGZAG[size] if size < _ZIGZAG_CACHED else _zigzag(size)
+        tail = _encode_headers(headers) if headers else _NO_HEADERS
         size = len(body) + len(value) + len(tail)
         buffer = self._buffer
-        buffer += ZIGZAG[size] if size < ZIGZAG_CACHED else zigzag(size)
+        buffer += _ZIGZAG[size] if size < _ZIGZAG_CACHED else _zigzag(size)
         buffer += body
         buffer += value
         buffer += tail
@@ -325,8 +325,8 @@ class BatchBuilder:
         if len(timestamps) != count:
             raise ValueError(f"{len(timestamps)} timestamps for {count} values")
         base = self._timestamps_seen(timestamps[0], max(timestamps))
-        table = ZIGZAG
-        cached = ZIGZAG_CACHED
+        table = _ZIGZAG
+        cached = _ZIGZAG_CACHED
         delta = self._count
         # Each record: length, attributes 0, timestamp delta, offset delta, null key
         # (-1), value length, value, no headers. Only the varints vary; the pieces are
@@ -335,18 +335,18 @@ class BatchBuilder:
         add = parts.append
         for timestamp, value in zip(timestamps, values):
             ts = timestamp - base
-            head = b"\x00" + (table[ts] if 0 <= ts < cached else zigzag(ts))
-            head += table[delta] if delta < cached else zigzag(delta)
+            head = b"\x00" + (table[ts] if 0 <= ts < cached else _zigzag(ts))
+            head += table[delta] if delta < cached else _zigzag(delta)
             if value is None:
                 head += _NULL_KEY_AND_VALUE
                 size = len(head) + 1
-                add(table[size] if size < cached else zigzag(size))
+                add(table[size] if size < cached else _zigzag(size))
                 add(head)
             else:
                 length = len(value)
-                head += _NULL + (table[length] if length < cached else zigzag(length))
+                head += _NULL + (table[length] if length < cached else _zigzag(length))
                 size = len(head) + length + 1
-                add(table[size] if size < cached else zigzag(size))
+                add(table[size] if size < cached else _zigzag(size))
                 add(head)
                 add(value)
             add(_NO_HEADERS)
@@ -370,28 +370,28 @@ class BatchBuilder:
                 f"{len(timestamps)} timestamps and {len(keys)} keys for {count} values"
             )
         base = self._timestamps_seen(timestamps[0], max(timestamps))
-        table = ZIGZAG
-        cached = ZIGZAG_CACHED
+        table = _ZIGZAG
+        cached = _ZIGZAG_CACHED
         delta = self._count
         parts: list[bytes] = []
         add = parts.append
         for timestamp, key, value in zip(timestamps, keys, values):
             ts = timestamp - base
-            head = b"\x00" + (table[ts] if 0 <= ts < cached else zigzag(ts))
-            head += table[delta] if delta < cached else zigzag(delta)
+            head = b"\x00" + (table[ts] if 0 <= ts < cached else _zigzag(ts))
+            head += table[delta] if delta < cached else _zigzag(delta)
             if key is None:
                 head += _NULL
             else:
                 length = len(key)
-                head += (table[length] if length < cached else zigzag(length)) + key
+                head += (table[length] if length < cached else _zigzag(length)) + key
             if value is None:
                 head += _NULL
                 length = 0
             else:
                 length = len(value)
-                head += table[length] if length < cached else zigzag(length)
+                head += table[length] if length < cached else _zigzag(length)
             size = len(head) + length + 1
-            add(table[size] if size < cached else zigzag(size))
+            add(table[size] if size < cached else _zigzag(size))
             add(head)
             if value is not None:
                 add(value)
@@ -435,10 +435,10 @@ class BatchBuilder:
             base = run_ms[0]
         low, high = min(run_ms) - base, max(run_ms) - base
         if not (
-            0 <= length < ZIGZAG_CACHED - 32
-            and first + count <= ZIGZAG_CACHED
+            0 <= length < _ZIGZAG_CACHED - 32
+            and first + count <= _ZIGZAG_CACHED
             and low >= 0
-            and high < ZIGZAG_CACHED
+            and high < _ZIGZAG_CACHED
         ):
             stops = [*run_starts[1:], count]
             timestamps: list[int] = []
@@ -447,7 +447,7 @@ class BatchBuilder:
             self.append_values(timestamps, values)
             return
         self._timestamps_seen(base, base + high)
-        table = ZIGZAG
+        table = _ZIGZAG
         value_length = table[length]
         # Record size without its timestamp and offset delta varints: attributes, null
         # key, the value's length, the value, no headers.
