@@ -13,14 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.test_protocol_roundtrip import message_strategy
-from trio_kafka.protocol import (
-    ProtocolError,
-    _produce_answer,
-    decode_response,
-    encode_response,
-    read_produce_answer,
-)
-from trio_kafka.protocol._produce_answer import NO_LEADER, PartitionAnswer, answer_of
+from trio_kafka.errors import ProtocolError
+from trio_kafka.protocol import _produce, decode_response, encode_response, read_produce_answer
+from trio_kafka.protocol._produce import NO_LEADER, PartitionAnswer, answer_of
 from trio_kafka.protocol.messages.produce import (
     BatchIndexAndErrorMessage,
     LeaderIdAndEpoch,
@@ -107,7 +102,7 @@ def test_usual_answers_are_read_without_the_codec_and_equal_its_reading(
     expected = _generic(frame, version)
 
     with monkeypatch.context() as patch:
-        patch.setattr(_produce_answer, "decode_response", _no_codec)
+        patch.setattr(_produce, "decode_response", _no_codec)
         assert _fast(frame, version) == expected
 
 
@@ -215,7 +210,7 @@ def test_counts_that_take_two_varint_bytes(version: int, monkeypatch: pytest.Mon
     )
     frame = _frame(response, version)
     with monkeypatch.context() as patch:
-        patch.setattr(_produce_answer, "decode_response", _no_codec)
+        patch.setattr(_produce, "decode_response", _no_codec)
         correlation_id, answer = read_produce_answer(frame, version)
     assert len(answer.partitions) == 329 and answer.partitions["t0", 129].base_offset == 129
     assert (correlation_id, answer) == _generic(frame, version)

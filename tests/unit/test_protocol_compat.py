@@ -17,17 +17,16 @@ from typing import Any
 import attrs
 import pytest
 
-from trio_kafka.protocol import (
-    REQUEST_CLASSES,
+from trio_kafka.protocol import REQUEST_CLASSES, RequestHeader
+from trio_kafka.protocol._codec import (
+    Array,
     Message,
-    RequestHeader,
     ResponseHeader,
     Struct,
+    StructType,
     Versions,
     field_specs,
 )
-from trio_kafka.protocol._schema import StructType
-from trio_kafka.protocol._types import Array
 
 MESSAGE_CLASSES: list[type[Message]] = [
     c for req in REQUEST_CLASSES.values() for c in (req, req.RESPONSE)
@@ -243,8 +242,7 @@ def test_the_apis_the_brief_requires_cover_at_least_their_ranges() -> None:
 
 def test_the_checker_notices_a_divergence(kafka_protocol_dir: Path) -> None:
     """Guard the guard: a wrong declaration must produce a complaint."""
-    from trio_kafka.protocol._schema import field
-    from trio_kafka.protocol._types import INT16, INT32, STRING
+    from trio_kafka.protocol._codec import INT16, INT32, STRING, field
 
     @attrs.frozen
     class EndTxnRequest(Message):  # v1-v5 of the real one, with Committed as int16

@@ -17,20 +17,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit._outcome import value_or_refusal
+from trio_kafka.errors import ProtocolError, UnsupportedRequestError
 from trio_kafka.protocol import (
     REQUEST_CLASSES,
     FrameSplitter,
-    Message,
-    ProtocolError,
     RequestHeader,
-    ResponseHeader,
-    UnsupportedRequestError,
     decode_request,
     decode_response,
     encode_request,
     encode_request_parts,
     encode_response,
 )
+from trio_kafka.protocol._codec import Message, ResponseHeader
 from trio_kafka.protocol.messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from trio_kafka.protocol.messages.produce import (

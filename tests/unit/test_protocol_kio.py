@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from kio.serial import entity_reader, entity_writer
 
-from trio_kafka.protocol import Message, Struct, field_specs
+from trio_kafka.protocol._codec import Message, Struct, field_specs
 from trio_kafka.protocol.messages import add_partitions_to_txn as apt
 from trio_kafka.protocol.messages import api_versions as av
 from trio_kafka.protocol.messages import end_txn as et

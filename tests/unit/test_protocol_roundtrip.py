@@ -17,21 +17,24 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit._outcome import value_or_refusal
+from trio_kafka.errors import ProtocolError
 from trio_kafka.protocol import (
     REQUEST_CLASSES,
-    Message,
-    ProtocolError,
     Request,
-    Response,
-    Struct,
     decode_request,
     decode_response,
     encode_request,
     encode_response,
+)
+from trio_kafka.protocol._codec import (
+    Array,
+    Message,
+    Response,
+    Struct,
+    StructType,
+    WireType,
     field_specs,
 )
-from trio_kafka.protocol._schema import StructType
-from trio_kafka.protocol._types import Array, WireType
 
 _FIXED = {
     "int8": st.integers(-(2**7), 2**7 - 1),

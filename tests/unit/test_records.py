@@ -15,13 +15,13 @@ from trio_kafka.errors import CorruptRecordError
 from trio_kafka.records import (
     BatchBuilder,
     Compression,
-    TimestampType,
     decode_batches,
     read_batch_header,
-    set_base_offset,
     set_log_append_time,
     verify_batch_crc,
 )
+from trio_kafka.records._builder import TimestampType
+from trio_kafka.records._decoder import set_base_offset
 
 
 def test_round_trip_keeps_every_field() -> None:

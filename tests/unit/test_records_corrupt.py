@@ -13,18 +13,17 @@ from tests.unit._outcome import value_or_refusal
 from trio_kafka.errors import CorruptRecordError
 from trio_kafka.records import (
     BatchBuilder,
-    BatchHeader,
     Compression,
-    ControlRecord,
     ControlType,
     build_control_batch,
     decode_batches,
     parse_control_record,
     read_batch_header,
-    set_base_offset,
     set_log_append_time,
     verify_batch_crc,
 )
+from trio_kafka.records._control import ControlRecord
+from trio_kafka.records._decoder import BatchHeader, set_base_offset
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -1,19 +1,46 @@
-"""Building record batch v2 on the producer's hot path.
+"""Record batch v2 (KIP-98): its layout, and building one on the producer's hot path.
+
+The fixed layout of a batch's header, shared with the decoder (`_decoder.py`) and the
+control batches (`_control.py`):
+
+offset size field                 in CRC
+     0    8 baseOffset            no   (the broker assigns it)
+     8    4 batchLength           no   (bytes after this field)
+    12    4 partitionLeaderEpoch  no   (the broker assigns it)
+    16    1 magic (2)             no
+    17    4 crc (CRC-32C)         no
+    21    2 attributes            yes  (from here to the end of the batch)
+    23    4 lastOffsetDelta
+    27    8 baseTimestamp
+    35    8 maxTimestamp
+    43    8 producerId
+    51    2 producerEpoch
+    53    4 baseSequence
+    57    4 recordsCount
+    61      records (compressed as one block when the codec is not NONE)
+
+Records carry their lengths, deltas and counts as zigzag varints (signed values mapped to
+unsigned: 0, -1, 1, -2, ... -> 0, 1, 2, 3, ...) written 7 bits at a time, low group
+first, high bit set on every byte but the last (the protobuf encoding). Encoding is on
+the producer's hot path, so the encodings of the small non-negative values that make up
+nearly every length and offset delta are computed once, at import, into `_ZIGZAG`:
+`_ZIGZAG[n]` is the zigzag varint of `n` for `0 <= n < _ZIGZAG_CACHED`.
 
 Theory of operation: a BatchBuilder owns one bytearray holding the encoded records of a
 batch that is still open. `append` encodes one record straight into it (length, zero
 attributes, timestamp delta from the first record's timestamp, offset delta = the
 record's index, key, value, headers), taking the varints of small lengths and deltas
-from a table computed at import, and keeps the running count and maxTimestamp. Nothing
-else happens per record: no object per record, no CRC, no compression. `append_values`
-does the same for many records without key or headers in one call (the producer's
-common case): it collects the pieces and joins them once, the values copied once;
-`append_keyed_values` likewise for records with keys (a keyed load).
+from `_ZIGZAG`, and keeps the running count and maxTimestamp. Nothing else happens per
+record: no object per record, no CRC, no compression. `append_values` does the same for
+many records without key or headers in one call (the producer's common case): it
+collects the pieces and joins them once, the values copied once; `append_keyed_values`
+likewise for records with keys (a keyed load).
 
 `build` turns the records into the wire bytes. The record section (the buffer itself
-when uncompressed, never copied; compressed if a codec is set) is computed once and cached, keyed by the record count so that an append after a
-build invalidates it. The 61-byte header and the CRC-32C over attributes..end are
-rewritten on every call, so a retry after an epoch bump (new producer id, epoch or base
+when uncompressed, never copied; compressed if a codec is set) is computed once and
+cached, keyed by the record count so that an append after a build invalidates it. The
+61-byte header and the CRC-32C over attributes..end are rewritten on every call
+(`frame_batch`), so a retry after an epoch bump (new producer id, epoch or base
 sequence) or with another expected offset costs one CRC pass and one copy, never a
 recompression. An empty batch cannot be built: Kafka's producer never sends one and its
 broker rejects one (only log compaction leaves empty batches behind, which the decoder
@@ -22,39 +49,140 @@ reads fine).
 
 from __future__ import annotations
 
+import enum
+import struct
 from collections.abc import Sequence
 
+from crc32c import crc32c
+
 from trio_kafka.records._codecs import Compression, compress, resolve_level
-from trio_kafka.records._layout import (
-    HEADER_SIZE,
-    NO_PRODUCER_ID,
-    NO_SEQUENCE,
-    TIMESTAMP_TYPE_BIT,
-    TRANSACTIONAL_BIT,
-    TimestampType,
-    frame_batch,
-)
-from trio_kafka.records._varint import MINUS_ONE, ZIGZAG, ZIGZAG_CACHED, zigzag
+
+# === the layout ==========================================================================
+
+HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes batchLength does not count
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+MAGIC = 2
+
+BASE_OFFSET_OFFSET = 0
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+MAX_TIMESTAMP_OFFSET = 35
+
+# The whole header, and its two halves around the CRC boundary.
+HEADER = struct.Struct(">qiibIhiqqqhii")
+PREFIX = struct.Struct(">qiibI")  # baseOffset .. crc: outside the CRC
+SUFFIX = struct.Struct(">hiqqqhii")  # attributes .. recordsCount: inside the CRC
+INT64 = struct.Struct(">q")
+INT16 = struct.Struct(">h")
+CRC = struct.Struct(">I")
+
+# Attribute bits (bits 0-2 are the codec).
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+DELETE_HORIZON_BIT = 0x40
+
+NO_SEQUENCE = -1
+NO_PRODUCER_ID = -1
+NO_TIMESTAMP = -1
+INT32_MAX = (1 << 31) - 1
+
+
+class TimestampType(enum.IntEnum):
+    """Bit 3 of the attributes: whose clock the record timestamps come from."""
+
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+def frame_batch(
+    records: bytes | bytearray,
+    *,
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    record_count: int,
+) -> bytes:
+    """A whole batch: the 61-byte header, with its length and CRC, before `records` (the
+    record section as it goes on the wire, compressed or not)."""
+    suffix = SUFFIX.pack(
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        record_count,
+    )
+    crc = crc32c(records, crc32c(suffix))
+    prefix = PREFIX.pack(
+        base_offset, HEADER_SIZE - LOG_OVERHEAD + len(records), partition_leader_epoch, MAGIC, crc
+    )
+    return b"".join((prefix, suffix, records))
+
+
+# === zigzag varints ======================================================================
+
+# 16,384 entries cover every length and offset delta of a batch up to 16 KiB values and
+# 16k records, at about 600 KB of memory; bigger values take the slow path.
+_ZIGZAG_CACHED = 1 << 14
+
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+
+
+def _encode_unsigned(value: int) -> bytes:
+    """The unsigned LEB128 encoding of a non-negative integer."""
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _zigzag(value: int) -> bytes:
+    """The zigzag varint (or varlong) encoding of a signed integer."""
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise ValueError(f"{value} does not fit a varlong (int64)")
+    return _encode_unsigned(value << 1 if value >= 0 else ((-value) << 1) - 1)
+
+
+_ZIGZAG: tuple[bytes, ...] = tuple(_zigzag(n) for n in range(_ZIGZAG_CACHED))
+_MINUS_ONE = _zigzag(-1)  # the length of a null key, value or header value
+
+
+# === the builder =========================================================================
 
 _NO_HEADERS = b"\x00"  # headersCount 0
-_NULL = MINUS_ONE  # length -1: a null key or value
-_NULL_KEY_AND_VALUE = MINUS_ONE + MINUS_ONE
+_NULL = _MINUS_ONE  # length -1: a null key or value
+_NULL_KEY_AND_VALUE = _MINUS_ONE + _MINUS_ONE
 _ATTRIBUTES = b"\x00"  # a record's attributes byte (unused, 0)
 # The first offset delta whose zigzag varint is one byte wider than 1, 2, 3 bytes.
 _WIDTH_ENDS = {1: 64, 2: 8192, 3: 1 << 20}
 
 
-def encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
+def _encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
     """headersCount followed by each header (key length, UTF-8 key, value length, value)."""
-    parts = [zigzag(len(headers))]
+    parts = [_zigzag(len(headers))]
     for name, value in headers:
         encoded = name.encode("utf-8")
-        parts.append(zigzag(len(encoded)))
+        parts.append(_zigzag(len(encoded)))
         parts.append(encoded)
         if value is None:
             parts.append(_NULL)
         else:
-            parts.append(zigzag(len(value)))
+            parts.append(_zigzag(len(value)))
             parts.append(value)
     return b"".join(parts)
 
@@ -146,26 +274,26 @@ class BatchBuilder:
         # Fields after the length: attributes, timestamp delta, offset delta, key, value,
         # headers. Each small varint is a table lookup.
         ts = timestamp_ms - base
-        if 0 <= ts < ZIGZAG_CACHED:
-            body = b"\x00" + ZIGZAG[ts]
+        if 0 <= ts < _ZIGZAG_CACHED:
+            body = b"\x00" + _ZIGZAG[ts]
         else:
-            body = b"\x00" + zigzag(ts)
-        body += ZIGZAG[delta] if delta < ZIGZAG_CACHED else zigzag(delta)
+            body = b"\x00" + _zigzag(ts)
+        body += _ZIGZAG[delta] if delta < _ZIGZAG_CACHED else _zigzag(delta)
         if key is None:
             body += _NULL
         else:
             size = len(key)
-            body += (ZIGZAG[size] if size < ZIGZAG_CACHED else zigzag(size)) + key
+            body += (_ZIGZAG[size] if size < _ZIGZAG_CACHED else _zigzag(size)) + key
         if value is None:
             body += _NULL
             value = b""
         else:
             size = len(value)
-            body += ZIGZAG[size] if size < ZIGZAG_CACHED else zigzag(size)
-        tail = encode_headers(headers) if headers else _NO_HEADERS
+            body += _ZIGZAG[size] if size < _ZIGZAG_CACHED else _zigzag(size)
+        tail = _encode_headers(headers) if headers else _NO_HEADERS
         size = len(body) + len(value) + len(tail)
         buffer = self._buffer
-        buffer += ZIGZAG[size] if size < ZIGZAG_CACHED else zigzag(size)
+        buffer += _ZIGZAG[size] if size < _ZIGZAG_CACHED else _zigzag(size)
         buffer += body
         buffer += value
         buffer += tail
@@ -197,8 +325,8 @@ class BatchBuilder:
         if len(timestamps) != count:
             raise ValueError(f"{len(timestamps)} timestamps for {count} values")
         base = self._timestamps_seen(timestamps[0], max(timestamps))
-        table = ZIGZAG
-        cached = ZIGZAG_CACHED
+        table = _ZIGZAG
+        cached = _ZIGZAG_CACHED
         delta = self._count
         # Each record: length, attributes 0, timestamp delta, offset delta, null key
         # (-1), value length, value, no headers. Only the varints vary; the pieces are
@@ -207,18 +335,18 @@ class BatchBuilder:
         add = parts.append
         for timestamp, value in zip(timestamps, values):
             ts = timestamp - base
-            head = b"\x00" + (table[ts] if 0 <= ts < cached else zigzag(ts))
-            head += table[delta] if delta < cached else zigzag(delta)
+            head = b"\x00" + (table[ts] if 0 <= ts < cached else _zigzag(ts))
+            head += table[delta] if delta < cached else _zigzag(delta)
             if value is None:
                 head += _NULL_KEY_AND_VALUE
                 size = len(head) + 1
-                add(table[size] if size < cached else zigzag(size))
+                add(table[size] if size < cached else _zigzag(size))
                 add(head)
             else:
                 length = len(value)
-                head += _NULL + (table[length] if length < cached else zigzag(length))
+                head += _NULL + (table[length] if length < cached else _zigzag(length))
                 size = len(head) + length + 1
-                add(table[size] if size < cached else zigzag(size))
+                add(table[size] if size < cached else _zigzag(size))
                 add(head)
                 add(value)
             add(_NO_HEADERS)
@@ -242,28 +370,28 @@ class BatchBuilder:
                 f"{len(timestamps)} timestamps and {len(keys)} keys for {count} values"
             )
         base = self._timestamps_seen(timestamps[0], max(timestamps))
-        table = ZIGZAG
-        cached = ZIGZAG_CACHED
+        table = _ZIGZAG
+        cached = _ZIGZAG_CACHED
         delta = self._count
         parts: list[bytes] = []
         add = parts.append
         for timestamp, key, value in zip(timestamps, keys, values):
             ts = timestamp - base
-            head = b"\x00" + (table[ts] if 0 <= ts < cached else zigzag(ts))
-            head += table[delta] if delta < cached else zigzag(delta)
+            head = b"\x00" + (table[ts] if 0 <= ts < cached else _zigzag(ts))
+            head += table[delta] if delta < cached else _zigzag(delta)
             if key is None:
                 head += _NULL
             else:
                 length = len(key)
-                head += (table[length] if length < cached else zigzag(length)) + key
+                head += (table[length] if length < cached else _zigzag(length)) + key
             if value is None:
                 head += _NULL
                 length = 0
             else:
                 length = len(value)
-                head += table[length] if length < cached else zigzag(length)
+                head += table[length] if length < cached else _zigzag(length)
             size = len(head) + length + 1
-            add(table[size] if size < cached else zigzag(size))
+            add(table[size] if size < cached else _zigzag(size))
             add(head)
             if value is not None:
                 add(value)
@@ -307,10 +435,10 @@ class BatchBuilder:
             base = run_ms[0]
         low, high = min(run_ms) - base, max(run_ms) - base
         if not (
-            0 <= length < ZIGZAG_CACHED - 32
-            and first + count <= ZIGZAG_CACHED
+            0 <= length < _ZIGZAG_CACHED - 32
+            and first + count <= _ZIGZAG_CACHED
             and low >= 0
-            and high < ZIGZAG_CACHED
+            and high < _ZIGZAG_CACHED
         ):
             stops = [*run_starts[1:], count]
             timestamps: list[int] = []
@@ -319,7 +447,7 @@ class BatchBuilder:
             self.append_values(timestamps, values)
             return
         self._timestamps_seen(base, base + high)
-        table = ZIGZAG
+        table = _ZIGZAG
         value_length = table[length]
         # Record size without its timestamp and offset delta varints: attributes, null
         # key, the value's length, the value, no headers.

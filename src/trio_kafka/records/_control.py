@@ -14,13 +14,13 @@ import struct
 import attrs
 
 from trio_kafka.errors import CorruptRecordError
-from trio_kafka.records._decoder import Record
-from trio_kafka.records._layout import (
+from trio_kafka.records._builder import (
     CONTROL_BIT,
     NO_SEQUENCE,
     TRANSACTIONAL_BIT,
     frame_batch,
 )
+from trio_kafka.records._decoder import Record
 
 _KEY = struct.Struct(">hh")
 _VALUE = struct.Struct(">hi")

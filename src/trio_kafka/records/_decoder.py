@@ -24,8 +24,7 @@ import attrs
 from crc32c import crc32c
 
 from trio_kafka.errors import CorruptRecordError, UnsupportedCodecError
-from trio_kafka.records._codecs import Compression, decompress
-from trio_kafka.records._layout import (
+from trio_kafka.records._builder import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CONTROL_BIT,
@@ -46,7 +45,7 @@ from trio_kafka.records._layout import (
     TRANSACTIONAL_BIT,
     TimestampType,
 )
-from trio_kafka.records._varint import read_unsigned
+from trio_kafka.records._codecs import Compression, decompress
 
 _LENGTH = struct.Struct(">i")
 
@@ -341,7 +340,7 @@ def _parse_records(
         if u < 0x80:
             p += 1
         else:
-            u, p = read_unsigned(data, p, 5)
+            u, p = _read_unsigned(data, p, 5)
         length = (u >> 1) ^ -(u & 1)
         record_end = p + length
         if length < 6 or record_end > end:
@@ -351,19 +350,19 @@ def _parse_records(
         if u < 0x80:
             p += 1
         else:
-            u, p = read_unsigned(data, p, 10)
+            u, p = _read_unsigned(data, p, 10)
         timestamp_delta = (u >> 1) ^ -(u & 1)
         u = data[p]
         if u < 0x80:
             p += 1
         else:
-            u, p = read_unsigned(data, p, 5)
+            u, p = _read_unsigned(data, p, 5)
         offset_delta = (u >> 1) ^ -(u & 1)
         u = data[p]
         if u < 0x80:
             p += 1
         else:
-            u, p = read_unsigned(data, p, 5)
+            u, p = _read_unsigned(data, p, 5)
         size = (u >> 1) ^ -(u & 1)
         if size >= 0:
             key: bytes | None = data[p : p + size]
@@ -376,7 +375,7 @@ def _parse_records(
         if u < 0x80:
             p += 1
         else:
-            u, p = read_unsigned(data, p, 5)
+            u, p = _read_unsigned(data, p, 5)
         size = (u >> 1) ^ -(u & 1)
         if size >= 0:
             value: bytes | None = data[p : p + size]
@@ -389,7 +388,7 @@ def _parse_records(
         if u < 0x80:
             p += 1
         else:
-            u, p = read_unsigned(data, p, 5)
+            u, p = _read_unsigned(data, p, 5)
         header_count = (u >> 1) ^ -(u & 1)
         if header_count:
             headers, p = _parse_headers(data, p, record_end, header_count, index)
@@ -413,6 +412,30 @@ def _parse_records(
     return records
 
 
+def _read_unsigned(data: bytes, position: int, max_bytes: int) -> tuple[int, int]:
+    """Read an unsigned LEB128 value (the varint under a zigzag one, `_builder.py`);
+    returns (value, position after it).
+
+    Raises IndexError when `data` ends first (callers turn it into CorruptRecordError)
+    and CorruptRecordError when the encoding runs over `max_bytes` (5 for a varint, 10
+    for a varlong: Kafka's reader rejects longer encodings).
+    """
+    value = 0
+    shift = 0
+    start = position
+    while True:
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, position
+        shift += 7
+        if position - start >= max_bytes:
+            raise CorruptRecordError(
+                f"varint at byte {start} is longer than {max_bytes} bytes",
+            )
+
+
 def _parse_headers(
     data: bytes, p: int, record_end: int, count: int, index: int
 ) -> tuple[tuple[Header, ...], int]:
@@ -420,13 +443,13 @@ def _parse_headers(
         raise _BadRecord(f"record {index} has header count {count}")
     headers: list[Header] = []
     for _ in range(count):
-        u, p = read_unsigned(data, p, 5)
+        u, p = _read_unsigned(data, p, 5)
         size = (u >> 1) ^ -(u & 1)
         if size < 0 or p + size > record_end:
             raise _BadRecord(f"record {index} has a header key of length {size}")
         name = data[p : p + size].decode("utf-8")
         p += size
-        u, p = read_unsigned(data, p, 5)
+        u, p = _read_unsigned(data, p, 5)
         size = (u >> 1) ^ -(u & 1)
         if size >= 0:
             if p + size > record_end:

@@ -1,8 +1,17 @@
-"""One module per Kafka API; `REQUEST_CLASSES` maps an API key to its request class."""
+"""One module per Kafka API; `REQUEST_CLASSES` maps an API key to its request class,
+and `decode_request` reads a request frame of any of them (what a broker receives).
+
+The registry is here, above the generic codec (`.._codec`) that every message is declared
+with, so that the codec never imports the messages.
+"""
 
 from __future__ import annotations
 
-from .._schema import Request
+import struct
+from typing import Any
+
+from ...errors import ProtocolError, UnsupportedRequestError
+from .._codec import Request, RequestHeader, request_header_version
 from .add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from .add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from .api_versions import ApiVersionsRequest, ApiVersionsResponse
@@ -66,6 +75,43 @@ REQUEST_CLASSES: dict[int, type[Request]] = {
     )
 }
 
+_HEADER_PREFIX = struct.Struct(">hhi")
+
+
+def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, Any]:
+    """A request frame's payload (no size prefix) -> (header, request body)."""
+    data = bytes(frame)
+    try:
+        api_key, api_version, correlation_id = _HEADER_PREFIX.unpack_from(data, 0)
+    except struct.error:
+        raise ProtocolError(
+            f"a request frame of {len(data)} bytes is shorter than a request header",
+            message_name="RequestHeader",
+            offset=0,
+        ) from None
+    cls = REQUEST_CLASSES.get(api_key)
+    if cls is None:
+        raise UnsupportedRequestError(
+            f"unknown API key {api_key}",
+            api_key=api_key,
+            api_version=api_version,
+            correlation_id=correlation_id,
+        )
+    if not cls.MIN_VERSION <= api_version <= cls.MAX_VERSION:
+        raise UnsupportedRequestError(
+            f"{cls.__name__} version {api_version} is not supported "
+            f"(supported: {cls.MIN_VERSION}-{cls.MAX_VERSION})",
+            api_key=api_key,
+            api_version=api_version,
+            correlation_id=correlation_id,
+        )
+    header, pos = RequestHeader.read_from(
+        data, 0, request_header_version(cls, api_version), exact=False
+    )
+    body, _ = cls.read_from(data, pos, api_version, exact=True)
+    return header, body
+
+
 __all__ = [
     "REQUEST_CLASSES",
     "AddOffsetsToTxnRequest",
@@ -124,4 +170,5 @@ __all__ = [
     "TxnOffsetCommitResponse",
     "WriteTxnMarkersRequest",
     "WriteTxnMarkersResponse",
+    "decode_request",
 ]

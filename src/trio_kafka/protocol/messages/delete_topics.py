@@ -12,8 +12,7 @@ import uuid
 
 import attrs
 
-from .._schema import Request, Response, Struct, array, field
-from .._types import INT16, INT32, STRING, UUID
+from .._codec import INT16, INT32, STRING, UUID, Request, Response, Struct, array, field
 
 
 @attrs.frozen

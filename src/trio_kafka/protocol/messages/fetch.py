@@ -14,8 +14,21 @@ import uuid
 
 import attrs
 
-from .._schema import Request, Response, Struct, array, field
-from .._types import INT8, INT16, INT32, INT32_MAX, INT64, RECORDS, STRING, UUID
+from .._codec import (
+    INT8,
+    INT16,
+    INT32,
+    INT32_MAX,
+    INT64,
+    RECORDS,
+    STRING,
+    UUID,
+    Request,
+    Response,
+    Struct,
+    array,
+    field,
+)
 
 
 @attrs.frozen

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import attrs
 
-from .._schema import Request, Response, Struct, array, field
-from .._types import BOOL, BYTES, INT16, INT32, STRING
+from .._codec import BOOL, BYTES, INT16, INT32, STRING, Request, Response, Struct, array, field
 
 
 @attrs.frozen

@@ -13,8 +13,19 @@ import uuid
 
 import attrs
 
-from .._schema import Request, Response, Struct, array, field
-from .._types import BOOL, INT16, INT32, INT32_MIN, STRING, UUID
+from .._codec import (
+    BOOL,
+    INT16,
+    INT32,
+    INT32_MIN,
+    STRING,
+    UUID,
+    Request,
+    Response,
+    Struct,
+    array,
+    field,
+)
 
 
 @attrs.frozen

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import attrs
 
-from .._schema import Request, Response, Struct, array, field
-from .._types import INT16, INT32, INT64, RECORDS, STRING
+from .._codec import INT16, INT32, INT64, RECORDS, STRING, Request, Response, Struct, array, field
 
 
 @attrs.frozen

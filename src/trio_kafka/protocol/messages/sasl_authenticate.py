@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import attrs
 
-from .._schema import Request, Response, field
-from .._types import BYTES, INT16, INT64, STRING
+from .._codec import BYTES, INT16, INT64, STRING, Request, Response, field
 
 
 @attrs.frozen

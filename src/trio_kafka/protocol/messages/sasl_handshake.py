@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import attrs
 
-from .._schema import Request, Response, array, field
-from .._types import INT16, STRING
+from .._codec import INT16, STRING, Request, Response, array, field
 
 
 @attrs.frozen

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import attrs
 
-from .._schema import Request, Response, Struct, array, field
-from .._types import INT16, INT32, INT64, STRING
+from .._codec import INT16, INT32, INT64, STRING, Request, Response, Struct, array, field
 
 
 @attrs.frozen

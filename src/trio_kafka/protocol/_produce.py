@@ -1,35 +1,143 @@
-"""A Produce response read straight into what the producer needs: one answer per
-(topic, partition), without a message object per partition.
+"""The Produce fast path: the producer's one hot request written, and its answer read,
+without the generic codec's message object per partition.
 
-The producer reads one Produce answer per partition it sent, and with many partitions
-its batches hold a record or two, so the answer's decoding was a fifth of its CPU: the
-generic codec builds a `PartitionProduceResponse` (nine attrs fields, a default
-`LeaderIdAndEpoch`, a dict for unknown tags) and reads each field through its own
-reader. `read_produce_answer` reads the usual answer (no per-record errors, no tagged
-fields, which is every answer without an error and most with one) in one pass of fixed
-layouts, into `PartitionAnswer` tuples keyed by (topic, partition).
+With many partitions the producer's batches hold a record or two, so what a request and
+its answer cost per partition counts. The generic codec (`_codec.py`) wants a
+`PartitionProduceData` per partition (an attrs object) and writes each through its
+struct writer; on the way back it builds a `PartitionProduceResponse` (nine attrs
+fields, a default `LeaderIdAndEpoch`, a dict for unknown tags) and reads each field
+through its own reader, which was a fifth of the producer's CPU. This module does both
+ends in one pass each, byte for byte what the codec writes and reads:
 
-Anything else (per-record errors, tagged fields such as KIP-951's leader hints, a
-frame that does not decode) goes to the generic codec, and its result is converted: so
-the answer is always what `decode_response` gives, field for field, and a bad frame
-fails with the generic codec's `ProtocolError` (tests/unit/test_produce_answer.py
-checks both over generated responses of every version).
+- **The request.** `ProduceFrame` holds the producer's own (topic -> [(partition,
+  records)]) mapping and writes the same bytes as `ProduceRequest` (`encode_request_parts`
+  takes it as it takes a `ProduceRequest`: it has the class attributes and `write_to` the
+  codec uses); `request()` gives the `ProduceRequest` it stands for.
+- **The answer.** `read_produce_answer` reads the usual answer (no per-record errors, no
+  tagged fields, which is every answer without an error and most with one) in one pass of
+  fixed layouts, into `PartitionAnswer` tuples keyed by (topic, partition). Anything else
+  (per-record errors, tagged fields such as KIP-951's leader hints, a frame that does not
+  decode) goes to the generic codec, and its result is converted: so the answer is always
+  what `decode_response` gives, field for field, and a bad frame fails with the generic
+  codec's `ProtocolError`.
+
+tests/unit/test_produce_frame.py and test_produce_answer.py check both against the codec
+at every version (the answers over generated responses).
 """
 
 from __future__ import annotations
 
+import functools
 import struct
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, NamedTuple
 
-from ._codec import decode_response
-from ._types import DECODE_ERRORS, read_uvarint
+import attrs
+
+from ._codec import (
+    DECODE_ERRORS,
+    RECORDS,
+    STRING,
+    Writer,
+    decode_response,
+    read_uvarint,
+    write_uvarint,
+)
 from .messages.produce import (
     LeaderIdAndEpoch,
     NodeEndpoint,
+    PartitionProduceData,
     ProduceRequest,
     ProduceResponse,
+    TopicProduceData,
 )
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+
+
+# === the request =========================================================================
+
+_ACKS_TIMEOUT = struct.Struct(">hi")
+
+
+@attrs.frozen
+class ProduceFrame:
+    """A Produce request: the producer's data, written as `ProduceRequest` would be."""
+
+    API_KEY: ClassVar[int] = ProduceRequest.API_KEY
+    MIN_VERSION: ClassVar[int] = ProduceRequest.MIN_VERSION
+    MAX_VERSION: ClassVar[int] = ProduceRequest.MAX_VERSION
+    FLEXIBLE_VERSION: ClassVar[int | None] = ProduceRequest.FLEXIBLE_VERSION
+    RESPONSE: ClassVar[type[ProduceResponse]] = ProduceResponse
+    is_flexible = ProduceRequest.is_flexible
+
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    #: topic -> [(partition, record batch bytes)], in the order they are written.
+    data: Mapping[str, Sequence[tuple[int, bytes]]]
+
+    def request(self) -> ProduceRequest:
+        """The `ProduceRequest` this frame writes."""
+        return ProduceRequest(
+            transactional_id=self.transactional_id,
+            acks=self.acks,
+            timeout_ms=self.timeout_ms,
+            topic_data=[
+                TopicProduceData(
+                    name=topic,
+                    partition_data=[
+                        PartitionProduceData(index=p, records=records) for p, records in parts
+                    ],
+                )
+                for topic, parts in self.data.items()
+            ],
+        )
+
+    def write_to(self, out: bytearray, version: int) -> None:
+        """The request body at `version` (what `ProduceRequest.write_to` writes)."""
+        if not self.MIN_VERSION <= version <= self.MAX_VERSION:
+            raise ValueError(f"ProduceRequest has no version {version}")
+        flexible = self.is_flexible(version)
+        write_string, write_nullable_string, write_records = _writers(version, flexible)
+        if version >= 3:
+            write_nullable_string(out, self.transactional_id)
+        out += _ACKS_TIMEOUT.pack(self.acks, self.timeout_ms)
+        pack_int32 = _INT32.pack
+        if flexible:
+            write_uvarint(out, len(self.data) + 1)
+        else:
+            out += pack_int32(len(self.data))
+        for topic, parts in self.data.items():
+            write_string(out, topic)
+            if flexible:
+                write_uvarint(out, len(parts) + 1)
+                for partition, records in parts:
+                    out += pack_int32(partition)
+                    write_records(out, records)
+                    out.append(0)  # the partition's tagged fields
+                out.append(0)  # the topic's
+            else:
+                out += pack_int32(len(parts))
+                for partition, records in parts:
+                    out += pack_int32(partition)
+                    write_records(out, records)
+        if flexible:
+            out.append(0)  # the request's
+
+
+@functools.cache
+def _writers(version: int, flexible: bool) -> tuple[Writer, Writer, Writer]:
+    """A topic name's, the transactional id's and a records value's writers."""
+    return (
+        STRING.compile(version, flexible, False)[1],
+        STRING.compile(version, flexible, True)[1],
+        RECORDS.compile(version, flexible, True)[1],
+    )
+
+
+# === the answer ==========================================================================
 
 #: What a partition's answer holds when it names no leader (the field's default).
 NO_LEADER = LeaderIdAndEpoch()
@@ -63,8 +171,6 @@ class _Unusual(Exception):
     and the next read (there always is one) fails, and the codec names the fault."""
 
 
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
 _PARTITION = {  # index, error code, base offset[, log append time[, log start offset]]
     0: struct.Struct(">ihq"),
     2: struct.Struct(">ihqq"),
@@ -228,6 +334,3 @@ def _compact_count(data: bytes, pos: int) -> tuple[int, int]:
     if not n:
         raise _Unusual
     return n - 1, pos
-
-
-__all__ = ["NO_LEADER", "PartitionAnswer", "ProduceAnswer", "answer_of", "read_produce_answer"]
