@@ -63,7 +63,7 @@ QUICK = [
     # Found with `trio-kafka simulate --mutants --mutant NAME --jobs 1 --seeds 1000`.
     (_mutants.RESEND_AFTER_BUMP, 13, 1),
     (_mutants.CAS_MISMATCH_NO_READ, 13, 1),
-    (_mutants.REORDER_RETRIES, 251, 1),
+    (_mutants.REORDER_RETRIES, 3, 1),
     (_mutants.EXPIRE_IN_FLIGHT, 367, 1),
     (_mutants.BULK_WITHOUT_CAS, 138, 1),
     # The seed that found the bug (simulations/regressions/idempotent-lite-904005.toml),

@@ -99,9 +99,6 @@ class _CasMismatchNoRead(Rules):
 
 class _ReorderRetries(Rules):
     def requeue(self, core: ProducerCore, batch: ProducerBatch, now: float) -> None:
-        if batch.maybe_written:
-            super().requeue(core, batch, now)
-            return
         _forget_sequence(core, batch)  # to the back of the queue, with a new sequence
         core.accumulator.reenqueue(batch, now, core.backoff(batch.attempts))
         queue = core.accumulator.queues[(batch.topic, batch.partition)]

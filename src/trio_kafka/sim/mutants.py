@@ -111,8 +111,8 @@ MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
         ("cas",),
     ),
     REORDER_RETRIES: (
-        "a batch retried after a definite error goes to the back of its queue with a new "
-        "sequence (retries reorder with 5 requests in flight)",
+        "a retried batch goes to the back of its queue with a new sequence (retries "
+        "reorder with 5 requests in flight, or duplicate what an earlier attempt wrote)",
         ("idempotent",),
     ),
     NOT_ENOUGH_REPLICAS_NOT_WRITTEN: (
