@@ -32,11 +32,10 @@ from trio_kafka.client._fetch import FetchResult, IsolationLevel
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
 from trio_kafka.client._open import open_producer
 from trio_kafka.client._partition_load import PartitionLoadResult, RowChunk, load_partition
-from trio_kafka.client._producer import Producer
+from trio_kafka.client._producer import HandedOffTransaction, Producer
 from trio_kafka.client._reader import PartitionRead, PartitionReader
 from trio_kafka.client._security import PROTOCOLS, Security, pop_security
 from trio_kafka.client._transactions import GroupMetadata, OffsetAndMetadata
-from trio_kafka.client._txn_calls import HandedOffTransaction
 from trio_kafka.net import KafkaSelector, group_leaves, open_selector
 from trio_kafka.producer import (
     Acknowledged,
