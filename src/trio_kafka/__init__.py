@@ -3,6 +3,10 @@
 The names a user needs, re-exported (this module only re-exports)::
 
     from trio_kafka import open_producer, ProducerRecord, Acknowledged, Failed, Ambiguous
+
+This is the user's API: what users call, and every type those calls' signatures name
+(tests/unit/test_public_api.py derives them from the signatures), nothing internal. The
+errors are all in `trio_kafka.errors`; the commonest are here too.
 """
 
 from __future__ import annotations
@@ -11,15 +15,21 @@ from trio_kafka._version import __version__
 from trio_kafka.client import (
     Acknowledged,
     Ambiguous,
+    Backend,
     BulkDelivery,
     BulkLoader,
     ConditionalWriter,
     Failed,
+    FetchResult,
     GroupMetadata,
+    HandedOffTransaction,
+    IsolationLevel,
     LoadResult,
     MetricsSnapshot,
     OffsetAndMetadata,
     Outcome,
+    PartitionLoad,
+    PartitionRead,
     PartitionReader,
     Producer,
     ProducerConfig,
@@ -29,6 +39,8 @@ from trio_kafka.client import (
     open_bulk_loader,
     open_conditional_writer,
     open_producer,
+    row_of,
+    writer_of,
 )
 from trio_kafka.errors import (
     AbortableError,
@@ -59,9 +71,22 @@ from trio_kafka.errors import (
     TransactionOutcomeUnknownError,
     TransactionTimedOutError,
     UnknownTopicError,
+    WriterFencedError,
 )
-from trio_kafka.net import OAuthBearerToken, SaslConfig, tls_context
-from trio_kafka.producer import TimeUnitWarning
+from trio_kafka.net import (
+    ByteStream,
+    Clock,
+    KafkaSelector,
+    OAuthBearerToken,
+    SaslConfig,
+    SaslMechanism,
+    TokenSource,
+    Transport,
+    open_selector,
+    tls_context,
+)
+from trio_kafka.producer import BufferFullStrategy, DeliveryHandle, TimeUnitWarning
+from trio_kafka.records import Compression, Record, RecordBatch, TimestampType
 
 __all__ = [
     "AbortableError",
@@ -70,51 +95,73 @@ __all__ = [
     "AmbiguousDeliveryTimeoutError",
     "AmbiguousError",
     "AuthenticationError",
+    "Backend",
     "BrokerConnectionError",
     "BrokerError",
     "BufferFullError",
+    "BufferFullStrategy",
     "BulkDelivery",
     "BulkLoader",
+    "ByteStream",
     "CasNotSupportedError",
+    "Clock",
+    "Compression",
     "ConcurrentWriteError",
     "ConditionalWriter",
     "ConfigError",
     "ConnectionLostError",
+    "DeliveryHandle",
     "DeliveryTimeoutError",
     "ExpectedOffsetMismatchError",
     "Failed",
     "FatalError",
+    "FetchResult",
     "GroupMetadata",
+    "HandedOffTransaction",
     "IllegalTransactionStateError",
     "InvalidPartitionError",
     "InvalidTopicError",
+    "IsolationLevel",
     "KafkaError",
+    "KafkaSelector",
     "LoadResult",
     "MetricsSnapshot",
     "OAuthBearerToken",
     "OffsetAndMetadata",
     "Outcome",
+    "PartitionLoad",
+    "PartitionRead",
     "PartitionReader",
     "Producer",
     "ProducerClosedError",
     "ProducerConfig",
     "ProducerFencedError",
     "ProducerRecord",
+    "Record",
+    "RecordBatch",
     "RecordHandle",
     "RecordTooLargeError",
     "RequestTimeoutError",
     "RetriableError",
     "SaslConfig",
+    "SaslMechanism",
     "TimeUnitWarning",
+    "TimestampType",
+    "TokenSource",
     "TransactionAbortableError",
     "TransactionAbortedError",
     "TransactionOutcomeUnknownError",
     "TransactionTimedOutError",
+    "Transport",
     "UnknownTopicError",
+    "WriterFencedError",
     "__version__",
     "create_topic",
     "open_bulk_loader",
     "open_conditional_writer",
     "open_producer",
+    "open_selector",
+    "row_of",
     "tls_context",
+    "writer_of",
 ]

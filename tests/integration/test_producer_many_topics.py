@@ -141,7 +141,7 @@ async def test_a_topic_the_producer_stopped_writing_to_leaves_its_metadata_reque
 
 
 async def test_first_sends_to_new_topics_return_before_their_metadata_and_land_in_order() -> None:
-    # client/_pending.py, on both backends: a send to a topic the producer has no
+    # client/_unknown_topics.py, on both backends: a send to a topic the producer has no
     # metadata for keeps the record and returns its handle at once.
     names = [f"topic-{i:03d}" for i in range(50)]
     async with mock_cluster(topics={**dict.fromkeys(names, 2), "warm": 1}) as cluster:

@@ -1,4 +1,4 @@
-"""A workload for sends that wait for their topic's metadata (client/_pending.py's
+"""A workload for sends that wait for their topic's metadata (client/_unknown_topics.py's
 waiting records): registered through the public `register`, as a user's own workload
 is (the "test-" prefix keeps it out of the tier that runs every built-in workload).
 

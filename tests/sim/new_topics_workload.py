@@ -1,5 +1,5 @@
 """A workload for the records a producer keeps until their topic's metadata comes
-(client/_pending.py): registered through the public `register`, as a user's own
+(client/_unknown_topics.py): registered through the public `register`, as a user's own
 workload is, so the six built-in workloads (their ledger rows, their regression seeds,
 the planted-bug table) stay as they were; the "test-" prefix keeps it out of the tier
 that runs every built-in workload (tests/sim/test_runner_tier.py).

@@ -1,7 +1,7 @@
 """The simulator on sends that wait for their topic's metadata, from several tasks: the
 `test-early-sends` workload (tests/sim/early_sends_workload.py) over fresh seeds, every
 idempotent invariant held. Before the waiting sends were queued in call order
-(client/_pending.py), every seed of it failed I3 (reorder): the tasks appended in the
+(client/_unknown_topics.py), every seed of it failed I3 (reorder): the tasks appended in the
 order they woke."""
 
 from __future__ import annotations

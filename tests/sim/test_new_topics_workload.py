@@ -1,4 +1,4 @@
-"""The simulator on records kept until their topic's metadata comes (client/_pending.py):
+"""The simulator on records kept until their topic's metadata comes (client/_unknown_topics.py):
 the `test-new-topics` workload (tests/sim/new_topics_workload.py) over fresh seeds, every
 idempotent invariant held, and the paths it is there for taken: records kept, placed,
 failed alone (a partition the topic lacks), and failed with their topic (`max_block`)."""
@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from tests.sim import new_topics_workload
 from trio_kafka.cli import main
-from trio_kafka.client import _pending
+from trio_kafka.client import _unknown_topics
 from trio_kafka.sim.runner import run_seed
 
 SEEDS = range(70_000, 70_120)
@@ -23,13 +23,13 @@ def test_new_topics_seeds_pass_and_take_the_kept_record_paths(
 ) -> None:
     calls = {"_keep": 0, "_place": 0, "_settle_waiting": 0, "_failed_alone": 0}
     for name in calls:
-        original = getattr(_pending.PendingTopicsMixin, name)
+        original = getattr(_unknown_topics.UnknownTopics, name)
 
         def counted(*args: Any, _original: Any = original, _name: str = name) -> Any:
             calls[_name] += 1
             return _original(*args)
 
-        monkeypatch.setattr(_pending.PendingTopicsMixin, name, counted)
+        monkeypatch.setattr(_unknown_topics.UnknownTopics, name, counted)
     for seed in SEEDS:
         result = run_seed("test-new-topics", seed, profile="lite").result
         assert result.ok, f"seed {seed}: {result.violations}"

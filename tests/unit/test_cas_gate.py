@@ -14,8 +14,8 @@ import weakref
 import pytest
 import trio
 
-from trio_kafka.client import CasGate, open_selector
-from trio_kafka.client._cas import cas_gate
+from trio_kafka.client import open_selector
+from trio_kafka.client._cas import CasGate, cas_gate
 from trio_kafka.testing import BOOTSTRAP, MemoryTransport, make_cluster
 
 

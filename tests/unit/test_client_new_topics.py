@@ -1,4 +1,4 @@
-"""`send()` to a topic whose metadata has not come yet returns at once (client/_pending.py):
+"""`send()` to a topic whose metadata has not come yet returns at once (client/_unknown_topics.py):
 the record is kept, its handle returned, and placed in send order when the metadata
 comes. Before, each first send to a topic waited a metadata round trip (as the Java
 client's `send()` does): a first record to each of 1,000 topics waited 1,000 of them.
@@ -241,7 +241,7 @@ async def test_until_a_broker_answers_a_send_waits_and_raises_what_is_wrong(
     async with producer_for(transport, max_block=0.5, close_timeout=0.1) as producer:
         with pytest.raises(BrokerConnectionError, match="'t'"):
             await producer.send("t", b"x")
-        assert not producer._waiting
+        assert not producer._unknown_topics.any_waiting
 
 
 async def test_a_transactional_send_to_a_new_topic_waits_for_it(
@@ -268,7 +268,7 @@ async def test_send_many_goes_after_the_kept_records(
     async with answered_producer(cluster, nursery) as producer:
         kept = [await producer.send("fresh", b"kept %d" % i, partition=0) for i in range(3)]
         bulk = await producer.send_many([b"bulk %d" % i for i in range(3)], topic="fresh")
-        assert not producer._waiting  # placed before send_many appended
+        assert not producer._unknown_topics.any_waiting  # placed before send_many appended
         assert await bulk == 3
         offsets = [(await handle).offset for handle in kept]
     assert offsets == [0, 1, 2]

@@ -1,7 +1,7 @@
 """Per partition, records land in the order of their `send()` calls, whatever the
 metadata state: sends that wait for a topic's metadata (before a broker's first answer,
 in a transactional producer, with a custom partitioner) join the topic's one queue of
-waiting records (client/_pending.py) and are appended in call order when it comes,
+waiting records (client/_unknown_topics.py) and are appended in call order when it comes,
 not in the order the scheduler wakes their tasks.
 
 The user trial behind it: six tasks each `send("ord", ..., partition=0)`, 100 ms
@@ -202,7 +202,7 @@ async def test_waiting_sends_fail_in_call_order_when_no_broker_answers(
                 tasks.start_soon(one, i)
         assert [i for i, _ in failed] == list(range(TASKS))
         assert all("no Kafka broker answered" in str(exc) for _, exc in failed)
-        assert not producer._waiting
+        assert not producer._unknown_topics.any_waiting
         assert producer.metrics().buffer_in_use == 0
 
 
@@ -228,7 +228,7 @@ async def test_waiting_sends_to_a_missing_topic_all_fail_once_it_is_known_missin
         # then, before its own max_block.
         assert sorted(raised) == list(range(TASKS))
         assert len(set(raised.values())) == 1
-        assert not producer._waiting
+        assert not producer._unknown_topics.any_waiting
         assert producer.metrics().buffer_in_use == 0
         await producer.send_and_wait("t", b"the producer lives")
 

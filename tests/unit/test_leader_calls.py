@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import trio
 
-from trio_kafka.client import CasGate
+from trio_kafka.client._cas import CasGate
 from trio_kafka.client._producer_id import init_idempotent_producer_id
 from trio_kafka.errors import BrokerConnectionError, CasNotSupportedError, KafkaError
 from trio_kafka.net import SelectorConfig, send_to_leader

@@ -76,9 +76,8 @@ import attrs
 
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._cas_load import _CasPartition, _Partition, one_batch_request
-from trio_kafka.client._edge import edge_defaults
 from trio_kafka.client._fetch import committed_newest_first
-from trio_kafka.client._open import open_producer
+from trio_kafka.client._open import edge_defaults, open_producer
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._reader import IsolationLevel, PartitionReader
 from trio_kafka.client._row_runs import FEED_BLOCK, UNKEYED, keyed_runs, unkeyed_runs

@@ -23,7 +23,7 @@ Limit: the check runs when the record is appended. A leader moving afterwards to
 broker without the extension (a mixed cluster mid-upgrade) is not caught again at drain
 time; docs/cas.md says so.
 
-The append itself is the producer's (`Producer._send_conditional`, `_cas_send.py`): its
+The append itself is the producer's (`Producer._send_conditional`, `_producer.py`): its
 slow path with
 the expectation passed to the core, which keeps CAS records in batches of their own
 whose offsets line up (`[expected, expected + n)`). The outcome comes back on the record's handle:

@@ -2,6 +2,12 @@
 block, on trio or asyncio. It builds the selector (unless one is shared), starts the
 producer's tasks in a task group of their own, and closes the producer on the way out
 (see `Producer`'s theory of operation in `_producer.py`).
+
+This is also the one place where client/ reaches for the OS: the default clock,
+randomness and wall time (`edge_defaults`), and a fresh conditional-writer id
+(`new_writer_id`). Everything else in client/ receives these as arguments, so the
+simulator can inject a virtual clock, a seeded generator and a virtual wall clock and
+replay a run exactly.
 """
 
 from __future__ import annotations
@@ -10,13 +16,13 @@ import contextlib
 import importlib.util
 import random
 import ssl
+import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import anyio
 import anyio.abc
 
-from trio_kafka.client._edge import edge_defaults
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._security import Security, pop_security
 from trio_kafka.client._telemetry import require_opentelemetry
@@ -27,6 +33,7 @@ from trio_kafka.net import (
     SaslConfig,
     TaskGroup,
     Transport,
+    TrioClock,
     only_error,
     open_selector,
     open_task_group,
@@ -156,4 +163,26 @@ async def open_producer(
         raise
 
 
-__all__ = ["open_producer"]
+def edge_defaults(
+    clock: Clock | None,
+    rng: random.Random | None,
+    wall_clock: Callable[[], float] | None,
+) -> tuple[Clock, random.Random, Callable[[], float]]:
+    """Fill in what the caller did not inject: trio's clock, a fresh unseeded generator
+    (never the global one), and `time.time` for record timestamps."""
+    return (
+        clock if clock is not None else TrioClock(),
+        rng if rng is not None else random.Random(),
+        wall_clock if wall_clock is not None else time.time,
+    )
+
+
+def new_writer_id() -> str:
+    """A fresh conditional-writer id (`uuid4`): the default of `open_conditional_writer`'s
+    `writer_ids` seam; the simulator passes a deterministic source instead."""
+    import uuid
+
+    return uuid.uuid4().hex
+
+
+__all__ = ["edge_defaults", "new_writer_id", "open_producer"]

@@ -37,9 +37,8 @@ import attrs
 from trio_kafka.client._bulk import BulkLoader
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._cas_load import _CasPartition, _Partition
-from trio_kafka.client._producer import Producer
+from trio_kafka.client._producer import HandedOffTransaction, Producer
 from trio_kafka.client._reader import PartitionReader
-from trio_kafka.client._txn_calls import HandedOffTransaction
 from trio_kafka.client._txn_load import send_chunk
 from trio_kafka.errors import ConfigError
 from trio_kafka.net import open_task_group, sole_error

@@ -8,7 +8,7 @@ layer does and may import. This module only re-exports.
 
 from __future__ import annotations
 
-from trio_kafka.records._builder import HEADER_SIZE, BatchBuilder
+from trio_kafka.records._builder import HEADER_SIZE, BatchBuilder, TimestampType
 from trio_kafka.records._codecs import Compression
 from trio_kafka.records._control import ControlType, build_control_batch, parse_control_record
 from trio_kafka.records._decoder import (
@@ -27,6 +27,7 @@ __all__ = [
     "ControlType",
     "Record",
     "RecordBatch",
+    "TimestampType",
     "build_control_batch",
     "decode_batches",
     "parse_control_record",

@@ -1,5 +1,7 @@
-"""Records sent to a topic before its metadata came: `send()` does not wait for it.
+"""`UnknownTopics`: a producer's records and waits for topics it has no metadata for yet.
 
+Theory of operation
+-------------------
 The Java client's `send()` waits for a new topic's metadata (up to `max.block.ms`): a
 round trip per new topic, queued behind the Produce requests on the same connection, so
 a first record to each of 1,000 topics spends seconds waiting (aiokafka#943 reports the
@@ -36,39 +38,211 @@ tasks: tests/unit/test_client_send_order.py). Each waiting send keeps its own wa
 first places the whole queue and ends the others' waits. A waiting send that times
 out or is cancelled leaves the queue with nothing appended; when a wait learns the
 topic does not exist or is invalid, every record queued for it fails then, in one step.
+Metadata that has come but that the core cannot use yet (a partition without a leader)
+is waited out with the one backoff (`ExponentialBackoff`, `retry_backoff` growing to
+`retry_backoff_max`).
 
 So per partition, records are written in the order of their `send()` calls, whatever
 the metadata state. A `send()` takes its place when it is called (past its one
 checkpoint every 64 calls, which comes before anything is appended), except when the
 buffer is full: it takes its place once room is found, as Java's does.
+
+The sends that cannot be kept (CAS, `send_many`, `wait_for_topics`) wait here too
+(`wait_for_topic`: behind the topic's queue, then for its metadata). Every wait for a
+topic's metadata registers its cancel scope, so closing the producer ends them all
+(`cancel_waits`), as Java's close wakes a send in `waitOnMetadata`.
+
+The producer owns one `UnknownTopics` and gives it what it needs of the producer as
+callables (`refuse`, `opened`, ...): this object decides nothing about sends that do
+not concern a topic without metadata.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from typing import Any, NoReturn
+
 import anyio
 
 from trio_kafka.client._handles import RecordHandle
-from trio_kafka.client._producer_base import ProducerBase
-from trio_kafka.client._waiting_topic import WaitingRecord, WaitingTopic
+from trio_kafka.client._sender import Sender
 from trio_kafka.errors import (
+    BrokerConnectionError,
     InvalidTopicError,
     KafkaError,
     ProducerClosedError,
     UnknownTopicError,
 )
-from trio_kafka.net import check_topic_name
+from trio_kafka.net import (
+    Event,
+    KafkaSelector,
+    TaskGroup,
+    check_topic_name,
+)
 from trio_kafka.producer import (
+    BatchSpan,
     DeliveryHandle,
+    ExponentialBackoff,
     Headers,
     ProducerBatch,
+    ProducerCore,
     record_size,
 )
 
 
-class PendingTopicsMixin(ProducerBase):
-    """Queueing, placing and failing the records of topics waiting for metadata."""
+class WaitingRecord:
+    """A record whose `send()` waits until it is placed (a transactional producer's, a
+    custom partitioner's, any before a broker has answered): its fields, and what
+    became of it."""
 
-    async def _queue(
+    __slots__ = ("fields", "outcome", "scope", "size")
+
+    def __init__(self, fields: tuple[Any, ...], size: int) -> None:
+        # (value, key, headers, partition, timestamp), as send() checked them.
+        self.fields = fields
+        # Buffer bytes held for it.
+        self.size = size
+        # Set once, by whoever placed or failed it: its handle, or why it was not
+        # appended (raised by its send()).
+        self.outcome: DeliveryHandle | BaseException | None = None
+        # Its send()'s wait for the metadata, ended early when another task places or
+        # fails the record (owned by that send()).
+        self.scope: anyio.CancelScope | None = None
+
+    def settle(self, outcome: DeliveryHandle | BaseException) -> None:
+        self.outcome = outcome
+        if self.scope is not None:
+            self.scope.cancel()
+
+
+class WaitingTopic:
+    """A topic's records kept until its metadata comes: the *kept* ones (their handles
+    returned at once) in `batch`, and the `waiting` ones, each at its place among them.
+    Call order is kept-batch order with each waiting record before the kept record
+    whose index it names."""
+
+    __slots__ = ("batch", "kept_size", "partitions", "placed", "size", "waiting")
+
+    def __init__(self, placed: Event) -> None:
+        # The kept records (values, create times, extras) and their handles' batch;
+        # None until the first (and again after they failed while waiting ones stay).
+        self.batch: ProducerBatch | None = None
+        # Each kept record's explicit partition, or None.
+        self.partitions: list[int | None] = []
+        # Buffer bytes held for every record of the queue, and for the kept ones.
+        self.size = 0
+        self.kept_size = 0
+        # (how many kept records were sent before it, the record), in call order.
+        self.waiting: list[tuple[int, WaitingRecord]] = []
+        # Set once the records are placed or failed.
+        self.placed = placed
+
+    def kept(self) -> int:
+        return 0 if self.batch is None else len(self.batch.values)
+
+
+class UnknownTopics:
+    """The records queued for topics without metadata, and every wait for a topic's
+    metadata, of one producer (see the module doc)."""
+
+    def __init__(
+        self,
+        core: ProducerCore,
+        sender: Sender,
+        selector: KafkaSelector,
+        nursery: TaskGroup,
+        now: Callable[[], float],
+        *,
+        keeps: bool,
+        refuse: Callable[[], NoReturn],
+        opened: Callable[[ProducerBatch], None],
+        failed: Callable[[ProducerBatch], None] | None,
+        progress: Callable[[], None],
+        buffer_full: Callable[[int, float, list[BatchSpan] | None], KafkaError],
+        check_send: Callable[[], None] | None,
+    ) -> None:
+        self._core = core
+        self._config = core.config
+        self._sender = sender
+        self._selector = selector
+        # The producer's task group: one task per topic whose kept records wait.
+        self._nursery = nursery
+        self._now = now
+        self._new_event = sender.primitives.event
+        # Whether records are kept (send() returns at once) once a broker has answered,
+        # or every send() waits until its record is placed (module doc).
+        self._keeps = keeps
+        # The producer's: raise why nothing more can be sent (closed, or its fatal error).
+        self._refuse = refuse
+        # The producer's: an append opened a new batch (wake the sender, add the
+        # partition to the transaction, hook the interceptors).
+        self._opened = opened
+        # The producer's interceptors' acknowledgements of a failed batch (None: none).
+        self._failed = failed
+        # The producer's: batches reached a final state, or records left the queue.
+        self._progress = progress
+        self._buffer_full = buffer_full
+        # The transaction's check that a record may be appended now (None: no transaction).
+        self._check_send = check_send
+        self._backoff = ExponentialBackoff.of(self._config)
+        # Records of topics whose metadata has not come yet, by topic, in call order.
+        self._waiting: dict[str, WaitingTopic] = {}
+        # Cancel scopes of the waits for a topic's metadata: closing cancels them.
+        self._metadata_waits: set[anyio.CancelScope] = set()
+
+    @property
+    def any_waiting(self) -> bool:
+        """Whether records wait for a topic's metadata (flush and close wait for them)."""
+        return bool(self._waiting)
+
+    # -- waiting for metadata ----------------------------------------------------------
+
+    async def ask(self, topics: list[str], timeout: float) -> None:
+        """One Metadata request for `topics`, for at most `timeout` (closing cancels
+        it); a failure is left to the waits that follow, topic by topic."""
+        with anyio.move_on_after(timeout) as scope:
+            self._metadata_waits.add(scope)
+            try:
+                with contextlib.suppress(BrokerConnectionError):
+                    await self._selector.refresh_metadata(topics)
+            finally:
+                self._metadata_waits.discard(scope)
+
+    async def wait_for_topic(self, topic: str, deadline: float) -> None:
+        """Wait as a send that cannot be kept does (CAS, `send_many`, a transaction):
+        behind the records kept for the topic, then for its metadata."""
+        waiting = self._waiting.get(topic)
+        if waiting is not None:
+            await waiting.placed.wait()
+        await self._wait_for_metadata(topic, deadline)
+
+    async def _wait_for_metadata(self, topic: str, deadline: float) -> None:
+        selector = self._selector
+        timeout = max(deadline - self._now(), 0.0)
+        try:
+            with anyio.CancelScope() as scope:
+                self._metadata_waits.add(scope)
+                try:
+                    await selector.wait_for_topic(topic, timeout=timeout)
+                finally:
+                    self._metadata_waits.discard(scope)
+            if scope.cancelled_caught:
+                self._refuse()
+        except UnknownTopicError as exc:
+            # A bootstrap address is often also a metadata broker's: name each once.
+            tried = ", ".join(dict.fromkeys(selector.node_address(n) for n in selector.node_ids))
+            raise UnknownTopicError(f"{exc}. Brokers known: {tried}", topic=topic) from None
+        self._sender.sync_metadata()
+
+    def cancel_waits(self) -> None:
+        """Closing: end every wait for a topic's metadata."""
+        for scope in self._metadata_waits:
+            scope.cancel()
+
+    # -- queueing ------------------------------------------------------------------------
+
+    async def queue(
         self,
         topic: str,
         value: bytes | None,
@@ -95,7 +269,7 @@ class PendingTopicsMixin(ProducerBase):
             self._sender.held.add(topic)
         waiting.size += size
         accumulator.buffer_used += size
-        if self._keeps and self.selector.metadata.updated_at is not None:
+        if self._keeps and self._selector.metadata.updated_at is not None:
             return self._keep(topic, waiting, value, key, headers, partition, timestamp, size)
         # A transaction's records belong to it, a custom partitioner's error is send()'s,
         # and until a broker answers, an unreachable cluster or a wrong security setting
@@ -121,7 +295,7 @@ class PendingTopicsMixin(ProducerBase):
             batch = waiting.batch = ProducerBatch(
                 topic, -1, 0, now, self._core.accumulator.wall_offset
             )
-            deadline = now + self.config.max_block
+            deadline = now + self._config.max_block
             self._nursery.start_soon(self._place_when_known, topic, waiting, batch, deadline)
         index = len(batch.values)
         batch.values.append(value)
@@ -141,6 +315,7 @@ class PendingTopicsMixin(ProducerBase):
         place the queue, whose order is call order, not the order tasks wake in."""
         try:
             with anyio.CancelScope() as record.scope:  # (cancelled once it is settled)
+                attempts = 0
                 while True:
                     await self._wait_for_metadata(topic, deadline)
                     if record.outcome is None:
@@ -148,7 +323,8 @@ class PendingTopicsMixin(ProducerBase):
                     if record.outcome is not None:
                         break
                     # (metadata the core cannot use yet, a partition without a leader)
-                    await anyio.sleep(self.config.retry_backoff)
+                    await anyio.sleep(self._backoff.backoff(attempts, self._selector.rng))
+                    attempts += 1
         except BaseException as exc:
             if record.outcome is None:
                 if isinstance(exc, KafkaError) and self._gone(exc, deadline):
@@ -186,7 +362,9 @@ class PendingTopicsMixin(ProducerBase):
             del self._waiting[topic]
             self._sender.release([topic])  # (the core may know it already)
             waiting.placed.set()
-        self._notify_progress()
+        self._progress()
+
+    # -- placing -------------------------------------------------------------------------
 
     async def _place_when_known(
         self, topic: str, waiting: WaitingTopic, batch: ProducerBatch, deadline: float
@@ -196,6 +374,7 @@ class PendingTopicsMixin(ProducerBase):
         def mine() -> bool:  # (not placed by another's wake, nor failed and renewed)
             return self._waiting.get(topic) is waiting and waiting.batch is batch
 
+        attempts = 0
         while True:
             try:
                 await self._wait_for_metadata(topic, deadline)
@@ -216,14 +395,15 @@ class PendingTopicsMixin(ProducerBase):
             if not mine():
                 return  # placed
             # (metadata the core cannot use yet, a partition without a leader: wait on)
-            await anyio.sleep(self.config.retry_backoff)
+            await anyio.sleep(self._backoff.backoff(attempts, self._selector.rng))
+            attempts += 1
 
     def _place_known(self) -> None:
         """Place the records of every waiting topic the metadata now has, in one step:
         one Metadata answer often brings hundreds of them (each topic's task, when it
         wakes, then finds its records placed), and the core is given the new snapshot
         once, not once per topic."""
-        metadata = self.selector.metadata
+        metadata = self._selector.metadata
         known = []
         for topic in self._waiting:
             found = metadata.topic(topic)
@@ -267,14 +447,14 @@ class PendingTopicsMixin(ProducerBase):
             batch.follow(pieces)
         waiting.placed.set()
         self._sender.wake()
-        self._notify_progress()
+        self._progress()
 
     def _place_waiting(self, topic: str, record: WaitingRecord, now: float) -> None:
         value, key, headers, partition, timestamp = record.fields
         try:
-            if self._txn is not None:
-                self._txn.check_send()  # (the transaction may have ended meanwhile)
-            handle = self._append(topic, value, key, headers, partition, timestamp, now)
+            if self._check_send is not None:
+                self._check_send()  # (the transaction may have ended meanwhile)
+            handle = self._core.append(topic, value, key, headers, partition, timestamp, now)
         except Exception as exc:  # raised by its send(), as if it had appended itself
             record.settle(exc)
             return
@@ -295,7 +475,7 @@ class PendingTopicsMixin(ProducerBase):
         value = batch.values[index]
         partition = waiting.partitions[index]
         try:
-            handle = self._append(topic, value, key, headers, partition, timestamp, now)
+            handle = self._core.append(topic, value, key, headers, partition, timestamp, now)
         except Exception as exc:  # an explicit partition the topic does not have
             error = exc if isinstance(exc, KafkaError) else _not_appended(topic, exc)
             return self._failed_alone(batch, index, partition, error, now)
@@ -305,6 +485,8 @@ class PendingTopicsMixin(ProducerBase):
         if handle.index == 0:
             self._opened(handle.batch)
         return handle
+
+    # -- failing -------------------------------------------------------------------------
 
     def _failed_alone(
         self,
@@ -321,8 +503,8 @@ class PendingTopicsMixin(ProducerBase):
         alone.values.append(batch.values[index])
         alone.stamp(0, now)
         alone.fail(error)
-        if self._interceptors:
-            self._acknowledge(alone)
+        if self._failed is not None:
+            self._failed(alone)
         return DeliveryHandle(alone, 0)
 
     def _settle_kept(self, topic: str, waiting: WaitingTopic, error: KafkaError) -> None:
@@ -339,7 +521,7 @@ class PendingTopicsMixin(ProducerBase):
         # Sent before any later kept record: each now goes before kept record 0.
         waiting.waiting = [(0, record) for _, record in waiting.waiting]
         self._fail_kept(batch, error)
-        self._notify_progress()
+        self._progress()
 
     def _settle_waiting(self, topic: str, error: KafkaError) -> None:
         """Fail every record queued for `topic` with `error` (none was written)."""
@@ -353,19 +535,19 @@ class PendingTopicsMixin(ProducerBase):
         if waiting.batch is not None:
             self._fail_kept(waiting.batch, error)
         waiting.placed.set()
-        self._notify_progress()
+        self._progress()
 
     def _fail_kept(self, batch: ProducerBatch, error: KafkaError) -> None:
         batch.fail(error)
-        if self._interceptors:
-            self._acknowledge(batch)
+        if self._failed is not None:
+            self._failed(batch)
 
-    def _settle_all_waiting(self, error: KafkaError | None = None, timeout: float = 0.0) -> None:
+    def settle_all(self, error: KafkaError | None = None, timeout: float = 0.0) -> None:
         """Closing (`error` None: a ProducerClosedError naming the topic) or a fatal
-        error: fail every kept record."""
+        error: fail every queued record."""
         why = ""
-        if error is None and self.selector.metadata.updated_at is None:
-            servers = ",".join(f"{h}:{p}" for h, p in self.selector.config.bootstrap_servers)
+        if error is None and self._selector.metadata.updated_at is None:
+            servers = ",".join(f"{h}:{p}" for h, p in self._selector.config.bootstrap_servers)
             why = f" (no Kafka broker has answered yet: is one running at {servers}?)"
         for topic in list(self._waiting):
             self._settle_waiting(
@@ -386,4 +568,4 @@ def _not_appended(topic: str, exc: Exception) -> KafkaError:
     return error
 
 
-__all__ = ["PendingTopicsMixin"]
+__all__ = ["UnknownTopics"]
