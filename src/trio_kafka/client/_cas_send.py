@@ -12,8 +12,8 @@ from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._checks import check_extras, check_types, record_fields
 from trio_kafka.client._handles import RecordHandle
 from trio_kafka.client._producer_base import ProducerBase
-from trio_kafka.errors import ConfigError
-from trio_kafka.producer import Headers, ProducerRecord, UnknownTopicError
+from trio_kafka.errors import ConfigError, UnknownTopicError
+from trio_kafka.producer import Headers, ProducerRecord
 
 
 class ConditionalSendMixin(ProducerBase):

@@ -64,6 +64,7 @@ from trio_kafka.errors import (
     BufferFullError,
     KafkaError,
     ProducerClosedError,
+    UnknownTopicError,
 )
 from trio_kafka.net import (
     Clock,
@@ -83,7 +84,6 @@ from trio_kafka.producer import (
     ProducerConfig,
     ProducerCore,
     ProducerRecord,
-    UnknownTopicError,
 )
 
 # send() checkpoints once per this many calls (a power of two: the test is a mask).

@@ -14,8 +14,8 @@ import anyio.lowlevel
 from trio_kafka.client._checks import as_bytes, check_extras, check_types
 from trio_kafka.client._handles import BulkDelivery
 from trio_kafka.client._producer_base import ProducerBase
-from trio_kafka.errors import KafkaError
-from trio_kafka.producer import BatchSpan, ProducerRecord, UnknownTopicError
+from trio_kafka.errors import KafkaError, UnknownTopicError
+from trio_kafka.producer import BatchSpan, ProducerRecord
 
 _BYTES_OR_NONE = frozenset((bytes, type(None)))
 _BULK_CHUNK = 8192
