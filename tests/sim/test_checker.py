@@ -8,7 +8,7 @@ import pytest
 
 from trio_kafka.errors import RequestTimeoutError
 from trio_kafka.producer import Acknowledged, Ambiguous, Failed
-from trio_kafka.producer._batch import AmbiguousWriteError
+from trio_kafka.producer._record import AmbiguousWriteError
 from trio_kafka.records import ControlType
 from trio_kafka.sim.checker import (
     CheckResult,

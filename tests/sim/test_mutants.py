@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import trio_kafka
-from trio_kafka.producer import CoreRules, ProducerConfig, ProducerCore, Rules, current_rules
+from trio_kafka.producer import ProducerConfig, ProducerCore, Rules, current_rules
+from trio_kafka.producer._core import CoreRules
 from trio_kafka.sim import mutants as _mutants
 from trio_kafka.sim.mutants import BROKEN_RULES, MUTANTS, enabled, hunt
 

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from trio_kafka.errors import AmbiguousError, ConcurrentWriteError, ErrorCode
-from trio_kafka.producer._actions import Action, classify
+from trio_kafka.producer._core import Action, classify
 from trio_kafka.producer._load import Backend, BatchState, LoadPipeline, Step
 from trio_kafka.producer._rows import RECORD_OVERHEAD, row_of
 from trio_kafka.records import decode_batches

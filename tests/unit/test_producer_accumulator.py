@@ -11,25 +11,23 @@ import pytest
 from trio_kafka.errors import (
     AmbiguousDeliveryTimeoutError,
     DeliveryTimeoutError,
+    InvalidPartitionError,
+    RecordTooLargeError,
     RequestTimeoutError,
+    UnknownTopicError,
 )
 from trio_kafka.producer import (
     Ambiguous,
     ClusterView,
     DeliveryHandle,
     Failed,
-    InvalidPartitionError,
-    PartitionResponse,
     ProducerBatch,
     ProducerConfig,
     ProducerCore,
     ProducerRecord,
-    RecordTooLargeError,
-    StickyState,
-    UnknownTopicError,
-    partition_for_key,
 )
-from trio_kafka.producer._queues import split_batch
+from trio_kafka.producer._core import PartitionResponse
+from trio_kafka.producer._partitioner import StickyState, partition_for_key
 from trio_kafka.records import decode_batches
 
 VALUE = b"v" * 100  # 116 bytes with the per-record overhead estimate
@@ -567,7 +565,7 @@ def test_bulk_keys_stay_with_their_records_through_a_split() -> None:
     (batch,) = core.accumulator.queues[("t", 0)]
     expected = [b"k-first", *keys, None]
     assert [batch.record(i)[1] for i in range(12)] == expected
-    pieces = split_batch(batch, [5], [batch.size // 2, batch.size - batch.size // 2])
+    pieces = batch.split([5], [batch.size // 2, batch.size - batch.size // 2])
     assert [p.record(i)[1] for p in pieces for i in range(p.record_count)] == expected
     for piece in pieces:
         (decoded,) = decode_batches(piece.encode())
@@ -592,7 +590,7 @@ def test_a_key_alone_goes_to_the_batchs_key_list_not_a_tuple_per_record() -> Non
     assert [batch.record(i)[1] for i in range(9)] == expected
     assert batch.extras == {6: (None, b"kh", [("h", b"1")])}
     third = batch.size // 3
-    pieces = split_batch(batch, [4, 7], [third, third, batch.size - 2 * third])
+    pieces = batch.split([4, 7], [third, third, batch.size - 2 * third])
     assert [p.record(i)[1] for p in pieces for i in range(p.record_count)] == expected
     decoded = [r for piece in pieces for b in decode_batches(piece.encode()) for r in b.records]
     assert [r.key for r in decoded] == expected

@@ -21,16 +21,9 @@ from trio_kafka.errors import (
     KafkaError,
     ProducerClosedError,
 )
-from trio_kafka.producer import (
-    ClusterView,
-    NoSequencing,
-    PartitionResponse,
-    ProducerBatch,
-    ProducerConfig,
-    ProducerCore,
-    Sequencer,
-)
-from trio_kafka.producer._sequencer import TopicPartition
+from trio_kafka.producer import ClusterView, ProducerBatch, ProducerConfig, ProducerCore, Sequencer
+from trio_kafka.producer._core import PartitionResponse
+from trio_kafka.producer._sequencer import NoSequencing, TopicPartition
 
 VALUE = b"v" * 100
 

@@ -8,18 +8,18 @@ import random
 import pytest
 
 from trio_kafka.producer import (
-    CoreRules,
-    LoadRules,
     ProducerConfig,
     ProducerCore,
     Rules,
-    SequencerRules,
     TransactionManager,
-    TransactionRules,
     current_rules,
     rules_in_effect,
 )
+from trio_kafka.producer._core import CoreRules
+from trio_kafka.producer._load import LoadRules
 from trio_kafka.producer._rule_context import installing, rules_for
+from trio_kafka.producer._sequencer import SequencerRules
+from trio_kafka.producer.transactions import TransactionRules
 
 
 class _Marked(Rules):

@@ -25,12 +25,12 @@ from trio_kafka.producer import (
     ClusterView,
     DeliveryHandle,
     Failed,
-    PartitionPhase,
     ProducerConfig,
     ProducerCore,
-    RecordError,
     Sequencer,
 )
+from trio_kafka.producer._core import RecordError
+from trio_kafka.producer._sequencer import PartitionPhase
 
 VALUE = b"v" * 100
 TP = ("t", 0)
@@ -426,28 +426,28 @@ def test_a_partition_walks_through_its_phases_and_new_batches_wait_outside_seque
     handles = send(core, 2)
     b0, b1 = (drain_one(core, 0.0)[0] for _ in range(2))
     e = seq.entry(TP)
-    assert seq.phase(e) is PartitionPhase.SEQUENCING
+    assert e.phase is PartitionPhase.SEQUENCING
     # A lost request: b0 is retried (same sequence): RETRYING, and a new batch waits.
     core.handle_request_failure(1, [b0], RequestTimeoutError("lost"), 0.01)
-    assert seq.phase(e) is PartitionPhase.RETRYING
+    assert e.phase is PartitionPhase.RETRYING
     send(core, 1, 0.02)
     # The retry waits for b1 (one request at a time), the new batch for the retry.
     assert drain_one(core, 0.5) == []
     # b0's delivery timeout passes in its queue: ambiguous, the partition UNRESOLVED.
     core.expire(200.0)
     assert isinstance(handles[0].outcome, Ambiguous)
-    assert seq.phase(e) is PartitionPhase.UNRESOLVED
+    assert e.phase is PartitionPhase.UNRESOLVED
     assert drain_one(core, 200.1) == []  # the new batch still waits
     # b1 lands right after: the sequences line up, back to SEQUENCING (no bump).
     answer(core, [b1], 200.2, base_offset=11)
     core.expire(200.3)
-    assert seq.phase(e) is PartitionPhase.SEQUENCING
+    assert e.phase is PartitionPhase.SEQUENCING
     assert not seq.epoch_bump_required
     send(core, 1, 200.3)  # (the one sent at 0.02 expired unsent meanwhile: Failed)
     (b2,) = drain_one(core, 200.3)
     assert b2.base_sequence == 2
     # Another partition's gap bumps the epoch while b2 is out: OLD_EPOCH until it lands.
-    seq.producer_epoch += 1
-    assert seq.phase(e) is PartitionPhase.OLD_EPOCH
+    seq.new_producer_id(seq.producer_id, seq.producer_epoch + 1)
+    assert e.phase is PartitionPhase.OLD_EPOCH
     answer(core, [b2], 200.4, base_offset=12)
-    assert seq.phase(e) is PartitionPhase.SEQUENCING
+    assert e.phase is PartitionPhase.SEQUENCING

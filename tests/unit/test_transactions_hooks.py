@@ -18,7 +18,6 @@ from trio_kafka.errors import (
 )
 from trio_kafka.producer import (
     ClusterView,
-    PartitionResponse,
     ProducerBatch,
     ProducerConfig,
     ProducerCore,
@@ -27,6 +26,7 @@ from trio_kafka.producer import (
     TransactionManager,
     TxnState,
 )
+from trio_kafka.producer._core import PartitionResponse
 from trio_kafka.producer._txn_types import AbortPlan, TxnRequestKind
 from trio_kafka.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,

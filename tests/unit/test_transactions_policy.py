@@ -6,7 +6,8 @@ from __future__ import annotations
 import random
 
 from trio_kafka.errors import ErrorCode
-from trio_kafka.producer import ClusterView, PartitionResponse, ProducerConfig, ProducerCore
+from trio_kafka.producer import ClusterView, ProducerConfig, ProducerCore
+from trio_kafka.producer._core import PartitionResponse
 from trio_kafka.producer._txn_policy import TransactionalSequencer
 from trio_kafka.producer.transactions import TransactionManager, TxnRequestKind, TxnState
 from trio_kafka.protocol.messages.add_partitions_to_txn import (

@@ -81,6 +81,7 @@ from trio_kafka.errors import (
     ConfigError,
     KafkaError,
     ProducerClosedError,
+    UnknownTopicError,
 )
 from trio_kafka.net import (
     Clock,
@@ -104,7 +105,6 @@ from trio_kafka.producer import (
     ProducerCore,
     ProducerRecord,
     TxnState,
-    UnknownTopicError,
 )
 
 logger = logging.getLogger("trio_kafka.producer")

@@ -63,33 +63,15 @@ A record's fate is its `DeliveryHandle`: `done()`, `outcome` (`Acknowledged`,
 
 from __future__ import annotations
 
-from trio_kafka.errors import (
-    IllegalTransactionStateError,
-    InvalidPartitionError,
-    RecordTooLargeError,
-    TransactionAbortableError,
-    TransactionAbortedError,
-    TransactionOutcomeUnknownError,
-    TransactionTimedOutError,
-    UnknownTopicError,
-)
-from trio_kafka.producer._accumulator import BatchSpan, RecordAccumulator
-from trio_kafka.producer._actions import Action
-from trio_kafka.producer._backoff import ExponentialBackoff, backoff_delay
-from trio_kafka.producer._batch import BatchState, ProducerBatch
-from trio_kafka.producer._cluster import ClusterView
+from trio_kafka.producer._accumulator import BatchSpan
+from trio_kafka.producer._backoff import ExponentialBackoff
+from trio_kafka.producer._batch import DeliveryHandle, ProducerBatch
 from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig, TimeUnitWarning
-from trio_kafka.producer._core import CoreRules, ProducerCore
-from trio_kafka.producer._handle import DeliveryHandle
-from trio_kafka.producer._load import LoadRules
-from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
-from trio_kafka.producer._murmur import murmur2, partition_for_key, to_positive
-from trio_kafka.producer._partitioner import RandomSource, StickyState
-from trio_kafka.producer._queues import ReadyResult
+from trio_kafka.producer._core import Action, Decision, MetricsSnapshot, ProducerCore, Settled
+from trio_kafka.producer._partitioner import ClusterView
 from trio_kafka.producer._record import (
     Acknowledged,
     Ambiguous,
-    AmbiguousWriteError,
     Failed,
     Headers,
     Outcome,
@@ -97,90 +79,54 @@ from trio_kafka.producer._record import (
     Result,
     record_size,
 )
-from trio_kafka.producer._responses import (
-    Decision,
-    PartitionResponse,
-    PartitionResponseLike,
-    RecordError,
-    Settled,
-)
 from trio_kafka.producer._rules import MismatchSettler, Rules, current_rules, rules_in_effect
 from trio_kafka.producer._sequencer import (
-    NoSequencing,
-    PartitionPhase,
     PartitionSequence,
     Sequencer,
-    SequencerRules,
     SequenceVerdict,
     SequencingPolicy,
 )
 from trio_kafka.producer._txn_policy import TransactionalSequencer
 from trio_kafka.producer._txn_state import TxnState
 from trio_kafka.producer._txn_types import GroupMetadata, OffsetAndMetadata, TxnResult
-from trio_kafka.producer.transactions import TransactionManager, TransactionRules
+from trio_kafka.producer.transactions import TransactionManager
 
+# What other packages of trio_kafka use (the client, the simulator, the network layer's
+# backoff); everything else is private to the core.
 __all__ = [
     "Acknowledged",
     "Action",
     "Ambiguous",
-    "AmbiguousWriteError",
     "BatchSpan",
-    "BatchState",
     "BufferFullStrategy",
     "ClusterView",
-    "CoreRules",
     "Decision",
     "DeliveryHandle",
     "ExponentialBackoff",
     "Failed",
     "GroupMetadata",
     "Headers",
-    "IllegalTransactionStateError",
-    "InvalidPartitionError",
-    "LoadRules",
     "MetricsSnapshot",
     "MismatchSettler",
-    "NoSequencing",
     "OffsetAndMetadata",
     "Outcome",
-    "PartitionPhase",
-    "PartitionResponse",
-    "PartitionResponseLike",
     "PartitionSequence",
     "ProducerBatch",
     "ProducerConfig",
     "ProducerCore",
-    "ProducerMetrics",
     "ProducerRecord",
-    "RandomSource",
-    "ReadyResult",
-    "RecordAccumulator",
-    "RecordError",
-    "RecordTooLargeError",
     "Result",
     "Rules",
     "SequenceVerdict",
     "Sequencer",
-    "SequencerRules",
     "SequencingPolicy",
     "Settled",
-    "StickyState",
     "TimeUnitWarning",
-    "TransactionAbortableError",
-    "TransactionAbortedError",
     "TransactionManager",
-    "TransactionOutcomeUnknownError",
-    "TransactionRules",
-    "TransactionTimedOutError",
     "TransactionalSequencer",
     "TxnResult",
     "TxnState",
-    "UnknownTopicError",
-    "backoff_delay",
     "current_rules",
-    "murmur2",
-    "partition_for_key",
     "record_size",
     "rules_in_effect",
-    "to_positive",
 ]

@@ -1,45 +1,71 @@
-"""The record accumulator: appending records to their partition's open batch, buffer memory.
+"""The record accumulator: appending records to their partition's open batch, buffer
+memory, and the partitions' queues from append to request and back.
 
 Theory of operation. Each partition with unsent data has a queue of batches; the last
-one is open for appends (`_open`, the queues' `open`). `append` reserves the record's
-estimated size from `buffer_memory` and puts it in the open batch; the common case (an
-unkeyed record whose topic's sticky batch has room) touches four attributes and a list.
-Everything else (keyed, custom partitioner, CAS, a full batch, a partition switch)
-takes `_append_slow`.
+one is open for appends. `append` reserves the record's estimated size from
+`buffer_memory` and puts it in the open batch; the common case (an unkeyed record whose
+topic's sticky batch has room) touches four attributes and a list. Everything else
+(keyed, custom partitioner, CAS, a full batch, a partition switch) takes `_append_slow`.
 An explicit partition has its own fast path: into that partition's open batch when it
 has room and the partition is below the topic's known count (else `_append_slow`).
 `append_many(..., partition=)` is that fast path for a whole run of records: the
 cumulative sizes of the run (`itertools.accumulate`, in C) and a bisection say how many
 fit the open batch, which takes them with one list extend; the record that does not fit
 opens the next batch through `_append_slow`, so batches are filled to `batch_size`
-(a load's transaction is a few full batches, not many half-filled ones).
+(a load's transaction is a few full batches, not many half-filled ones). The append
+paths write the open batch's `values`, `room` and run stamps themselves (the one
+exception to "a batch changes through its methods": the per-record path, module doc of
+producer/_batch.py).
 
-The accumulator owns two components: its `Partitioner` (producer/_partitioner.py: which
-partition a record without one goes to, on the slow path) and its `BatchQueues`
-(producer/_queues.py: the queues themselves, what is in flight, `ready`, `drain`,
-retries and expiry), whose `open` batches the append paths fill. The per-record path
-touches no component method: the fast paths read the open-batch and sticky dicts
-directly (the same dicts, bound once in `__init__`).
+The queues are `BatchQueues` (the accumulator's `batches`): every partition's queue
+(`queues`; `open`: the last batch of each, still taking appends), what is in flight per
+partition and per node. `ready(now, cluster, send_all)` reports the leaders with a
+sendable batch (full, lingered, backed off long enough or sent last to another node
+than its leader now, or everything with `send_all`: the buffer exhausted, a flush
+running or the producer closing), the delay until the next batch becomes sendable or
+expires, and the topics with a partition without leader. `drain(now, nodes, cluster)`
+takes, per node, at most one batch per partition, round robin, up to
+`max_request_size`, obeying the sequencing policy's ordering rules and `max_in_flight`
+per node and per partition; a drained batch is sealed, sequenced and IN_FLIGHT. When its
+request comes back the core takes it out of the in-flight counts (`request_done`,
+`settle_in_flight`), decides it, and may put it back for a retry in sequence order
+(`reenqueue`) or cut it in pieces (`split_and_reenqueue`). `expire(now)` removes queued
+batches past `delivery_timeout`. Nothing here calls the core: it calls in.
+
+The accumulator also owns its `Partitioner` (producer/_partitioner.py: which partition a
+record without one goes to, on the slow path). The per-record path touches no component
+method: the fast paths read the open-batch and sticky dicts directly (the same dicts,
+bound once in `__init__`).
 """
 
 from __future__ import annotations
 
+import bisect
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Iterable, Sequence
 from itertools import accumulate, repeat
 from operator import add as _add
 from typing import Any, NamedTuple
 
 from trio_kafka.errors import InvalidPartitionError, RecordTooLargeError, UnknownTopicError
-from trio_kafka.producer._batch import ProducerBatch
-from trio_kafka.producer._cluster import ClusterView
+from trio_kafka.producer._batch import DeliveryHandle, ProducerBatch
 from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig
-from trio_kafka.producer._handle import DeliveryHandle
-from trio_kafka.producer._murmur import murmur2
-from trio_kafka.producer._partitioner import NO_BATCH, Partitioner, RandomSource, StickyState
-from trio_kafka.producer._queues import BatchQueues, ReadyResult
-from trio_kafka.producer._record import RECORD_OVERHEAD, Headers, ProducerRecord, headers_size
-from trio_kafka.producer._sequencer import SequencingPolicy
+from trio_kafka.producer._partitioner import (
+    NO_BATCH,
+    ClusterView,
+    Partitioner,
+    RandomSource,
+    StickyState,
+    murmur2,
+)
+from trio_kafka.producer._record import (
+    RECORD_OVERHEAD,
+    Headers,
+    ProducerRecord,
+    headers_size,
+)
+from trio_kafka.producer._sequencer import SequencingPolicy, TopicPartition
 
 _KEY_CACHE = 65536
 
@@ -371,13 +397,8 @@ class RecordAccumulator:
             batch.values.extend(values[position:stop])
             if now >= batch.tick:
                 batch.stamp(start, now)  # (the whole run shares this `now`)
-            if keys is not None:  # in the batch's key list: no tuple per record
-                batch_keys = batch.keys
-                if batch_keys is None:
-                    batch_keys = batch.keys = []
-                if len(batch_keys) < start:
-                    batch_keys.extend(repeat(None, start - len(batch_keys)))
-                batch_keys.extend(keys[position:stop])
+            if keys is not None:
+                batch.add_keys(start, keys[position:stop])
             batch.room -= added
             self.buffer_used += added
             _add_span(spans, batch, start, start + stop - position)
@@ -529,3 +550,286 @@ class RecordAccumulator:
 
     def has_room(self, size: int) -> bool:
         return self.buffer_used + size <= self.buffer_limit
+
+
+_INF = float("inf")
+
+
+class ReadyResult(NamedTuple):
+    ready_nodes: set[int]
+    next_check_delay: float
+    unknown_leader_topics: set[str]
+
+
+class BatchQueues:
+    """See the module doc."""
+
+    def __init__(self, config: ProducerConfig, sequencing: SequencingPolicy) -> None:
+        self.config = config
+        self.sequencing = sequencing
+        # Partition -> queue of batches (only non-empty queues are kept).
+        self.queues: dict[TopicPartition, deque[ProducerBatch]] = {}
+        # Partition -> its open batch (the last of its queue, still taking appends).
+        self.open: dict[TopicPartition, ProducerBatch] = {}
+        # Unfinished sequenced-or-sent batches in flight, per partition and per node.
+        self.partition_in_flight: dict[TopicPartition, int] = {}
+        self.node_in_flight: dict[int, int] = {}
+        # Drain round robin per node (so no partition starves): the first partition at
+        # or after this key goes first.
+        self._drain_cursor: dict[int, TopicPartition] = {}
+        # Availability timeout bookkeeping (KIP-794): last time a node had sendable data
+        # and last time we could drain it.
+        self._node_ready_time: dict[int, float] = {}
+        self._node_drain_time: dict[int, float] = {}
+
+    def add(self, tp: TopicPartition, batch: ProducerBatch) -> None:
+        """A new open batch for `tp`, at the back of its queue."""
+        self.open[tp] = batch
+        queue = self.queues.get(tp)
+        if queue is None:
+            queue = self.queues[tp] = deque()
+        queue.append(batch)
+
+    def remove(self, batch: ProducerBatch) -> None:
+        """Take a queued batch out of its queue (it ends without being sent again)."""
+        tp = (batch.topic, batch.partition)
+        queue = self.queues.get(tp)
+        if queue is not None and batch in queue:
+            queue.remove(batch)
+            if not queue:
+                del self.queues[tp]
+
+    # -- ready / drain ---------------------------------------------------------------
+
+    def ready(self, now: float, cluster: ClusterView, send_all: bool) -> ReadyResult:
+        """Leaders with sendable data, the delay until the next check, leaderless topics
+        (`send_all`: the buffer is exhausted, a flush runs or the producer closes, so
+        nothing lingers)."""
+        ready_nodes: set[int] = set()
+        unknown: set[str] = set()
+        delay = _INF
+        linger = self.config.linger
+        max_in_flight = self.config.max_in_flight
+        delivery_timeout = self.config.delivery_timeout
+        partition_in_flight = self.partition_in_flight
+        for tp, queue in self.queues.items():
+            batch = queue[0]
+            leader = cluster.leader(*tp)
+            expire_in = batch.created + delivery_timeout - now
+            if expire_in < delay:
+                delay = max(expire_in, 0.0)
+            if leader < 0:
+                unknown.add(tp[0])
+                continue
+            if leader in ready_nodes:
+                continue
+            if partition_in_flight.get(tp, 0) >= max_in_flight:
+                continue  # waits for a response, not for time
+            if batch.attempts:
+                wait = batch.retry_at - now
+                if wait > 0 and leader == batch.last_node:
+                    delay = min(delay, wait)
+                    continue
+                sendable = True  # (a new leader since the last attempt: no backoff)
+            else:
+                wait = batch.created + linger - now
+                sendable = send_all or wait <= 0 or len(queue) > 1 or batch.room <= 0
+            if not sendable:
+                delay = min(delay, wait)
+                continue
+            if self.sequencing.drain_blocked(batch):
+                continue  # waits for responses or an epoch bump
+            self._node_ready_time[leader] = now
+            self._node_drain_time.setdefault(leader, now)
+            if self.node_in_flight.get(leader, 0) < max_in_flight:
+                ready_nodes.add(leader)
+        return ReadyResult(ready_nodes, delay, unknown)
+
+    def unavailable_nodes(self) -> frozenset[int]:
+        """KIP-794: the nodes that had sendable data for longer than
+        `partitioner_availability_timeout` without a drain (0: the check is off)."""
+        timeout = self.config.partitioner_availability_timeout
+        if timeout <= 0:
+            return frozenset()
+        drained = self._node_drain_time
+        return frozenset(
+            node
+            for node, ready_time in self._node_ready_time.items()
+            if ready_time - drained.get(node, ready_time) > timeout
+        )
+
+    def drain(
+        self,
+        now: float,
+        nodes: Iterable[int],
+        cluster: ClusterView,
+        max_request_size: int | None = None,
+    ) -> dict[int, list[ProducerBatch]]:
+        """Take the batches to send now: one request's worth per node (see module doc)."""
+        max_size = self.config.max_request_size if max_request_size is None else max_request_size
+        max_in_flight = self.config.max_in_flight
+        sequencing = self.sequencing
+        result: dict[int, list[ProducerBatch]] = {}
+        # Each node's partitions with a queue (only those: a producer of thousands of
+        # topics pays for what it queued), taken in (topic, partition) order from the
+        # node's cursor on (round robin, so no partition starves).
+        queued: dict[int, list[TopicPartition]] = {}
+        leader = cluster.leader
+        for tp in self.queues:
+            queued.setdefault(leader(*tp), []).append(tp)
+        for node in nodes:
+            if self.node_in_flight.get(node, 0) >= max_in_flight:
+                continue
+            parts = sorted(queued.get(node, ()))
+            if not parts:
+                continue
+            cursor = self._drain_cursor.get(node)
+            start = 0 if cursor is None else bisect.bisect_left(parts, cursor) % len(parts)
+            taken: list[ProducerBatch] = []
+            size = 0
+            for i in range(len(parts)):
+                index = (start + i) % len(parts)
+                tp = parts[index]
+                queue = self.queues.get(tp)
+                if not queue:
+                    continue
+                first = queue[0]
+                if first.attempts and first.retry_at > now and first.last_node == node:
+                    continue
+                if self.partition_in_flight.get(tp, 0) >= max_in_flight:
+                    continue
+                if taken and size + first.size > max_size:
+                    self._drain_cursor[node] = tp  # it goes first next time
+                    break
+                if sequencing.drain_blocked(first):
+                    continue
+                queue.popleft()
+                if not queue:
+                    del self.queues[tp]
+                if self.open.get(tp) is first:
+                    del self.open[tp]
+                first.seal()
+                sequencing.assign(first)
+                first.drained(node, now)
+                self.partition_in_flight[tp] = self.partition_in_flight.get(tp, 0) + 1
+                size += first.size
+                taken.append(first)
+            else:
+                topic, partition = parts[start]
+                self._drain_cursor[node] = (topic, partition + 1)  # the next one first
+            if taken:
+                result[node] = taken
+                self.requests_started(node)
+                self._node_drain_time[node] = now
+        return result
+
+    # -- batches coming back ---------------------------------------------------------
+
+    def settle_in_flight(self, batch: ProducerBatch) -> None:
+        """A drained batch's request came back (answered, lost or timed out)."""
+        tp = (batch.topic, batch.partition)
+        left = self.partition_in_flight.get(tp, 0) - 1
+        if left > 0:
+            self.partition_in_flight[tp] = left
+        else:
+            self.partition_in_flight.pop(tp, None)
+
+    def requests_started(self, node: int, count: int = 1) -> None:
+        """`count` more requests to `node` are in flight (each settles once)."""
+        self.node_in_flight[node] = self.node_in_flight.get(node, 0) + count
+
+    def request_done(self, node: int) -> None:
+        left = self.node_in_flight.get(node, 0) - 1
+        # A request settled that was never counted would let an epoch bump (which
+        # waits for none in flight) overtake one still out (seed 10816290).
+        assert left >= 0, f"a request to node {node} settled that was never in flight"
+        if left > 0:
+            self.node_in_flight[node] = left
+        else:
+            self.node_in_flight.pop(node, None)
+
+    def reenqueue(self, batch: ProducerBatch, now: float, backoff: float) -> None:
+        """Put a batch back for a retry, in sequence order (Java's insertInSequenceOrder)."""
+        batch.requeued(now + backoff)
+        tp = (batch.topic, batch.partition)
+        queue = self.queues.get(tp)
+        if queue is None:
+            queue = self.queues[tp] = deque()
+        sequence = batch.base_sequence
+        if sequence < 0:
+            queue.appendleft(batch)
+            return
+        index = 0
+        for index, queued in enumerate(queue):  # noqa: B007
+            if queued.base_sequence < 0 or queued.base_sequence > sequence:
+                break
+        else:
+            index = len(queue)
+        queue.insert(index, batch)
+
+    def split_and_reenqueue(self, batch: ProducerBatch, now: float) -> list[ProducerBatch]:
+        """The broker refused `batch` (several records) as too large: cut it in pieces
+        and queue them at the front of its partition in record (and sequence) order,
+        sendable at once (Java's `splitAndReenqueue`). A piece takes records up to
+        `batch_size` or half the batch's estimated bytes, whichever is smaller (always
+        at least one record, and always at least two pieces), so each refusal halves
+        what is sent and a record the broker never takes ends up alone."""
+        target = max(min(self.config.batch_size, batch.size // 2), 1)
+        bounds: list[int] = []
+        sizes: list[int] = []
+        size = 0
+        for index in range(batch.record_count):
+            _, key, value, headers = batch.record(index)
+            record_size = RECORD_OVERHEAD + len(value or b"") + len(key or b"")
+            if headers:
+                record_size += headers_size(headers)
+            if size and size + record_size > target:
+                bounds.append(index)
+                sizes.append(size)
+                size = 0
+            size += record_size
+        sizes.append(size)
+        if not bounds:  # (estimates disagree with the batch's size): halve by count
+            half = batch.record_count // 2
+            bounds, sizes = [half], [size // 2, size - size // 2]
+        sizes[-1] = max(sizes[-1] + batch.size - sum(sizes), 0)  # the bytes reserved
+        pieces = batch.split(bounds, sizes)
+        for piece in reversed(pieces):
+            self.reenqueue(piece, now, 0.0)
+        return pieces
+
+    # -- expiry ----------------------------------------------------------------------
+
+    def expire(self, now: float) -> list[ProducerBatch]:
+        """Remove and return queued batches older than `delivery_timeout`."""
+        timeout = self.config.delivery_timeout
+        expired: list[ProducerBatch] = []
+        for tp in list(self.queues):
+            queue = self.queues[tp]
+            # The deadline is the float `created + timeout`, as in ready() (a float
+            # subtraction keeps the sign, so both agree on "expired at `now`"). The old
+            # `created <= now - timeout` rounds differently: ready() said a batch expires
+            # now (delay 0), expire() kept it, and the sender spun at one instant
+            # (simulator seeds 885, 1378, 1398, 1532).
+            while queue and queue[0].created + timeout <= now:
+                batch = queue.popleft()
+                if self.open.get(tp) is batch:
+                    del self.open[tp]
+                batch.seal()
+                expired.append(batch)
+            if not queue:
+                del self.queues[tp]
+        return expired
+
+    def take_all_queued(self) -> list[ProducerBatch]:
+        """Remove every queued batch (closing, or a fatal error)."""
+        batches = [b for q in self.queues.values() for b in q]
+        self.queues.clear()
+        self.open.clear()
+        for batch in batches:
+            batch.seal()
+        return batches
+
+    @property
+    def has_undrained(self) -> bool:
+        return bool(self.queues)

@@ -1,4 +1,4 @@
-"""Records, outcomes, batches and delivery handles.
+"""The batch: the records bound for one partition, its state changes, its encoding.
 
 Theory of operation: records are appended raw to the open `ProducerBatch` of their
 partition: the value to `values` (one list append, and no container object per record:
@@ -11,26 +11,47 @@ notes the index where each new millisecond starts (`run_starts`, `run_ms`) and t
 reading at which the next one begins (`tick`); an append compares `now` with `tick` and
 stamps only when it is reached (`stamp`). The timestamps are exactly those of
 `int((now + wall_offset) * 1000)` per record. Encoding waits until the batch is
-drained, so the per-record cost of `send()` stays tiny. A batch moves QUEUED -> IN_FLIGHT ->
-(QUEUED again on a retry) -> DONE, and its final state is set exactly once by
-`complete`, `fail` or `fail_ambiguous`. Every record's `DeliveryHandle` points at its
-batch and its index: its offset is the batch's base offset plus the index, so
-acknowledging a batch of 1,000 records is one update, and handles compute their outcome
-when asked.
+drained, so the per-record cost of `send()` stays tiny. The accumulator's append paths
+(producer/_accumulator.py) are the one place that writes a batch's `values`, `room` and
+`stamp` from outside: they are the per-record path, where a method call per record shows.
+
+Every other change of a batch is one of its methods, and its `state` moves only by the
+table `_MOVES`, applied in one place (`_move`):
+
+| state | event | next state | method (caller) |
+| --- | --- | --- | --- |
+| QUEUED | DRAINED | IN_FLIGHT | `drained` (the accumulator's drain) |
+| IN_FLIGHT | REQUEUED | QUEUED | `requeued` (a retry, in sequence order) |
+| QUEUED | REQUEUED | QUEUED | `requeued` (a piece of a split batch, queued at once) |
+| QUEUED | FINISHED | DONE | `complete` / `fail` / `fail_ambiguous` (expired, closed, dropped at a bump) |
+| IN_FLIGHT | FINISHED | DONE | `complete` / `fail` / `fail_ambiguous` (its answer, or its loss) |
+
+The final state is set exactly once (`complete`, `fail` or `fail_ambiguous` return False
+for a batch already done). The sequencer numbers a batch with `sequenced` (first drain)
+and `resequenced` (an epoch bump or a sequence reset rewrites it from 0); the core notes
+`answered` (the base offset of its answer) and `may_have_been_written`. Every record's
+`DeliveryHandle` points at its batch and its index: its offset is the batch's base offset
+plus the index, so acknowledging a batch of 1,000 records is one update, and handles
+compute their outcome when asked (`DeliveryHandle`, a (batch, index) pair, is here too).
 
 `maybe_written` is the batch's memory of whether any attempt may have reached a log
 (a request that left without a definite answer, or NOT_ENOUGH_REPLICAS_AFTER_APPEND).
 Once set, a batch can no longer end as `Failed`: a final error makes it `Ambiguous`.
 
-Splitting (MESSAGE_TOO_LARGE, as Java's `ProducerBatch.split`): `split_batch`
-(producer/_queues.py) cuts a batch the broker refused as too large into *pieces*, new
-batches over consecutive ranges of its records that keep its producer id, epoch and
-creation time and take consecutive sequences from its base sequence (the refused batch
-appended nothing, so the range is free). The handles already given out still point at
-the split batch: it stays unfinished until every piece is, then finishes with what they
-say (`follow`, `_pieces_done`), and `outcome(index)` asks the piece that holds the
-record. So one record too large for the broker fails alone (its piece of one), and its
-neighbours are acknowledged.
+Splitting (MESSAGE_TOO_LARGE, as Java's `ProducerBatch.split`): `split` cuts a batch the
+broker refused as too large into *pieces*, new batches over consecutive ranges of its
+records that keep its producer id, epoch and creation time and take consecutive
+sequences from its base sequence (the refused batch appended nothing, so the range is
+free). The handles already given out still point at the split batch: it stays
+unfinished until every piece is, then finishes with what they say (`follow`,
+`_pieces_done`), and `outcome(index)` asks the piece that holds the record. So one
+record too large for the broker fails alone (its piece of one), and its neighbours are
+acknowledged.
+
+Encoding: a batch of plain values encodes in one bulk call (`BatchBuilder.append_runs`);
+one with some records that carry more goes through `encode_with_extras`: the runs between
+the records with a timestamp or headers still go in bulk (keyed or not), and those
+records one by one.
 """
 
 from __future__ import annotations
@@ -38,11 +59,11 @@ from __future__ import annotations
 import enum
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
+from itertools import groupby
 from math import inf, nextafter, ulp
-from typing import overload
+from typing import Any, overload
 
 from trio_kafka.errors import AmbiguousError, KafkaError
-from trio_kafka.producer._encode import encode_with_extras
 from trio_kafka.producer._record import (
     Acknowledged,
     Ambiguous,
@@ -59,6 +80,23 @@ class BatchState(enum.Enum):
     QUEUED = "queued"  # in its partition's queue (new, or waiting to be retried)
     IN_FLIGHT = "in_flight"  # drained into a request that has not been settled
     DONE = "done"  # final: see ProducerBatch.result
+
+
+class BatchEvent(enum.Enum):
+    DRAINED = "drained"  # taken into a request
+    REQUEUED = "requeued"  # put back in its queue to be sent again
+    FINISHED = "finished"  # its final state was set
+
+
+#: The batch's state machine (see the module doc): (state, event) -> next state. A pair
+#: not in it is a bug in the caller (`_move` raises).
+_MOVES: dict[tuple[BatchState, BatchEvent], BatchState] = {
+    (BatchState.QUEUED, BatchEvent.DRAINED): BatchState.IN_FLIGHT,
+    (BatchState.IN_FLIGHT, BatchEvent.REQUEUED): BatchState.QUEUED,
+    (BatchState.QUEUED, BatchEvent.REQUEUED): BatchState.QUEUED,
+    (BatchState.QUEUED, BatchEvent.FINISHED): BatchState.DONE,
+    (BatchState.IN_FLIGHT, BatchEvent.FINISHED): BatchState.DONE,
+}
 
 
 _ACKNOWLEDGED = Result.ACKNOWLEDGED
@@ -279,6 +317,64 @@ class ProducerBatch:
             self.reserved = self.capacity - self.room
             self.room = -1
 
+    # -- state changes (the table `_MOVES`, module doc) --------------------------------
+
+    def _move(self, event: BatchEvent) -> None:
+        to = _MOVES.get((self.state, event))
+        if to is None:
+            raise AssertionError(f"{self!r}: no move on {event.value} from {self.state.value}")
+        self.state = to
+
+    def drained(self, node: int, now: float) -> None:
+        """Taken into a request to `node` at `now` (sealed and numbered already)."""
+        self._move(BatchEvent.DRAINED)
+        self.attempts += 1
+        self.last_attempt = now
+        self.last_node = node
+
+    def requeued(self, retry_at: float) -> None:
+        """Back in its queue, to be sent again no earlier than `retry_at` (unless its
+        partition's leader moved: see the accumulator's `ready`)."""
+        self._move(BatchEvent.REQUEUED)
+        self.retry_at = retry_at
+
+    def sequenced(
+        self, producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool
+    ) -> None:
+        """Numbered for its first send (the sequencer's `assign`); kept on every retry."""
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.is_transactional = is_transactional
+
+    def resequenced(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """Renumbered from its partition's sequence 0 (an epoch bump, or a sequence reset
+        under the same epoch): `sequence_reset` remembers it for the error rules."""
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.sequence_reset = True
+
+    def answered(self, base_offset: int) -> None:
+        """The broker's answer placed the batch at `base_offset` (-1: a duplicate whose
+        offset it no longer knows); read by the sequencer before the batch completes."""
+        self.base_offset = base_offset
+
+    def may_have_been_written(self) -> None:
+        """An attempt may have reached the log (no definite answer came, or the broker
+        appended it to fewer replicas than asked): from now on it never ends `Failed`."""
+        self.maybe_written = True
+
+    def add_keys(self, start: int, keys: Sequence[bytes | None]) -> None:
+        """Keys for records `start`, `start + 1`, ... (appended in one run: no tuple
+        per record, and `None` for the unkeyed records before them)."""
+        batch_keys = self.keys
+        if batch_keys is None:
+            batch_keys = self.keys = []
+        if len(batch_keys) < start:
+            batch_keys.extend([None] * (start - len(batch_keys)))
+        batch_keys.extend(keys)
+
     def encode(
         self,
         compression: int = 0,
@@ -372,7 +468,7 @@ class ProducerBatch:
         return True
 
     def _finish(self) -> None:
-        self.state = BatchState.DONE
+        self._move(BatchEvent.FINISHED)
         self.builder = None
         hooks = self.hooks
         if hooks:
@@ -444,6 +540,43 @@ class ProducerBatch:
             self.record_errors = errors
         self._finish()
 
+    def split(self, bounds: Sequence[int], sizes: Sequence[int]) -> list[ProducerBatch]:
+        """Cut this batch into pieces at `bounds` (the first record index of each piece
+        after the first; `sizes`: each piece's estimated bytes, which it now holds of
+        this batch's buffer reservation). Returns the pieces, in record order, sealed
+        and numbered from this batch's base sequence; this batch finishes when they all
+        have (`follow`, module doc)."""
+        starts = [0, *bounds]
+        stops = [*bounds, len(self.values)]
+        pieces: list[tuple[int, ProducerBatch, int]] = []
+        extras = self.extras
+        for start, stop, size in zip(starts, stops, sizes, strict=True):
+            piece = ProducerBatch(self.topic, self.partition, size, self.created, self.wall_offset)
+            piece.values = self.values[start:stop]
+            first = bisect_right(self.run_starts, start) - 1
+            last = bisect_right(self.run_starts, stop - 1)
+            piece.run_starts = [max(0, at - start) for at in self.run_starts[first:last]]
+            piece.run_ms = self.run_ms[first:last]
+            if self.keys is not None and start < len(self.keys):
+                piece.keys = self.keys[start:stop]
+            if extras:
+                for index in range(start, stop):
+                    extra = extras.get(index)
+                    if extra is not None:
+                        piece.set_extras(index - start, *extra)
+            piece.room = -1  # sealed: nothing more is appended to a piece
+            piece.reserved = size
+            piece.attempts = self.attempts
+            piece.producer_id = self.producer_id
+            piece.producer_epoch = self.producer_epoch
+            piece.is_transactional = self.is_transactional
+            piece.sequence_reset = self.sequence_reset
+            if self.base_sequence >= 0:
+                piece.base_sequence = self.base_sequence + start
+            pieces.append((start, piece, 0))
+        self.follow(pieces)
+        return [piece for _, piece, _ in pieces]
+
     def located(self, index: int) -> tuple[ProducerBatch, int]:
         """Where record `index` is now: the batch (and its index there) that holds it
         after splits and placements, or this batch."""
@@ -493,6 +626,60 @@ class ProducerBatch:
                 return Ambiguous(self.topic, self.partition, self.error)
 
 
+class DeliveryHandle:
+    """One record's delivery: its batch and its index in it.
+
+    `done()`, `outcome`, `result()` and `add_done_callback(fn)`; the trio driver adds
+    `await` on top through `batch.add_done_hook`.
+    """
+
+    __slots__ = ("batch", "index")
+
+    def __init__(self, batch: ProducerBatch, index: int) -> None:
+        self.batch = batch
+        self.index = index
+
+    def __repr__(self) -> str:
+        batch, index = self.batch.located(self.index)
+        if batch.partition < 0:  # kept until its topic's metadata comes
+            where = f"{batch.topic}#{index} (waiting for the topic's metadata)"
+        else:
+            where = f"{batch.topic}-{batch.partition}#{index}"
+        outcome = self.outcome
+        if outcome is None:
+            state = "pending"
+        elif isinstance(outcome, Acknowledged):
+            state = f"acknowledged offset={outcome.offset}"
+        else:
+            kind = "failed" if isinstance(outcome, Failed) else "ambiguous"
+            state = f"{kind} {type(outcome.error).__name__}: {outcome.error}"
+        return f"<{type(self).__name__} {where} {state}>"
+
+    def done(self) -> bool:
+        return self.batch.result is not None
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """The typed outcome, or None while the record is not settled."""
+        return self.batch.outcome(self.index)
+
+    def result(self) -> Acknowledged:
+        """The acknowledgement; raises the error if the record failed or is ambiguous,
+        and `RuntimeError` if it is not settled yet."""
+        outcome = self.batch.outcome(self.index)
+        match outcome:
+            case None:
+                raise RuntimeError("the record's delivery is not settled yet")
+            case Acknowledged():
+                return outcome
+            case Failed(error=error) | Ambiguous(error=error):
+                raise error
+
+    def add_done_callback(self, fn: Callable[[DeliveryHandle], Any]) -> None:
+        """Call `fn(handle)` once the record is settled (at once if it already is)."""
+        self.batch.add_done_hook(lambda _batch: fn(self))
+
+
 RecordTuple = tuple[int, bytes | None, bytes | None, Headers | None]
 
 
@@ -529,10 +716,49 @@ class RecordsView(Sequence[RecordTuple]):
         return (record(i) for i in range(len(self)))
 
 
-__all__ = [
-    "AmbiguousWriteError",  # (re-exported: its home is producer/_record.py)
-    "BatchState",
-    "ProducerBatch",
-    "RecordTuple",
-    "RecordsView",
-]
+def encode_with_extras(
+    builder: BatchBuilder,
+    stamps: list[int],
+    values: list[bytes | None],
+    extras: dict[int, tuple[int | None, bytes | None, Headers | None]] | None,
+    bulk_keys: list[bytes | None] | None,
+) -> None:
+    """Encode records some of which have a key, an explicit timestamp or headers: the
+    runs between records with a timestamp or headers go in bulk, keyed or not (a load's
+    batch is keyed rows, or plain rows, with one checkpoint record with headers)."""
+    keys: list[bytes | None] | None = None
+    if bulk_keys is not None:
+        keys = bulk_keys + [None] * (len(values) - len(bulk_keys))
+    special: list[int] = []
+    extras = extras or {}
+    for index, (ts, key, headers) in extras.items():
+        if ts is not None or headers:
+            special.append(index)
+        elif key is not None:
+            if keys is None:
+                keys = [None] * len(values)
+            keys[index] = key
+    special.sort()
+    start = 0
+    for stop in [*special, len(values)]:
+        if stop > start:
+            if keys is None:
+                # The timestamps as runs of one millisecond (found in C: groupby and
+                # list), so a segment spanning several milliseconds keeps the fixed
+                # layout of append_runs instead of a Python step per record.
+                run_starts: list[int] = []
+                run_ms: list[int] = []
+                at = 0
+                for ms, run in groupby(stamps[start:stop]):
+                    run_starts.append(at)
+                    run_ms.append(ms)
+                    at += len(list(run))
+                builder.append_runs(run_starts, run_ms, values[start:stop])
+            else:
+                builder.append_keyed_values(
+                    stamps[start:stop], keys[start:stop], values[start:stop]
+                )
+        if stop < len(values):
+            ts, key, headers = extras[stop]
+            builder.append(stamps[stop] if ts is None else ts, key, values[stop], headers or ())
+        start = stop + 1

@@ -1,51 +1,75 @@
-"""`ProducerCore`: the accumulator, the sequencing policy and the response handler together.
+"""`ProducerCore`: what an answer, a lost request or time means for a batch, in one place.
 
 Theory of operation: the driver's loop is Java's `Sender.runOnce` split in pure steps:
 `expire(now)`, `ready(now)`, `drain(now, nodes)`, `encode(batch)`, then, when a request
-comes back, `handle_response` (per-partition answers) or `handle_request_failure` (the
-request was lost, timed out, or never left). Every decision about a batch is taken
-here, in one place (`_settle`): complete, retry (with or without a metadata refresh),
-request an epoch bump, fail, or make ambiguous.
+comes back, `handle_response` (per-partition answers), `handle_request_failure` (the
+request was lost, timed out, or never left) or `handle_unencodable`. The core owns the
+accumulator (producer/_accumulator.py), the sequencing policy (producer/_sequencer.py)
+and the metrics, and calls them; none of them calls back. Settling a request goes one
+way: `_returned` takes each of its batches still in flight out of the accumulator's
+counts, the core decides it (a `Decision`: complete, retry with or without a metadata
+refresh, fail, or make ambiguous; the sequencer is told the outcome and may ask for an
+epoch bump), and `_tally` sums the decisions into the `Settled` the driver acts on.
+
+One classification of a partition's Produce outcome, `classify(code) -> Action`, serves
+every writer that keeps its own order: this core (`_settle`, which refines it with what
+only its batch can say: its sequence, its size, the sequencer's verdict on an idempotence
+error) and the load pipeline (producer/_load.py):
+
+- `ACKNOWLEDGED`: NONE, and DUPLICATE_SEQUENCE_NUMBER (the broker already holds the
+  batch: an earlier attempt landed; Tansu answers so for a recent duplicate).
+- `RESOLVE_MISMATCH`: EXPECTED_OFFSET_MISMATCH. Nothing of this attempt was written, but
+  an earlier attempt of the same batch may have been: read the log to know (the
+  pipeline or the conditional writer says what to read).
+- `NEW_PRODUCER_ID`: UNKNOWN_PRODUCER_ID, OUT_OF_ORDER_SEQUENCE_NUMBER: the broker lost
+  (or never had) our producer state, so sequences must start again under a new id or
+  epoch (for the core, the sequencer decides: `on_sequence_error`). Retrying with the
+  same sequences would be refused forever.
+- `REFRESH_AND_RETRY`: a code with `invalid_metadata` (NOT_LEADER_OR_FOLLOWER, ...):
+  the leader moved; refresh the metadata, back off, resend the same batch.
+- `RETRY`: other retriable codes, and a request that left without an answer
+  (`code=None`): resend the same batch with the same sequence, so the broker's
+  deduplication (and, for CAS, the expected offset) makes a landed attempt harmless.
+- `FAIL`: anything else (a record too large, authorisation, a fatal producer error).
+
+The table is data (`ACTIONS`) plus two rules (retriable, invalid metadata) read from
+`errors.error_info`, so adding a code to Kafka's table classifies it without a change
+here.
+
+Also here: what a Produce answer looks like to the core (`PartitionResponseLike`, which
+the protocol layer's `PartitionProduceResponse` fits), what the driver must do after a
+request (`Settled`), the errors a batch ends with that need more words than the error
+table's, and the counters (`ProducerMetrics`, read as a `MetricsSnapshot`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import enum
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Protocol
 
 import attrs
 
 from trio_kafka.errors import (
+    AmbiguousDeliveryTimeoutError,
     AmbiguousError,
     BrokerConnectionError,
     DeliveryTimeoutError,
     ErrorCode,
     ExpectedOffsetMismatchError,
     KafkaError,
+    ProducerFencedError,
+    RecordTooLargeError,
+    RequestTimeoutError,
     error_for_code,
     error_info,
 )
-from trio_kafka.producer._accumulator import RecordAccumulator
+from trio_kafka.producer._accumulator import ReadyResult, RecordAccumulator
 from trio_kafka.producer._backoff import ExponentialBackoff
-from trio_kafka.producer._batch import ProducerBatch
-from trio_kafka.producer._cluster import ClusterView
+from trio_kafka.producer._batch import BatchState, DeliveryHandle, ProducerBatch
 from trio_kafka.producer._config import ProducerConfig
-from trio_kafka.producer._handle import DeliveryHandle
-from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
-from trio_kafka.producer._partitioner import RandomSource
-from trio_kafka.producer._queues import ReadyResult
+from trio_kafka.producer._partitioner import ClusterView, RandomSource
 from trio_kafka.producer._record import Result
-from trio_kafka.producer._responses import (
-    LEADER_MOVED,
-    Decision,
-    PartitionResponseLike,
-    Settled,
-    ambiguous_end,
-    dropped_at_bump,
-    expired_error,
-    idempotent_epoch_refused,
-    record_errors_of,
-    refused_as_too_large,
-)
 from trio_kafka.producer._rule_context import rules_for
 from trio_kafka.producer._sequencer import (
     NoSequencing,
@@ -53,8 +77,298 @@ from trio_kafka.producer._sequencer import (
     SequencerRules,
     SequenceVerdict,
     SequencingPolicy,
+    check_new_producer_id,
 )
-from trio_kafka.producer._sequencing import check_new_producer_id
+
+
+class Action(enum.Enum):
+    ACKNOWLEDGED = "acknowledged"
+    RESOLVE_MISMATCH = "resolve-mismatch"
+    NEW_PRODUCER_ID = "new-producer-id"
+    REFRESH_AND_RETRY = "refresh-and-retry"
+    RETRY = "retry"
+    FAIL = "fail"
+
+
+#: Codes whose action is not implied by the error table's retriable / invalid_metadata.
+ACTIONS: dict[int, Action] = {
+    ErrorCode.NONE: Action.ACKNOWLEDGED,
+    ErrorCode.DUPLICATE_SEQUENCE_NUMBER: Action.ACKNOWLEDGED,
+    ErrorCode.EXPECTED_OFFSET_MISMATCH: Action.RESOLVE_MISMATCH,
+    ErrorCode.UNKNOWN_PRODUCER_ID: Action.NEW_PRODUCER_ID,
+    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER: Action.NEW_PRODUCER_ID,
+}
+
+
+def classify(code: int | None) -> Action:
+    """The action for a partition's answer `code` (None: the request may have been
+    applied but no answer came: a lost connection or a timeout)."""
+    if code is None:
+        return Action.RETRY
+    action = ACTIONS.get(code)
+    if action is not None:
+        return action
+    info = error_info(code)
+    if info.invalid_metadata:
+        return Action.REFRESH_AND_RETRY
+    if info.retriable:
+        return Action.RETRY
+    return Action.FAIL
+
+
+#: The actions that send the same batch again (unless the sequencer rules otherwise).
+_RETRIED = frozenset({Action.RETRY, Action.REFRESH_AND_RETRY})
+
+
+class Decision(enum.Enum):
+    """What settling a batch did with it: sent again later, or final; and whether the
+    answer says the metadata is stale (the driver then refreshes it)."""
+
+    RETRY = "retry"  # back in its queue
+    RETRY_REFRESH = "retry_refresh"  # back in its queue; refresh the metadata
+    FINAL = "final"  # done (acknowledged, failed or ambiguous)
+    FINAL_REFRESH = "final_refresh"  # done; refresh the metadata
+
+    @property
+    def retried(self) -> bool:
+        return self is Decision.RETRY or self is Decision.RETRY_REFRESH
+
+    @property
+    def refresh(self) -> bool:
+        return self is Decision.RETRY_REFRESH or self is Decision.FINAL_REFRESH
+
+
+#: Answers that may name the partition's current leader (KIP-951, Produce v10+).
+LEADER_MOVED = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
+
+
+class RecordErrorLike(Protocol):
+    @property
+    def batch_index(self) -> int: ...
+    @property
+    def batch_index_error_message(self) -> str | None: ...
+
+
+class PartitionResponseLike(Protocol):
+    """What `handle_response` reads of a partition's answer: the protocol layer's
+    `PartitionProduceResponse` fits, and so does `PartitionResponse`."""
+
+    @property
+    def error_code(self) -> int: ...
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def log_append_time_ms(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def record_errors(self) -> Sequence[RecordErrorLike]: ...
+    @property
+    def error_message(self) -> str | None: ...
+
+
+@attrs.frozen(slots=True)
+class RecordError:
+    batch_index: int
+    batch_index_error_message: str | None = None
+
+
+@attrs.frozen(slots=True)
+class PartitionResponse:
+    """A partition's answer to a Produce request (for tests and other callers)."""
+
+    error_code: int = 0
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    record_errors: Sequence[RecordError] = ()
+    error_message: str | None = None
+
+
+@attrs.frozen(slots=True)
+class Settled:
+    """What the driver should do after handing back a request's results."""
+
+    refresh_metadata: bool = False
+    #: Batches that reached a final state (room came free: wake blocked senders).
+    completed: int = 0
+    retried: int = 0
+    #: KIP-951: (topic, partition, leader id, leader epoch) a NOT_LEADER_OR_FOLLOWER or
+    #: FENCED_LEADER_EPOCH answer named as the current leader (Produce v10+). The driver
+    #: puts them in its metadata (with the response's NodeEndpoints) and hands the core
+    #: the new view: the retries then go to the new leader at once, without backoff.
+    leaders: tuple[tuple[str, int, int, int], ...] = ()
+
+
+def _tally(decisions: Iterable[Decision], *, refresh: bool) -> Settled:
+    """A request's `Settled` from the decisions on its batches (`refresh`: ask for
+    metadata whatever they say)."""
+    completed = retried = 0
+    for decision in decisions:
+        if decision.retried:
+            retried += 1
+        else:
+            completed += 1
+        refresh = refresh or decision.refresh
+    return Settled(refresh, completed, retried)
+
+
+def idempotent_epoch_refused(
+    batch: ProducerBatch, code: int, message: str | None
+) -> ProducerFencedError:
+    """PRODUCER_FENCED for a batch of a non-transactional idempotent producer: with no
+    transactional id there is no newer instance, so the broker refused our epoch bump."""
+    return ProducerFencedError(
+        code,
+        f"the broker refused producer id {batch.producer_id} epoch "
+        f"{batch.producer_epoch} for {batch.topic}-{batch.partition}"
+        + (f" ({message})" if message else "")
+        + ": a non-transactional idempotent producer bumps its epoch itself after "
+        "a sequence gap or a lost request, as Java's does and Kafka accepts; this "
+        "broker does not (Tansu refuses it). The producer stops rather than take "
+        "a new producer id, under which a late request of the old one could land "
+        "after newer records",
+    )
+
+
+def refused_as_too_large(batch: ProducerBatch, message: str | None) -> RecordTooLargeError:
+    """MESSAGE_TOO_LARGE for a batch that cannot be split (see `ProducerCore._too_large`)."""
+    what = "a record of" if batch.record_count == 1 else f"a batch of {batch.record_count} records,"
+    return RecordTooLargeError(
+        f"{what} {batch.size} bytes (estimated) for {batch.topic}-{batch.partition} is "
+        f"larger than the broker accepts (MESSAGE_TOO_LARGE: the topic's "
+        f"max.message.bytes or the broker's message.max.bytes)"
+        + (f": {message}" if message else "")
+    )
+
+
+def record_errors_of(
+    response: PartitionResponseLike, code: int, message: str | None
+) -> dict[int, KafkaError] | None:
+    """The errors the broker named per record (KIP-467), by index in the batch."""
+    if not response.record_errors:
+        return None
+    return {
+        e.batch_index: error_for_code(code, e.batch_index_error_message or message)
+        for e in response.record_errors
+    }
+
+
+def expired_error(batch: ProducerBatch, age: float) -> KafkaError:
+    """A queued batch passed `delivery_timeout`: Ambiguous when an earlier attempt may
+    have been written, else not written."""
+    where = f"{batch.record_count} record(s) for {batch.topic}-{batch.partition}"
+    if batch.maybe_written:
+        return AmbiguousDeliveryTimeoutError(
+            f"{where} expired after {age:.3f}s; an earlier attempt may have been written"
+        )
+    return DeliveryTimeoutError(f"{where} expired after {age:.3f}s without being written")
+
+
+def ambiguous_end(batch: ProducerBatch, error: KafkaError, timed_out: bool) -> AmbiguousError:
+    """The error a batch that may have been written ends with (`timed_out`: its
+    delivery_timeout passed with a request in flight)."""
+    if timed_out:
+        return AmbiguousDeliveryTimeoutError(
+            f"{batch.record_count} record(s) for {batch.topic}-{batch.partition}: "
+            f"delivery_timeout passed with a request in flight ({error})"
+        )
+    return error if isinstance(error, AmbiguousError) else RequestTimeoutError(str(error))
+
+
+def dropped_at_bump() -> AmbiguousError:
+    """A batch dropped at an epoch bump (`Sequencer.new_producer_id`)."""
+    return AmbiguousError(
+        "the producer epoch was bumped while an earlier attempt of this batch "
+        "may have been written; resending it under the new epoch could duplicate it"
+    )
+
+
+_RESERVOIR = 1024
+
+
+@attrs.frozen(slots=True)
+class MetricsSnapshot:
+    records_sent: int
+    records_acknowledged: int
+    records_failed: int
+    records_ambiguous: int
+    record_retries: int
+    batches_sent: int
+    bytes_sent: int
+    average_batch_size: float
+    requests_sent: int
+    request_latency_p50: float
+    request_latency_p99: float
+    request_latency_max: float
+    buffer_in_use: int
+    epoch_bumps: int
+    #: Batches the broker refused as too large and the producer split (MESSAGE_TOO_LARGE).
+    batch_splits: int = 0
+
+
+class ProducerMetrics:
+    """Counters (owned by the core; the driver reads `snapshot()`)."""
+
+    def __init__(self) -> None:
+        self.records_sent = 0
+        self.records_acknowledged = 0
+        self.records_failed = 0
+        self.records_ambiguous = 0
+        self.record_retries = 0
+        self.batches_sent = 0
+        self.bytes_sent = 0
+        self.requests_sent = 0
+        self.epoch_bumps = 0
+        self.batch_splits = 0
+        # The last _RESERVOIR request latencies (a ring), seconds.
+        self._latencies: list[float] = []
+        self._next = 0
+
+    def count_drained(self, requests: Iterable[Sequence[ProducerBatch]]) -> None:
+        """The batches of each request drained for sending (retries counted apart)."""
+        for batches in requests:
+            self.requests_sent += 1
+            for batch in batches:
+                self.batches_sent += 1
+                self.records_sent += batch.record_count
+                self.bytes_sent += batch.size
+                if batch.attempts > 1:
+                    self.record_retries += batch.record_count
+
+    def record_latency(self, seconds: float) -> None:
+        if len(self._latencies) < _RESERVOIR:
+            self._latencies.append(seconds)
+        else:
+            self._latencies[self._next] = seconds
+            self._next = (self._next + 1) % _RESERVOIR
+
+    def snapshot(self, buffer_in_use: int = 0) -> MetricsSnapshot:
+        ordered = sorted(self._latencies)
+
+        def pct(q: float) -> float:
+            if not ordered:
+                return 0.0
+            return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+        return MetricsSnapshot(
+            records_sent=self.records_sent,
+            records_acknowledged=self.records_acknowledged,
+            records_failed=self.records_failed,
+            records_ambiguous=self.records_ambiguous,
+            record_retries=self.record_retries,
+            batches_sent=self.batches_sent,
+            bytes_sent=self.bytes_sent,
+            average_batch_size=self.bytes_sent / self.batches_sent if self.batches_sent else 0.0,
+            requests_sent=self.requests_sent,
+            request_latency_p50=pct(0.5),
+            request_latency_p99=pct(0.99),
+            request_latency_max=ordered[-1] if ordered else 0.0,
+            buffer_in_use=buffer_in_use,
+            epoch_bumps=self.epoch_bumps,
+            batch_splits=self.batch_splits,
+        )
+
 
 _COMPRESSION = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -80,7 +394,7 @@ class CoreRules(SequencerRules):
     ) -> Decision:
         """A request carrying `batch` left and got no answer: it may have been written;
         resent with the same sequence (deduplicated), or Ambiguous."""
-        batch.maybe_written = True
+        batch.may_have_been_written()
         return core.lost(batch, now, error)
 
     def requeue(self, core: ProducerCore, batch: ProducerBatch, now: float) -> None:
@@ -101,7 +415,7 @@ class CoreRules(SequencerRules):
         """An error that may come after the leader appended the batch (`MAYBE_APPENDED`):
         it may be retried (deduplicated), never called Failed. None: go on deciding by
         the error table (a retry)."""
-        batch.maybe_written = True
+        batch.may_have_been_written()
         return None
 
 
@@ -281,27 +595,13 @@ class ProducerCore:
         comes back: the records are reported with offset -1).
         """
         leaders: list[tuple[str, int, int, int]] = []
-
-        def settle(batch: ProducerBatch) -> Decision:
-            self.metrics.record_latency(now - batch.last_attempt)
-            if responses is None:
-                self._finish_ok(batch, -1, -1)
-                return Decision.FINAL
-            response = responses.get((batch.topic, batch.partition))
-            if response is None:
-                # A broker that does not answer for a partition it was sent: treat as
-                # a lost response for that batch (it may have been appended).
-                batch.maybe_written = True
-                return self.lost(batch, now, KafkaError("no answer for this partition"))
-            if response.error_code in LEADER_MOVED:
-                leader = getattr(response, "current_leader", None)
-                if leader is not None and leader.leader_id >= 0 and leader.leader_id != node:
-                    leaders.append(
-                        (batch.topic, batch.partition, leader.leader_id, leader.leader_epoch)
-                    )
-            return self._settle(batch, response, now)
-
-        settled = self.accumulator.batches.settle_request(node, batches, settle, refresh=False)
+        settled = _tally(
+            (
+                self._answered(batch, node, responses, now, leaders)
+                for batch in self._returned(node, batches)
+            ),
+            refresh=False,
+        )
         return attrs.evolve(settled, leaders=tuple(leaders)) if leaders else settled
 
     def handle_request_failure(
@@ -315,13 +615,12 @@ class ProducerCore:
     ) -> Settled:
         """The request got no answer: connection lost or request timeout (`sent=True`:
         it may have been processed), or it never left (`sent=False`)."""
-
-        def settle(batch: ProducerBatch) -> Decision:
-            if sent:
-                return self.rules.lost_request(self, batch, now, error)
-            return self.retry_or_fail(batch, now, error, refresh=True)
-
-        return self.accumulator.batches.settle_request(node, batches, settle, refresh=True)
+        returned = self._returned(node, batches)
+        if sent:
+            decisions = (self.rules.lost_request(self, batch, now, error) for batch in returned)
+        else:
+            decisions = (self.retry_or_fail(batch, now, error, refresh=True) for batch in returned)
+        return _tally(decisions, refresh=True)
 
     def handle_unencodable(
         self,
@@ -334,19 +633,67 @@ class ProducerCore:
         `errors` cannot be encoded and fail alone (a record `send()` should have
         refused); the others never left and go back to their queues. One bad batch must
         never take the producer (and every other record) down with it."""
+        return _tally(
+            (
+                self._unencodable(batch, errors.get(id(batch)), now)
+                for batch in self._returned(node, batches)
+            ),
+            refresh=False,
+        )
 
-        def settle(batch: ProducerBatch) -> Decision:
-            error = errors.get(id(batch))
-            if error is None:
-                not_sent = BrokerConnectionError(
-                    "not sent: another batch of the same request could not be encoded"
-                )
-                return self.retry_or_fail(batch, now, not_sent, refresh=False)
-            self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
-            self.finish_failed(batch, error)
+    def _returned(self, node: int, batches: Sequence[ProducerBatch]) -> Iterator[ProducerBatch]:
+        """The batches of a request to `node` still in flight, each taken out of the
+        accumulator's in-flight counts just before the caller settles it (the first one
+        also takes the request out of `node`'s count; none left in flight: a late
+        duplicate of a settled request, which counts nothing)."""
+        queues = self.accumulator.batches
+        counted = False
+        for batch in batches:
+            if batch.state is not BatchState.IN_FLIGHT:
+                continue
+            if not counted:
+                queues.request_done(node)
+                counted = True
+            queues.settle_in_flight(batch)
+            yield batch
+
+    def _answered(
+        self,
+        batch: ProducerBatch,
+        node: int,
+        responses: Mapping[tuple[str, int], PartitionResponseLike] | None,
+        now: float,
+        leaders: list[tuple[str, int, int, int]],
+    ) -> Decision:
+        """One batch of an answered request (`leaders` gathers the KIP-951 leaders)."""
+        self.metrics.record_latency(now - batch.last_attempt)
+        if responses is None:
+            self._finish_ok(batch, -1, -1)
             return Decision.FINAL
+        response = responses.get((batch.topic, batch.partition))
+        if response is None:
+            # A broker that does not answer for a partition it was sent: treat as
+            # a lost response for that batch (it may have been appended).
+            batch.may_have_been_written()
+            return self.lost(batch, now, KafkaError("no answer for this partition"))
+        if response.error_code in LEADER_MOVED:
+            leader = getattr(response, "current_leader", None)
+            if leader is not None and leader.leader_id >= 0 and leader.leader_id != node:
+                leaders.append(
+                    (batch.topic, batch.partition, leader.leader_id, leader.leader_epoch)
+                )
+        return self._settle(batch, response, now)
 
-        return self.accumulator.batches.settle_request(node, batches, settle, refresh=False)
+    def _unencodable(self, batch: ProducerBatch, error: KafkaError | None, now: float) -> Decision:
+        """One batch of a request that could not be built (`error`: this one's)."""
+        if error is None:
+            not_sent = BrokerConnectionError(
+                "not sent: another batch of the same request could not be encoded"
+            )
+            return self.retry_or_fail(batch, now, not_sent, refresh=False)
+        self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
+        self.finish_failed(batch, error)
+        return Decision.FINAL
 
     def _can_retry(self, batch: ProducerBatch, now: float) -> bool:
         return (
@@ -400,24 +747,29 @@ class ProducerCore:
     def _settle(
         self, batch: ProducerBatch, response: PartitionResponseLike, now: float
     ) -> Decision:
-        """Java's `Sender.completeBatch` + `canRetry`, for one partition's answer."""
+        """Java's `Sender.completeBatch` + `canRetry`, for one partition's answer: the
+        code's `Action` (`classify`, the one table, which the load pipeline reads too),
+        refined by what only this producer's batch can say (its sequence, its size, what
+        the sequencer makes of an idempotence error)."""
         code = response.error_code
-        if code == ErrorCode.NONE:
-            batch.base_offset = response.base_offset
-            self.sequencing.on_success(batch)
-            self._finish_ok(batch, response.base_offset, response.log_append_time_ms)
-            return Decision.FINAL
-        if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and batch.base_sequence >= 0:
-            # The broker holds this sequence already but no longer its offset.
-            batch.base_offset = -1
-            self.sequencing.on_success(batch)
-            self._finish_ok(batch, -1, -1)
-            return Decision.FINAL
-        info = error_info(code)
+        action = classify(code)
+        if action is Action.ACKNOWLEDGED:
+            if code == ErrorCode.NONE:
+                batch.answered(response.base_offset)
+                self.sequencing.on_success(batch)
+                self._finish_ok(batch, response.base_offset, response.log_append_time_ms)
+                return Decision.FINAL
+            if batch.base_sequence >= 0:
+                # DUPLICATE_SEQUENCE_NUMBER: the broker holds this sequence already but
+                # no longer its offset. (For a batch without a sequence: the error.)
+                batch.answered(-1)
+                self.sequencing.on_success(batch)
+                self._finish_ok(batch, -1, -1)
+                return Decision.FINAL
         message = response.error_message
-        if code == ErrorCode.MESSAGE_TOO_LARGE:
-            return self._too_large(batch, message, now)
-        if code == ErrorCode.EXPECTED_OFFSET_MISMATCH:
+        if action is Action.RESOLVE_MISMATCH:
+            # Nothing of this attempt was written: the batch fails with the mismatch,
+            # and the conditional writer reads the log to resolve it.
             mismatch = ExpectedOffsetMismatchError(
                 message,
                 expected_offset=batch.expected_offset,
@@ -426,6 +778,8 @@ class ProducerCore:
             self.sequencing.on_final(batch, gap=True, error=mismatch)
             self.finish_failed(batch, mismatch)
             return Decision.FINAL
+        if code == ErrorCode.MESSAGE_TOO_LARGE:
+            return self._too_large(batch, message, now)
         if code in MAYBE_APPENDED and (self.config.acks == -1 or code == _FEWER_REPLICAS):
             decided = self.rules.answered_after_append(self, batch, now, code, message)
             if decided is not None:
@@ -440,19 +794,20 @@ class ProducerCore:
             error = idempotent_epoch_refused(batch, code, message)
         verdict = self.sequencing.on_sequence_error(batch, code, response.log_start_offset)
         retriable = (
-            info.retriable
+            action in _RETRIED
             if verdict is SequenceVerdict.BY_ERROR_TABLE
             else verdict is SequenceVerdict.RETRY
         )
-        if info.fatal:
+        if error_info(code).fatal:
             self.set_fatal(error)
             retriable = False
+        refresh = action is Action.REFRESH_AND_RETRY
         if retriable:
-            return self.retry_or_fail(batch, now, error, refresh=info.invalid_metadata)
+            return self.retry_or_fail(batch, now, error, refresh=refresh)
         record_errors = record_errors_of(response, code, message)
         self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
         self.finish_failed(batch, error, record_errors)
-        return Decision.FINAL_REFRESH if info.invalid_metadata else Decision.FINAL
+        return Decision.FINAL_REFRESH if refresh else Decision.FINAL
 
     def _too_large(self, batch: ProducerBatch, message: str | None, now: float) -> Decision:
         """MESSAGE_TOO_LARGE (Java's `Sender.completeBatch`): a batch of several records
@@ -536,6 +891,3 @@ class ProducerCore:
 
     def metrics_snapshot(self) -> MetricsSnapshot:
         return self.metrics.snapshot(self.accumulator.buffer_used)
-
-
-__all__ = ["CoreRules", "ProducerCore"]

@@ -32,7 +32,7 @@ out (send its checkpoint row, commit), `restream` starts it over after an abort.
 
 The CAS window (`next_send`, `on_answer`). Up to `max_in_flight` (5, the broker's dedup
 window) batches are in flight; answers are taken in order, oldest first, and classified
-by producer/_actions.py:
+by producer/_core.py (`classify`):
 
 - acknowledged (NONE, DUPLICATE_SEQUENCE_NUMBER): the batch is done; the checkpoint
   advances to its last row;
@@ -74,7 +74,7 @@ from trio_kafka.errors import (
     error_for_code,
 )
 from trio_kafka.producer._accumulator import record_sizes
-from trio_kafka.producer._actions import Action
+from trio_kafka.producer._core import Action
 from trio_kafka.producer._load_batch import (
     DEFAULT_BATCH_BYTES,
     Backend,

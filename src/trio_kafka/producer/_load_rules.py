@@ -4,7 +4,7 @@ its own rules in their place)."""
 
 from __future__ import annotations
 
-from trio_kafka.producer._actions import Action, classify
+from trio_kafka.producer._core import Action, classify
 
 
 class LoadRules:
@@ -32,7 +32,7 @@ class LoadRules:
         return 0
 
     def load_answer(self, code: int | None) -> Action:
-        """What a load batch's answer means (`_actions.classify`): no answer or a
+        """What a load batch's answer means (`_core.classify`): no answer or a
         retriable error is resent at the same offset, a mismatch is read."""
         return classify(code)
 

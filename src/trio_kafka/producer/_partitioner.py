@@ -1,33 +1,153 @@
-"""Choosing partitions: keyed (murmur2), uniform sticky (KIP-480/794), leader-aware.
+"""Choosing partitions: the cluster view, keyed (murmur2), uniform sticky (KIP-480/794),
+leader-aware.
 
-Theory of operation. The accumulator asks its `Partitioner` for a partition only on its
-slow path (a custom partitioner is called with the record and the cluster); a
-keyed record (hashed by the accumulator itself, inline: every keyed record takes the
-slow path) hashes with Java's murmur2 over all partitions; an unkeyed record goes to
-its topic's `StickyState`, which names the current partition and caches that
-partition's open batch so the accumulator's fast path is one comparison. The sticky
-partition changes once a batch's worth of bytes went to it and its batch is full (or
-twice a batch's worth regardless: Java's cap), to a partition drawn by `next_partition`.
+Theory of operation. What the core knows of the cluster is a `ClusterView`, an
+immutable snapshot the driver builds from each Metadata response
+(`ClusterView.from_leaders({topic: [leader of partition 0, leader of 1, ...]})`, -1 for
+a partition without a leader) and hands to `ProducerCore.update_metadata`. It is also
+what a custom partitioner receives: `partition(record, cluster_view) -> int`.
+`unavailable_nodes` is filled by the accumulator when `partitioner_availability_timeout`
+marks a leader as not keeping up (KIP-794); `available_partitions` leaves their
+partitions out.
+
+The accumulator asks its `Partitioner` for a partition only on its slow path (a custom
+partitioner is called with the record and the cluster); a keyed record (hashed by the
+accumulator itself, inline: every keyed record takes the slow path) hashes with Java's
+murmur2 over all partitions; an unkeyed record goes to its topic's `StickyState`, which
+names the current partition and caches that partition's open batch so the
+accumulator's fast path is one comparison. The sticky partition changes once a batch's
+worth of bytes went to it and its batch is full (or twice a batch's worth regardless:
+Java's cap), to a partition drawn by `next_partition`.
 
 `next_partition` is Java's `BuiltInPartitioner.nextPartition`: uniform over the
 available partitions, or, with adaptive partitioning and load stats from `ready()`,
 weighted by how short each partition's queue is (the partition whose leader keeps up
-gets more; the table is built when the topic chooses). The leader-aware partitioner (the producer API proposal's "one connection
-per producer") restricts the draw to the partitions led by one node, and switches node
-every `leader_switch_interval` seconds.
+gets more; the table is built when the topic chooses). The leader-aware partitioner (the
+producer API proposal's "one connection per producer") restricts the draw to the
+partitions led by one node, and switches node every `leader_switch_interval` seconds.
+
+`murmur2` is Kafka's key hash, bit for bit as the Java client computes it, and
+`partition_for_key(key, n)` is Java's `BuiltInPartitioner.partitionForKey`:
+`toPositive(murmur2(key)) % n`, where `toPositive` masks the sign bit (it does not take
+an absolute value). librdkafka's `murmur2` / `murmur2_random` partitioners compute the
+same function, so a key lands on the same partition from Java, librdkafka and us.
 """
 
 from __future__ import annotations
 
 import bisect
+import struct
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
+import attrs
+
 from trio_kafka.errors import InvalidPartitionError
 from trio_kafka.producer._batch import ProducerBatch
-from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import ProducerConfig
 from trio_kafka.producer._record import Headers, ProducerRecord
+
+
+@attrs.frozen(slots=True)
+class ClusterView:
+    #: topic -> leader node id of each partition (-1: no leader known).
+    leaders: Mapping[str, tuple[int, ...]] = attrs.field(factory=dict)
+    #: Nodes whose partitions the partitioners avoid (availability timeout).
+    unavailable_nodes: frozenset[int] = frozenset()
+    # Derived, on first use: node -> its partitions in (topic, partition) order (the
+    # leader-aware partitioner's). Not built for every view: a view is made at each
+    # metadata change, and with thousands of topics that would cost O(partitions) each.
+    _by_node: Mapping[int, tuple[tuple[str, int], ...]] | None = attrs.field(
+        default=None, init=False, repr=False, eq=False
+    )
+
+    def _partitions_by_node(self) -> Mapping[int, tuple[tuple[str, int], ...]]:
+        if self._by_node is None:
+            by_node: dict[int, list[tuple[str, int]]] = {}
+            for topic in sorted(self.leaders):
+                for partition, node in enumerate(self.leaders[topic]):
+                    if node >= 0:
+                        by_node.setdefault(node, []).append((topic, partition))
+            object.__setattr__(self, "_by_node", {n: tuple(p) for n, p in by_node.items()})
+        assert self._by_node is not None
+        return self._by_node
+
+    @classmethod
+    def from_leaders(cls, leaders: Mapping[str, Iterable[int]]) -> ClusterView:
+        return cls({topic: tuple(nodes) for topic, nodes in leaders.items()})
+
+    def knows(self, topic: str) -> bool:
+        return topic in self.leaders
+
+    def num_partitions(self, topic: str) -> int:
+        return len(self.leaders.get(topic, ()))
+
+    def leader(self, topic: str, partition: int) -> int:
+        nodes = self.leaders.get(topic)
+        if nodes is None or partition >= len(nodes):
+            return -1
+        return nodes[partition]
+
+    def available_partitions(self, topic: str) -> list[int]:
+        """Partitions with a known leader that is not marked unavailable."""
+        down = self.unavailable_nodes
+        return [p for p, n in enumerate(self.leaders.get(topic, ())) if n >= 0 and n not in down]
+
+    def partitions_for_node(self, node: int) -> tuple[tuple[str, int], ...]:
+        return self._partitions_by_node().get(node, ())
+
+    @property
+    def nodes(self) -> list[int]:
+        """Nodes that lead at least one partition, sorted."""
+        return sorted(self._partitions_by_node())
+
+    def with_unavailable(self, nodes: frozenset[int]) -> ClusterView:
+        return ClusterView(self.leaders, nodes)
+
+
+_SEED = 0x9747B28C
+_M = 0x5BD1E995
+_MASK = 0xFFFFFFFF
+_UNPACKERS: dict[int, struct.Struct] = {}
+
+
+def murmur2(data: bytes) -> int:
+    """Java's `Utils.murmur2`: the 32-bit hash as a signed Java int."""
+    length = len(data)
+    h = (_SEED ^ length) & _MASK
+    words = length >> 2
+    if words:
+        unpack = _UNPACKERS.get(words)
+        if unpack is None:
+            unpack = _UNPACKERS[words] = struct.Struct(f"<{words}I")
+        for k in unpack.unpack_from(data):
+            k = (k * _M) & _MASK
+            k ^= k >> 24
+            k = (k * _M) & _MASK
+            h = ((h * _M) & _MASK) ^ k
+    tail = length & 3
+    if tail:
+        base = length - tail
+        if tail == 3:
+            h ^= data[base + 2] << 16
+        if tail >= 2:
+            h ^= data[base + 1] << 8
+        h ^= data[base]
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def to_positive(value: int) -> int:
+    """Java's `Utils.toPositive`: clear the sign bit (not `abs`)."""
+    return value & 0x7FFFFFFF
+
+
+def partition_for_key(key: bytes, num_partitions: int) -> int:
+    """The partition Java's default partitioner gives a keyed record."""
+    return (murmur2(key) & 0x7FFFFFFF) % num_partitions
 
 
 def _sealed_placeholder() -> ProducerBatch:

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import attrs
 
 from trio_kafka.errors import AmbiguousError, KafkaError
+
+if TYPE_CHECKING:
+    pass
+
 
 Headers = Sequence[tuple[str, bytes | None]]
 
@@ -101,17 +105,3 @@ class AmbiguousWriteError(AmbiguousError):
     def __init__(self, message: str, cause: KafkaError) -> None:
         super().__init__(message)
         self.cause = cause
-
-
-__all__ = [
-    "RECORD_OVERHEAD",
-    "Acknowledged",
-    "Ambiguous",
-    "AmbiguousWriteError",
-    "Failed",
-    "Headers",
-    "Outcome",
-    "ProducerRecord",
-    "Result",
-    "headers_size",
-]

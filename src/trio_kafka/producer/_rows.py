@@ -30,7 +30,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from trio_kafka.producer._murmur import partition_for_key
+from trio_kafka.producer._partitioner import partition_for_key
 from trio_kafka.records import Record
 
 LOAD_HEADER = "tk.load"

@@ -1,14 +1,18 @@
-"""Idempotence bookkeeping: producer id and epoch, a sequence per partition (KIP-98/360).
+"""Idempotence: producer id and epoch, a sequence per partition, and each partition's
+phase (KIP-98/360).
 
 Theory of operation. A batch gets its producer id, epoch and base sequence when it is
-first drained, and keeps them on every retry, so the broker can deduplicate a retry of
-an attempt that landed. Each partition keeps its unfinished sequenced batches sorted by
-sequence (`inflight`: sent, or waiting for a retry), its next sequence and its last
-acknowledged sequence and offset.
+first drained (`assign`, which calls `ProducerBatch.sequenced`), and keeps them on every
+retry, so the broker can deduplicate a retry of an attempt that landed. Each partition
+keeps (`PartitionSequence`) its unfinished sequenced batches sorted by sequence
+(`inflight`: sent, or waiting for a retry), its next sequence, its last acknowledged
+sequence and offset, and its *phase* (`PartitionPhase`, stored; the table of what each
+phase lets through is in its docstring, and the moves between phases are one table,
+`_PHASE_MOVES`, applied by `PartitionSequence.move`).
 
 Order under retries (Java's rules): a retried batch goes back to its queue in sequence
-order; while a partition has a batch being retried, only the lowest unfinished sequence
-may be sent, one request at a time, and no new batch is sequenced.
+order; while a partition has a batch being retried (RETRYING), only the lowest
+unfinished sequence may be sent, one request at a time, and no new batch is sequenced.
 
 KIP-360 recovery. OUT_OF_ORDER_SEQUENCE_NUMBER for the batch right after the last
 acknowledged one (a real gap) and UNKNOWN_PRODUCER_ID (the broker lost our state) do
@@ -17,11 +21,11 @@ requested. Draining stops until no produce request is in flight; then the driver
 new epoch (InitProducerId with the current id and epoch, or a local bump) and calls
 `new_producer_id`, which rewrites the marked partitions' unfinished batches from
 sequence 0 under the new epoch, in their old order, and they are retried. Other
-partitions finish their old-epoch batches with their old sequences (dedup still works)
-and start at 0 with the new epoch once those are settled. A batch that ends without a
-definite answer (expired after a request left) leaves its partition "unresolved": no
-new batch is sequenced there until its in-flight batches settle, then either the
-sequences line up or the epoch is bumped.
+partitions (OLD_EPOCH) finish their old-epoch batches with their old sequences (dedup
+still works) and start at 0 with the new epoch once those are settled. A batch that
+ends without a definite answer (expired after a request left) leaves its partition
+UNRESOLVED: no new batch is sequenced there until its in-flight batches settle, then
+either the sequences line up or the epoch is bumped.
 
 Transactional exception (KIP-360, as Java's `canRetry`): UNKNOWN_PRODUCER_ID when
 retention or truncation removed everything we had acknowledged on the partition
@@ -35,27 +39,289 @@ the old sequences could land, and nothing would deduplicate or order it.
 Then the policy's `request_epoch_bump` path is taken instead (for a transaction:
 abortable, bump after the abort).
 
-`NoSequencing` is the policy without idempotence; `SequencingPolicy` is what the core
-needs of either (both, and the phase table, in producer/_sequencing.py). A transaction does not subclass the `Sequencer`: it plugs
-`SequencerHooks` into it (`_txn_policy.TransactionHooks`), called at five named places,
-and owns InitProducerId (`owns_producer_id`: the core then never asks the driver for
-one).
+`SequencingPolicy` is the seam the core uses: it asks whether a ready batch may be
+drained, has it number each drained batch, and tells it every outcome; `SequenceVerdict`
+is what an idempotence error means for the batch it answered. `NoSequencing` is the
+policy without idempotence; `Sequencer` the idempotent one. A transaction does not
+subclass the `Sequencer`: it plugs `SequencerHooks` into it (`_txn_policy.TransactionHooks`),
+called at five named places, and owns InitProducerId (`owns_producer_id`: the core then
+never asks the driver for one).
 """
 
 from __future__ import annotations
 
+import enum
+from typing import Protocol
+
 from trio_kafka.errors import ErrorCode, KafkaError
 from trio_kafka.producer._batch import BatchState, ProducerBatch
 from trio_kafka.producer._rule_context import rules_for
-from trio_kafka.producer._sequencing import (
-    NoSequencing,
-    PartitionPhase,
-    PartitionSequence,
-    SequencerHooks,
-    SequenceVerdict,
-    SequencingPolicy,
-    TopicPartition,
+
+TopicPartition = tuple[str, int]
+
+
+class PartitionPhase(enum.Enum):
+    """Where one partition's sequences stand (`PartitionSequence.phase`, moved by
+    `PhaseEvent`s through `_PHASE_MOVES`).
+
+    | phase | new batches | retried batches | left when |
+    | --- | --- | --- | --- |
+    | SEQUENCING | take the next sequences, pipelined | (none) | a batch is retried, ends ambiguous, or the epoch moves on |
+    | RETRYING | held | lowest sequence first, one request at a time | the retried batches settle |
+    | UNRESOLVED | held | lowest sequence first | its other batches settle: the sequences line up (SEQUENCING) or the epoch is bumped |
+    | OLD_EPOCH | held | lowest sequence first | its old-epoch batches settle: it restarts at sequence 0 |
+
+    Above all of them: nothing is drained without a producer id, while an epoch bump is
+    due (every partition waits; the partitions with a gap are then rewritten from 0) or
+    after a fatal error, and a transaction's hooks may hold a partition back.
+    """
+
+    SEQUENCING = "sequencing"
+    RETRYING = "retrying"
+    UNRESOLVED = "unresolved"
+    OLD_EPOCH = "old_epoch"
+
+
+class PhaseEvent(enum.Enum):
+    """What happens to a partition's sequences (`PartitionSequence.move`)."""
+
+    RETRIED = "retried"  # a sequenced batch goes back for a retry (or is split in pieces)
+    ENDED_UNKNOWN = "ended_unknown"  # a batch ended without a definite answer
+    SETTLED = "settled"  # a batch left the partition's unfinished ones
+    RESOLVED = "resolved"  # `resolve_sequences` settled an unresolved partition
+    EPOCH_MOVED = "epoch_moved"  # a new id or epoch, with batches left under the old one
+    REWRITTEN = "rewritten"  # renumbered from 0 under the new epoch (`new_producer_id`)
+
+
+_S, _R, _U, _O = (
+    PartitionPhase.SEQUENCING,
+    PartitionPhase.RETRYING,
+    PartitionPhase.UNRESOLVED,
+    PartitionPhase.OLD_EPOCH,
 )
+#: (phase, event) -> next phase; None: the phase the partition's batches leave it in
+#: (`PartitionSequence._left_in`: OLD_EPOCH while old-epoch batches remain, then
+#: UNRESOLVED while an ambiguous end is unsettled, then RETRYING while retries remain,
+#: else SEQUENCING). A pair not in the table is a bug in the caller (`move` raises).
+_PHASE_MOVES: dict[tuple[PartitionPhase, PhaseEvent], PartitionPhase | None] = {
+    (_S, PhaseEvent.RETRIED): _R,
+    (_S, PhaseEvent.ENDED_UNKNOWN): _U,
+    (_S, PhaseEvent.SETTLED): _S,
+    (_S, PhaseEvent.EPOCH_MOVED): _O,
+    (_S, PhaseEvent.REWRITTEN): None,
+    (_R, PhaseEvent.RETRIED): _R,
+    (_R, PhaseEvent.ENDED_UNKNOWN): _U,
+    (_R, PhaseEvent.SETTLED): None,
+    (_R, PhaseEvent.EPOCH_MOVED): _O,
+    (_R, PhaseEvent.REWRITTEN): None,
+    (_U, PhaseEvent.RETRIED): _U,
+    (_U, PhaseEvent.ENDED_UNKNOWN): _U,
+    (_U, PhaseEvent.SETTLED): _U,
+    (_U, PhaseEvent.RESOLVED): None,
+    (_U, PhaseEvent.EPOCH_MOVED): _O,
+    (_U, PhaseEvent.REWRITTEN): None,
+    (_O, PhaseEvent.RETRIED): _O,
+    (_O, PhaseEvent.ENDED_UNKNOWN): _O,
+    (_O, PhaseEvent.SETTLED): None,
+    (_O, PhaseEvent.EPOCH_MOVED): _O,
+    (_O, PhaseEvent.REWRITTEN): None,
+}
+
+
+class SequenceVerdict(enum.Enum):
+    """What an idempotence error means for the batch it answered (`on_sequence_error`)."""
+
+    RETRY = "retry"  # resend it (the sequencer may have asked for a bump or a reset)
+    FAIL = "fail"  # it ends with the error
+    BY_ERROR_TABLE = "by_error_table"  # not an idempotence matter: the error table decides
+
+
+class SequencingPolicy(Protocol):
+    enabled: bool
+    is_transactional: bool
+    #: InitProducerId is run by someone else (the transaction manager): the core's
+    #: `needs_producer_id` and `epoch_bump_due` stay False for the driver's loop.
+    owns_producer_id: bool
+    epoch_bump_required: bool
+    producer_id: int
+    producer_epoch: int
+
+    def drain_blocked(self, batch: ProducerBatch) -> bool: ...
+    def assign(self, batch: ProducerBatch) -> None: ...
+    def on_success(self, batch: ProducerBatch) -> None: ...
+    def on_retry(self, batch: ProducerBatch) -> None: ...
+    def on_split(self, batch: ProducerBatch, pieces: list[ProducerBatch]) -> None: ...
+    def on_final(
+        self, batch: ProducerBatch, *, gap: bool, error: KafkaError | None = None
+    ) -> None: ...
+    def request_epoch_bump(self, tp: TopicPartition) -> None: ...
+    def on_fatal(self, error: KafkaError) -> None: ...
+    def on_sequence_error(
+        self, batch: ProducerBatch, code: int, log_start_offset: int
+    ) -> SequenceVerdict: ...
+    def resolve_sequences(self) -> None: ...
+    def next_local_epoch(self) -> tuple[int, int]: ...
+    def new_producer_id(self, producer_id: int, producer_epoch: int) -> list[ProducerBatch]: ...
+
+
+class SequencerHooks(Protocol):
+    """What a transaction adds to the idempotent `Sequencer` (composition: the
+    transactional producer's sequencer is a `Sequencer` with these hooks,
+    `_txn_policy.TransactionHooks`). Each is called at one place, named below."""
+
+    def may_drain(self, tp: TopicPartition) -> bool:
+        """`drain_blocked`, first: False holds `tp`'s batches back (the partition is not
+        in the transaction yet, or the transaction is failing)."""
+        ...
+
+    def sequenced(self, tp: TopicPartition) -> None:
+        """`assign`: a batch of `tp` got its sequence (it is about to be sent)."""
+        ...
+
+    def batch_failed(self, batch: ProducerBatch, error: KafkaError) -> None:
+        """`on_final`, before the sequencing: `batch` ends without success."""
+        ...
+
+    def defer_bump(self, tp: TopicPartition) -> bool:
+        """`request_epoch_bump`: True when the bump must wait (mid-transaction: the
+        abort bumps); `tp` is then only marked for rewriting."""
+        ...
+
+    def producer_failed(self, error: KafkaError) -> None:
+        """`on_fatal`: the core hit a fatal error."""
+        ...
+
+
+class NoSequencing:
+    """No idempotence: batches go out with producer id -1 and no sequence."""
+
+    enabled = False
+    is_transactional = False
+    owns_producer_id = False
+    epoch_bump_required = False
+    producer_id = -1
+    producer_epoch = -1
+
+    def drain_blocked(self, batch: ProducerBatch) -> bool:
+        return False
+
+    def assign(self, batch: ProducerBatch) -> None:
+        pass
+
+    def on_success(self, batch: ProducerBatch) -> None:
+        pass
+
+    def on_retry(self, batch: ProducerBatch) -> None:
+        pass
+
+    def on_split(self, batch: ProducerBatch, pieces: list[ProducerBatch]) -> None:
+        pass
+
+    def on_final(self, batch: ProducerBatch, *, gap: bool, error: KafkaError | None = None) -> None:
+        pass
+
+    def request_epoch_bump(self, tp: TopicPartition) -> None:
+        pass
+
+    def on_fatal(self, error: KafkaError) -> None:
+        pass
+
+    def on_sequence_error(
+        self, batch: ProducerBatch, code: int, log_start_offset: int
+    ) -> SequenceVerdict:
+        return SequenceVerdict.BY_ERROR_TABLE
+
+    def resolve_sequences(self) -> None:
+        pass
+
+    def next_local_epoch(self) -> tuple[int, int]:
+        return -1, -1
+
+    def new_producer_id(self, producer_id: int, producer_epoch: int) -> list[ProducerBatch]:
+        return []
+
+
+class PartitionSequence:
+    """Sequence state of one partition (owned by the Sequencer)."""
+
+    __slots__ = (
+        "inflight",
+        "last_acked_offset",
+        "last_acked_sequence",
+        "next_sequence",
+        "phase",
+        "producer_epoch",
+        "producer_id",
+        "retrying",
+        "unresolved_next",
+    )
+
+    def __init__(self, producer_id: int, producer_epoch: int) -> None:
+        # The id/epoch this partition's sequences belong to (may lag after a bump).
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.next_sequence = 0
+        self.last_acked_sequence = -1
+        self.last_acked_offset = -1
+        # Unfinished sequenced batches, sorted by base_sequence.
+        self.inflight: list[ProducerBatch] = []
+        # Those of them waiting for, or in, a retry.
+        self.retrying: set[ProducerBatch] = set()
+        # Set when a batch ended without a definite answer: the next sequence after it.
+        self.unresolved_next: int | None = None
+        # Where its sequences stand (the table in `PartitionPhase`); moved by `move`.
+        self.phase = PartitionPhase.SEQUENCING
+
+    def first_sequence(self) -> int:
+        return self.inflight[0].base_sequence if self.inflight else -1
+
+    def remove(self, batch: ProducerBatch) -> None:
+        """`batch` is no longer unfinished here (acknowledged, or ended)."""
+        if batch in self.inflight:
+            self.inflight.remove(batch)
+        self.retrying.discard(batch)
+        self.move(PhaseEvent.SETTLED)
+
+    def move(self, event: PhaseEvent) -> None:
+        """Apply `event` to the phase (`_PHASE_MOVES`): the one place it changes."""
+        try:
+            to = _PHASE_MOVES[self.phase, event]
+        except KeyError:
+            raise AssertionError(
+                f"no phase move on {event.value} from {self.phase.value}"
+            ) from None
+        if to is None:
+            # (a rewritten partition's batches are all under the new epoch)
+            to = self._left_in(old_epoch=event is not PhaseEvent.REWRITTEN)
+        self.phase = to
+
+    def _left_in(self, *, old_epoch: bool) -> PartitionPhase:
+        if old_epoch and self.phase is PartitionPhase.OLD_EPOCH and self.inflight:
+            return PartitionPhase.OLD_EPOCH
+        if self.unresolved_next is not None:
+            return PartitionPhase.UNRESOLVED
+        if self.retrying:
+            return PartitionPhase.RETRYING
+        return PartitionPhase.SEQUENCING
+
+
+def check_new_producer_id(seq: SequencingPolicy, producer_id: int, producer_epoch: int) -> None:
+    """While an epoch bump is pending and our id can still be bumped, only the next
+    epochs of the same id may be installed: a new producer id would not fence the old
+    one's late requests (ValueError: a driver bug)."""
+    if (
+        seq.epoch_bump_required
+        and not seq.owns_producer_id
+        and seq.producer_id >= 0
+        and producer_id >= 0  # (-1: an exhausted epoch drops the id)
+        and (producer_id != seq.producer_id or producer_epoch <= seq.producer_epoch)
+        and seq.next_local_epoch()[0] >= 0
+    ):
+        raise ValueError(
+            f"an epoch bump of producer id {seq.producer_id} epoch {seq.producer_epoch} "
+            f"cannot install producer id {producer_id} epoch {producer_epoch}"
+        )
+
 
 _MAX_EPOCH = 32767
 _SEQUENCE_WRAP = 2**31
@@ -128,19 +394,6 @@ class Sequencer:
 
     # -- drain -----------------------------------------------------------------------
 
-    def phase(self, e: PartitionSequence) -> PartitionPhase:
-        """The phase of partition `e` (see `PartitionPhase`)."""
-        if e.inflight and (e.producer_id, e.producer_epoch) != (
-            self.producer_id,
-            self.producer_epoch,
-        ):
-            return PartitionPhase.OLD_EPOCH
-        if e.unresolved_next is not None:
-            return PartitionPhase.UNRESOLVED
-        if e.retrying:
-            return PartitionPhase.RETRYING
-        return PartitionPhase.SEQUENCING
-
     def drain_blocked(self, batch: ProducerBatch) -> bool:
         """May `batch` (its partition's first queued) not be sent now? (The table in
         `PartitionPhase`.)"""
@@ -151,7 +404,7 @@ class Sequencer:
             return True
         e = self.entry((batch.topic, batch.partition))
         if batch.base_sequence < 0:  # a new batch
-            return self.phase(e) is not PartitionPhase.SEQUENCING
+            return e.phase is not PartitionPhase.SEQUENCING
         if batch.base_sequence != e.first_sequence():
             return True  # a retry waits until every lower sequence is settled
         # One request at a time while retrying.
@@ -169,10 +422,9 @@ class Sequencer:
             e.producer_epoch = self.producer_epoch
             e.next_sequence = 0
             e.last_acked_sequence = -1
-        batch.producer_id = self.producer_id
-        batch.producer_epoch = self.producer_epoch
-        batch.base_sequence = e.next_sequence
-        batch.is_transactional = self.is_transactional
+        batch.sequenced(
+            self.producer_id, self.producer_epoch, e.next_sequence, self.is_transactional
+        )
         e.next_sequence = (e.next_sequence + len(batch.records)) % _SEQUENCE_WRAP
         e.inflight.append(batch)  # sequences grow: appending keeps the order
         if self.hooks is not None:
@@ -194,7 +446,9 @@ class Sequencer:
 
     def on_retry(self, batch: ProducerBatch) -> None:
         if batch.base_sequence >= 0:
-            self.entry((batch.topic, batch.partition)).retrying.add(batch)
+            e = self.entry((batch.topic, batch.partition))
+            e.retrying.add(batch)
+            e.move(PhaseEvent.RETRIED)
 
     def on_split(self, batch: ProducerBatch, pieces: list[ProducerBatch]) -> None:
         """`batch` was refused as too large and cut into `pieces` (MESSAGE_TOO_LARGE):
@@ -210,6 +464,7 @@ class Sequencer:
             e.inflight[at : at + 1] = pieces
         e.retrying.discard(batch)
         e.retrying.update(pieces)
+        e.move(PhaseEvent.RETRIED)
 
     def on_final(self, batch: ProducerBatch, *, gap: bool, error: KafkaError | None = None) -> None:
         """A batch ended without success; the core calls this before finishing it.
@@ -237,6 +492,7 @@ class Sequencer:
         else:
             nxt = batch.last_sequence + 1
             e.unresolved_next = nxt if e.unresolved_next is None else max(e.unresolved_next, nxt)
+            e.move(PhaseEvent.ENDED_UNKNOWN)
 
     def request_epoch_bump(self, tp: TopicPartition) -> None:
         """`tp`'s sequences must restart from 0 under a new epoch (KIP-360); in a
@@ -274,8 +530,7 @@ class Sequencer:
             return False
         sequence = 0
         for batch in e.inflight:
-            batch.base_sequence = sequence
-            batch.sequence_reset = True
+            batch.resequenced(batch.producer_id, batch.producer_epoch, sequence)
             sequence += len(batch.records)
         e.next_sequence = sequence
         e.last_acked_sequence = -1
@@ -338,6 +593,7 @@ class Sequencer:
             if not self._is_next(e, e.next_sequence):
                 self.request_epoch_bump(tp)
             e.unresolved_next = None
+            e.move(PhaseEvent.RESOLVED)
 
     # -- epoch -----------------------------------------------------------------------
 
@@ -359,6 +615,13 @@ class Sequencer:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         dropped: list[ProducerBatch] = []
+        for tp, e in self.partitions.items():
+            if (
+                e.inflight
+                and (e.producer_id, e.producer_epoch) != (producer_id, producer_epoch)
+                and (producer_id < 0 or tp not in self.partitions_to_rewrite)
+            ):
+                e.move(PhaseEvent.EPOCH_MOVED)
         if producer_id < 0:
             return dropped
         for tp in self.partitions_to_rewrite:
@@ -374,10 +637,7 @@ class Sequencer:
                     e.retrying.discard(batch)
                     continue
                 keep.append(batch)
-                batch.producer_id = producer_id
-                batch.producer_epoch = producer_epoch
-                batch.base_sequence = sequence
-                batch.sequence_reset = True
+                batch.resequenced(producer_id, producer_epoch, sequence)
                 sequence += len(batch.records)
             e.inflight = keep
             e.producer_id = producer_id
@@ -386,19 +646,7 @@ class Sequencer:
             e.last_acked_sequence = -1
             e.last_acked_offset = -1
             e.unresolved_next = None
+            e.move(PhaseEvent.REWRITTEN)
         self.partitions_to_rewrite.clear()
         self.epoch_bump_required = False
         return dropped
-
-
-__all__ = [  # (the policy's vocabulary is re-exported: its home is producer/_sequencing.py)
-    "NoSequencing",
-    "PartitionPhase",
-    "PartitionSequence",
-    "SequenceVerdict",
-    "Sequencer",
-    "SequencerHooks",
-    "SequencerRules",
-    "SequencingPolicy",
-    "TopicPartition",
-]
