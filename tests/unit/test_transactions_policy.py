@@ -1,14 +1,20 @@
-"""`TransactionalSequencer` plugged into the real `ProducerCore`: partitions join the
-transaction before their batches drain, and failed batches make it abortable."""
+"""The transaction manager as the `Sequencer`'s hooks, plugged into the real
+`ProducerCore`: partitions join the transaction before their batches drain, and failed
+batches make it abortable."""
 
 from __future__ import annotations
 
 import random
 
 from trio_kafka.errors import ErrorCode
-from trio_kafka.producer import ClusterView, PartitionResponse, ProducerConfig, ProducerCore
-from trio_kafka.producer._txn_policy import TransactionalSequencer
-from trio_kafka.producer.transactions import TransactionManager, TxnRequestKind, TxnState
+from trio_kafka.producer import (
+    ClusterView,
+    PartitionResponse,
+    ProducerConfig,
+    ProducerCore,
+    Sequencer,
+)
+from trio_kafka.producer._transaction import TransactionManager, TxnRequestKind, TxnState
 from trio_kafka.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnResponse,
@@ -24,7 +30,9 @@ K = TxnRequestKind
 def setup() -> tuple[TransactionManager, ProducerCore]:
     config = ProducerConfig(transactional_id="tx", linger=0.0)
     txn = TransactionManager.from_config(config)
-    core = ProducerCore(config, random.Random(0), sequencing=TransactionalSequencer(txn))
+    core = ProducerCore(
+        config, random.Random(0), sequencing=Sequencer(is_transactional=True, hooks=txn)
+    )
     core.update_metadata(ClusterView.from_leaders({"t": [1, 2]}))
     txn.init()
     for response in (

@@ -37,7 +37,7 @@ abortable, bump after the abort).
 
 `NoSequencing` is the policy without idempotence; `SequencingPolicy` is what the core
 needs of either (both, and the phase table, in producer/_sequencing.py). A transaction does not subclass the `Sequencer`: it plugs
-`SequencerHooks` into it (`_txn_policy.TransactionHooks`), called at five named places,
+`SequencerHooks` into it (its `TransactionManager`), called at five named places,
 and owns InitProducerId (`owns_producer_id`: the core then never asks the driver for
 one).
 """

@@ -79,7 +79,7 @@ class SequencingPolicy(Protocol):
 class SequencerHooks(Protocol):
     """What a transaction adds to the idempotent `Sequencer` (composition: the
     transactional producer's sequencer is a `Sequencer` with these hooks,
-    `_txn_policy.TransactionHooks`). Each is called at one place, named below."""
+    `TransactionManager`, producer/_transaction.py). Each is called at one place, named below."""
 
     def may_drain(self, tp: TopicPartition) -> bool:
         """`drain_blocked`, first: False holds `tp`'s batches back (the partition is not
