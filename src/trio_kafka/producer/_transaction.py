@@ -1260,7 +1260,7 @@ class TransactionManager:
     def sequenced(self, tp: TopicPartition) -> None:
         """A batch for `tp` was drained into a Produce request."""
         if self.transaction_v2:
-            self.transaction_started = True
+            self.transaction_known()
 
     def batch_failed(self, batch: ProducerBatch, error: KafkaError) -> None:
         self.partition_failed(
@@ -1465,7 +1465,7 @@ class TransactionManager:
         self.pending_partitions -= partitions
         if added:
             self.partitions |= partitions
-            self.transaction_started = True
+            self.transaction_known()
 
     def make_abortable(
         self, error: KafkaError, *, bump: bool = True, skip_end: bool = False
