@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from trio_kafka.errors import ErrorCode
+from trio_kafka.errors import ErrorCode, KafkaError
 from trio_kafka.producer import (
     ClusterView,
     PartitionResponse,
@@ -128,3 +128,28 @@ def test_a_failed_batch_makes_the_transaction_abortable_and_the_abort_bumps() ->
     add_partitions(txn)
     (batch,) = core.drain(0.0, [1])[1]
     assert (batch.producer_epoch, batch.base_sequence) == (4, 0)
+
+
+def test_a_failing_transaction_holds_its_batches_back_from_draining() -> None:
+    txn, core = setup()
+    txn.begin()
+    core.append("t", b"v", partition=0, now=0.0)
+    core.drain(0.0, [1])
+    add_partitions(txn)
+    txn.partition_failed(("t", 1), KafkaError("a send failed"), sequenced=False)
+    assert txn.state is TxnState.ABORTABLE_ERROR
+    # The partition is in the transaction, but the manager holds its batch: the driver
+    # fails it with the transaction's error instead (`undrained_error`).
+    assert core.drain(0.0, [1, 2]) == {}
+    assert txn.needs_coordinator
+
+
+def test_a_batch_waiting_for_its_partition_tells_the_driver_the_coordinator_is_needed() -> None:
+    txn, core = setup()
+    txn.begin()
+    assert not txn.needs_coordinator
+    core.append("t", b"v", partition=0, now=0.0)
+    core.ready(0.0)  # the sender's pass: the partition waits for AddPartitionsToTxn
+    assert txn.needs_coordinator
+    add_partitions(txn)
+    assert not txn.needs_coordinator
