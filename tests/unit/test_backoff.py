@@ -10,9 +10,8 @@ import pytest
 from trio_kafka.errors import ConfigError
 from trio_kafka.producer import ExponentialBackoff, ProducerConfig, ProducerCore
 from trio_kafka.producer._backoff import backoff_delay
-from trio_kafka.producer._txn_queue import TxnRequestQueue
-from trio_kafka.producer._txn_types import Priority, Work
-from trio_kafka.producer._txn_types import TxnRequestKind as K
+from trio_kafka.producer._transaction import Priority, TxnRequestQueue, Work
+from trio_kafka.producer._transaction import TxnRequestKind as K
 
 
 class _NoDraws:

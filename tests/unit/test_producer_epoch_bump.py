@@ -26,9 +26,9 @@ from trio_kafka.producer import (
     ProducerBatch,
     ProducerConfig,
     ProducerCore,
+    Sequencer,
+    TransactionManager,
 )
-from trio_kafka.producer._txn_policy import TransactionalSequencer
-from trio_kafka.producer.transactions import TransactionManager
 
 VALUE = b"v" * 100
 TP = ("t", 0)
@@ -140,7 +140,7 @@ def test_an_exhausted_epoch_asks_for_a_new_producer_id_only_then() -> None:
 
 def test_a_transactional_policy_never_bumps_locally() -> None:
     config = ProducerConfig.from_kwargs(transactional_id="tx", batch_size=100, linger=0.0)
-    policy = TransactionalSequencer(TransactionManager.from_config(config))
+    policy = Sequencer(is_transactional=True, hooks=TransactionManager.from_config(config))
     core = ProducerCore(
         config, random.Random(0), sequencing=policy, cluster=ClusterView.from_leaders({"t": [1]})
     )

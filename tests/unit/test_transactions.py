@@ -14,21 +14,23 @@ from trio_kafka.errors import (
     ConnectionLostError,
     ErrorCode,
     FatalError,
+    IllegalTransactionStateError,
     ProducerClosedError,
     ProducerFencedError,
     RequestTimeoutError,
+    TransactionAbortableError,
+    TransactionOutcomeUnknownError,
+    TransactionTimedOutError,
 )
-from trio_kafka.producer._txn_handlers import SETTLE_ATTEMPTS
-from trio_kafka.producer.transactions import (
-    ALLOWED,
+from trio_kafka.producer._transaction import (
+    SETTLE_ATTEMPTS,
+    TABLE,
     Coordinator,
     CoordinatorType,
     GroupMetadata,
-    IllegalTransactionStateError,
     OffsetAndMetadata,
     TransactionManager,
-    TransactionOutcomeUnknownError,
-    TransactionTimedOutError,
+    TxnEvent,
     TxnRequest,
     TxnRequestKind,
     TxnState,
@@ -155,43 +157,44 @@ def add(m: TransactionManager, *tps: tuple[str, int], now: float = 0.0) -> TxnRe
     return request
 
 
-# -- the state table -------------------------------------------------------------------
+# -- the event table -------------------------------------------------------------------
 
-PAIRS = [(a, b) for a in TxnState for b in TxnState]
+PAIRS = [(state, event) for state in TxnState for event in TxnEvent]
+AN_ERROR = TransactionAbortableError("the test's error")
 
 
-@pytest.mark.parametrize(("src", "dst"), [p for p in PAIRS if p[1] not in ALLOWED[p[0]]])
-def test_a_transition_not_in_the_table_raises_naming_both_states(
-    src: TxnState, dst: TxnState
+@pytest.mark.parametrize(("src", "event"), [p for p in PAIRS if p not in TABLE])
+def test_an_event_not_in_the_table_raises_naming_the_state_and_the_event(
+    src: TxnState, event: TxnEvent
 ) -> None:
     m = manager()
     m.state = src
     with pytest.raises(IllegalTransactionStateError) as info:
-        m.transition(dst)
-    assert info.value.from_state is src and info.value.to_state is dst
-    assert src.name in str(info.value) and dst.name in str(info.value)
+        m.process_event(event, AN_ERROR)
+    assert info.value.from_state is src and info.value.to_state is event
+    assert src.name in str(info.value) and event.name in str(info.value)
     assert m.state is src
 
 
-@pytest.mark.parametrize(("src", "dst"), [p for p in PAIRS if p[1] in ALLOWED[p[0]]])
-def test_a_transition_in_the_table_applies(src: TxnState, dst: TxnState) -> None:
+@pytest.mark.parametrize(("src", "event"), list(TABLE))
+def test_an_event_in_the_table_moves_to_its_next_state(src: TxnState, event: TxnEvent) -> None:
     m = manager()
     m.state = src
-    m.transition(dst)
-    assert m.state is dst
+    m.process_event(event, AN_ERROR)
+    assert m.state is TABLE[(src, event)][0]
 
 
-def test_every_transition_in_the_table_is_reachable_through_the_public_api(
+def test_every_move_in_the_table_is_reachable_through_the_public_api(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    seen: set[tuple[TxnState, TxnState]] = set()
-    original = TransactionManager.transition
+    seen: set[tuple[TxnState, TxnEvent]] = set()
+    original = TransactionManager.process_event
 
-    def record(self: TransactionManager, to: TxnState) -> None:
-        seen.add((self.state, to))
-        original(self, to)
+    def record(self: TransactionManager, event: TxnEvent, error: Any = None) -> None:
+        seen.add((self.state, event))
+        original(self, event, error)
 
-    monkeypatch.setattr(TransactionManager, "transition", record)
+    monkeypatch.setattr(TransactionManager, "process_event", record)
     # Happy commit and abort.
     m = ready()
     m.begin()
@@ -204,7 +207,7 @@ def test_every_transition_in_the_table_is_reachable_through_the_public_api(
     answer(m, K.END_TXN, ended())
     # Abortable error, then abort; an abortable EndTxn(commit); an unknown outcome.
     m.begin()
-    m.batch_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE), sequenced=False)
+    m.partition_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE), sequenced=False)
     m.abort()
     assert m.next_request(0.0) is None  # nothing was added: aborted locally
     m.begin()
@@ -220,6 +223,13 @@ def test_every_transition_in_the_table_is_reachable_through_the_public_api(
     answer(m, K.FIND_COORDINATOR, found())
     answer(m, K.END_TXN, ended(), now=5.0)  # resent at the same epoch, after a backoff
     answer(m, K.INIT_PRODUCER_ID, pid(1), now=5.0)
+    # An abort that bumps the epoch after EndTxn (a batch with a sequence failed).
+    m.begin()
+    add(m, ("t", 0))
+    m.partition_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE))
+    m.abort()
+    answer(m, K.END_TXN, ended())
+    answer(m, K.INIT_PRODUCER_ID, pid(2))
     # A transaction handed off, and adopted by another manager that commits it.
     _handed_off()
     adopter = manager()
@@ -236,7 +246,7 @@ def test_every_transition_in_the_table_is_reachable_through_the_public_api(
         _handed_off,
     ):
         reach().close()
-    assert seen == {(a, b) for a, targets in ALLOWED.items() for b in targets}
+    assert seen == set(TABLE)
 
 
 def _uninitialized() -> TransactionManager:
@@ -273,7 +283,7 @@ def _aborting() -> TransactionManager:
 
 def _aerr() -> TransactionManager:
     m = _in_txn()
-    m.batch_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE))
+    m.partition_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE))
     return m
 
 
@@ -311,7 +321,7 @@ def test_a_transaction_is_not_handed_off_before_the_coordinator_has_its_partitio
 def test_a_failed_transaction_is_not_handed_off() -> None:
     m = _in_txn()
     add(m, ("t", 0))
-    m.batch_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE))
+    m.partition_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE))
     with pytest.raises(AbortableError):
         m.hand_off()
 
@@ -456,7 +466,7 @@ def test_v2_adds_partitions_with_produce_and_adopts_the_epoch_from_end_txn() -> 
         m.maybe_add_partition(("t", 0))
         assert m.is_send_to_partition_allowed(("t", 0))  # no AddPartitionsToTxn
         assert m.next_request(0.0) is None
-        m.partition_sent(("t", 0))
+        m.sequenced(("t", 0))
         result = m.commit() if epoch == 0 else m.abort()
         end = expect(m, K.END_TXN)
         assert end.version == 5 and end.message.producer_epoch == epoch
@@ -470,8 +480,8 @@ def test_v2_abort_after_a_failed_batch_needs_no_separate_bump() -> None:
     m = ready(V2, tv=2)
     m.begin()
     m.maybe_add_partition(("t", 0))
-    m.partition_sent(("t", 0))
-    m.batch_failed(("t", 0), BrokerError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER))
+    m.sequenced(("t", 0))
+    m.partition_failed(("t", 0), BrokerError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER))
     result = m.abort()
     m.handle_response(expect(m, K.END_TXN), ended(producer_id=PID, epoch=1), 0.0)
     assert result.done() and m.state is S.READY and m.producer_epoch == 1
@@ -809,7 +819,7 @@ def test_a_fatal_produce_error_is_fatal_for_the_transaction() -> None:
     m = ready()
     m.begin()
     add(m, ("t", 0))
-    m.batch_failed(("t", 0), ProducerFencedError(ErrorCode.PRODUCER_FENCED))
+    m.partition_failed(("t", 0), ProducerFencedError(ErrorCode.PRODUCER_FENCED))
     assert m.state is S.FATAL_ERROR
 
 
@@ -877,7 +887,7 @@ def test_a_failed_batch_makes_the_abort_bump_the_epoch_kip_360() -> None:
     m = ready(epoch=1)
     m.begin()
     add(m, ("t", 0))
-    m.batch_failed(("t", 0), BrokerError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER))
+    m.partition_failed(("t", 0), BrokerError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER))
     assert m.state is S.ABORTABLE_ERROR
     result = m.abort()
     answer(m, K.END_TXN, ended())
@@ -896,7 +906,7 @@ def test_v1_abort_after_a_failed_batch_bumps_even_when_end_txn_v5_names_the_epoc
     m.begin()
     assert not m.transaction_v2
     add(m, ("t", 0))
-    m.batch_failed(("t", 0), BrokerError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER))
+    m.partition_failed(("t", 0), BrokerError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER))
     result = m.abort()
     update = answer(m, K.END_TXN, ended(producer_id=PID, epoch=1))
     assert update.new_producer_id is None
@@ -912,7 +922,7 @@ def test_a_failed_batch_during_commit_fails_the_commit() -> None:
     add(m, ("t", 0))
     result = m.commit()
     assert m.next_request(0.0, batches_unfinished=True) is None
-    m.batch_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE))
+    m.partition_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE))
     assert isinstance(result.error, AbortableError)
     assert m.state is S.ABORTABLE_ERROR
     assert m.next_request(0.0) is None  # the EndTxn(commit) was dropped
@@ -922,7 +932,7 @@ def test_invalid_producer_epoch_on_produce_means_the_transaction_timed_out() -> 
     m = ready(epoch=4)
     m.begin()
     add(m, ("t", 0))
-    m.batch_failed(("t", 0), BrokerError(ErrorCode.INVALID_PRODUCER_EPOCH))
+    m.partition_failed(("t", 0), BrokerError(ErrorCode.INVALID_PRODUCER_EPOCH))
     assert isinstance(m.last_error, TransactionTimedOutError)
     assert "transaction_timeout" in str(m.last_error)
     result = m.abort()
@@ -1008,7 +1018,7 @@ def test_a_bump_refused_with_unknown_server_error_is_a_fence_not_a_server_failur
     m = ready(epoch=4)
     m.begin()
     add(m, ("t", 0))
-    m.batch_failed(("t", 0), BrokerError(ErrorCode.INVALID_PRODUCER_EPOCH))
+    m.partition_failed(("t", 0), BrokerError(ErrorCode.INVALID_PRODUCER_EPOCH))
     m.abort()
     bump = expect(m, K.INIT_PRODUCER_ID)
     m.handle_response(bump, pid(-1, code=ErrorCode.UNKNOWN_SERVER_ERROR, producer_id=-1), 0.0)

@@ -10,7 +10,7 @@ import pytest
 
 from tests.unit.test_transactions import added, expect, found, ready
 from trio_kafka.errors import BrokerConnectionError, ConnectionLostError, KafkaError
-from trio_kafka.producer.transactions import Coordinator, TxnRequestKind
+from trio_kafka.producer._transaction import Coordinator, TxnRequestKind
 
 K = TxnRequestKind
 

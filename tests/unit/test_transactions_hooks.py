@@ -1,4 +1,4 @@
-"""`TransactionalSequencer` on the core's policy hooks: errors reach the manager through
+"""The transaction manager as the `Sequencer`'s hooks: errors reach the manager through
 `on_final` / `on_fatal`, InitProducerId stays the manager's, a KIP-360 bump is deferred
 to the abort, and UNKNOWN_PRODUCER_ID after retention restarts sequences in place when
 that is safe."""
@@ -22,12 +22,11 @@ from trio_kafka.producer import (
     ProducerConfig,
     ProducerCore,
     Sequencer,
-    TransactionalSequencer,
     TransactionManager,
     TxnState,
 )
 from trio_kafka.producer._core import PartitionResponse
-from trio_kafka.producer._txn_types import AbortPlan, TxnRequestKind
+from trio_kafka.producer._transaction import AbortPlan, TxnRequestKind
 from trio_kafka.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnResponse,
@@ -41,16 +40,16 @@ VALUE = b"v" * 100
 TP = ("t", 0)
 
 
-def make() -> tuple[TransactionManager, ProducerCore, TransactionalSequencer]:
+def make() -> tuple[TransactionManager, ProducerCore, Sequencer]:
     config = ProducerConfig(transactional_id="tx", linger=0.0, batch_size=100)
     txn = TransactionManager.from_config(config)
-    policy = TransactionalSequencer(txn)
+    policy = Sequencer(is_transactional=True, hooks=txn)
     core = ProducerCore(config, random.Random(0), sequencing=policy)
     core.update_metadata(ClusterView.from_leaders({"t": [1]}))
     return txn, core, policy
 
 
-def initialised() -> tuple[TransactionManager, ProducerCore, TransactionalSequencer]:
+def initialised() -> tuple[TransactionManager, ProducerCore, Sequencer]:
     txn, core, policy = make()
     txn.init()
     for response in (

@@ -1,15 +1,15 @@
-"""`TransactionalSequencer` plugged into the real `ProducerCore`: partitions join the
-transaction before their batches drain, and failed batches make it abortable."""
+"""The transaction manager as the `Sequencer`'s hooks, plugged into the real
+`ProducerCore`: partitions join the transaction before their batches drain, and failed
+batches make it abortable."""
 
 from __future__ import annotations
 
 import random
 
-from trio_kafka.errors import ErrorCode
-from trio_kafka.producer import ClusterView, ProducerConfig, ProducerCore
+from trio_kafka.errors import ErrorCode, KafkaError
+from trio_kafka.producer import ClusterView, ProducerConfig, ProducerCore, Sequencer
 from trio_kafka.producer._core import PartitionResponse
-from trio_kafka.producer._txn_policy import TransactionalSequencer
-from trio_kafka.producer.transactions import TransactionManager, TxnRequestKind, TxnState
+from trio_kafka.producer._transaction import TransactionManager, TxnRequestKind, TxnState
 from trio_kafka.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnResponse,
@@ -25,7 +25,9 @@ K = TxnRequestKind
 def setup() -> tuple[TransactionManager, ProducerCore]:
     config = ProducerConfig(transactional_id="tx", linger=0.0)
     txn = TransactionManager.from_config(config)
-    core = ProducerCore(config, random.Random(0), sequencing=TransactionalSequencer(txn))
+    core = ProducerCore(
+        config, random.Random(0), sequencing=Sequencer(is_transactional=True, hooks=txn)
+    )
     core.update_metadata(ClusterView.from_leaders({"t": [1, 2]}))
     txn.init()
     for response in (
@@ -121,3 +123,28 @@ def test_a_failed_batch_makes_the_transaction_abortable_and_the_abort_bumps() ->
     add_partitions(txn)
     (batch,) = core.drain(0.0, [1])[1]
     assert (batch.producer_epoch, batch.base_sequence) == (4, 0)
+
+
+def test_a_failing_transaction_holds_its_batches_back_from_draining() -> None:
+    txn, core = setup()
+    txn.begin()
+    core.append("t", b"v", partition=0, now=0.0)
+    core.drain(0.0, [1])
+    add_partitions(txn)
+    txn.partition_failed(("t", 1), KafkaError("a send failed"), sequenced=False)
+    assert txn.state is TxnState.ABORTABLE_ERROR
+    # The partition is in the transaction, but the manager holds its batch: the driver
+    # fails it with the transaction's error instead (`undrained_error`).
+    assert core.drain(0.0, [1, 2]) == {}
+    assert txn.needs_coordinator
+
+
+def test_a_batch_waiting_for_its_partition_tells_the_driver_the_coordinator_is_needed() -> None:
+    txn, core = setup()
+    txn.begin()
+    assert not txn.needs_coordinator
+    core.append("t", b"v", partition=0, now=0.0)
+    core.ready(0.0)  # the sender's pass: the partition waits for AddPartitionsToTxn
+    assert txn.needs_coordinator
+    add_partitions(txn)
+    assert not txn.needs_coordinator

@@ -3,12 +3,12 @@ coordinator lookups and stale answers, without a transaction behind it."""
 
 from __future__ import annotations
 
-from trio_kafka.producer._txn_queue import TxnRequestQueue
-from trio_kafka.producer._txn_types import (
+from trio_kafka.producer._transaction import (
     Coordinator,
     CoordinatorType,
     Priority,
     TxnRequestKind,
+    TxnRequestQueue,
     Work,
 )
 

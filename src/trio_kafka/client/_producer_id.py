@@ -8,7 +8,7 @@ made or an answer that did not come (nothing is written by this request, so anot
 is always safe) and a retriable error code back off (the one backoff) and try again; a
 broker without InitProducerId raises `FatalError`, as does a refused credential; a
 code that is not retriable raises its error. The transactional producer's
-InitProducerId is the transaction manager's (producer/transactions.py): it goes to the
+InitProducerId is the transaction manager's (producer/_transaction.py): it goes to the
 transaction coordinator and answers change the transaction's state.
 """
 

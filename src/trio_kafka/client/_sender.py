@@ -96,7 +96,11 @@ class Sender:
         self.clock = clock
         self.nursery = nursery
         # Called whenever batches reach a final state (flush, close and blocked sends wait).
-        self.on_progress = on_progress
+        self._on_progress = on_progress
+        # A transactional producer's coordinator loop (`serve_coordinator`): its wake-up,
+        # and whether ready batches wait for it (asked after each pass).
+        self._coordinator_wake: Callable[[], None] | None = None
+        self._coordinator_needed: Callable[[], bool] = lambda: False
         # Called once when the producer hits a fatal error (send() stops taking records).
         self.on_fatal = on_fatal
         config = core.config
@@ -130,6 +134,20 @@ class Sender:
 
     # -- waking ----------------------------------------------------------------------
 
+    def serve_coordinator(self, wake: Callable[[], None], needed: Callable[[], bool]) -> None:
+        """Serve a transaction's coordinator loop: `wake()` it whenever batches reach a
+        final state (EndTxn waits for every batch), and after each pass of this loop in
+        which `needed()` says ready batches wait for it (a partition to add to the
+        transaction, or a failing transaction's batches to fail)."""
+        self._coordinator_wake = wake
+        self._coordinator_needed = needed
+
+    def on_progress(self) -> None:
+        """Batches reached a final state: wake whoever waits for that."""
+        self._on_progress()
+        if self._coordinator_wake is not None:
+            self._coordinator_wake()
+
     def wake(self) -> None:
         self._wake.set()
 
@@ -157,6 +175,8 @@ class Sender:
             if core.expire(now):
                 self.on_progress()
             ready_nodes, delay, unknown = core.ready(now)
+            if self._coordinator_wake is not None and self._coordinator_needed():
+                self._coordinator_wake()
             if unknown:
                 self.refresh_metadata(unknown)
             # Clock time by which to look again without being woken.

@@ -3,11 +3,12 @@
 Theory of operation
 -------------------
 A producer opened with `transactional_id=` gets a `TransactionDriver`. It owns the
-sans-IO `TransactionManager` (producer/transactions.py) and the producer core's
-sequencing policy, a `TransactionalSequencer`, so the core only drains a batch whose
-partition the manager allows (added with AddPartitionsToTxn, or under transactions v2
-simply "a transaction is open"). The manager owns InitProducerId; the driver installs
-the ids it hands out with `core.set_producer_id`.
+sans-IO `TransactionManager` (producer/_transaction.py) and the producer core's
+sequencing policy, the `Sequencer` with the manager as its hooks, so the core only drains
+a batch whose partition the manager allows (added with AddPartitionsToTxn, or under
+transactions v2 simply "a transaction is open"), and none while the transaction is
+failing. The manager owns InitProducerId; the driver installs the ids it hands out with
+`core.set_producer_id`.
 
 One task, the coordinator loop (`run`), does every coordinator request, one at a time:
 
@@ -20,14 +21,25 @@ One task, the coordinator loop (`run`), does every coordinator request, one at a
    to the least loaded node) and hand back the answer, or the failure with `sent=False`
    when the request never left (nothing can have been applied);
 4. sleep until the manager's backoff ends or something wakes it: a user call, a batch
-   reaching a final state (EndTxn waits for every batch), a ready batch blocked on a
-   partition not yet in the transaction (the sequencer below wakes it).
+   reaching a final state (EndTxn waits for every batch), or a pass of the sender after
+   which ready batches wait for the coordinator loop (`manager.needs_coordinator`: a
+   partition to add, or batches to fail). The sender does both for the loop it is
+   handed (`Sender.serve_coordinator`, in `attach`).
 
 The user's calls (`init_transactions`, `begin_transaction`, `commit_transaction`,
 `abort_transaction`, `send_offsets_to_transaction`, `transaction()`) change the manager's
 state and wait for its `TxnResult`. `send()` takes its fast path only inside a
 transaction (`Producer.refresh_fast_path`), and its slow path asks
 `check_send()`, so a record outside a transaction is refused with the reason.
+
+Producers opened on one selector (a transactional conditional writer opens its own
+beside the producer it was given, and again each time a newer writer fences it) share
+the transaction coordinators they found, by transactional id: the next one starts with
+its InitProducerId instead of a FindCoordinator round trip, as librdkafka's coordinator
+cache saves it within a client (docs/transactions.md). A stale entry costs one answer:
+NOT_COORDINATOR, or a failed request, makes the manager look the coordinator up again,
+and the driver forgets it here. Weak by selector: a cache lives as long as its
+connections.
 
 `transaction()` commits on normal exit and aborts on an exception or a cancellation;
 the abort runs shielded and bounded by `abort_timeout` (default `request_timeout`), so a
@@ -42,16 +54,15 @@ from __future__ import annotations
 
 import logging
 import math
+import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import anyio.lowlevel
 
-from trio_kafka.client._coordinator_cache import known_coordinator, remember_coordinator
 from trio_kafka.errors import (
     BrokerConnectionError,
-    IllegalTransactionStateError,
     InvalidPartitionError,
     KafkaError,
     ProducerClosedError,
@@ -65,17 +76,20 @@ from trio_kafka.net import (
     TaskGroup,
 )
 from trio_kafka.producer import (
+    Coordinator,
+    CoordinatorType,
     GroupMetadata,
     OffsetAndMetadata,
     ProducerBatch,
     ProducerConfig,
     ProducerCore,
-    TransactionalSequencer,
+    Sequencer,
     TransactionManager,
+    TxnRequest,
+    TxnRequestKind,
     TxnResult,
     TxnState,
 )
-from trio_kafka.producer.transactions import CoordinatorType, TxnRequest, TxnRequestKind
 
 if TYPE_CHECKING:
     import anyio.abc
@@ -102,25 +116,31 @@ class TransactionHost(Protocol):
     def refresh_fast_path(self) -> None: ...
 
 
-# Batches of these states are not drained: they fail with the transaction's error.
-_NO_DRAIN = frozenset({TxnState.ABORTABLE_ERROR, TxnState.ABORTING, TxnState.FATAL_ERROR})
+# The transaction coordinators found through each selector, by transactional id (module
+# doc): read when a driver attaches, written after each coordinator answer.
+_FOUND: weakref.WeakKeyDictionary[KafkaSelector, dict[str, Coordinator]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _remember_coordinator(
+    selector: KafkaSelector, transactional_id: str, found: Coordinator | None
+) -> None:
+    """What a producer on `selector` now knows (None: it has to look it up again)."""
+    if found is not None:
+        _FOUND.setdefault(selector, {})[transactional_id] = found
+    else:
+        _FOUND.get(selector, {}).pop(transactional_id, None)
 
 
 class TransactionDriver:
     """The coordinator loop and the transactional calls of one producer (module doc)."""
 
-    def _failing(self) -> bool:
-        if self.manager.state in _NO_DRAIN:
-            self.wake()
-            return True
-        return False
-
     def __init__(self, config: ProducerConfig) -> None:
         self.manager = TransactionManager.from_config(config)
-        # The transactional sequencer, plus: hold back every batch once the transaction is
-        # failing (the loop fails them), and wake the loop when a ready batch waits for
-        # its partition to join (AddPartitionsToTxn must go).
-        self.sequencer = TransactionalSequencer(self.manager, hold=self._failing, blocked=self.wake)
+        # The core's sequencing policy: the idempotent sequencer, with the transaction's
+        # rules (the manager is its hooks).
+        self.sequencer = Sequencer(is_transactional=True, hooks=self.manager)
         self.config = config
         #: How long the abort of `transaction()` may take after an exception.
         self.abort_timeout = config.request_timeout
@@ -142,22 +162,17 @@ class TransactionDriver:
         return f"<TransactionDriver {self.manager!r}>"
 
     def attach(self, producer: TransactionHost) -> None:
-        """Hook into the producer's sender and start the coordinator loop."""
+        """Start the coordinator loop, served by the producer's sender: it wakes the
+        loop when batches settle (EndTxn waits for every batch) and after a pass that
+        left ready batches waiting for it (`manager.needs_coordinator`)."""
         self._producer = producer
         manager = self.manager
-        known = known_coordinator(producer.selector, manager.transactional_id)
-        if known is not None and manager.coordinator is None:  # (_coordinator_cache.py)
+        known = _FOUND.get(producer.selector, {}).get(manager.transactional_id)
+        if known is not None and manager.coordinator is None:
             manager.requests.coordinator_found(
                 CoordinatorType.TRANSACTION, manager.transactional_id, known
             )
-        sender = producer._sender
-        notify = sender.on_progress
-
-        def on_progress() -> None:
-            notify()
-            self.wake()  # EndTxn waits for every batch to settle
-
-        sender.on_progress = on_progress
+        producer._sender.serve_coordinator(self.wake, lambda: manager.needs_coordinator)
         self.update_detour()
         producer._nursery.start_soon(self.run, name="kafka-txn-coordinator")
 
@@ -294,7 +309,7 @@ class TransactionDriver:
             update = manager.handle_failure(request, exc, clock.now(), sent=sent)
         else:
             update = manager.handle_response(request, response, clock.now())
-        remember_coordinator(selector, manager.transactional_id, manager.coordinator)
+        _remember_coordinator(selector, manager.transactional_id, manager.coordinator)
         if update.new_producer_id is not None:
             producer_id, epoch = update.new_producer_id
             p._core.set_producer_id(producer_id, epoch, clock.now())
@@ -316,7 +331,7 @@ class TransactionDriver:
         if not self.manager.rules.send_failure_taints_transaction(error):
             return
         if self.manager.state is TxnState.IN_TRANSACTION:
-            self.manager.batch_failed(
+            self.manager.partition_failed(
                 (topic, -1 if partition is None else partition), error, sequenced=False
             )
             self.update_detour()
@@ -326,24 +341,7 @@ class TransactionDriver:
 
     def check_send(self) -> None:
         """Raise why `send()` may not append now (called on send's slow path)."""
-        manager = self.manager
-        if manager.state is TxnState.IN_TRANSACTION:
-            return
-        if manager.state in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR):
-            assert manager.last_error is not None
-            raise manager.last_error
-        hint = (
-            "call begin_transaction() or use `async with producer.transaction()`"
-            if manager.state is TxnState.READY
-            else "await producer.init_transactions() first"
-            if manager.state in (TxnState.UNINITIALIZED, TxnState.INITIALIZING)
-            else "wait until the transaction has ended"
-        )
-        raise IllegalTransactionStateError(
-            f"transactional id {manager.transactional_id!r}: send() outside a "
-            f"transaction (state {manager.state.name}); {hint}",
-            from_state=manager.state,
-        )
+        self.manager.check_send()
 
     async def _wait(self, result: TxnResult, timeout: float | None = None) -> None:
         self.update_detour()

@@ -52,8 +52,8 @@ close: core.close() (no more lingering), wait for `has_unfinished` to clear with
 close_timeout, then core.fail_all(ProducerClosedError(...)).
 
 Transactions: `txn = TransactionManager.from_config(config)`, then
-`ProducerCore(config, rng, sequencing=TransactionalSequencer(txn))`; the coordinator loop
-is in `trio_kafka.producer.transactions`. That policy owns InitProducerId, so
+`ProducerCore(config, rng, sequencing=Sequencer(is_transactional=True, hooks=txn))`; the
+transaction is in `producer/_transaction.py`. Its manager owns InitProducerId, so
 `needs_producer_id` and `epoch_bump_due` stay False and the step above never runs.
 
 A record's fate is its `DeliveryHandle`: `done()`, `outcome` (`Acknowledged`,
@@ -86,10 +86,18 @@ from trio_kafka.producer._sequencer import (
     SequenceVerdict,
     SequencingPolicy,
 )
-from trio_kafka.producer._txn_policy import TransactionalSequencer
-from trio_kafka.producer._txn_state import TxnState
-from trio_kafka.producer._txn_types import GroupMetadata, OffsetAndMetadata, TxnResult
-from trio_kafka.producer.transactions import TransactionManager
+from trio_kafka.producer._transaction import (
+    Coordinator,
+    CoordinatorType,
+    GroupMetadata,
+    OffsetAndMetadata,
+    TransactionManager,
+    TransactionRules,
+    TxnRequest,
+    TxnRequestKind,
+    TxnResult,
+    TxnState,
+)
 
 # What other packages of trio_kafka use (the client, the simulator, the network layer's
 # backoff); everything else is private to the core.
@@ -100,6 +108,8 @@ __all__ = [
     "BatchSpan",
     "BufferFullStrategy",
     "ClusterView",
+    "Coordinator",
+    "CoordinatorType",
     "Decision",
     "DeliveryHandle",
     "ExponentialBackoff",
@@ -123,7 +133,11 @@ __all__ = [
     "Settled",
     "TimeUnitWarning",
     "TransactionManager",
-    "TransactionalSequencer",
+    "TransactionOutcomeUnknownError",
+    "TransactionRules",
+    "TransactionTimedOutError",
+    "TxnRequest",
+    "TxnRequestKind",
     "TxnResult",
     "TxnState",
     "current_rules",

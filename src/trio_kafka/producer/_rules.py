@@ -13,7 +13,7 @@ declared here):
 | --- | --- | --- |
 | `CoreRules` | producer/_core.py | epoch_bump, lost_request, requeue, give_up_lost, answered_after_append |
 | `SequencerRules` | producer/_sequencer.py | unknown_producer, drop_on_rewrite |
-| `TransactionRules` | producer/transactions.py | end_txn_bumps_epoch, unknown_commit_outcome, init_when_ready, send_failure_taints_transaction |
+| `TransactionRules` | producer/_transaction.py | end_txn_bumps_epoch, unknown_commit_outcome, init_when_ready, send_failure_taints_transaction |
 | `LoadRules` | producer/_load.py | loaded_through, load_batch_offset, load_answer |
 | `Rules` (here) | producer/_rules.py | offset_after_mismatch, settle_mismatch (client/_conditional.py) |
 
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from trio_kafka.producer._core import CoreRules
 from trio_kafka.producer._load import LoadRules
 from trio_kafka.producer._rule_context import installed_rules, installing
-from trio_kafka.producer.transactions import TransactionRules
+from trio_kafka.producer._transaction import TransactionRules
 
 if TYPE_CHECKING:
     from trio_kafka.errors import ExpectedOffsetMismatchError

@@ -43,7 +43,8 @@ abortable, bump after the abort).
 drained, has it number each drained batch, and tells it every outcome; `SequenceVerdict`
 is what an idempotence error means for the batch it answered. `NoSequencing` is the
 policy without idempotence; `Sequencer` the idempotent one. A transaction does not
-subclass the `Sequencer`: it plugs `SequencerHooks` into it (`_txn_policy.TransactionHooks`),
+subclass the `Sequencer`: it plugs `SequencerHooks` into it (its `TransactionManager`,
+producer/_transaction.py),
 called at five named places, and owns InitProducerId (`owns_producer_id`: the core then
 never asks the driver for one).
 """
@@ -167,7 +168,7 @@ class SequencingPolicy(Protocol):
 class SequencerHooks(Protocol):
     """What a transaction adds to the idempotent `Sequencer` (composition: the
     transactional producer's sequencer is a `Sequencer` with these hooks,
-    `_txn_policy.TransactionHooks`). Each is called at one place, named below."""
+    `TransactionManager`, producer/_transaction.py). Each is called at one place, named below."""
 
     def may_drain(self, tp: TopicPartition) -> bool:
         """`drain_blocked`, first: False holds `tp`'s batches back (the partition is not
