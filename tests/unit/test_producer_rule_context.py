@@ -19,7 +19,7 @@ from trio_kafka.producer._core import CoreRules
 from trio_kafka.producer._load import LoadRules
 from trio_kafka.producer._rule_context import installing, rules_for
 from trio_kafka.producer._sequencer import SequencerRules
-from trio_kafka.producer.transactions import TransactionRules
+from trio_kafka.producer._transaction import TransactionRules
 
 
 class _Marked(Rules):
