@@ -395,7 +395,7 @@ class ConditionalWriter:
             raise
         self._settled_end = max(self._settled_end, ack.offset + 1)
         self.last_read_end = max(self.last_read_end, ack.offset + 1)
-        if self.next_offset is not None and self.next_offset <= ack.offset:
+        if chain is self._chain and self.next_offset is not None and self.next_offset <= ack.offset:
             self.next_offset = ack.offset + 1  # an offset rule moved the append
         return ack
 

@@ -183,3 +183,8 @@ class _LoadResumeFromAborted(Rules):
 class _LoadRestreamOn(Rules):
     def restream_from(self, streamed: int) -> int:
         return streamed
+
+
+class _PipelinedSameOffset(Rules):
+    def pipelined_offset(self, tail: int, settled: int) -> int:
+        return settled

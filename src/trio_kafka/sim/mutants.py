@@ -52,6 +52,7 @@ from trio_kafka.sim._broken_rules import (
     _LoadResumePastCheckpoint,
     _NewProducerIdOnBump,
     _NotEnoughReplicasNotWritten,
+    _PipelinedSameOffset,
     _ReorderRetries,
     _ResendAfterBump,
     _SameEpochOnUnknownProducer,
@@ -79,6 +80,7 @@ BULK_WITHOUT_CAS = "bulk-without-cas"
 COMMIT_AFTER_FAILED_SEND = "commit-after-failed-send"
 V1_END_TXN_EPOCH = "v1-end-txn-epoch"
 NEW_PRODUCER_ID_ON_BUMP = "new-producer-id-on-bump"
+CAS_PIPELINED_SAME_OFFSET = "cas-pipelined-same-offset"
 # -- the load pipeline (producer/_load.py) --
 LOAD_LOST_AS_WRITTEN = "load-lost-as-written"
 LOAD_MISMATCH_AS_WRITTEN = "load-mismatch-as-written"
@@ -152,6 +154,11 @@ MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
         "fenced and lands after newer records",
         ("idempotent",),
     ),
+    CAS_PIPELINED_SAME_OFFSET: (
+        "concurrent appends on one conditional writer all expect the offset after its "
+        "last acknowledged append, not each the offset after those in flight before it",
+        ("cas",),
+    ),
     # -- the load pipeline (producer/_load.py) --
     LOAD_LOST_AS_WRITTEN: (
         "the load pipeline takes a batch without an answer (or with a retriable error) "
@@ -197,6 +204,7 @@ BROKEN_RULES: dict[str, type[Rules]] = {
     COMMIT_AFTER_FAILED_SEND: _CommitAfterFailedSend,
     V1_END_TXN_EPOCH: _V1EndTxnEpoch,
     NEW_PRODUCER_ID_ON_BUMP: _NewProducerIdOnBump,
+    CAS_PIPELINED_SAME_OFFSET: _PipelinedSameOffset,
     LOAD_LOST_AS_WRITTEN: _LoadLostAsWritten,
     LOAD_MISMATCH_AS_WRITTEN: _LoadMismatchAsWritten,
     LOAD_RESUME_PAST_CHECKPOINT: _LoadResumePastCheckpoint,
