@@ -27,6 +27,7 @@ from trio_kafka.net import open_selector
 from trio_kafka.testing import mock_broker_process
 
 VALUE = b"e" * 100
+OPTIONS: dict[str, object] = {}
 
 
 @contextlib.contextmanager
@@ -46,7 +47,9 @@ async def one_round(
 ) -> tuple[float, list[float]]:
     """appends/s, and each append's latency (s)."""
     latencies: list[float] = []
-    async with open_conditional_writer(topic, 0, bootstrap=bootstrap, guarantee=guarantee) as log:
+    async with open_conditional_writer(
+        topic, 0, bootstrap=bootstrap, guarantee=guarantee, **OPTIONS
+    ) as log:
         async for _ in log.read_to_end(start=None):
             pass
         per_task = appends // appenders
@@ -103,7 +106,10 @@ def main() -> None:
     parser.add_argument(
         "--backends", type=lambda s: s.split(","), default=["cas", "txn-mock", "txn-kafka"]
     )
+    parser.add_argument("--max-in-flight", type=int, default=None)
     args = parser.parse_args()
+    if args.max_in_flight is not None:
+        OPTIONS["max_in_flight"] = args.max_in_flight
     for backend in args.backends:
         with broker(backend) as bootstrap:
             trio.run(bench, backend, bootstrap, args)

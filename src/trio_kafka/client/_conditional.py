@@ -691,8 +691,8 @@ async def open_conditional_writer(
 ) -> AsyncIterator[ConditionalWriter]:
     """A `ConditionalWriter` on `topic`-`partition`.
 
-    Pass `bootstrap=` (the writer opens its own producer: `linger=0`, idempotent, plus
-    `producer_options`) or `producer=` (shared; its `linger` delays each append). With
+    Pass `bootstrap=` (the writer opens its own producer: `linger=0`, `max_in_flight=1`
+    so that concurrent appends share batches, idempotent, plus `producer_options`) or `producer=` (shared; its `linger` delays each append). With
     `bootstrap=`, TLS and SASL as `open_producer` takes them: `tls=`, `sasl=`, or
     Kafka's names among `producer_options` (`security_protocol`, `sasl_mechanism`,
     `sasl_plain_username`, `ssl_cafile`, ...; docs/security.md).
@@ -726,6 +726,10 @@ async def open_conditional_writer(
             if bootstrap is None:
                 raise ConfigError("open_conditional_writer needs bootstrap= or producer=")
             producer_options.setdefault("linger", 0.0)
+            # One request at a time: concurrent CAS appends made while it is out join the
+            # next batch (consecutive expected offsets, one round trip) instead of each
+            # taking a request of its own. One appender waits for each answer anyway.
+            producer_options.setdefault("max_in_flight", 1)
             producer = await stack.enter_async_context(
                 open_producer(bootstrap, tls=tls, sasl=sasl, **producer_options)
             )
