@@ -1,15 +1,24 @@
-"""Appends/s and latency of one ConditionalWriter used as a commit log, by how many
-tasks append on it at once (issue 35), run by hand:
+"""The commit-log writer as a service uses it: appends a second and their latency, one
+appender and many concurrent appenders on one `ConditionalWriter`, in one run.
 
-    .venv/bin/python benchmarks/commit_log.py --appends 2000 --repeat 3
+Two backends, each on the broker where a user meets it:
 
-For each backend, `--appends` appends are split among 1, then 16 tasks (`--appenders`)
-appending on one writer; each round reports appends/s and p50/p99 latency of one
-append, the best round's throughput is kept, and the ratio to one appender printed.
-Backends (`--backends`): "cas" (CAS on the mock broker, a `trio-kafka broker`
-process), "txn-mock" (the transactional writer on the same mock broker), "txn-kafka"
-(the transactional writer on Apache Kafka 4.4, `kafka_broker()`; needs the jars in
-.cache/kafka/jars). Numbers on a shared machine are ratios, not absolutes.
+- **CAS** (`guarantee="exactly_once_cas"`) on our mock broker in its own process
+  (`trio-kafka broker`), a topic with `expected.offset.check.enable=true`;
+- **transactions** (`guarantee="transactional"`) on an Apache Kafka 4.4 node (KRaft, the
+  jars of `make kafka`), where each append is a transaction of its own (or shares one,
+  if the writer groups concurrent appends).
+
+Each case opens a fresh writer on a fresh one-partition topic, reads it to its end, then
+times N appends of SIZE bytes made by A tasks at once (A = 1 and 16), each append awaited
+by its task: the window ends when every append has returned. An append that raises is
+counted as an error (and its task reads the log to its end before going on, as the docs'
+loop does). Latency is each append call's own time. Runs alternate, REPEAT times; the
+table shows medians, p50 and p99 over all runs' appends, and appends/s with A tasks over
+appends/s with one.
+
+    .venv/bin/python benchmarks/commit_log.py [--appends N] [--size BYTES] [--repeat R]
+        [--appenders 1,16] [--backends cas,transactional]
 """
 
 from __future__ import annotations
@@ -19,100 +28,125 @@ import contextlib
 import statistics
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import trio
 
 from trio_kafka.client import create_topic, open_conditional_writer
+from trio_kafka.errors import KafkaError
 from trio_kafka.net import open_selector
-from trio_kafka.testing import mock_broker_process
+from trio_kafka.testing import kafka_broker, mock_broker_process
 
-VALUE = b"e" * 100
-OPTIONS: dict[str, object] = {}
+BACKENDS = {
+    "cas": ("exactly_once_cas", "mock broker"),
+    "transactional": ("transactional", "Apache Kafka 4.4"),
+}
 
 
 @contextlib.contextmanager
-def broker(backend: str) -> Iterator[str]:
-    if backend == "txn-kafka":
-        from trio_kafka.testing import kafka_broker
-
-        with kafka_broker() as node:
-            yield node.bootstrap
-    else:
-        with mock_broker_process() as bootstrap:
+def broker_for(backend: str) -> Iterator[str]:
+    if backend == "cas":
+        with mock_broker_process(1) as bootstrap:
             yield bootstrap
+    else:
+        with kafka_broker(log_level="WARN", heap="1g") as node:
+            yield node.bootstrap
 
 
-async def one_round(
-    bootstrap: str, topic: str, guarantee: str, appends: int, appenders: int
-) -> tuple[float, list[float]]:
-    """appends/s, and each append's latency (s)."""
+async def one_run(
+    bootstrap: str, backend: str, topic: str, appends: int, size: int, appenders: int
+) -> dict[str, Any]:
+    guarantee = BACKENDS[backend][0]
+    async with open_selector(bootstrap) as selector:
+        await create_topic(selector, topic, 1, cas=backend == "cas")
     latencies: list[float] = []
-    async with open_conditional_writer(
-        topic, 0, bootstrap=bootstrap, guarantee=guarantee, **OPTIONS
-    ) as log:
-        async for _ in log.read_to_end(start=None):
+    errors = 0
+    value = b"x" * size
+    async with open_conditional_writer(topic, bootstrap=bootstrap, guarantee=guarantee) as writer:
+        async for _ in writer.read_to_end():
             pass
-        per_task = appends // appenders
+        share = [
+            appends // appenders + (1 if i < appends % appenders else 0) for i in range(appenders)
+        ]
 
-        async def appender() -> None:
-            for _ in range(per_task):
-                began = time.perf_counter()
-                await log.append(VALUE)
-                latencies.append(time.perf_counter() - began)
+        async def appender(count: int) -> None:
+            nonlocal errors
+            for _ in range(count):
+                started = time.perf_counter()
+                try:
+                    await writer.append(value)
+                except KafkaError:
+                    errors += 1
+                    with contextlib.suppress(KafkaError):
+                        async for _ in writer.read_to_end():
+                            pass
+                latencies.append(time.perf_counter() - started)
 
-        start = time.perf_counter()
+        started = time.perf_counter()
         async with trio.open_nursery() as nursery:
-            for _ in range(appenders):
-                nursery.start_soon(appender)
-        elapsed = time.perf_counter() - start
-    return per_task * appenders / elapsed, latencies
+            for count in share:
+                nursery.start_soon(appender, count)
+        elapsed = time.perf_counter() - started
+    return {"seconds": elapsed, "latencies": latencies, "errors": errors}
 
 
-def percentile(values: list[float], p: float) -> float:
+def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
-
-
-async def bench(backend: str, bootstrap: str, args: argparse.Namespace) -> None:
-    cas = backend == "cas"
-    guarantee = "exactly_once_cas" if cas else "transactional"
-    best: dict[int, float] = {}
-    for appenders in args.appenders:
-        for r in range(args.repeat):
-            topic = f"log-{appenders}-{r}"
-            async with open_selector(bootstrap) as selector:
-                await create_topic(selector, topic, 1, cas=cas, replication_factor=1)
-            rate, latencies = await one_round(bootstrap, topic, guarantee, args.appends, appenders)
-            best[appenders] = max(best.get(appenders, 0.0), rate)
-            print(
-                f"{backend:10} appenders={appenders:3} round={r} {rate:9.0f} appends/s "
-                f"p50={statistics.median(latencies) * 1e3:7.2f} ms "
-                f"p99={percentile(latencies, 0.99) * 1e3:7.2f} ms",
-                flush=True,
-            )
-    one = best.get(1)
-    for appenders, rate in sorted(best.items()):
-        ratio = f" ({rate / one:.1f}x one appender)" if one else ""
-        print(f"{backend:10} appenders={appenders:3} best {rate:9.0f} appends/s{ratio}")
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--appends", type=int, default=2000)
+    parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument(
-        "--appenders", type=lambda s: [int(n) for n in s.split(",")], default=[1, 16]
-    )
-    parser.add_argument(
-        "--backends", type=lambda s: s.split(","), default=["cas", "txn-mock", "txn-kafka"]
-    )
-    parser.add_argument("--max-in-flight", type=int, default=None)
+    parser.add_argument("--appenders", default="1,16")
+    parser.add_argument("--backends", default="cas,transactional")
     args = parser.parse_args()
-    if args.max_in_flight is not None:
-        OPTIONS["max_in_flight"] = args.max_in_flight
-    for backend in args.backends:
-        with broker(backend) as bootstrap:
-            trio.run(bench, backend, bootstrap, args)
+    appenders = [int(a) for a in args.appenders.split(",")]
+    backends = [b.strip() for b in args.backends.split(",")]
+    results: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for backend in backends:
+        with broker_for(backend) as bootstrap:
+            for run in range(args.repeat):
+                for a in appenders:
+                    topic = f"log-{backend}-{a}-{run}"
+                    result = trio.run(
+                        one_run, bootstrap, backend, topic, args.appends, args.size, a
+                    )
+                    results.setdefault((backend, a), []).append(result)
+                    rate = args.appends / result["seconds"]
+                    print(
+                        f"{backend} appenders={a} run={run}: {rate:,.0f} appends/s, "
+                        f"{result['errors']} errors",
+                        flush=True,
+                    )
+    print()
+    print(
+        f"Commit-log writer: {args.appends:,} appends of {args.size} B, median of "
+        f"{args.repeat} runs"
+    )
+    print()
+    print(
+        "| backend | broker | appenders | appends/s | p50 ms | p99 ms | errors | "
+        "appends/s / one appender's |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for backend in backends:
+        base = None
+        for a in appenders:
+            runs = results[(backend, a)]
+            rate = statistics.median(args.appends / r["seconds"] for r in runs)
+            base = base or rate
+            lat = [x for r in runs for x in r["latencies"]]
+            errors = sum(r["errors"] for r in runs)
+            print(
+                f"| {backend} | {BACKENDS[backend][1]} | {a} | {rate:,.0f} | "
+                f"{1000 * percentile(lat, 0.5):.2f} | {1000 * percentile(lat, 0.99):.2f} | "
+                f"{errors} | {rate / base:.2f}x |"
+            )
 
 
 if __name__ == "__main__":

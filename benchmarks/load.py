@@ -14,16 +14,21 @@ run, the mean time and rate of each backend (and the loader process's CPU second
 the ratio transactional / CAS of the mean rates (goal: >= 0.7), and the ratio of the
 loader's mean CPU seconds (CAS / transactional), which a busy machine moves less.
 
-Spark (unless `--no-spark`; unkeyed rows only): `write_dataframe` of the same values
-(`lpad(id, SIZE, '0')` of `spark.range`) in one `local[2]` session (Spark's defaults
+Spark (unless `--no-spark`): `write_dataframe` of the same values (`lpad(id, SIZE, '0')`
+of `spark.range`; `--keyed`: with the key `key-<id % KEYS>`, `key="key"`) in one
+`local[2]` session (Spark's defaults
 otherwise: Python workers are reused), CAS and transactions A B B A (`--spark-rounds`
 times), each timed whole (the row-counting job, the shuffle and sort, the tasks, the
 driver's commit). Before them, outside the timed window, a 10,000-row load of each
 backend and one full-size pass into the counting source below warm the JVM up (see
 `warm_up`: the JVM outlives a session, so a "fresh session" per backend still left the
-JIT's cost to whichever ran first). After them, the same shaping into Spark's `noop`
-sink and into a Python data source that only counts the rows: Spark's own floors
-(`--no-floors`: skipped). Peak Python worker RSS is the largest `ru_maxrss` the loads'
+JIT's cost to whichever ran first). After them, in the same session and on the same
+DataFrame, Spark's own floors (`spark_floors`, `--no-floors`: skipped): the DataFrame
+into the `noop` sink; every batch through `mapInArrow` to a Python worker that drops
+it; shuffled by key into PARTITIONS partitions, sorted within them and handed to a
+Python source that counts rows (goal: write_dataframe >= 0.5x this); and
+write_dataframe's own shaping into noop and into the counting source. Each floor's line
+gives write_dataframe's rate as a multiple of it. Peak Python worker RSS is the largest `ru_maxrss` the loads'
 tasks reported (the reused workers' peak so far). Goals: Spark / BulkLoader >= 0.5;
 peak worker RSS < 400 MiB and within 20% between 2,000,000 and 10,000,000 rows.
 
@@ -34,7 +39,8 @@ processes' CPU seconds / C: that, with the counting floor, bounds what Spark can
 
     .venv/bin/python benchmarks/load.py [--rows N] [--size BYTES] [--partitions P]
         [--rounds R] [--keyed] [--keys K] [--no-spark] [--no-bulk]
-        [--spark-rounds S] [--spark-conf KEY=VALUE] [--no-floors]
+        [--spark-rounds S] [--spark-guarantee G] [--spark-conf KEY=VALUE]
+        [--master M] [--no-floors]
 """
 
 from __future__ import annotations
@@ -112,15 +118,16 @@ async def load(
     return elapsed, cpu, result.guarantee
 
 
-def spark_session(conf: list[str]) -> Any:
-    """A `local[2]` session; `conf`: extra "key=value" settings (`--spark-conf`)."""
+def spark_session(conf: list[str], master: str = "local[2]") -> Any:
+    """A `local[2]` session (`--master`); `conf`: extra "key=value" settings
+    (`--spark-conf`)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from trio_kafka.spark import spark_session as session
 
     return session(
-        "local[2]",
+        master,
         "trio-kafka load benchmark",
         **{
             "spark.driver.memory": "3g",
@@ -130,13 +137,24 @@ def spark_session(conf: list[str]) -> Any:
     )
 
 
-def value_frame(spark: Any, rows: int, size: int) -> Any:
-    """`rows` values of `size` bytes, `lpad(id, size, '0')` of `spark.range`."""
+def value_frame(spark: Any, rows: int, size: int, keys: int = 0) -> Any:
+    """`rows` values of `size` bytes, `lpad(id, size, '0')` of `spark.range`; with
+    `keys`, also a `key` column, `key-<id % keys>` (what `--keyed` gives BulkLoader)."""
     from pyspark.sql import functions as F
 
-    return spark.range(rows).select(
-        F.lpad(F.col("id").cast("string"), size, "0").cast("binary").alias("value")
-    )
+    value = F.lpad(F.col("id").cast("string"), size, "0").cast("binary").alias("value")
+    if not keys:
+        return spark.range(rows).select(value)
+    key = F.concat(F.lit("key-"), (F.col("id") % keys).cast("string")).cast("binary")
+    return spark.range(rows).select(key.alias("key"), value)
+
+
+def frame_of(spark: Any, rows: int, args: argparse.Namespace) -> Any:
+    return value_frame(spark, rows, args.size, args.keys if args.keyed else 0)
+
+
+def key_of(args: argparse.Namespace) -> str | None:
+    return "key" if args.keyed else None
 
 
 def warm_up(spark: Any, bootstrap: str, args: argparse.Namespace) -> None:
@@ -157,9 +175,9 @@ def warm_up(spark: Any, bootstrap: str, args: argparse.Namespace) -> None:
                 await create_topic(selector, topic, args.partitions, cas=cas)
 
         trio.run(make)
-        warm = value_frame(spark, 10_000, args.size)
-        write_dataframe(warm, topic=topic, load_id=topic, bootstrap=bootstrap)
-    spark_floors(spark, args, sinks=("count-rows",))
+        warm = frame_of(spark, 10_000, args)
+        write_dataframe(warm, topic=topic, load_id=topic, bootstrap=bootstrap, key=key_of(args))
+    spark_floors(spark, args, sinks=("shaped-python",))
 
 
 def spark_load(
@@ -179,9 +197,9 @@ def spark_load(
             return await read_manifest(selector, topic)
 
     trio.run(make)
-    frame = value_frame(spark, args.rows, args.size)
+    frame = frame_of(spark, args.rows, args)
     started, cpu = time.perf_counter(), descendants_cpu()
-    write_dataframe(frame, topic=topic, load_id=topic, bootstrap=bootstrap)
+    write_dataframe(frame, topic=topic, load_id=topic, bootstrap=bootstrap, key=key_of(args))
     elapsed, cpu = time.perf_counter() - started, cpu_since(cpu)
     done = trio.run(manifest)
     assert sum(done.counts.values()) == args.rows, done.counts
@@ -192,13 +210,27 @@ def spark_load(
     return elapsed, done.guarantee, peak, cpu
 
 
+#: Spark's floors: what each sink does with the DataFrame (`spark_floors`).
+FLOORS = {
+    "noop": "the DataFrame into Spark's noop sink",
+    "to-python": "mapInArrow: every batch to a Python worker, dropped",
+    "shuffle-sort-python": "shuffled by key into PARTITIONS partitions, sorted within "
+    "them, to a Python source counting rows",
+    "shaped-noop": "write_dataframe's shaping into the noop sink",
+    "shaped-python": "write_dataframe's shaping into a Python source counting rows",
+}
+
+
 def spark_floors(
-    spark: Any, args: argparse.Namespace, sinks: tuple[str, ...] = ("noop", "count-rows")
+    spark: Any, args: argparse.Namespace, sinks: tuple[str, ...] = tuple(FLOORS)
 ) -> list[tuple[str, float, dict[str, float]]]:
-    """Seconds Spark alone takes for the same shaping (numbering, shuffle, sort) into
-    the JVM's `noop` sink, and into a Python data source that only counts the rows of
-    its Arrow batches: what no Kafka writer on this session can beat. (sink, seconds,
-    CPU seconds) of each."""
+    """Seconds Spark alone takes for the same DataFrame (`FLOORS`): into the JVM's
+    `noop` sink; through `mapInArrow` to Python workers that drop every batch; shuffled
+    by key (unkeyed: by value) into `--partitions` partitions, sorted within them and
+    handed to a Python data source that only counts rows; and `write_dataframe`'s own
+    shaping (numbering, partitioner, shuffle, sort) into noop and into the counting
+    source: what no Kafka writer on this session can beat. (sink, seconds, CPU seconds)
+    of each."""
     from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 
     from trio_kafka.spark import prepare_dataframe
@@ -216,13 +248,30 @@ def spark_floors(
         def writer(self, schema: Any, overwrite: bool) -> CountWriter:
             return CountWriter()
 
+    def drop(batches: Any) -> Any:
+        for _ in batches:
+            pass
+        return iter(())
+
     spark.dataSource.register(CountSource)
-    frame = value_frame(spark, args.rows, args.size)
+    frame = frame_of(spark, args.rows, args)
+    by = "key" if args.keyed else "value"
     floors = []
     for sink in sinks:
         started, cpu = time.perf_counter(), descendants_cpu()
-        prepared = prepare_dataframe(frame, args.partitions)
-        prepared.write.format(sink).mode("append" if sink != "noop" else "overwrite").save()
+        if sink == "noop":
+            frame.write.format("noop").mode("overwrite").save()
+        elif sink == "to-python":
+            frame.mapInArrow(drop, frame.schema).write.format("noop").mode("overwrite").save()
+        elif sink == "shuffle-sort-python":
+            shuffled = frame.repartition(args.partitions, by).sortWithinPartitions(by)
+            shuffled.write.format("count-rows").mode("append").save()
+        else:
+            prepared = prepare_dataframe(frame, args.partitions, key=key_of(args))
+            if sink == "shaped-noop":
+                prepared.write.format("noop").mode("overwrite").save()
+            else:
+                prepared.write.format("count-rows").mode("append").save()
         floors.append((sink, time.perf_counter() - started, cpu_since(cpu)))
     return floors
 
@@ -235,7 +284,10 @@ def spark_runs(
     rates: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
     peaks: dict[str, float] = {name: 0.0 for name, _ in BACKENDS}
     order = [BACKENDS[0], BACKENDS[1], BACKENDS[1], BACKENDS[0]] * args.spark_rounds
-    spark = spark_session(args.spark_conf)
+    if args.spark_guarantee != "both":
+        order = [b for b in BACKENDS if b[0] == args.spark_guarantee] * args.spark_rounds
+        rates = {args.spark_guarantee: []}
+    spark = spark_session(args.spark_conf, args.master)
     try:
         warm_up(spark, bootstrap, args)
         for run, (name, cas) in enumerate(order):
@@ -246,21 +298,25 @@ def spark_runs(
             rates[name].append(args.rows / elapsed)
             peaks[name] = max(peaks[name], peak)
             print(
-                f"Spark run {run + 1}: local[2] {name:17} {shape}: {elapsed:6.2f} s, "
+                f"Spark run {run + 1}: {args.master} {name:17} {shape}: {elapsed:6.2f} s, "
                 f"{args.rows / elapsed:10,.0f} rows/s, peak worker RSS {peak:5.0f} MiB\n"
                 f"  CPU s: Spark (JVM + Python workers) {cpu['spark']:.2f}, of which our "
                 f"tasks {cpu['tasks']:.2f}; broker {cpu['broker']:.2f}; "
                 f"(sum) / 2 cores = {(cpu['spark'] + cpu['broker']) / 2:.2f} s",
                 flush=True,
             )
-        for sink, seconds, cpu in [] if args.no_floors else spark_floors(spark, args):
-            what = "Spark's noop sink" if sink == "noop" else "a Python source counting rows"
+        floors = [] if args.no_floors else spark_floors(spark, args)
+        for sink, seconds, cpu in floors:
+            rate = args.rows / seconds
+            what = FLOORS[sink].replace("PARTITIONS", str(args.partitions))
             print(
-                f"Spark floor, the same shaping into {what}: {seconds:.2f} s, "
-                f"{args.rows / seconds:,.0f} rows/s, CPU s (JVM + Python workers) "
-                f"{cpu['spark']:.2f}",
+                f"Spark floor, {what}: {seconds:.2f} s, {rate:,.0f} rows/s, CPU s "
+                f"(JVM + Python workers) {cpu['spark']:.2f}",
                 flush=True,
             )
+            for name, runs in rates.items():
+                mean = statistics.fmean(runs)
+                print(f"  write_dataframe {name}: {mean:,.0f} rows/s = {mean / rate:.2f}x this")
     finally:
         spark.stop()
     return rates, peaks
@@ -289,6 +345,17 @@ def main() -> None:
         help="a Spark setting for the session (repeatable), for experiments",
     )
     parser.add_argument(
+        "--spark-guarantee",
+        choices=("both", *(name for name, _ in BACKENDS)),
+        default="both",
+        help="Spark loads of one backend only, --spark-rounds of them (default both, A B B A)",
+    )
+    parser.add_argument(
+        "--master",
+        default="local[2]",
+        help="Spark master (default local[2]; e.g. local-cluster[2,1,1024])",
+    )
+    parser.add_argument(
         "--no-floors", action="store_true", help="no Spark floors (noop, counting) after loads"
     )
     args = parser.parse_args()
@@ -315,7 +382,8 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
     # CPU seconds of the loader's process (the broker runs in its own).
     cpus: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
-    with mock_broker_process() as bootstrap:
+    # A shared machine can take long to start a process.
+    with mock_broker_process(startup_timeout=120) as bootstrap:
         for run, (name, cas) in enumerate(order):
             others = descendants_cpu()
             elapsed, cpu, guarantee = trio.run(
@@ -332,7 +400,7 @@ def main() -> None:
                 flush=True,
             )
         del rows, values
-        if not (args.no_spark or args.keyed):
+        if not args.no_spark:
             spark_rates, spark_peaks = spark_runs(bootstrap, args, shape)
     print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"| backend ({shape}) | mean s | rows/s (of the mean) | runs (s) | loader CPU s |")
@@ -356,7 +424,7 @@ def main() -> None:
     for name, rates in spark_rates.items():
         rate = statistics.fmean(rates)
         print(
-            f"Spark local[2] {name}: {rate:,.0f} rows/s (mean of {len(rates)}), "
+            f"Spark {args.master} {name}: {rate:,.0f} rows/s (mean of {len(rates)}), "
             f"peak worker RSS {spark_peaks[name]:.0f} MiB"
             + (
                 f", {rate / (args.rows / means[name]):.2f}x BulkLoader (goal >= 0.5)"

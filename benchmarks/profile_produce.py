@@ -41,21 +41,26 @@ class GcTimer:
 
     def __init__(self) -> None:
         self.seconds = 0.0
+        self.cpu_seconds = 0.0
         self.collections = [0, 0, 0]
         self.per_generation = [0.0, 0.0, 0.0]
         self._started = 0.0
+        self._started_cpu = 0.0
         gc.callbacks.append(self._callback)
 
     def reset(self) -> None:
         self.seconds = 0.0
+        self.cpu_seconds = 0.0
         self.collections = [0, 0, 0]
         self.per_generation = [0.0, 0.0, 0.0]
 
     def _callback(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._started = time.perf_counter()
+            self._started_cpu = time.process_time()
         else:
             spent = time.perf_counter() - self._started
+            self.cpu_seconds += time.process_time() - self._started_cpu
             self.seconds += spent
             self.collections[info["generation"]] += 1
             self.per_generation[info["generation"]] += spent
@@ -74,7 +79,7 @@ async def one_round(
     started, cpu = time.perf_counter(), time.process_time()
     async with open_producer(bootstrap) as producer:
         send = producer.send
-        sent = time.perf_counter()
+        sent, sent_cpu = time.perf_counter(), time.process_time()
         handles: list[Any]  # RecordHandles, or one BulkDelivery
         if send_many:  # one call for all the values; every outcome known once awaited
             handles = [await producer.send_many([value] * records, topic=topic)]
@@ -82,15 +87,18 @@ async def one_round(
             handles = [await send(ProducerRecord(topic, value)) for _ in range(records)]
         else:
             handles = [await send(topic, value) for _ in range(records)]
-        awaited = time.perf_counter()
+        awaited, awaited_cpu = time.perf_counter(), time.process_time()
         for handle in handles:
             await handle
-        closing = time.perf_counter()
+        closing, closing_cpu = time.perf_counter(), time.process_time()
     ended, cpu = time.perf_counter(), time.process_time() - cpu
     return (
-        f"{records / (ended - started):,.0f} records/s, CPU {cpu:.3f} s: send loop "
+        f"{records / (ended - started):,.0f} records/s, CPU {cpu:.3f} s "
+        f"({cpu / records * 1e6:.2f} us/record; send loop {awaited_cpu - sent_cpu:.3f} s, "
+        f"await loop {closing_cpu - awaited_cpu:.3f} s); wall: send loop "
         f"{awaited - sent:.3f} s, await loop {closing - awaited:.3f} s, close "
-        f"{ended - closing:.3f} s; GC {gc_timer.seconds:.3f} s, collections per "
+        f"{ended - closing:.3f} s; GC {gc_timer.seconds:.3f} s (CPU "
+        f"{gc_timer.cpu_seconds:.3f} s), collections per "
         f"generation {gc_timer.collections}, seconds per generation "
         f"[{', '.join(f'{s:.3f}' for s in gc_timer.per_generation)}]"
     )

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 import trustme
 
+from tests.integration._real import KINDS, RealBroker, real_broker_for
 from trio_kafka.testing import KafkaNode, TansuBroker, kafka_broker, tansu_broker
 
 
@@ -23,13 +24,33 @@ def tansu() -> Iterator[TansuBroker]:
         yield broker
 
 
+#: The shared node's settings beyond kafka_broker()'s: the coordinator looks for
+#: transactions past their timeout every 500 ms (not 10 s), so the test of that abort
+#: waits seconds, not tens of them.
+KAFKA_PROPERTIES = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"}
+
+
 @pytest.fixture(scope="module")
 def kafka() -> Iterator[KafkaNode]:
     """A fresh Apache Kafka 4.4 node per test module (KRaft, broker and controller in one
     JVM, transactions v2 finalized), from the jars `make kafka` fetched; stopped and its
     directory removed after the module."""
-    with kafka_broker() as node:
+    with kafka_broker(server_properties=KAFKA_PROPERTIES) as node:
         yield node
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def broker_kind(request: pytest.FixtureRequest) -> str:
+    """ "kafka" (Apache Kafka 4.4, marked `kafka`), then "tansu" (marked `tansu`)."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="module")
+def real_broker(request: pytest.FixtureRequest, broker_kind: str) -> Iterator[RealBroker]:
+    """The module's Kafka node or a fresh Tansu (tests/integration/_real.py); modules on
+    both anyio backends take `real_broker_per_backend()` instead."""
+    with real_broker_for(request, broker_kind, "sy") as broker:
+        yield broker
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
 """The client in asyncio programs (issue 16): what an asyncio user sees, checked against
 real brokers.
 
-- An asyncio program (`asyncio.run`) sends 100,000 keyed records to Tansu and awaits
+- An asyncio program (`asyncio.run`) sends 100,000 keyed records to Apache Kafka 4.4 and
+  to Tansu and awaits
   every handle; a confluent-kafka consumer reads each back exactly once, at the offset its
   handle reported.
 - Cancellation never loses a record's fate: a cancelled `await handle` leaves the record
@@ -22,10 +23,11 @@ import pytest
 
 from tests.integration._backends import mock_cluster
 from tests.integration._helpers import create_topic, read_partitions
+from tests.integration._real import RealBroker
 from trio_kafka.broker import Delay
 from trio_kafka.client import Acknowledged, Ambiguous, RecordHandle, open_producer
 from trio_kafka.protocol.messages.produce import ProduceRequest
-from trio_kafka.testing import TansuBroker, log_values
+from trio_kafka.testing import log_values
 
 RECORDS = 100_000
 PARTITIONS = 4
@@ -39,15 +41,14 @@ def read_back(bootstrap: str, topic: str, partitions: int) -> dict[bytes, list[t
     return seen
 
 
-@pytest.mark.tansu
 def test_an_asyncio_program_sends_100k_keyed_records_read_back_once_at_their_offsets(
-    tansu: TansuBroker,
+    real_broker: RealBroker,
 ) -> None:
-    topic = "asyncio-keyed"
+    topic = real_broker.name("asyncio-keyed")
 
     async def main() -> list[Acknowledged]:
-        await create_topic(tansu.bootstrap, topic, PARTITIONS)
-        async with open_producer(tansu.bootstrap, linger=0.005) as producer:
+        await create_topic(real_broker.bootstrap, topic, PARTITIONS)
+        async with open_producer(real_broker.bootstrap, linger=0.005) as producer:
             handles = [
                 await producer.send(topic, b"%08d" % i, key=b"customer-%d" % (i % 101))
                 for i in range(RECORDS)
@@ -55,7 +56,7 @@ def test_an_asyncio_program_sends_100k_keyed_records_read_back_once_at_their_off
             return [await handle for handle in handles]  # every outcome observed
 
     acks = asyncio.run(main())
-    seen = read_back(tansu.bootstrap, topic, PARTITIONS)
+    seen = read_back(real_broker.bootstrap, topic, PARTITIONS)
     assert len(seen) == RECORDS
     partition_of_key: dict[int, int] = {}
     for i, ack in enumerate(acks):

@@ -455,7 +455,7 @@ async def test_transactions_v2_add_partitions_implicitly_and_bump_at_end_txn() -
         )
         pid, epoch = init.producer_id, init.producer_epoch
         out = await client.request(
-            produce_req("t", batch(2, pid=pid, epoch=epoch, seq=0, txn=True), txn_id="tx"), 11
+            produce_req("t", batch(2, pid=pid, epoch=epoch, seq=0, txn=True), txn_id="tx"), 12
         )
         assert out.responses[0].partition_responses[0].error_code == 0
         end = await client.request(
@@ -467,15 +467,23 @@ async def test_transactions_v2_add_partitions_implicitly_and_bump_at_end_txn() -
         assert (end.error_code, end.producer_id, end.producer_epoch) == (0, pid, epoch + 1)
         # The old epoch is fenced at the partition; the new one starts at sequence 0.
         old = await client.request(
-            produce_req("t", batch(1, pid=pid, epoch=epoch, seq=2, txn=True), txn_id="tx"), 11
+            produce_req("t", batch(1, pid=pid, epoch=epoch, seq=2, txn=True), txn_id="tx"), 12
         )
         assert (
             old.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_PRODUCER_EPOCH
         )
         new = await client.request(
-            produce_req("t", batch(1, pid=pid, epoch=epoch + 1, seq=0, txn=True), txn_id="tx"), 11
+            produce_req("t", batch(1, pid=pid, epoch=epoch + 1, seq=0, txn=True), txn_id="tx"), 12
         )
         assert new.responses[0].partition_responses[0].error_code == 0
+        # Produce v11 is a transactions-v1 client's: verified, not added (as Kafka 4.4).
+        v1 = await client.request(
+            produce_req(
+                "t", batch(1, pid=pid, epoch=epoch + 1, seq=0, txn=True), txn_id="tx", partition=1
+            ),
+            11,
+        )
+        assert v1.responses[0].partition_responses[0].error_code == ErrorCode.TRANSACTION_ABORTABLE
 
 
 async def test_crash_node_cuts_connections_and_can_lose_producer_state() -> None:

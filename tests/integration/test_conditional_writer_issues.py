@@ -91,6 +91,7 @@ async def test_a_catch_up_applies_each_entry_once_on_the_mock_broker(cas: bool) 
         assert await _balance_after_a_lost_race(where) == 35
 
 
+@pytest.mark.kafka
 async def test_a_catch_up_applies_each_entry_once_on_kafka(kafka: KafkaNode) -> None:
     topic = f"balance-{next(_topics)}"
     await create_topic(kafka.bootstrap, topic, 1)
@@ -172,6 +173,7 @@ async def test_appends_of_one_writer_made_at_once_each_land(cas: bool) -> None:
     assert {r.offset: int(r.value or b"") for r in records} == {o: n for n, o in acks.items()}
 
 
+@pytest.mark.kafka
 async def test_a_cas_writer_refused_by_kafka_names_the_guarantees_that_work(
     kafka: KafkaNode,
 ) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 import pprint
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -73,37 +73,51 @@ def kafka_node(request: pytest.FixtureRequest) -> Iterator[tuple[KafkaNode, int]
 # -- helpers -------------------------------------------------------------------------
 
 
+async def until(
+    peer: Peer,
+    request: Any,
+    version: int,
+    retry: Callable[[Any], bool],
+    name: str | None = None,
+    pause: float = 0.05,
+) -> Any:
+    """Send `request` until `retry(answer)` is false (a retriable answer: how many a
+    broker gives is timing, not protocol), at most 30 s; the final answer is recorded
+    under `name` (not at all when None) and returned."""
+    with trio.fail_after(30):
+        while True:
+            answer = await peer.request(request, version)
+            if not retry(answer):
+                break
+            await trio.sleep(pause)
+    if name is not None:
+        peer.transcript.append((name, plain(answer, peer.pids)))
+    return answer
+
+
+_COORDINATOR_BUSY = {
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.CONCURRENT_TRANSACTIONS,
+    ErrorCode.NOT_COORDINATOR,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+}
+
+
 async def find_coordinator(peer: Peer, txn_id: str) -> None:
     """FindCoordinator(TRANSACTION) until it names one (nothing recorded: ids and ports
     differ). Kafka creates its transaction state topic on the first such request; until
     then InitProducerId has no coordinator."""
-    with trio.fail_after(30):
-        while True:
-            answer = await peer.request(FindCoordinatorRequest(key=txn_id, key_type=1), 3)
-            if answer.error_code == 0:
-                return
-            await trio.sleep(0.05)
+    await until(
+        peer, FindCoordinatorRequest(key=txn_id, key_type=1), 3, lambda a: a.error_code != 0
+    )
 
 
 async def init_until_ready(peer: Peer, name: str, request: Any) -> Any:
     """InitProducerId, retried while the coordinator loads or ends an earlier
-    transaction (COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS: retriable, and
-    how many a broker answers is timing); the final answer is recorded."""
+    transaction (COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS, ...)."""
     if request.transactional_id is not None:
         await find_coordinator(peer, request.transactional_id)
-    with trio.fail_after(30):
-        while True:
-            answer = await peer.request(request, INIT_PID_V)
-            if answer.error_code not in (
-                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                ErrorCode.CONCURRENT_TRANSACTIONS,
-                ErrorCode.NOT_COORDINATOR,
-                ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            ):
-                break
-            await trio.sleep(0.05)
-    peer.transcript.append((name, plain(answer, peer.pids)))
-    return answer
+    return await until(peer, request, INIT_PID_V, lambda a: a.error_code in _COORDINATOR_BUSY, name)
 
 
 async def add_until_ready(
@@ -111,46 +125,43 @@ async def add_until_ready(
 ) -> Any:
     """AddPartitionsToTxn, retried while the previous transaction's markers are being
     written (CONCURRENT_TRANSACTIONS: Kafka answers it for a while after EndTxn)."""
-    with trio.fail_after(30):
-        while True:
-            answer = await peer.request(add_partitions(txn_id, pid, epoch, topic), ADD_PARTITIONS_V)
-            codes = {
-                p.partition_error_code
-                for t in answer.results_by_topic_v3_and_below
-                for p in t.results_by_partition
-            }
-            if codes != {ErrorCode.CONCURRENT_TRANSACTIONS}:
-                break
-            await trio.sleep(0.02)
-    peer.transcript.append((name, plain(answer, peer.pids)))
-    return answer
+
+    def busy(answer: Any) -> bool:
+        codes = {
+            p.partition_error_code
+            for t in answer.results_by_topic_v3_and_below
+            for p in t.results_by_partition
+        }
+        return codes == {ErrorCode.CONCURRENT_TRANSACTIONS}
+
+    request = add_partitions(txn_id, pid, epoch, topic)
+    return await until(peer, request, ADD_PARTITIONS_V, busy, name, pause=0.02)
 
 
 async def produce_step(peer: Peer, name: str, request: Any) -> Any:
     """Produce, retried while Kafka's partition leader cannot yet verify the
     transaction with its coordinator (KIP-890: it answers NOT_LEADER_OR_FOLLOWER, a
-    retriable error, until the coordinator is known); the final answer is recorded."""
-    with trio.fail_after(30):
-        while True:
-            answer = await peer.request(request, PRODUCE_V)
-            if part(answer).error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                break
-            await trio.sleep(0.05)
-    peer.transcript.append((name, plain(answer, peer.pids)))
-    return answer
+    retriable error, until the coordinator is known)."""
+    return await until(
+        peer,
+        request,
+        PRODUCE_V,
+        lambda a: part(a).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        name,
+    )
 
 
 async def end_until_ready(peer: Peer, name: str, request: Any) -> Any:
     """EndTxn, retried while the previous EndTxn's markers are still being written
-    (CONCURRENT_TRANSACTIONS, as a client retries); the final answer is recorded."""
-    with trio.fail_after(30):
-        while True:
-            answer = await peer.request(request, END_TXN_V)
-            if answer.error_code != ErrorCode.CONCURRENT_TRANSACTIONS:
-                break
-            await trio.sleep(0.02)
-    peer.transcript.append((name, plain(answer, peer.pids)))
-    return answer
+    (CONCURRENT_TRANSACTIONS, as a client retries)."""
+    return await until(
+        peer,
+        request,
+        END_TXN_V,
+        lambda a: a.error_code == ErrorCode.CONCURRENT_TRANSACTIONS,
+        name,
+        pause=0.02,
+    )
 
 
 async def settle(peer: Peer, topic: str) -> None:
@@ -482,17 +493,7 @@ SCENARIOS: dict[str, Scenario] = {
 
 # Differences kept on purpose: (transaction version, scenario, step) -> why. Each is in
 # docs/compatibility.md.
-_IMPLICIT_ADD = (
-    "under transaction.version=2 the mock adds a partition to the transaction on any "
-    "transactional Produce; Kafka does so only for Produce v12+ (KIP-890 part 2) and "
-    "verifies older versions against AddPartitionsToTxn"
-)
-KNOWN: dict[tuple[int, str, str], str] = {
-    (2, "transactions", "a transactional batch without AddPartitionsToTxn (Produce v9)"): (
-        _IMPLICIT_ADD
-    ),
-    (2, "transactions", "a transactional batch without AddPartitionsToTxn"): _IMPLICIT_ADD,
-}
+KNOWN: dict[tuple[int, str, str], str] = {}
 
 
 async def play(scenario: Scenario, bootstrap: str, topic: str) -> list[tuple[str, Any]]:

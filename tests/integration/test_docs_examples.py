@@ -67,6 +67,7 @@ OTHERS = {
     ("simulator.md", 4),
     ("spark.md", 1),
     ("spark.md", 2),
+    ("spark.md", 3),
     ("observability.md", 1),  # sets the global tracer provider: run in a process of its own
     # pytest tests on Apache Kafka: tests/integration/test_kafka_security.py runs 1 and
     # 4 (on its node with every listener), test_docs_testing.py 2 and 3.
@@ -353,8 +354,25 @@ def test_spark_the_calls_take_what_the_page_gives_them(monkeypatch: pytest.Monke
     spark, df = Chain(), Chain()
     exec(compile(block("spark.md", 1), "docs/spark.md, python block 1", "exec"), {"spark": spark})
     assert len(calls) == 1 and calls[0].arguments["df"] is spark
-    exec(compile(block("spark.md", 2), "docs/spark.md, python block 2", "exec"), {"df": df})
+    exec(compile(block("spark.md", 3), "docs/spark.md, python block 3", "exec"), {"df": df})
     assert ("format", (NAME,)) in df.calls and ("mode", ("append",)) in df.calls
     options = {args[0]: args[1] for name, args in df.calls if name == "option"}
     assert LoadOptions.parse(options).load_id == "orders-2025-11-22"
     assert df.calls[-1][0] == "save"
+
+    # Block 2, the spark-submit job script: its main() with the page's arguments, a
+    # stand-in SparkSession (the builder chain) instead of a JVM.
+    import types
+
+    session = Chain()
+    stub = types.ModuleType("pyspark.sql")
+    stub.SparkSession = types.SimpleNamespace(builder=session)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pyspark.sql", stub)
+    monkeypatch.setattr(sys, "argv", ["load_orders.py", "2025-11-22", "broker:9092"])
+    job: dict[str, Any] = {"__name__": "load_orders"}
+    exec(compile(block("spark.md", 2), "docs/spark.md, python block 2", "exec"), job)
+    job["main"]()
+    assert len(calls) == 2
+    assert calls[1].arguments["load_id"] == "orders-2025-11-22"
+    assert calls[1].arguments["bootstrap"] == "broker:9092"
+    assert ("appName", ("load orders 2025-11-22",)) in session.calls

@@ -51,7 +51,8 @@ def dump(extra):
         for s in exporter.get_finished_spans()
     ]
     points = []
-    for rm in reader.get_metrics_data().resource_metrics:
+    data = reader.get_metrics_data()  # None when nothing was recorded
+    for rm in data.resource_metrics if data is not None else ():
         for sm in rm.scope_metrics:
             for m in sm.metrics:
                 for p in m.data.data_points:
@@ -262,3 +263,32 @@ trio.run(main)
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "pip install 'trio-kafka[otel]'" in done.stdout
+
+
+def test_a_bulk_load_is_one_span_not_one_per_row() -> None:
+    out = run(
+        """
+        from trio_kafka.client import BulkLoader, create_topic
+        from trio_kafka.net import open_selector
+        async def main():
+            async with open_cluster() as cluster:
+                async with open_selector(cluster.bootstrap) as selector:
+                    await create_topic(selector, "rows", 2)
+                    for guarantee in ("exactly_once_cas", "transactional"):
+                        loader = BulkLoader(selector, "rows", guarantee, guarantee=guarantee)
+                        await loader.run([b"row %d" % i for i in range(500)])
+            dump({})
+        trio.run(main)
+        """
+    )
+    loads = [s for s in out["spans"] if s["name"] == "load rows"]
+    assert [s["attributes"]["messaging.kafka.load.guarantee"] for s in loads] == [
+        "exactly_once_cas",
+        "transactional",
+    ]
+    for span in loads:
+        assert span["kind"] == "PRODUCER"
+        assert span["attributes"]["messaging.batch.message_count"] == 500
+        assert span["attributes"]["messaging.destination.name"] == "rows"
+    # The transactional backend's producers record no span per row.
+    assert not [s for s in out["spans"] if s["name"].startswith("send ")]

@@ -60,7 +60,6 @@ QUICK = [
     (_mutants.CAS_REBASE_ON_MISMATCH, 0, 2),
     (_mutants.STALE_END_TXN, 6, 3),
     (_mutants.COMMIT_AFTER_FAILED_SEND, 15, 3),
-    (_mutants.V1_END_TXN_EPOCH, 3, 3),
     # Found with `trio-kafka simulate --mutants --mutant NAME --jobs 1 --seeds 1000`.
     (_mutants.RESEND_AFTER_BUMP, 13, 1),
     (_mutants.CAS_MISMATCH_NO_READ, 13, 1),

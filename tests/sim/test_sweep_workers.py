@@ -5,6 +5,7 @@ not started."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import time
 from collections.abc import Iterator
@@ -54,3 +55,18 @@ def test_a_budget_runs_a_contiguous_range_and_stops_soon_after_its_end() -> None
     assert took < 3.0 + 10.0, took
     capped = list(run_for("idempotent", 700, "lite", 2, 60.0, max_seeds=5))
     assert [r.seed for r in capped] == [700, 701, 702, 703, 704]
+
+
+def test_a_worker_runs_its_seeds_with_what_it_started_with_frozen() -> None:
+    """A worker's modules and inherited objects are out of the collector's sight (a
+    full collection traverses a seed's objects only)."""
+    with simulate_workers._worker_pool(1, ()) as pool:
+        frozen = pool.submit(gc.get_freeze_count).result()
+    assert frozen > 10_000, frozen
+
+
+def test_a_run_in_this_process_gives_back_what_it_froze() -> None:
+    assert gc.get_freeze_count() == 0
+    results = list(run_many("idempotent", range(40, 42), "lite", 1))
+    assert [r.seed for r in results] == [40, 41]
+    assert gc.get_freeze_count() == 0

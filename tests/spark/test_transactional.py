@@ -1,4 +1,5 @@
-"""The transactional mode (brokers without the CAS extension) and Tansu."""
+"""The transactional mode (brokers without the CAS extension), on Apache Kafka 4.4 and
+Tansu."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from tests.spark.conftest import create_topic, read_topic
 from trio_kafka.broker import ThreadedCluster
 from trio_kafka.net import open_selector
 from trio_kafka.spark import TRANSACTIONAL, read_manifest, write_dataframe
-from trio_kafka.testing import tansu_broker
+from trio_kafka.testing import kafka_broker, tansu_broker
 
 PARTITIONS = 4
 
@@ -101,3 +102,38 @@ def test_transactional_load_completes_on_tansu(spark: Any) -> None:
                 bootstrap=tansu.bootstrap,
                 guarantee="exactly_once_cas",
             )
+
+
+@pytest.mark.kafka
+def test_transactional_load_with_a_task_failure_is_exact_on_kafka(spark: Any) -> None:
+    """On Apache Kafka 4.4 (transactions v2): a task fails mid-partition and its retry
+    commits; read_committed sees every row once (the failed attempt's rows aborted when
+    its retry fenced it)."""
+    with kafka_broker() as kafka:
+        from trio_kafka.client import create_topic as create
+
+        async def make() -> None:
+            async with open_selector(kafka.bootstrap) as selector:
+                await create(selector, "kafka-load", 2, cas=False, replication_factor=1)
+
+        trio.run(make)
+        write_dataframe(
+            _frame(spark, 2000),
+            topic="kafka-load",
+            key="key",
+            load_id="kafka-1",
+            bootstrap=kafka.bootstrap,
+            batch_bytes=4096,
+            max_attempts=3,
+            fail="partition=1,attempt=0,after=300",
+        )
+
+        async def manifest() -> Any:
+            async with open_selector(kafka.bootstrap) as selector:
+                return await read_manifest(selector, "kafka-1")
+
+        assert trio.run(manifest).guarantee == TRANSACTIONAL  # what auto picks on Kafka
+        committed = read_topic(kafka.bootstrap, "kafka-load", 2, isolation="read_committed")
+        values = _values(committed)
+        assert set(values) == {f"v{i}".encode() for i in range(2000)}
+        assert max(values.values()) == 1

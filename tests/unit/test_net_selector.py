@@ -293,7 +293,7 @@ async def test_reconnect_backoff_grows_exponentially_with_jitter_within_bounds(
         # maximum, the result capped at the maximum too.
         assert 0.8 * min(nominal, 1.0) - 1e-9 <= gap <= min(1.2 * nominal, 1.0) + 1e-9
     assert gaps[:4] != [0.05, 0.1, 0.2, 0.4]  # jittered, not exact
-    assert max(gaps) <= 1.0
+    assert max(gaps) <= 1.0 + 1e-9  # the cap (clock arithmetic adds float noise)
     assert gaps[-1] >= 0.8  # reached the cap
 
 

@@ -57,8 +57,8 @@ def test_a_large_batch_is_its_own_part_never_copied() -> None:
 
 def test_a_version_it_has_not_is_refused() -> None:
     frame = ProduceFrame(None, -1, 30_000, {"t": [(0, b"x")]})
-    with pytest.raises(ValueError, match="ProduceRequest has no version 12"):
-        _bytes(frame, 12)
+    with pytest.raises(ValueError, match="ProduceRequest has no version 13"):
+        _bytes(frame, 13)
 
 
 def test_it_is_named_as_the_request_it_writes() -> None:

@@ -622,3 +622,19 @@ def test_create_times_kept_as_runs_are_exactly_the_per_record_timestamps(seed: i
         expected.append(int((now + offset) * 1000))
     assert batch.create_times() == expected, f"seed {seed}"
     assert [batch.create_time(i) for i in range(len(expected))] == expected
+
+
+def test_a_batch_without_expected_offset_has_base_offset_0_for_a_broker_without_cas() -> None:
+    # Apache Kafka 4.4 refuses a produced batch whose base offset is not 0
+    # (InvalidRecordException): every write of ours failed there with -1.
+    core = ProducerCore(
+        ProducerConfig.from_kwargs(linger=0.0),
+        random.Random(7),
+        cluster=ClusterView.from_leaders({"t": [1]}),
+    )
+    core.set_producer_id(1000, 0, 0.0)
+    core.append("t", now=0.5, partition=0, value=b"v")
+    [batch] = core.drain(1.0, [1])[1]
+    [plain] = decode_batches(core.encode(batch, cas_broker=False))
+    [cas] = decode_batches(core.encode(batch, cas_broker=True))
+    assert (plain.base_offset, cas.base_offset) == (0, -1)

@@ -72,3 +72,22 @@ def test_the_negotiated_version_caps_ours_and_a_missing_api_has_none() -> None:
     assert queue.version_of(K.END_TXN) == 5
     assert queue.version_of(K.ADD_OFFSETS) is None
     assert queue.transaction_version == 2
+
+
+def test_end_txn_stays_below_v5_without_transactions_v2() -> None:
+    # EndTxn v5 asks for KIP-890's epoch bump; Kafka 4.4 bumps on a v1 cluster too, and
+    # the next transaction's AddPartitionsToTxn (old epoch) was answered PRODUCER_FENCED.
+    queue = TxnRequestQueue()
+    queue.set_api_versions({26: 5}, transaction_version=1)
+    assert queue.version_of(K.END_TXN) == 4
+    queue.set_api_versions({26: 5}, transaction_version=2)
+    assert queue.version_of(K.END_TXN) == 5
+
+
+def test_end_txn_v5_is_used_only_under_transactions_v2() -> None:
+    # Apache Kafka 4.4 with transaction.version 0 answered our EndTxn v5 with
+    # UNSUPPORTED_VERSION (v5 belongs to KIP-890's transactions v2), stopping the producer.
+    queue = TxnRequestQueue()
+    for level, expected in ((None, 4), (0, 4), (1, 4), (2, 5)):
+        queue.set_api_versions({26: 5}, transaction_version=level)
+        assert queue.version_of(K.END_TXN) == expected, level

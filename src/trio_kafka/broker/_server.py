@@ -77,6 +77,13 @@ class Served(Protocol):
     async def wait_changed(self) -> None: ...
 
 
+def _hooked(cluster: Served, phase: Phase, node_id: int, api_key: int) -> bool:
+    """A hook of `phase` matches this request: only then is a `HookCall` built and
+    `_apply_hooks` awaited (the simulator's hooks are on Produce alone, and every request
+    asked)."""
+    return any(hook.matches(phase, node_id, api_key) for hook in cluster.hooks)
+
+
 async def _apply_hooks(cluster: Served, phase: Phase, call: HookCall) -> Any:
     """Run the hooks of `phase`; returns None (go on) or the first decisive result."""
     for hook in list(cluster.hooks):
@@ -170,11 +177,11 @@ async def _serve_frame(
     if not session.authenticated and header.api_key not in PRE_AUTH_KEYS:
         raise _Close(f"API key {header.api_key} before SASL authentication")
 
-    # Without hooks (the usual case) no HookCall is built and nothing is awaited
-    # (`_apply_hooks` would not checkpoint either). The AFTER pass asks again: a hook
-    # may be added while a Fetch waits.
+    # Without a hook for this request (the usual case) no HookCall is built and nothing
+    # is awaited (`_apply_hooks` would not checkpoint either). The AFTER pass asks again:
+    # a hook may be added while a Fetch waits.
     response = None
-    if cluster.hooks:
+    if cluster.hooks and _hooked(cluster, Phase.BEFORE, node_id, header.api_key):
         response = await _apply_hooks(cluster, Phase.BEFORE, HookCall(node_id, header, request))
         if response is DROP:
             raise _Close("dropped by a hook before the request was applied")
@@ -195,7 +202,7 @@ async def _serve_frame(
             response = await _wait_for_fetch(cluster, ctx, request, response)
         after = (
             await _apply_hooks(cluster, Phase.AFTER, HookCall(node_id, header, request, response))
-            if cluster.hooks
+            if cluster.hooks and _hooked(cluster, Phase.AFTER, node_id, header.api_key)
             else None
         )
         if after is DROP:

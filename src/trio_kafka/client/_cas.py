@@ -37,8 +37,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Mapping
 
-import anyio
-
+from trio_kafka.client._leader_calls import find_leader
 from trio_kafka.errors import (
     CasNotSupportedError,
     ErrorCode,
@@ -102,7 +101,7 @@ class CasGate:
                 f"partition {partition} of topic {topic!r} does not exist: it has "
                 f"{meta.partition_count}"
             )
-        leader = await self._leader(topic, partition)
+        leader = await find_leader(selector, topic, partition)
         await selector.connection(leader)
         info = selector.api_versions(leader)
         if info is None or not info.supports_cas:
@@ -126,15 +125,6 @@ class CasGate:
                 f"`create_topic(selector, {topic!r}, partitions, cas=True)`), or {instead}."
             )
         return leader
-
-    async def _leader(self, topic: str, partition: int) -> int:
-        for _ in range(10):
-            part = self.selector.metadata.partition(topic, partition)
-            if part is not None and part.leader >= 0:
-                return part.leader
-            await self.selector.refresh_metadata([topic])
-            await anyio.sleep(self.selector.config.retry_backoff)
-        raise KafkaError(f"{topic}-{partition} has no leader")
 
 
 # One gate per selector, for as long as the selector lives (the gate refers to it weakly).

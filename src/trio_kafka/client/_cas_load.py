@@ -6,12 +6,13 @@ Theory of operation
 The feeder wakes a partition's task for each batch its pipeline sealed, through a
 zero-capacity channel (`_Partition`), so a partition has at most its window plus one
 batch in memory. The task (`_CasPartition`) sends `next_send` batches to the leader
-(`send_to_leader`, one batch a request, so each answer settles exactly one batch),
-awaits answers oldest first and feeds them to `on_answer`; it asks for an idempotent
-producer id when the pipeline needs one (`init_idempotent_producer_id`), sleeps
-`poll_delay`, refreshes metadata when told, and reads the record `read_offset` names
-after a mismatch. It knows its loader as a `CasLoader` (what it uses of it), so this
-module does not import the loader's.
+(`send_to_leader`, the client's one leader call in `_leader_calls.py`, one batch a
+request, so each answer settles exactly one batch), awaits answers oldest first and
+feeds them to `on_answer`; it asks for an idempotent producer id when the pipeline needs
+one (`init_idempotent_producer_id`, `_producer_id.py`: the producer's own loop, with the
+loader's `transaction_timeout`), sleeps `poll_delay`, refreshes metadata when told, and
+reads the record `read_offset` names after a mismatch. It knows its loader as a
+`CasLoader` (what it uses of it), so this module does not import the loader's.
 """
 
 from __future__ import annotations
@@ -21,19 +22,16 @@ from typing import Any, Protocol
 
 import anyio
 
+from trio_kafka.client._leader_calls import send_to_leader
+from trio_kafka.client._producer_id import init_idempotent_producer_id
 from trio_kafka.client._reader import PartitionReader
 from trio_kafka.errors import (
-    BrokerConnectionError,
     ConcurrentWriteError,
-    ErrorCode,
     KafkaError,
-    error_for_code,
-    error_info,
 )
 from trio_kafka.net import ExponentialBackoff, KafkaSelector
 from trio_kafka.producer._load import LoadBatch, LoadPipeline, Step
 from trio_kafka.producer._rows import row_of
-from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
 from trio_kafka.protocol.messages.produce import (
     PartitionProduceData,
     ProduceRequest,
@@ -47,6 +45,7 @@ class CasLoader(Protocol):
     selector: KafkaSelector
     topic: str
     request_timeout: float
+    transaction_timeout: float
     reader: PartitionReader
     _load: bytes
     _backoff: ExponentialBackoff
@@ -74,57 +73,6 @@ def one_batch_request(
             )
         ],
     )
-
-
-async def send_to_leader(
-    selector: KafkaSelector,
-    topic: str,
-    partition: int,
-    request: Any,
-    *,
-    timeout: float,
-    attempts: int = 10,
-    backoff: ExponentialBackoff | None = None,
-) -> Any:
-    """Send `request` to the leader of `topic`-`partition` without waiting for the answer
-    (returns the pending response). A partition without a known leader refreshes the
-    metadata and retries (jittered backoff) up to `attempts` times; a connection that
-    cannot be made raises `BrokerConnectionError` (nothing left: safe to resend)."""
-    backoff = backoff or ExponentialBackoff(selector.config.retry_backoff, 1.0)
-    for attempt in range(attempts):
-        part = selector.metadata.partition(topic, partition)
-        if part is not None and part.leader >= 0:
-            connection = await selector.connection(part.leader)
-            return await connection.send(request, timeout=timeout)
-        with contextlib.suppress(KafkaError):
-            await selector.refresh_metadata([topic])
-        await anyio.sleep(backoff.backoff(attempt, selector.rng))
-    raise BrokerConnectionError(f"{topic}-{partition} has no leader (after {attempts} tries)")
-
-
-async def init_idempotent_producer_id(
-    selector: KafkaSelector, *, timeout: float, backoff: ExponentialBackoff, attempts: int = 20
-) -> tuple[int, int]:
-    """(producer id, epoch) of a new idempotent producer (InitProducerId without a
-    transactional id), retried with backoff on retriable errors."""
-    error: KafkaError = KafkaError("InitProducerId was not tried")
-    for attempt in range(attempts):
-        try:
-            response = await selector.request(
-                selector.least_loaded_node(),
-                InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000),
-                timeout=timeout,
-            )
-        except KafkaError as exc:
-            error = exc
-        else:
-            if response.error_code == ErrorCode.NONE:
-                return response.producer_id, response.producer_epoch
-            error = error_for_code(response.error_code, "InitProducerId")
-            if not error_info(response.error_code).retriable:
-                raise error
-        await anyio.sleep(backoff.backoff(attempt, selector.rng))
-    raise error
 
 
 class _Partition:
@@ -220,10 +168,15 @@ class _CasPartition(_Partition):
         batch = pipe.oldest_in_flight()
         if batch is None:
             if pipe.needs_producer_id:
-                pid, epoch = await init_idempotent_producer_id(
-                    selector, timeout=loader.request_timeout, backoff=loader._backoff
+                got = await init_idempotent_producer_id(
+                    selector,
+                    timeout=loader.request_timeout,
+                    transaction_timeout=loader.transaction_timeout,
+                    backoff=loader._backoff,
+                    attempts=20,
                 )
-                pipe.set_producer(pid, epoch)
+                assert got is not None  # wanted throughout: a None needs `wanted()` False
+                pipe.set_producer(*got)
             delay = pipe.poll_delay(clock.now())
             if delay > 0:
                 await anyio.sleep(delay)
@@ -268,7 +221,5 @@ class _CasPartition(_Partition):
 
 __all__ = [
     "CasLoader",
-    "init_idempotent_producer_id",
     "one_batch_request",
-    "send_to_leader",
 ]

@@ -29,7 +29,6 @@ awaitable as a whole, with per-record handles only when asked for.
 
 from __future__ import annotations
 
-from bisect import bisect_right as _bisect_right
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any
 
@@ -54,7 +53,6 @@ from trio_kafka.producer import (
 AWAIT_CHECKPOINT_EVERY = 64
 _AWAIT_MASK = AWAIT_CHECKPOINT_EVERY - 1
 _checkpoint = anyio.lowlevel.checkpoint
-_ACKNOWLEDGED = Result.ACKNOWLEDGED
 _new_tuple = tuple.__new__
 # Awaits of done handles so far (the counter behind the mask); any task may bump it.
 _done_awaits = 0
@@ -107,25 +105,18 @@ class RecordHandle(DeliveryHandle):
     def __await__(self) -> Generator[Any, None, Acknowledged]:
         global _done_awaits
         batch = self.batch
-        if batch.result is _ACKNOWLEDGED and batch.pieces is None:
-            # The common case (the README's loop over done handles), inlined: what
-            # `batch.outcome(index)` returns, without its calls.
+        times = batch.ack_times
+        if times is not None:
+            # The common case (the README's loop over done handles): the batch was
+            # acknowledged whole and holds every record's timestamp
+            # (`ProducerBatch.ack_times`): the outcome is built from four slots here.
             _done_awaits += 1
             if not _done_awaits & _AWAIT_MASK:
                 yield from _checkpoint().__await__()
             index = self.index
-            base = batch.base_offset
-            timestamp = batch.log_append_time
-            if timestamp < 0:
-                extras = batch.extras
-                extra = extras.get(index) if extras else None
-                if extra is None or extra[0] is None:
-                    timestamp = batch.run_ms[_bisect_right(batch.run_starts, index) - 1]
-                else:
-                    timestamp = extra[0]
             return _new_tuple(
                 Acknowledged,
-                (batch.topic, batch.partition, base + index if base >= 0 else -1, timestamp),
+                (batch.topic, batch.partition, batch.base_offset + index, times[index]),
             )
         if batch.result is None:
             yield from wait_batch(batch).__await__()

@@ -1,15 +1,25 @@
-"""Asking a partition's leader, safely repeated: the partition reader's plumbing.
+"""Asking a partition's leader, safely repeated: the one leader call of the client.
 
-Reads change nothing, so every failure that another attempt may get past (stale
-metadata, a lost connection, a timed-out request, a retriable code) is raised as a
-`Retry`, saying whether to refresh the metadata first; `PartitionReader._retrying` runs
-the attempts. Which codes refresh and which only back off: `_reader.py`'s theory of
-operation.
+`retrying` is the one "refresh the metadata, back off, try again" loop: an attempt that
+another attempt may get past raises `Retry`, saying whether to refresh the metadata
+first; the loop backs off with the one backoff (`ExponentialBackoff`, the selector's
+`retry_backoff` and `retry_backoff_max`, jittered by its rng) until the attempt returns,
+`timeout` passes or `attempts` have failed. `leader_node` is the one test of "the
+partition has a leader we can reach"; `find_leader` waits for one, and `send_to_leader`
+sends a request to it (the bulk loader's CAS writes). `CasGate` finds the leader it
+checks with `find_leader`, and the partition reader runs its calls through `retrying`.
+
+Reads change nothing, so for the reader every failure that another attempt may get past
+(stale metadata, a lost connection, a timed-out request, a retriable code) is a `Retry`.
+Which codes refresh and which only back off: `_reader.py`'s theory of operation.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
 
 from trio_kafka.errors import (
     BrokerConnectionError,
@@ -17,12 +27,15 @@ from trio_kafka.errors import (
     ErrorCode,
     InvalidPartitionError,
     KafkaError,
+    ReadTimeoutError,
     RequestTimeoutError,
     error_for_code,
     error_info,
 )
-from trio_kafka.net import KafkaSelector, PartitionMetadata, TopicMetadata
+from trio_kafka.net import ExponentialBackoff, KafkaSelector, PartitionMetadata, TopicMetadata
 from trio_kafka.protocol.messages.fetch import FetchRequest, FetchResponse, PartitionData
+
+_T = TypeVar("_T")
 
 #: The last Fetch version that names topics (v13+ names them by topic id only).
 _LAST_FETCH_VERSION_WITH_NAMES = 12
@@ -56,6 +69,105 @@ class Retry(Exception):
         self.refresh = refresh
 
 
+async def retrying(
+    selector: KafkaSelector,
+    topic: str,
+    attempt: Callable[[], Awaitable[_T]],
+    *,
+    what: str,
+    timeout: float | None = None,
+    attempts: int | None = None,
+    backoff: ExponentialBackoff | None = None,
+    exhausted: Callable[[str], KafkaError] = ReadTimeoutError,
+) -> _T:
+    """`attempt()` until it returns or raises for real. A `Retry` refreshes the metadata
+    of `topic` when it asks to (a failed refresh is the next attempt's problem), backs
+    off (`backoff`, default the selector's `retry_backoff`), and tries again. Gives up
+    with `exhausted(message)` once `timeout` seconds have passed or `attempts` tries
+    have failed (None: no such bound)."""
+    if backoff is None:
+        backoff = ExponentialBackoff.of(selector.config)
+    deadline = selector.clock.now() + timeout if timeout is not None else float("inf")
+    failures = 0
+    last: BaseException | None = None
+    with anyio.CancelScope(deadline=deadline):
+        while attempts is None or failures < attempts:
+            try:
+                return await attempt()
+            except Retry as retry:
+                last = retry.error
+                refresh = retry.refresh
+            if refresh:
+                try:
+                    await selector.refresh_metadata([topic])
+                except KafkaError as exc:
+                    last = exc
+            await anyio.sleep(backoff.backoff(failures, selector.rng))
+            failures += 1
+    bound = f"no answer within {timeout} s" if failures != attempts else f"{failures} tries failed"
+    raise exhausted(
+        f"{what}: {bound}" + (f"; last error: {last}" if last is not None else "")
+    ) from last
+
+
+def leader_node(selector: KafkaSelector, topic: str, partition: int) -> int:
+    """The partition's leader in the selector's metadata, a broker we know the address
+    of; `Retry` (refresh first) when there is none."""
+    meta = selector.metadata.partition(topic, partition)
+    if meta is None or meta.leader < 0 or selector.metadata.leader_for(topic, partition) is None:
+        raise Retry(
+            error_for_code(
+                ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader now"
+            ),
+            refresh=True,
+        )
+    return meta.leader
+
+
+async def find_leader(
+    selector: KafkaSelector,
+    topic: str,
+    partition: int,
+    *,
+    attempts: int = 10,
+    backoff: ExponentialBackoff | None = None,
+) -> int:
+    """The partition's leader node, refreshing the metadata and backing off while it has
+    none; `BrokerConnectionError` after `attempts` tries (nothing was sent)."""
+
+    async def attempt() -> int:
+        return leader_node(selector, topic, partition)
+
+    return await retrying(
+        selector,
+        topic,
+        attempt,
+        what=f"finding the leader of {topic}-{partition}",
+        attempts=attempts,
+        backoff=backoff,
+        exhausted=BrokerConnectionError,
+    )
+
+
+async def send_to_leader(
+    selector: KafkaSelector,
+    topic: str,
+    partition: int,
+    request: Any,
+    *,
+    timeout: float,
+    attempts: int = 10,
+    backoff: ExponentialBackoff | None = None,
+) -> Any:
+    """Send `request` to the leader of `topic`-`partition` without waiting for the answer
+    (returns the pending response), finding the leader with `find_leader`. No leader
+    after `attempts` tries, or a connection that cannot be made, raises
+    `BrokerConnectionError` (nothing left: safe to resend)."""
+    leader = await find_leader(selector, topic, partition, attempts=attempts, backoff=backoff)
+    connection = await selector.connection(leader)
+    return await connection.send(request, timeout=timeout)
+
+
 async def leader_of(
     selector: KafkaSelector, topic: str, partition: int, timeout: float
 ) -> tuple[int, PartitionMetadata]:
@@ -81,14 +193,7 @@ async def leader_of(
         raise InvalidPartitionError(
             f"{topic} has no partition {partition} (it has {found.partition_count})"
         )
-    if meta.leader < 0 or selector.metadata.leader_for(topic, partition) is None:
-        raise Retry(
-            error_for_code(
-                ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader now"
-            ),
-            refresh=True,
-        )
-    return meta.leader, meta
+    return leader_node(selector, topic, partition), meta
 
 
 async def fetch_version(
@@ -154,4 +259,15 @@ def check_code(code: int, where: str) -> None:
     raise error
 
 
-__all__ = ["Retry", "ask", "check_code", "fetch_version", "leader_of", "partition_data"]
+__all__ = [
+    "Retry",
+    "ask",
+    "check_code",
+    "fetch_version",
+    "find_leader",
+    "leader_node",
+    "leader_of",
+    "partition_data",
+    "retrying",
+    "send_to_leader",
+]

@@ -28,7 +28,6 @@ from trio_kafka.net import (
 )
 from trio_kafka.producer import ProducerBatch, ProducerCore
 from trio_kafka.protocol import ProduceAnswer, ProduceFrame, read_produce_answer
-from trio_kafka.records import set_base_offset
 
 logger = logging.getLogger("trio_kafka.producer")
 
@@ -44,11 +43,13 @@ class SenderHost(Protocol):
 
     def wake(self) -> None: ...
 
+    def refresh_metadata(self, topics: Any = ()) -> None: ...
+
     def fatal(self, error: KafkaError) -> None: ...
 
     def write_timeout(self) -> float: ...
 
-    def produce_request(self, batches: list[ProducerBatch]) -> ProduceFrame: ...
+    def produce_request(self, batches: list[ProducerBatch], node: int) -> ProduceFrame: ...
 
     def settle_response(self, attempt: ProduceAttempt, response: ProduceAnswer | None) -> None: ...
 
@@ -185,6 +186,14 @@ class NodeSender:
             logger.debug("connecting to node %s failed: %s", self.node_id, exc)
             if isinstance(exc, FatalError):
                 self.sender.fatal(exc)
+            else:
+                # We connect only to lead partitions with batches ready, and a leader we
+                # cannot reach may be dead: ask who leads now (Java's NetworkClient
+                # requests a metadata update on every disconnect), or the batches wait
+                # for this node until delivery_timeout, however soon the cluster elects
+                # another. The sender rate-limits refreshes (one per retry_backoff), and
+                # the node's reconnect backoff spaces the failures that ask.
+                sender.refresh_metadata()
         finally:
             self.connecting = False
             self.sender.wake()
@@ -201,17 +210,21 @@ class NodeSender:
             if attempt.settled:
                 continue
             try:
-                request = sender.produce_request(attempt.batches)
+                connection = self.connection
+                if connection is None or not connection.is_open:
+                    connection = self.connection = await sender.selector.connection(self.node_id)
+            except KafkaError as exc:
+                # BrokerConnectionError: refused before registration, nothing written.
+                attempt.sent = not isinstance(exc, BrokerConnectionError)
+                sender.settle_failure(attempt, exc)
+                continue
+            try:
+                # Built once connected: the broker's ApiVersions shape the batches.
+                request = sender.produce_request(attempt.batches, self.node_id)
             except Exception as exc:  # a record the codec cannot encode: not sendable
                 sender.settle_unsendable(attempt, exc)
                 continue
             try:
-                connection = self.connection
-                if connection is None or not connection.is_open:
-                    connection = self.connection = await sender.selector.connection(self.node_id)
-                info = sender.selector.api_versions(self.node_id)
-                if info is None or not info.supports_cas:
-                    request = _without_expected_offsets(request)
                 attempt.sent = True
                 pending = await connection.send(
                     request, timeout=sender.write_timeout(), reader=read_produce_answer
@@ -239,24 +252,6 @@ class NodeSender:
         while self.unsettled:
             attempt = self.unsettled[0]
             self.sender.settle_failure(attempt, error)
-
-
-def _without_expected_offsets(request: ProduceFrame) -> ProduceFrame:
-    """`request` for a broker without the CAS extension: a batch's baseOffset of -1
-    ("no expected offset") goes as 0. Apache Kafka 4 refuses any other baseOffset in
-    a produced batch (INVALID_RECORD: "The baseOffset of the record batch ... should be
-    0"); CAS writes never reach such a broker (the client refuses them first)."""
-    data = {
-        topic: [
-            (partition, set_base_offset(records, 0) if records[:8] == _UNSET else records)
-            for partition, records in parts
-        ]
-        for topic, parts in request.data.items()
-    }
-    return attrs.evolve(request, data=data)
-
-
-_UNSET = b"\xff" * 8  # baseOffset -1
 
 
 __all__ = ["NodeSender", "ProduceAttempt", "SenderHost", "TaskQueue"]

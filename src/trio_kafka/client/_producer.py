@@ -88,6 +88,7 @@ from trio_kafka.producer import (
 
 # send() checkpoints once per this many calls (a power of two: the test is a mask).
 _CHECKPOINT_EVERY = 64
+_CHECKPOINT_MASK = _CHECKPOINT_EVERY - 1
 
 
 class Producer(
@@ -130,6 +131,7 @@ class Producer(
             handle_class=RecordHandle,  # made as RecordHandles: no class swap per send
         )
         self._append = self._core.append
+        self._append_value = self._core.accumulator.append_value
         self._sender = Sender(
             self._core, selector, clock, nursery, self._notify_progress, self._on_fatal, buggify
         )
@@ -243,14 +245,20 @@ class Producer(
             or (key is not None and key.__class__ is not bytes)
         ):
             return await self._send_slow(topic, value, key, headers, partition, timestamp)
-        if headers is not None or partition is not None or timestamp is not None:
+        if headers is None and partition is None and timestamp is None:
+            extras = key is not None
+        else:
             headers = check_extras(headers, partition, timestamp)
+            extras = True
         self._calls += 1
-        if not self._calls & (_CHECKPOINT_EVERY - 1):
+        if not self._calls & _CHECKPOINT_MASK:
             # Before the append: a cancellation here leaves nothing appended.
             await self._checkpoint()
         try:
-            handle = self._append(topic, value, key, headers, partition, timestamp, self._now())
+            if extras:
+                handle = self._append(topic, value, key, headers, partition, timestamp, self._now())
+            else:  # the commonest record: three arguments, no tests for what it lacks
+                handle = self._append_value(topic, value, self._now())
         except UnknownTopicError:
             handle = None
         except KafkaError as exc:

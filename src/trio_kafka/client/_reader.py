@@ -56,7 +56,6 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import anyio
 import attrs
 
 from trio_kafka.client._fetch import FetchResult, IsolationLevel, _isolation, select_records
@@ -67,6 +66,7 @@ from trio_kafka.client._leader_calls import (
     fetch_version,
     leader_of,
     partition_data,
+    retrying,
 )
 from trio_kafka.client._partition_read import PartitionRead
 from trio_kafka.errors import (
@@ -139,8 +139,7 @@ class PartitionReader:
     _backoff: ExponentialBackoff = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        config = self.selector.config
-        self._backoff = ExponentialBackoff(config.retry_backoff, config.retry_backoff_max)
+        self._backoff = ExponentialBackoff.of(self.selector.config)
 
     @property
     def read_committed(self) -> bool:
@@ -465,29 +464,12 @@ class PartitionReader:
         timeout: float | None,
         attempt: Callable[[], Awaitable[_T]],
     ) -> _T:
-        """`attempt()` until it succeeds, raises for real, or `timeout` passes."""
+        """`attempt()` until it succeeds, raises for real, or `timeout` passes
+        (`ReadTimeoutError`): the one retry loop, `_leader_calls.retrying`."""
         limit = self.timeout if timeout is None else timeout
-        deadline = self.selector.clock.now() + limit
-        failures = 0
-        last: BaseException | None = None
-        with anyio.CancelScope(deadline=deadline):
-            while True:
-                try:
-                    return await attempt()
-                except Retry as retry:
-                    last = retry.error
-                    refresh = retry.refresh
-                if refresh:
-                    try:
-                        await self.selector.refresh_metadata([topic])
-                    except KafkaError as exc:
-                        last = exc
-                await anyio.sleep(self._backoff.backoff(failures, self.selector.rng))
-                failures += 1
-        raise ReadTimeoutError(
-            f"{what}: no answer within {limit} s"
-            + (f"; last error: {last}" if last is not None else "")
-        ) from last
+        return await retrying(
+            self.selector, topic, attempt, what=what, timeout=limit, backoff=self._backoff
+        )
 
     def __repr__(self) -> str:
         return (

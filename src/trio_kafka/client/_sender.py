@@ -45,15 +45,11 @@ import anyio.abc
 import anyio.lowlevel
 
 from trio_kafka.client._node_sender import NodeSender, ProduceAttempt
+from trio_kafka.client._producer_id import init_idempotent_producer_id
 from trio_kafka.errors import (
-    AmbiguousError,
-    BrokerConnectionError,
-    ErrorCode,
     FatalError,
     KafkaError,
     ProducerFencedError,
-    error_for_code,
-    error_info,
 )
 from trio_kafka.net import (
     BrokerMetadata,
@@ -68,7 +64,6 @@ from trio_kafka.net import (
 )
 from trio_kafka.producer import ClusterView, ProducerBatch, ProducerCore, Settled
 from trio_kafka.protocol import ProduceAnswer, ProduceFrame
-from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
 
 logger = logging.getLogger("trio_kafka.producer")
 
@@ -118,7 +113,7 @@ class Sender:
         self.closing = False
         self._refreshing = False
         self._last_refresh = -math.inf
-        self._retry = ExponentialBackoff(config.retry_backoff, config.retry_backoff_max)
+        self._retry = ExponentialBackoff.of(config)
         # Whether the core's fatal error was acted on (logged, sends refused, queue failed).
         self._fatal_handled = False
 
@@ -338,62 +333,35 @@ class Sender:
         Kafka answers this request with a new producer id whatever id and epoch it
         carries, and a new id would not fence the old one's late requests."""
         core = self.core
-        attempts = 0
         try:
-            while self.fatal_error is None and core.needs_producer_id:
-                error: KafkaError
-                try:
-                    node_id = self.selector.least_loaded_node()
-                    connection = await self.selector.connection(node_id)
-                    version = connection.api_versions.get(InitProducerIdRequest.API_KEY)
-                    if version is None:
-                        self.fatal(
-                            FatalError(
-                                f"broker {connection.host}:{connection.port} does not support "
-                                "InitProducerId: idempotence needs it (or set "
-                                "enable_idempotence=False)"
-                            )
-                        )
-                        return
-                    request = InitProducerIdRequest(
-                        transactional_id=None,
-                        transaction_timeout_ms=int(core.config.transaction_timeout * 1000),
-                    )
-                    response = await connection.request(request, timeout=self.request_timeout)
-                except (BrokerConnectionError, AmbiguousError) as exc:
-                    error = exc
-                except FatalError as exc:
-                    # AuthenticationError from the connection (refused credentials or
-                    # certificate, a TLS or SASL listener met in plaintext): the producer
-                    # stops with it, as a node's sender does, instead of crashing its tasks.
-                    self.fatal(exc)
-                    return
-                else:
-                    code = response.error_code
-                    if code == ErrorCode.NONE:
-                        core.set_producer_id(
-                            response.producer_id, response.producer_epoch, self.clock.now()
-                        )
-                        logger.debug(
-                            "producer id %s epoch %s", response.producer_id, response.producer_epoch
-                        )
-                        self.on_progress()
-                        return
-                    error = error_for_code(code, f"InitProducerId v{version}")
-                    if not error_info(code).retriable:
-                        self.fatal(error)
-                        return
-                logger.debug("InitProducerId failed (attempt %d): %s", attempts + 1, error)
-                await anyio.sleep(self._retry.backoff(attempts, self.selector.rng))
-                attempts += 1
+            try:
+                got = await init_idempotent_producer_id(
+                    self.selector,
+                    timeout=self.request_timeout,
+                    transaction_timeout=core.config.transaction_timeout,
+                    backoff=self._retry,
+                    wanted=lambda: self.fatal_error is None and core.needs_producer_id,
+                )
+            except KafkaError as exc:
+                # A broker without InitProducerId, refused credentials or certificate (a
+                # TLS or SASL listener met in plaintext), a code that is not retriable:
+                # the producer stops with it, as a node's sender does.
+                self.fatal(exc)
+                return
+            if got is not None:
+                core.set_producer_id(*got, self.clock.now())
+                self.on_progress()
         finally:
             self._init_running = False
             self.wake()
 
     # -- requests --------------------------------------------------------------------
 
-    def produce_request(self, batches: list[ProducerBatch]) -> ProduceFrame:
-        data = self.core.produce_data(batches)
+    def produce_request(self, batches: list[ProducerBatch], node: int) -> ProduceFrame:
+        """The request for `batches` to `node`, whose connection is open (what it said in
+        ApiVersions decides the base offset of a batch without an expected offset)."""
+        info = self.selector.api_versions(node)
+        data = self.core.produce_data(batches, cas_broker=info is None or info.supports_cas)
         return ProduceFrame(self._transactional_id, self._acks, self._timeout_ms, data)
 
     def _take(self, attempt: ProduceAttempt) -> bool:

@@ -203,6 +203,31 @@ class Telemetry:
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, str(error)))
         span.end()
 
+    def begin_load(self, topic: str, load_id: str) -> Any:
+        """Start a bulk load's `load {topic}` span (one for the run, none per row)."""
+        return self.tracer.start_span(
+            f"load {topic}",
+            kind=self._trace.SpanKind.PRODUCER,
+            attributes={
+                "messaging.system": _SYSTEM,
+                "messaging.operation.name": "load",
+                "messaging.operation.type": "send",
+                "messaging.destination.name": topic,
+                "messaging.kafka.load_id": load_id,
+            },
+        )
+
+    def end_load(self, span: Any, result: Any, error: BaseException | None) -> None:
+        """End a load's span with what the run did (`LoadResult`) or its error."""
+        if result is not None:
+            span.set_attribute("messaging.batch.message_count", result.loaded)
+            span.set_attribute("messaging.kafka.load.skipped", result.skipped)
+            span.set_attribute("messaging.kafka.load.guarantee", result.guarantee)
+        if error is not None:
+            span.set_attribute("error.type", type(error).__qualname__)
+            span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, str(error)))
+        span.end()
+
     @contextlib.contextmanager
     def current(self, span: Any) -> Iterator[None]:
         """`span` is the current span for the block (records sent there are its

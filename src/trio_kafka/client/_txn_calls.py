@@ -125,10 +125,15 @@ class TransactionalProducerMixin(ProducerBase):
         """Begin a transaction; commit on normal exit, abort on an exception or a
         cancellation (shielded, bounded by the driver's `abort_timeout`).
 
-        After an unknown commit outcome it first waits for the re-initialisation."""
+        After an unknown commit outcome it first waits for the re-initialisation, and
+        after an abort that outlived `abort_timeout` (it goes on in the background) for
+        that abort: beginning then raised IllegalTransactionStateError (seen on Apache
+        Kafka, two ConditionalWriters racing, an abort held up by the other's fencing)."""
         driver = self._transactions()
         if driver.manager.state is TxnState.INITIALIZING:
             await driver.init()
+        elif driver.manager.state is TxnState.ABORTING:
+            await driver.abort()
         self.begin_transaction()
         span = self._txn_span
         try:

@@ -75,6 +75,7 @@ from trio_kafka.errors import (
 )
 from trio_kafka.producer._accumulator import BatchSpan, RecordAccumulator
 from trio_kafka.producer._actions import Action
+from trio_kafka.producer._backoff import ExponentialBackoff, backoff_delay
 from trio_kafka.producer._batch import BatchState, ProducerBatch
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig, TimeUnitWarning
@@ -130,6 +131,7 @@ __all__ = [
     "CoreRules",
     "Decision",
     "DeliveryHandle",
+    "ExponentialBackoff",
     "Failed",
     "GroupMetadata",
     "Headers",
@@ -174,6 +176,7 @@ __all__ = [
     "TxnResult",
     "TxnState",
     "UnknownTopicError",
+    "backoff_delay",
     "current_rules",
     "murmur2",
     "partition_for_key",

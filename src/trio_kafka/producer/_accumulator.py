@@ -226,6 +226,29 @@ class RecordAccumulator:
             topic, value, key, headers, partition, timestamp_ms, now, expected_offset, size
         )
 
+    def append_value(self, topic: str, value: bytes, now: float) -> DeliveryHandle | None:
+        """`append(topic, value, now=now)` for the commonest record (a bytes value, no
+        key, headers, partition or timestamp): the sticky batch's fast path with three
+        arguments and none of the other cases' tests; anything else is `append`'s."""
+        size = RECORD_OVERHEAD + len(value)
+        used = self.buffer_used + size
+        if used <= self.buffer_limit and now < self._switch_at:
+            sticky = self._sticky.get(topic)
+            if sticky is not None:
+                batch: ProducerBatch = sticky.batch  # type: ignore[assignment]
+                room = batch.room - size  # negative: full, or sealed (room -1)
+                if room >= 0:
+                    batch.room = room
+                    sticky.produced += size
+                    self.buffer_used = used
+                    values = batch.values
+                    index = len(values)
+                    values.append(value)
+                    if now >= batch.tick:
+                        batch.stamp(index, now)
+                    return self.handle_class(batch, index)
+        return self.append(topic, value, now=now)
+
     def append_record(self, record: ProducerRecord, now: float) -> DeliveryHandle | None:
         return self.append(
             record.topic,

@@ -79,6 +79,7 @@ class ProducerBatch:
     """
 
     __slots__ = (
+        "ack_times",
         "attempts",
         "base_offset",
         "base_sequence",
@@ -166,6 +167,12 @@ class ProducerBatch:
         self.result: Result | None = None
         self.base_offset = -1
         self.log_append_time = -1
+        # Set by `complete` when acknowledged at a known offset and unsplit: every
+        # record's timestamp, by index, so that record i's outcome is (topic, partition,
+        # base_offset + i, ack_times[i]). Worked out once per batch (list repeats, in C)
+        # rather than per awaited record (runs, extras, log append time); None
+        # otherwise. What `await handle` reads first.
+        self.ack_times: list[int] | None = None
         self.error: KafkaError | None = None
         self.record_errors: dict[int, KafkaError] | None = None
         # Called once with the batch when it completes (callbacks, the driver's wakeups).
@@ -272,11 +279,20 @@ class ProducerBatch:
             self.reserved = self.capacity - self.room
             self.room = -1
 
-    def encode(self, compression: int = 0, compression_level: int | None = None) -> bytes:
+    def encode(
+        self,
+        compression: int = 0,
+        compression_level: int | None = None,
+        *,
+        cas_broker: bool = True,
+    ) -> bytes:
         """The batch's wire bytes with its current producer id, epoch and sequence.
 
         The records are encoded once (first drain) and the builder is kept, so a retry
-        only rewrites the header.
+        only rewrites the header. The base offset is the expected offset (CAS); without
+        one, -1 ("no expectation") to a broker with the CAS extension and 0 to any other:
+        Apache Kafka 4.4 refuses a produced batch whose base offset is not 0
+        (InvalidRecordException, answered CORRUPT_MESSAGE).
         """
         builder = self.builder
         if builder is None:
@@ -286,13 +302,29 @@ class ProducerBatch:
                 builder.append_runs(self.run_starts, self.run_ms, self.values)
             else:
                 encode_with_extras(builder, self.create_times(), self.values, extras, self.keys)
+        if self.expected_offset >= 0 or cas_broker:
+            base_offset = self.expected_offset
+        else:
+            base_offset = 0
         return builder.build(
-            base_offset=self.expected_offset,
+            base_offset=base_offset,
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             base_sequence=self.base_sequence,
             is_transactional=self.is_transactional,
         )
+
+    def _timestamps(self) -> list[int]:
+        """Every record's timestamp as the broker reports it: the log append time, or
+        the explicit or create time."""
+        if self.log_append_time >= 0:
+            return [self.log_append_time] * len(self.values)
+        times = self.create_times()
+        if self.extras:
+            for index, (timestamp, _, _) in self.extras.items():
+                if timestamp is not None:
+                    times[index] = timestamp
+        return times
 
     def timestamp_of(self, index: int) -> int:
         if self.log_append_time >= 0:
@@ -310,6 +342,8 @@ class ProducerBatch:
         self.result = Result.ACKNOWLEDGED
         self.base_offset = base_offset
         self.log_append_time = log_append_time
+        if base_offset >= 0 and self.pieces is None:
+            self.ack_times = self._timestamps()
         self._finish()
         return True
 
@@ -426,6 +460,11 @@ class ProducerBatch:
         return piece, at + index - start
 
     def outcome(self, index: int) -> Outcome | None:
+        times = self.ack_times
+        if times is not None:  # (see __init__)
+            return _new_tuple(
+                Acknowledged, (self.topic, self.partition, self.base_offset + index, times[index])
+            )
         result = self.result
         if result is _ACKNOWLEDGED and self.pieces is None:
             # The common case, once per awaited record: a module constant rather than a

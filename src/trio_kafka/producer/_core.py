@@ -25,6 +25,7 @@ from trio_kafka.errors import (
     error_info,
 )
 from trio_kafka.producer._accumulator import RecordAccumulator
+from trio_kafka.producer._backoff import ExponentialBackoff
 from trio_kafka.producer._batch import ProducerBatch
 from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import ProducerConfig
@@ -44,7 +45,6 @@ from trio_kafka.producer._responses import (
     idempotent_epoch_refused,
     record_errors_of,
     refused_as_too_large,
-    retry_backoff,
 )
 from trio_kafka.producer._rule_context import rules_for
 from trio_kafka.producer._sequencer import (
@@ -109,6 +109,7 @@ class ProducerCore:
     ) -> None:
         self.config = config
         self.rng = rng
+        self._backoff = ExponentialBackoff.of(config)
         #: The decisions where a wrong rule loses or duplicates writes (producer/_rules.py).
         self.rules = rules_for(CoreRules) if rules is None else rules
         if sequencing is None:
@@ -213,15 +214,21 @@ class ProducerCore:
         its own, so each counts as in flight (an epoch bump waits for all: 10816290)."""
         self.accumulator.batches.requests_started(node, parts - 1)
 
-    def encode(self, batch: ProducerBatch) -> bytes:
-        """The record batch bytes for `batch`'s PartitionProduceData.records."""
-        return batch.encode(self._compression, self.config.compression_level)
+    def encode(self, batch: ProducerBatch, *, cas_broker: bool = True) -> bytes:
+        """The record batch bytes for `batch`'s PartitionProduceData.records;
+        `cas_broker`: the leader has the CAS extension (`ProducerBatch.encode`)."""
+        return batch.encode(self._compression, self.config.compression_level, cas_broker=cas_broker)
 
-    def produce_data(self, batches: Iterable[ProducerBatch]) -> dict[str, list[tuple[int, bytes]]]:
-        """topic -> [(partition, records bytes)] for one ProduceRequest."""
+    def produce_data(
+        self, batches: Iterable[ProducerBatch], *, cas_broker: bool = True
+    ) -> dict[str, list[tuple[int, bytes]]]:
+        """topic -> [(partition, records bytes)] for one ProduceRequest to a leader with
+        (`cas_broker`) or without the CAS extension."""
         data: dict[str, list[tuple[int, bytes]]] = {}
         for batch in batches:
-            data.setdefault(batch.topic, []).append((batch.partition, self.encode(batch)))
+            data.setdefault(batch.topic, []).append(
+                (batch.partition, self.encode(batch, cas_broker=cas_broker))
+            )
         return data
 
     def expire(self, now: float) -> list[ProducerBatch]:
@@ -337,8 +344,9 @@ class ProducerCore:
         )
 
     def backoff(self, attempts: int) -> float:
-        """KIP-580: exponential from retry_backoff up to retry_backoff_max, ±20% jitter."""
-        return retry_backoff(self.config, attempts, self.rng)
+        """The backoff before a batch's next attempt, after `attempts` (the one backoff,
+        producer/_backoff.py: KIP-580, jittered from the injected rng)."""
+        return self._backoff.backoff(attempts - 1, self.rng)
 
     def _retry(self, batch: ProducerBatch, now: float) -> None:
         self.rules.requeue(self, batch, now)

@@ -27,8 +27,6 @@ from trio_kafka.errors import (
     error_for_code,
 )
 from trio_kafka.producer._batch import ProducerBatch
-from trio_kafka.producer._config import ProducerConfig
-from trio_kafka.producer._partitioner import RandomSource
 
 
 class Decision(enum.Enum):
@@ -180,14 +178,3 @@ def dropped_at_bump() -> AmbiguousError:
         "the producer epoch was bumped while an earlier attempt of this batch "
         "may have been written; resending it under the new epoch could duplicate it"
     )
-
-
-def retry_backoff(config: ProducerConfig, attempts: int, rng: RandomSource) -> float:
-    """KIP-580: exponential from retry_backoff up to retry_backoff_max, ±20% jitter
-    (`rng.random()`, the core's injected source)."""
-    base, top = config.retry_backoff, config.retry_backoff_max
-    if base >= top:
-        return top
-    term = base * (1 << min(max(attempts - 1, 0), 60))
-    jitter = 0.8 + 0.4 * float(rng.random())
-    return min(term * jitter, top)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from trio_kafka.producer import _txn_requests as build
+from trio_kafka.producer._backoff import ExponentialBackoff
 from trio_kafka.producer._txn_types import (
     Coordinator,
     CoordinatorType,
@@ -39,6 +40,8 @@ from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
 from trio_kafka.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest
 
 K = TxnRequestKind
+#: EndTxn's last version without KIP-890's per-transaction epoch bump (v5 has it).
+_END_TXN_V1_MAX = 4
 _REQUEST_CLASS: dict[TxnRequestKind, Any] = {
     K.FIND_COORDINATOR: FindCoordinatorRequest,
     K.INIT_PRODUCER_ID: InitProducerIdRequest,
@@ -59,8 +62,8 @@ class TxnRequestQueue:
         retry_backoff_max: float = 1.0,
         add_partitions_max_version: int = 3,
     ) -> None:
-        self.retry_backoff = retry_backoff
-        self.retry_backoff_max = retry_backoff_max
+        # Not jittered (no random source here): one request at a time per producer.
+        self.backoff = ExponentialBackoff(retry_backoff, retry_backoff_max)
         # Kafka keeps AddPartitionsToTxn v4+ for brokers; clients stop at v3 (Java).
         self.add_partitions_max_version = add_partitions_max_version
         # API key -> negotiated version (None: use our highest); cluster's transaction.version.
@@ -96,6 +99,12 @@ class TxnRequestQueue:
         top: int = cls.MAX_VERSION
         if kind is K.ADD_PARTITIONS:
             top = min(top, self.add_partitions_max_version)
+        if kind is K.END_TXN and self.transaction_version < 2:
+            # EndTxn v5 is transactions v2's (KIP-890), as Java's producer keeps it: Kafka
+            # 4.4 with transaction.version=0 answers it UNSUPPORTED_VERSION, and with 1 it
+            # bumps the epoch at every commit or abort, which fenced the next
+            # transaction's v1 requests (PRODUCER_FENCED).
+            top = min(top, _END_TXN_V1_MAX)
         if self._versions is None:
             return top
         found = self._versions.get(cls.API_KEY)
@@ -137,10 +146,7 @@ class TxnRequestQueue:
         """Queue `work` again after `backoff` (None: retry_backoff, growing)."""
         work.attempts += 1
         if backoff is None:
-            backoff = min(
-                self.retry_backoff * (1 << min(max(work.attempts - 1, 0), 30)),
-                self.retry_backoff_max,
-            )
+            backoff = self.backoff.backoff(work.attempts - 1, None)
         work.not_before = now + backoff
         self.enqueue(work)
 

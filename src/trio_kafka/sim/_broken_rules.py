@@ -148,11 +148,6 @@ class _CommitAfterFailedSend(Rules):
         return False
 
 
-class _V1EndTxnEpoch(Rules):
-    def end_txn_bumps_epoch(self, manager: TransactionManager) -> bool:
-        return True
-
-
 class _NewProducerIdOnBump(Rules):
     def epoch_bump(self, sequencing: SequencingPolicy) -> tuple[int, int]:
         return -1, -1

@@ -53,14 +53,15 @@ class Delivery:
         may_fire = decider.plan.may_fire
         self._may_spike = may_fire(FaultKind.LATENCY)
         self._may_fragment = may_fire(FaultKind.FRAGMENTATION)
-        self._may_fail_writes = any(
-            may_fire(k)
-            for k in (
-                FaultKind.RESET_BEFORE_APPLY,
-                FaultKind.ZOMBIE_REQUEST,
-                FaultKind.RESET_AFTER_APPLY,
-                FaultKind.BLACKHOLE_AFTER_APPLY,
-            )
+        self._may_reset_before = may_fire(FaultKind.RESET_BEFORE_APPLY)
+        self._may_zombie = may_fire(FaultKind.ZOMBIE_REQUEST)
+        self._may_reset_after = may_fire(FaultKind.RESET_AFTER_APPLY)
+        self._may_black_hole = may_fire(FaultKind.BLACKHOLE_AFTER_APPLY)
+        self._may_fail_writes = (
+            self._may_reset_before
+            or self._may_zombie
+            or self._may_reset_after
+            or self._may_black_hole
         )
         #: The run's virtual-time timers (`bind`).
         self._timers: VirtualTimers | None = None
@@ -99,7 +100,7 @@ class Delivery:
             return Action.DELIVER
         k = keyed(conn.key_head, write_no)  # repr((*conn.key, write_no))
         if direction == C2S:
-            if fires(
+            if self._may_reset_before and fires(
                 FaultKind.RESET_BEFORE_APPLY,
                 "client-write",
                 *conn.key,
@@ -108,12 +109,12 @@ class Delivery:
                 key_repr=k,
             ):
                 return Action.RESET
-            if fires(
+            if self._may_zombie and fires(
                 FaultKind.ZOMBIE_REQUEST, "client-write", *conn.key, write_no, now=now, key_repr=k
             ):
                 return Action.ZOMBIE
         else:
-            if fires(
+            if self._may_reset_after and fires(
                 FaultKind.RESET_AFTER_APPLY,
                 "server-write",
                 *conn.key,
@@ -122,7 +123,7 @@ class Delivery:
                 key_repr=k,
             ):
                 return Action.RESET
-            if fires(
+            if self._may_black_hole and fires(
                 FaultKind.BLACKHOLE_AFTER_APPLY,
                 "server-write",
                 *conn.key,
@@ -170,15 +171,14 @@ class Delivery:
         now = self._now()
         chunk_no = pipe.chunks
         pipe.chunks += 1
-        key = (*conn.key, pipe.direction, chunk_no)
-        text = keyed(pipe.key_head, chunk_no)  # repr(key)
+        text = keyed(pipe.key_head, chunk_no)  # repr((*conn.key, pipe.direction, chunk_no))
         latency = self.profile.latency.base(self.draws.uniform_keyed("latency", text))
-        if self._may_spike and self.decider.fires(
-            FaultKind.LATENCY, "chunk", *key, now=now, key_repr=text
-        ):
-            latency += self.profile.latency.spike(
-                self.decider.param(FaultKind.LATENCY, "spike", "chunk", *key)
-            )
+        if self._may_spike:
+            key = (*conn.key, pipe.direction, chunk_no)
+            if self.decider.fires(FaultKind.LATENCY, "chunk", *key, now=now, key_repr=text):
+                latency += self.profile.latency.spike(
+                    self.decider.param(FaultKind.LATENCY, "spike", "chunk", *key)
+                )
         at = max(pipe.last_deliver_at, now + latency) + len(data) / self.profile.bandwidth
         pipe.last_deliver_at = at
         pipe.in_flight.append(Chunk(at, data, action, write_no))

@@ -101,9 +101,17 @@ def check_trio_hooks() -> None:
         )
 
 
+#: `check_trio_hooks` passed in this process (trio's modules do not change while it
+#: runs: asked once, not before every seed, where it cost ~0.2% of a lite seed).
+_hooks_checked = False
+
+
 def seed_scheduler(seed: int) -> None:
     """Make trio's scheduler deterministic and seed it (affects the next `trio.run`)."""
-    check_trio_hooks()
+    global _hooks_checked
+    if not _hooks_checked:
+        check_trio_hooks()
+        _hooks_checked = True
     from trio._core import _run
 
     _run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]

@@ -58,7 +58,6 @@ from trio_kafka.sim._broken_rules import (
     _SameEpochOnUnknownProducer,
     _StaleEndTxn,
     _TimeoutNotWritten,
-    _V1EndTxnEpoch,
 )
 from trio_kafka.sim.faults import FaultIdentity, Profile
 from trio_kafka.sim.minimize import ddmin, fault_id
@@ -78,7 +77,6 @@ EXPIRE_IN_FLIGHT = "expire-in-flight"
 CAS_REBASE_ON_MISMATCH = "cas-rebase-on-mismatch"
 BULK_WITHOUT_CAS = "bulk-without-cas"
 COMMIT_AFTER_FAILED_SEND = "commit-after-failed-send"
-V1_END_TXN_EPOCH = "v1-end-txn-epoch"
 NEW_PRODUCER_ID_ON_BUMP = "new-producer-id-on-bump"
 CAS_PIPELINED_SAME_OFFSET = "cas-pipelined-same-offset"
 # -- the load pipeline (producer/_load.py) --
@@ -143,11 +141,6 @@ MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
         "a send() that raised inside a transaction leaves it committable (torn commit)",
         ("transactional",),
     ),
-    V1_END_TXN_EPOCH: (
-        "a transactions-v1 abort takes EndTxn v5's current epoch for a bump, restarting "
-        "a failed partition's sequences at 0 under the same epoch",
-        ("transactional",),
-    ),
     NEW_PRODUCER_ID_ON_BUMP: (
         "the idempotent producer's epoch bump takes a new producer id (InitProducerId) "
         "instead of the next epoch of its id, so a late request of the old id is not "
@@ -202,7 +195,6 @@ BROKEN_RULES: dict[str, type[Rules]] = {
     CAS_REBASE_ON_MISMATCH: _CasRebaseOnMismatch,
     BULK_WITHOUT_CAS: _BulkWithoutCas,
     COMMIT_AFTER_FAILED_SEND: _CommitAfterFailedSend,
-    V1_END_TXN_EPOCH: _V1EndTxnEpoch,
     NEW_PRODUCER_ID_ON_BUMP: _NewProducerIdOnBump,
     CAS_PIPELINED_SAME_OFFSET: _PipelinedSameOffset,
     LOAD_LOST_AS_WRITTEN: _LoadLostAsWritten,

@@ -9,7 +9,8 @@ DataFrame and the same rows given to `BulkLoader` make the same log:
    given): a first job counts the rows of each Spark partition (what `zipWithIndex`
    does), then row = the rows of the partitions before + the index within its own;
 3. `partition` is the Kafka partition by the one rule: murmur2 of the key (Java's
-   default partitioner; in `mapInArrow`), else `row % partitions` (in SQL);
+   default partitioner; in `mapInArrow`, vectorized over the Arrow buffers:
+   spark/_arrow.py), else `row % partitions` (in SQL);
 4. `repartitionById(n, partition)` makes Spark partition i exactly Kafka partition i,
    one task each (Spark 4.1+), and `sortWithinPartitions(row)` streams each task's rows
    in order (Spark sorts in the JVM, spilling to disk: the Python task holds one Arrow
@@ -67,10 +68,11 @@ def _partitioner(partitions: int) -> Any:
     def add_partition(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa  # type: ignore[import-untyped]
 
+        from trio_kafka.spark._arrow import partitions_of
+
         for batch in batches:
-            keys = batch.column("key").to_pylist()
-            rows = batch.column("row").to_pylist()
-            parts = [partition_of(r, k, partitions) for r, k in zip(rows, keys, strict=True)]
+            # Over the Arrow buffers (spark/_arrow.py): no Python object per row.
+            parts = partitions_of(batch.column("row"), batch.column("key"), partitions)
             yield pa.RecordBatch.from_arrays(
                 [*batch.columns, pa.array(parts, pa.int32())],
                 names=[*batch.schema.names, "partition"],

@@ -114,8 +114,11 @@ def _binary(column: Any) -> list[bytes | None]:
     return values
 
 
-def chunks_of(batch: Any) -> Iterator[tuple[int, RowChunk]]:
-    """(Kafka partition, its rows) of one Arrow batch, in row order."""
+def chunks_of(batch: Any, partitions: int | None = None) -> Iterator[tuple[int, RowChunk]]:
+    """(Kafka partition, its rows) of one Arrow batch, in row order. With `partitions`
+    (the topic's count), every row's `partition` is checked here against the one rule,
+    vectorized over the Arrow columns (spark/_arrow.py), and the chunks say so
+    (`RowChunk.routed`: `load_partition` then only checks that rows increase)."""
     import pyarrow.compute as pc  # type: ignore[import-untyped]
 
     names = batch.schema.names
@@ -128,6 +131,8 @@ def chunks_of(batch: Any) -> Iterator[tuple[int, RowChunk]]:
     if batch.num_rows == 0:
         return
     parts = batch.column("partition")
+    if partitions is not None:
+        _check_routing(batch, partitions)
     bounds = pc.min_max(parts)
     low, high = bounds["min"].as_py(), bounds["max"].as_py()
     groups = [(low, batch)] if low == high else []
@@ -142,7 +147,29 @@ def chunks_of(batch: Any) -> Iterator[tuple[int, RowChunk]]:
                 rows.column("row").to_pylist(),
                 None if keys is None or keys.null_count == len(keys) else _binary(keys),
                 _binary(rows.column("value")),
+                routed=partitions is not None,
             ),
+        )
+
+
+def _check_routing(batch: Any, partitions: int) -> None:
+    """Every row's `partition` is its partition by the one rule (murmur2 of the key,
+    else row % partitions): what `load_partition` checks row by row, at C speed."""
+    import numpy as np
+
+    from trio_kafka.spark._arrow import partitions_of
+
+    keys = batch.column("key") if "key" in batch.schema.names else None
+    rows = batch.column("row").to_numpy()
+    want = partitions_of(rows, keys, partitions)
+    given = batch.column("partition").to_numpy(zero_copy_only=False)
+    wrong = np.flatnonzero(want != given)
+    if len(wrong):
+        at = int(wrong[0])
+        raise ConfigError(
+            f"row {int(rows[at])} belongs to partition {int(want[at])} of the topic, not "
+            f"{int(given[at])} (murmur2 of the key, else row % {partitions}: the rule "
+            "every load uses)"
         )
 
 
@@ -223,6 +250,7 @@ async def write_partitions(
             "transaction_timeout": options.transaction_timeout,
             "routing": options.routing_fields(),
         }
+        count = (await sel.wait_for_topic(options.topic)).partition_count
         sends: dict[int, trio.MemorySendChannel[RowChunk]] = {}
         try:
             async with trio.open_nursery() as nursery:
@@ -230,7 +258,7 @@ async def write_partitions(
                     batch = await trio.to_thread.run_sync(next, batches, None)
                     if batch is None:
                         break
-                    for partition, chunk in chunks_of(batch):
+                    for partition, chunk in chunks_of(batch, count):
                         send = sends.get(partition)
                         if send is None:
                             send, receive = trio.open_memory_channel[RowChunk](1)

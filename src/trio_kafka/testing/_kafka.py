@@ -301,6 +301,7 @@ def _server_properties(
     voters: str,
     *,
     advertised: Mapping[str, str],
+    internal_port: int | None,
     replication: int,
     security: ListenerSecurity,
     keystore: Path | None,
@@ -312,6 +313,13 @@ def _server_properties(
     advertised_listeners = [
         f"{name}://{advertised.get(name) or node.address(name)}" for name in security.listeners
     ]
+    inter_broker = "PLAINTEXT"
+    if internal_port is not None:
+        # Replication and transaction markers on a listener of their own: a proxy in
+        # front of the advertised one then stands between clients and brokers only.
+        listeners.append(f"INTERNAL://127.0.0.1:{internal_port}")
+        advertised_listeners.append(f"INTERNAL://127.0.0.1:{internal_port}")
+        inter_broker = "INTERNAL"
     props = {
         "process.roles": "broker,controller",
         "node.id": str(node.node_id),
@@ -319,7 +327,7 @@ def _server_properties(
         "listeners": ",".join([*listeners, f"CONTROLLER://127.0.0.1:{node.controller_port}"]),
         "advertised.listeners": ",".join(advertised_listeners),
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
+        "inter.broker.listener.name": inter_broker,
         "log.dirs": str(node.directory / "data"),
         "num.partitions": "1",
         "default.replication.factor": str(replication),
@@ -339,6 +347,8 @@ def _server_properties(
         "broker.heartbeat.interval.ms": "500",
     }
     props.update(security.properties(keystore))
+    if internal_port is not None:
+        props["listener.security.protocol.map"] += ",INTERNAL:PLAINTEXT"
     props.update(extra)
     return props
 
@@ -357,8 +367,7 @@ def _format(
         f"{kafka_jars()}/*",
         "kafka.tools.StorageTool",
         "format",
-        "-t",
-        cluster_id,
+        f"--cluster-id={cluster_id}",  # one argument: an id may begin with "-"
         "-c",
         str(node.directory / "server.properties"),
     ]
@@ -380,6 +389,8 @@ def kafka_cluster(
     transaction_version: int | None = None,
     server_properties: Mapping[str, str] | None = None,
     advertised: Sequence[Advertised] | None = None,
+    ports: Sequence[int] | None = None,
+    internal_listener: bool = False,
     startup_timeout: float = 90.0,
     heap: str = "512m",
     log_level: str = "INFO",
@@ -395,8 +406,14 @@ def kafka_cluster(
     fresh 4.x cluster takes 2, transactions v2 of KIP-890, unless given 0 or 1).
     `server_properties` are added to (or replace) every node's; `advertised` gives each
     node's advertised "host:port" (e.g. a `FaultProxy`'s) instead of its own, for its
-    PLAINTEXT listener, or a mapping from security protocol to "host:port" for several.
-    The nodes are stopped and their directories removed after the block.
+    PLAINTEXT listener, or a mapping from security protocol to "host:port" for several;
+    `ports` each node's client (PLAINTEXT) port (picked free, e.g. with `free_port()`, so
+    that a proxy can be opened to it before the node starts) instead of a free one.
+    `internal_listener=True` gives every node a listener of its own (on a free port) for
+    replication and transaction markers, so that a proxy at the advertised address stands
+    between clients and brokers only (without it, brokers reach each other through the
+    advertised address too). The nodes are stopped and their directories removed after
+    the block.
 
     `listeners` adds client listeners by security protocol: `"SASL_PLAINTEXT"`,
     `"SSL"`, `"SASL_SSL"` (PLAINTEXT is always there: the nodes talk to each other and
@@ -409,6 +426,8 @@ def kafka_cluster(
     kafka_jars(), java_binary()  # fail at once, with the remedy, when Kafka is missing
     if advertised is not None and len(advertised) != nodes:
         raise ValueError(f"advertised names {len(advertised)} addresses for {nodes} nodes")
+    if ports is not None and len(ports) != nodes:
+        raise ValueError(f"ports names {len(ports)} ports for {nodes} nodes")
     security = ListenerSecurity(listeners, sasl_users or {}, sasl_mechanisms)
     advertised_by_node = (
         [{} for _ in range(nodes)]
@@ -425,7 +444,7 @@ def kafka_cluster(
             cluster.nodes.append(
                 KafkaNode(
                     node_id=i + 1,
-                    port=free_port(),
+                    port=free_port() if ports is None else ports[i],
                     controller_port=free_port(),
                     directory=directory,
                     cluster_size=nodes,
@@ -445,6 +464,7 @@ def kafka_cluster(
                 node,
                 voters,
                 advertised=advertised_by_node[i],
+                internal_port=free_port() if internal_listener else None,
                 replication=3 if nodes >= 3 else 1,
                 security=security,
                 keystore=keystore,
@@ -472,6 +492,8 @@ def kafka_broker(
     transaction_version: int | None = None,
     server_properties: Mapping[str, str] | None = None,
     advertised: Advertised | None = None,
+    port: int | None = None,
+    internal_listener: bool = False,
     startup_timeout: float = 90.0,
     heap: str = "512m",
     log_level: str = "INFO",
@@ -483,15 +505,18 @@ def kafka_broker(
 
     `advertised` ("host:port") is the address Metadata gives clients instead of its own,
     e.g. a `FaultProxy` in front of it (a mapping from security protocol to "host:port"
-    sets it per listener). `listeners=("PLAINTEXT", "SASL_SSL")`, `sasl_users` and
-    `sasl_mechanisms` add security listeners: `node.address("SASL_SSL")`,
-    `node.ca_file`. See `kafka_cluster` for the other options.
+    sets it per listener); `port` its client port instead of a free one.
+    `listeners=("PLAINTEXT", "SASL_SSL")`, `sasl_users` and `sasl_mechanisms` add
+    security listeners: `node.address("SASL_SSL")`, `node.ca_file`. See `kafka_cluster`
+    for the other options.
     """
     with kafka_cluster(
         1,
         transaction_version=transaction_version,
         server_properties=server_properties,
         advertised=None if advertised is None else [advertised],
+        ports=None if port is None else [port],
+        internal_listener=internal_listener,
         startup_timeout=startup_timeout,
         heap=heap,
         log_level=log_level,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -197,10 +198,13 @@ def unsecured_jwt(
         raw = json.dumps(value, separators=(",", ":")).encode()
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
+    # Whole seconds, iat rounded down: a fraction rounded up to the broker's millisecond
+    # put iat in the future when the broker checked it within that millisecond, and
+    # Kafka's unsecured validator (no clock skew allowed) answered invalid_token.
     payload: dict[str, object] = {
         "sub": subject,
-        "iat": issued_at,
-        "exp": issued_at + lifetime,
+        "iat": math.floor(issued_at),
+        "exp": math.floor(issued_at + lifetime),
         **claims,
     }
     return f"{part({'alg': 'none'})}.{part(payload)}."

@@ -63,7 +63,13 @@ def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse:
 
                 def verify(pid: int, epoch: int, key: tuple[str, int] = key) -> ErrorCode:
                     txn_id = req.transactional_id
-                    if state.options.transaction_version >= 2 and txn_id is not None:
+                    if (
+                        state.options.transaction_version >= 2
+                        and txn_id is not None
+                        and ctx.version >= 12
+                    ):
+                        # KIP-890 part 2: only a Produce v12+ (a transactions-v2 client)
+                        # adds its partition; older ones are verified (conformance test).
                         error = state.txn.add_partitions(txn_id, pid, epoch, [key], now)
                         if error is ErrorCode.PRODUCER_FENCED:
                             return ErrorCode.INVALID_PRODUCER_EPOCH

@@ -32,7 +32,9 @@ class TopicProduceData(Struct):
 class ProduceRequest(Request):
     API_KEY = 0
     MIN_VERSION = 0
-    MAX_VERSION = 11
+    # v12 is v11 on the wire; a transactional producer sending it uses transactions v2
+    # (KIP-890): the Produce itself adds the partition to the transaction.
+    MAX_VERSION = 12
     FLEXIBLE_VERSION = 9
 
     transactional_id: str | None = field(STRING, "3+", nullable="3+", default=None)
@@ -83,7 +85,7 @@ class NodeEndpoint(Struct):
 class ProduceResponse(Response):
     API_KEY = 0
     MIN_VERSION = 0
-    MAX_VERSION = 11
+    MAX_VERSION = 12
     FLEXIBLE_VERSION = 9
 
     responses: list[TopicProduceResponse] = field(array(TopicProduceResponse))

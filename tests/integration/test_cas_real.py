@@ -1,0 +1,35 @@
+"""CAS against the real brokers (Apache Kafka 4.4, Tansu), neither of which has the
+extension: refused with a clear error, and nothing is written."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration._real import RealBroker, real_broker_per_backend
+from trio_kafka.client import create_topic, open_conditional_writer, open_producer
+from trio_kafka.client._reader import PartitionReader
+from trio_kafka.errors import CasNotSupportedError
+from trio_kafka.net import open_selector
+
+# On trio, then on asyncio (issue 16; tests/conftest.py).
+pytestmark = pytest.mark.anyio
+real_broker = real_broker_per_backend()
+
+
+async def test_a_cas_send_to_a_plain_topic_is_refused_and_writes_nothing(
+    real_broker: RealBroker,
+) -> None:
+    topic = real_broker.name("cas-refused")
+    async with open_selector(real_broker.bootstrap) as selector:
+        await create_topic(selector, topic, 1, cas=False, replication_factor=1)
+        async with open_producer(selector=selector, linger=0) as producer:
+            with pytest.raises(CasNotSupportedError) as info:
+                await producer.send(topic, b"x", partition=0, expected_offset=0)
+            message = str(info.value)
+            assert "expected.offset.cas" in message
+            assert "send without expected_offset" in message
+            with pytest.raises(CasNotSupportedError):
+                async with open_conditional_writer(topic, 0, producer=producer):
+                    pass
+        reader = PartitionReader(selector)
+        assert await reader.read_all(topic, 0) == []

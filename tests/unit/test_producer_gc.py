@@ -1,0 +1,112 @@
+"""What a record costs the cyclic garbage collector: the records of a batch hold no
+object it tracks, and a live handle is one tracked object (its batch and an index).
+
+CPython tracks every instance of a class defined in Python (tuple and int subclasses
+too), so a handle cannot be untracked; what these tests keep from regressing is that it
+is the only per-record object the collector sees, before and after acknowledgement.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import random
+import sys
+from collections.abc import Iterator
+
+from trio_kafka.client._handles import RecordHandle
+from trio_kafka.producer import (
+    Acknowledged,
+    ClusterView,
+    ProducerConfig,
+    ProducerCore,
+)
+
+RECORDS = 1000
+# Tracked objects a run of appends and one acknowledgement may add whatever the count
+# (a batch, its lists, the acknowledgement's): far below one per record.
+PER_BATCH_SLACK = 50
+
+
+def make_core() -> ProducerCore:
+    return ProducerCore(
+        ProducerConfig(linger=0.0),
+        random.Random(7),
+        cluster=ClusterView.from_leaders({"t": [1]}),
+        handle_class=RecordHandle,
+    )
+
+
+def tracked() -> int:
+    gc.collect()
+    return len(gc.get_objects())
+
+
+@contextlib.contextmanager
+def alone() -> Iterator[None]:
+    """No other thread of the process runs meanwhile (a full run's worker has helper
+    threads of earlier tests, whose objects would count too): the GIL is not handed
+    over until the block ends."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1000.0)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def test_appended_and_acknowledged_records_hold_no_object_the_collector_tracks() -> None:
+    core = make_core()
+    first = core.append("t", b"v" * 100, now=0.0)
+    assert first is not None
+    with alone():
+        before = tracked()
+        for i in range(RECORDS):
+            # (the handles are dropped: what is left is what the batch keeps per record;
+            # one millisecond in ten starts a new create-time run)
+            core.append("t", b"v" * 100, now=i / 10_000)
+        first.batch.complete(0)
+        added = tracked() - before
+    assert first.batch.ack_times is not None
+    assert added < PER_BATCH_SLACK
+
+
+def test_a_live_handle_is_one_tracked_object_holding_its_batch_and_index() -> None:
+    core = make_core()
+    first = core.append("t", b"v" * 100, now=0.0)
+    assert first is not None
+    with alone():
+        before = tracked()
+        handles = [core.append("t", b"v" * 100, now=0.0) for _ in range(RECORDS)]
+        added = tracked() - before
+    assert RECORDS <= added < RECORDS + PER_BATCH_SLACK
+    handle = handles[-1]
+    assert handle is not None
+    assert set(map(id, gc.get_referents(handle))) <= {
+        id(type(handle)),
+        id(first.batch),
+        id(handle.index),
+    }
+
+
+def test_outcomes_of_an_acknowledged_batch_carry_each_records_own_timestamp() -> None:
+    core = make_core()
+    wall = 1_700_000_000.0
+    core.accumulator.wall_offset = wall
+    handles = [core.append("t", b"v", now=i / 1000) for i in range(5)]
+    explicit = core.append("t", b"v", timestamp_ms=42, now=0.005)
+    batch = explicit.batch  # type: ignore[union-attr]
+    batch.complete(100)
+    outcomes = [h.outcome for h in [*handles, explicit]]  # type: ignore[union-attr]
+    assert outcomes == [
+        Acknowledged("t", 0, 100 + i, int((i / 1000 + wall) * 1000)) for i in range(5)
+    ] + [Acknowledged("t", 0, 105, 42)]
+
+
+def test_outcomes_of_a_batch_with_log_append_time_carry_the_brokers_time() -> None:
+    core = make_core()
+    handles = [core.append("t", b"v", now=i / 1000) for i in range(3)]
+    handles[0].batch.complete(7, log_append_time=99)  # type: ignore[union-attr]
+    assert [h.outcome for h in handles] == [  # type: ignore[union-attr]
+        Acknowledged("t", 0, 7 + i, 99) for i in range(3)
+    ]
