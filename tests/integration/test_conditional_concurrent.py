@@ -268,3 +268,58 @@ async def test_a_foreign_write_fails_the_cas_appends_queued_behind_it() -> None:
     assert sorted(failed) == list(range(8))
     assert [r.value for r in records] == [b"theirs"]
     assert all(writer_of(r)[0] is None for r in records)
+
+
+# trio only: the hook holds the request on an event of the test's (under asyncio the
+# broker runs in a thread of its own); the rule it checks is in the sans-IO core.
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+async def test_cas_appends_behind_a_failed_one_never_land_when_another_writer_filled_its_batch() -> (
+    None
+):
+    """A's first append (expecting offset 0) is held at the broker while B appends one
+    record at offset 0, exactly as many as A's held batch: the log end is then where
+    A's next batch (appends 1-3, expecting offset 1) expects it. That batch must fail
+    with the held one, never be resent to land after a record A never read."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        reached, go = anyio.Event(), anyio.Event()
+        produces = [0]
+
+        async def hold_first(call: HookCall) -> None:
+            produces[0] += 1
+            if produces[0] == 1:
+                reached.set()
+                await go.wait()
+
+        cluster.add_hook(ProduceRequest, hold_first)
+        outcomes: dict[int, object] = {}
+        async with (
+            open_conditional_writer(
+                "log", 0, bootstrap=cluster.bootstrap, writer_ids=lambda: "A"
+            ) as a,
+            open_conditional_writer(
+                "log", 0, bootstrap=cluster.bootstrap, writer_ids=lambda: "B"
+            ) as b,
+        ):
+            for log in (a, b):
+                async for _ in log.read_to_end():
+                    pass
+
+            async def append(n: int) -> None:
+                try:
+                    outcomes[n] = (await a.append(b"a%d" % n)).offset
+                except ConcurrentWriteError as exc:
+                    outcomes[n] = exc
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(append, 0)
+                await reached.wait()  # A's append 0 is at the broker, not appended yet
+                for n in range(1, 4):
+                    tasks.start_soon(append, n)
+                assert (await b.append(b"theirs")).offset == 0
+                assert a.attempts == 4  # 1-3 are in A's producer, behind the held one
+                go.set()
+            assert a.next_offset is None  # stale: read again before appending
+        records = committed(cluster)
+    assert [r.value for r in records] == [b"theirs"]
+    assert all(isinstance(outcomes[n], ConcurrentWriteError) for n in range(4)), outcomes

@@ -97,6 +97,7 @@ from trio_kafka.errors import (
     ConfigError,
     ExpectedOffsetMismatchError,
     FatalError,
+    KafkaError,
     ProducerFencedError,
     WriterFencedError,
 )
@@ -155,12 +156,23 @@ class _Pending:
 
 
 @attrs.define(eq=False)
+class _Link:
+    """One CAS append of a chain: set once it has its outcome (`failed` or not)."""
+
+    settled: anyio.Event = attrs.field(factory=anyio.Event)
+    failed: bool = False
+
+
+@attrs.define(eq=False)
 class _Chain:
-    """CAS appends pipelined since the last complete read: once one of them failed,
-    those behind it are not sent (they expected the log end it would have left)."""
+    """CAS appends pipelined since the last complete read, in the order they were
+    sent (`links`). Once one of them failed, those behind it fail: not sent, if they
+    were not yet (`broken`), and settled as behind a failure if they were (they
+    expected the log end it would have left)."""
 
     broken: str | None = None
     failed_at: int = -1
+    links: list[_Link] = attrs.field(factory=list)
 
     def break_at(self, offset: int, why: str) -> None:
         if self.broken is None:
@@ -168,6 +180,13 @@ class _Chain:
 
     def cancelled(self) -> None:
         self.break_at(-1, "an append queued before it was cancelled")
+
+    async def failed_before(self, link: _Link) -> bool:
+        """Whether an append sent before `link` failed, once all of them have settled."""
+        before = self.links[: self.links.index(link)]
+        for earlier in before:
+            await earlier.settled.wait()
+        return any(earlier.failed for earlier in before)
 
 
 @attrs.define(eq=False)
@@ -366,6 +385,7 @@ class ConditionalWriter:
         before it (`_turns`), not waiting for their answers."""
         chain = self._chain
         await self._turns.take(on_cancel=chain.cancelled)
+        link = _Link()
         try:
             if chain.broken is not None:
                 raise self._behind_failure(chain, expected, sequence)
@@ -378,21 +398,28 @@ class ConditionalWriter:
                 partition=self.partition,
                 expected_offset=expected,
             )
+            chain.links.append(link)
         except BaseException:
             chain.break_at(expected, "the append before it could not be sent")
             raise
         finally:
             self._turns.release()
         try:
-            ack = await self._settle_cas(handle, value, key, headers, sequence, expected)
+            ack = await self._settle_cas(
+                handle, value, key, headers, sequence, expected, chain, link
+            )
         except ConcurrentWriteError as exc:
+            link.failed = True
             chain.break_at(expected, str(exc))
             if chain is self._chain:
                 self.next_offset = None
             raise
         except BaseException:
+            link.failed = True
             chain.break_at(expected, "the append before it ended without an answer")
             raise
+        finally:
+            link.settled.set()
         self._settled_end = max(self._settled_end, ack.offset + 1)
         self.last_read_end = max(self.last_read_end, ack.offset + 1)
         if chain is self._chain and self.next_offset is not None and self.next_offset <= ack.offset:
@@ -405,8 +432,8 @@ class ConditionalWriter:
         return ConcurrentWriteError(
             f"an earlier append of this writer (writer {self.writer_id.decode()}) at offset "
             f"{chain.failed_at} of {self.topic}-{self.partition} failed ({chain.broken}), so "
-            f"this one (sequence {sequence}, expecting offset {expected}) was not sent. Read "
-            "the partition again (read_to_end) before appending.",
+            f"this one (sequence {sequence}, expecting offset {expected}) was not written. "
+            "Read the partition again (read_to_end) before appending.",
             offset=expected,
         )
 
@@ -418,23 +445,38 @@ class ConditionalWriter:
         headers: Headers,
         sequence: int,
         expected: int,
+        chain: _Chain,
+        link: _Link,
     ) -> Acknowledged:
-        """The answer to a CAS append sent at `expected` (see the module doc, steps 2-4)."""
+        """The answer to a CAS append sent at `expected` (see the module doc, steps 2-4).
+
+        Any answer but a success first waits for the appends sent before it: when one
+        of them failed, this one's expected offset is a prediction that is now false,
+        and it is settled as behind a failure (`_settle_behind`), never sent again."""
         lost = False  # an attempt of this append met an ambiguous outcome
         while True:
             try:
                 ack: Acknowledged = await handle
             except ExpectedOffsetMismatchError as exc:
-                elsewhere = self.rules.offset_after_mismatch(exc)
-                if elsewhere is None:
-                    return await self.rules.settle_mismatch(self, expected, sequence, lost)  # type: ignore[no-any-return]
-                expected = elsewhere
+                if await chain.failed_before(link):
+                    return await self._settle_behind(chain, expected, sequence)
+                if exc.log_end_offset >= 0:  # (< 0: the producer failed it unsent)
+                    elsewhere = self.rules.offset_after_mismatch(exc)
+                    if elsewhere is None:
+                        return await self.rules.settle_mismatch(self, expected, sequence, lost)  # type: ignore[no-any-return]
+                    expected = elsewhere
             except AmbiguousError as exc:
                 self.ambiguous += 1
+                if await chain.failed_before(link):
+                    return await self._settle_behind(chain, expected, sequence)
                 if isinstance(getattr(exc, "cause", None), ExpectedOffsetMismatchError):
                     # A retry met a mismatch after an attempt that may have landed.
                     return await self.rules.settle_mismatch(self, expected, sequence, True)  # type: ignore[no-any-return]
                 lost = True  # retried forever: CAS lets at most one attempt land
+            except KafkaError:
+                if await chain.failed_before(link):
+                    return await self._settle_behind(chain, expected, sequence)
+                raise
             else:
                 if ack.offset != expected:  # dedup without the original offset (-1)
                     ack = Acknowledged(ack.topic, ack.partition, expected, ack.timestamp)
@@ -448,6 +490,16 @@ class ConditionalWriter:
                 partition=self.partition,
                 expected_offset=expected,
             )
+
+    async def _settle_behind(self, chain: _Chain, expected: int, sequence: int) -> Acknowledged:
+        """An append sent behind one that failed: its attempts can no longer land (the
+        producer never resends a CAS batch behind a failed one, and the broker takes
+        none of its sequences after the gap), so it is ours at `expected` if an attempt
+        already landed there, and failed otherwise."""
+        record = await self.reader.read_at(self.topic, self.partition, expected)
+        if record is not None and writer_of(record) == (self.writer_id, sequence):
+            return Acknowledged(self.topic, self.partition, expected, record.timestamp)
+        raise self._behind_failure(chain, expected, sequence)
 
     async def _append_grouped(self, pending: _Pending) -> Acknowledged:
         """A transactional append: queued, and committed with those queued beside it by

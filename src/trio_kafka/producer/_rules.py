@@ -11,7 +11,7 @@ declared here):
 
 | part | declared in | decision points |
 | --- | --- | --- |
-| `CoreRules` | producer/_core.py | epoch_bump, lost_request, requeue, give_up_lost, written_to_fewer_replicas |
+| `CoreRules` | producer/_core.py | epoch_bump, lost_request, requeue, give_up_lost, written_to_fewer_replicas, behind_failed_cas |
 | `SequencerRules` | producer/_sequencer.py | unknown_producer, drop_on_rewrite |
 | `TransactionRules` | producer/transactions.py | end_txn_bumps_epoch, unknown_commit_outcome, init_when_ready, send_failure_taints_transaction |
 | `LoadRules` | producer/_load.py | loaded_through, load_batch_offset, load_answer |
