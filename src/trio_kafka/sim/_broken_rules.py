@@ -183,3 +183,8 @@ class _LoadRestreamOn(Rules):
 class _PipelinedSameOffset(Rules):
     def pipelined_offset(self, tail: int, settled: int) -> int:
         return settled
+
+
+class _ResendBehindFailedCas(Rules):
+    def behind_failed_cas(self, core: ProducerCore, failed: ProducerBatch) -> None:
+        return None

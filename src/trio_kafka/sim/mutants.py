@@ -55,6 +55,7 @@ from trio_kafka.sim._broken_rules import (
     _PipelinedSameOffset,
     _ReorderRetries,
     _ResendAfterBump,
+    _ResendBehindFailedCas,
     _SameEpochOnUnknownProducer,
     _StaleEndTxn,
     _TimeoutNotWritten,
@@ -79,6 +80,7 @@ BULK_WITHOUT_CAS = "bulk-without-cas"
 COMMIT_AFTER_FAILED_SEND = "commit-after-failed-send"
 NEW_PRODUCER_ID_ON_BUMP = "new-producer-id-on-bump"
 CAS_PIPELINED_SAME_OFFSET = "cas-pipelined-same-offset"
+CAS_RESEND_BEHIND_FAILED = "cas-resend-behind-failed"
 # -- the load pipeline (producer/_load.py) --
 LOAD_LOST_AS_WRITTEN = "load-lost-as-written"
 LOAD_MISMATCH_AS_WRITTEN = "load-mismatch-as-written"
@@ -152,6 +154,12 @@ MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
         "last acknowledged append, not each the offset after those in flight before it",
         ("cas",),
     ),
+    CAS_RESEND_BEHIND_FAILED: (
+        "a CAS batch queued or in flight behind a failed one of the same partition is "
+        "resent (under the bumped epoch) instead of failing with it, so it may land after "
+        "another writer's records that its writer never saw",
+        ("cas",),
+    ),
     # -- the load pipeline (producer/_load.py) --
     LOAD_LOST_AS_WRITTEN: (
         "the load pipeline takes a batch without an answer (or with a retriable error) "
@@ -197,6 +205,7 @@ BROKEN_RULES: dict[str, type[Rules]] = {
     COMMIT_AFTER_FAILED_SEND: _CommitAfterFailedSend,
     NEW_PRODUCER_ID_ON_BUMP: _NewProducerIdOnBump,
     CAS_PIPELINED_SAME_OFFSET: _PipelinedSameOffset,
+    CAS_RESEND_BEHIND_FAILED: _ResendBehindFailedCas,
     LOAD_LOST_AS_WRITTEN: _LoadLostAsWritten,
     LOAD_MISMATCH_AS_WRITTEN: _LoadMismatchAsWritten,
     LOAD_RESUME_PAST_CHECKPOINT: _LoadResumePastCheckpoint,

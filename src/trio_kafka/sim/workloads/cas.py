@@ -5,9 +5,10 @@ reads the partition to its end, then appends with the expected offset it believe
 next (`ConditionalWriter.append`). When another writer took the offset it gets
 `ConcurrentWriteError`, reads what is new and goes on. Each writer appends from
 several tasks at once (`_APPENDERS`), pipelined on the one writer. Every append is a `CasAppend` in
-the history with the offset it expected; the checker holds C1-C4: at most one attempt of
-an append lands, success means exactly the expected offset, a failure is never in the
-log, and every append settles after the heal.
+the history with the offset it expected and the log end its writer had seen; the checker
+holds C1-C5: at most one attempt of an append lands, success means exactly the expected
+offset, a failure is never in the log, every append settles after the heal, and an
+append lands only after records its writer had seen or appended before it.
 
 "cas-txn" is the same race on a topic without CAS, where `guarantee="auto"` makes each
 writer a transactional one (client/_conditional.py): opening a session fences the
@@ -191,8 +192,11 @@ async def _append(
     n = state.next
     state.next += 1
     value = ctx.value(writer, n)
+    seen = conditional.last_read_end  # read, or its own appends acknowledged (C5)
     op: CasAppend | Produce = (
-        CasAppend(writer, topic, 0, value, n, expected) if cas else Produce(writer, topic, 0, value)
+        CasAppend(writer, topic, 0, value, n, expected, seen_end=seen)
+        if cas
+        else Produce(writer, topic, 0, value)
     )
     op_id = ctx.history.invoke(op, time=trio.current_time())
     try:
