@@ -3,6 +3,8 @@ in groups on transactions; each append keeps its own guarantee (mock broker)."""
 
 from __future__ import annotations
 
+import contextlib
+
 import anyio
 import pytest
 
@@ -273,13 +275,16 @@ async def test_a_foreign_write_fails_the_cas_appends_queued_behind_it() -> None:
 # trio only: the hook holds the request on an event of the test's (under asyncio the
 # broker runs in a thread of its own); the rule it checks is in the sans-IO core.
 @pytest.mark.parametrize("anyio_backend", ["trio"])
-async def test_cas_appends_behind_a_failed_one_never_land_when_another_writer_filled_its_batch() -> (
-    None
-):
+@pytest.mark.parametrize("idempotent", [True, False], ids=["own-producer", "not-idempotent"])
+async def test_cas_appends_behind_a_failed_one_never_land_when_another_writer_filled_its_batch(
+    idempotent: bool,
+) -> None:
     """A's first append (expecting offset 0) is held at the broker while B appends one
     record at offset 0, exactly as many as A's held batch: the log end is then where
-    A's next batch (appends 1-3, expecting offset 1) expects it. That batch must fail
-    with the held one, never be resent to land after a record A never read."""
+    A's next appends (1-3, expecting offsets 1-3) expect it. They must fail with the
+    held one, never land after a record A never read: on A's own (idempotent) producer
+    the batch behind the failed one is never resent; on a shared producer without
+    idempotence (5 requests in flight) they are not sent before the held one's answer."""
     async with mock_cluster() as cluster:
         cluster.create_topic("log", 1, CAS)
         reached, go = anyio.Event(), anyio.Event()
@@ -293,14 +298,24 @@ async def test_cas_appends_behind_a_failed_one_never_land_when_another_writer_fi
 
         cluster.add_hook(ProduceRequest, hold_first)
         outcomes: dict[int, object] = {}
-        async with (
-            open_conditional_writer(
-                "log", 0, bootstrap=cluster.bootstrap, writer_ids=lambda: "A"
-            ) as a,
-            open_conditional_writer(
-                "log", 0, bootstrap=cluster.bootstrap, writer_ids=lambda: "B"
-            ) as b,
-        ):
+        async with contextlib.AsyncExitStack() as stack:
+            options: dict[str, object] = {"bootstrap": cluster.bootstrap}
+            if not idempotent:
+                options = {
+                    "producer": await stack.enter_async_context(
+                        open_producer(
+                            cluster.bootstrap, linger=0, enable_idempotence=False, max_in_flight=5
+                        )
+                    )
+                }
+            a = await stack.enter_async_context(
+                open_conditional_writer("log", 0, writer_ids=lambda: "A", **options)  # type: ignore[arg-type]
+            )
+            b = await stack.enter_async_context(
+                open_conditional_writer(
+                    "log", 0, bootstrap=cluster.bootstrap, writer_ids=lambda: "B"
+                )
+            )
             for log in (a, b):
                 async for _ in log.read_to_end():
                     pass
@@ -317,7 +332,6 @@ async def test_cas_appends_behind_a_failed_one_never_land_when_another_writer_fi
                 for n in range(1, 4):
                     tasks.start_soon(append, n)
                 assert (await b.append(b"theirs")).offset == 0
-                assert a.attempts == 4  # 1-3 are in A's producer, behind the held one
                 go.set()
             assert a.next_offset is None  # stale: read again before appending
         records = committed(cluster)

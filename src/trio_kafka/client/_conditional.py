@@ -382,9 +382,13 @@ class ConditionalWriter:
         self, value: bytes | None, key: bytes | None, headers: Headers, sequence: int, expected: int
     ) -> Acknowledged:
         """A CAS append at `expected`, sent in call order after the appends claimed
-        before it (`_turns`), not waiting for their answers."""
+        before it (`_turns`), not waiting for their answers: the idempotent producer
+        never lets a CAS batch behind a failed one land. Without idempotence it cannot
+        recall one already in flight, so each append then waits for the answer before
+        it (no pipelining)."""
         chain = self._chain
         await self._turns.take(on_cancel=chain.cancelled)
+        serial = not self.producer.config.enable_idempotence
         link = _Link()
         try:
             if chain.broken is not None:
@@ -401,8 +405,9 @@ class ConditionalWriter:
             chain.links.append(link)
         except BaseException:
             chain.break_at(expected, "the append before it could not be sent")
+            self._turns.release()
             raise
-        finally:
+        if not serial:
             self._turns.release()
         try:
             ack = await self._settle_cas(
@@ -420,6 +425,8 @@ class ConditionalWriter:
             raise
         finally:
             link.settled.set()
+            if serial:
+                self._turns.release()
         self._settled_end = max(self._settled_end, ack.offset + 1)
         self.last_read_end = max(self.last_read_end, ack.offset + 1)
         if chain is self._chain and self.next_offset is not None and self.next_offset <= ack.offset:
