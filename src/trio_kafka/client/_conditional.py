@@ -36,9 +36,15 @@ On CAS they are pipelined: each claims, before any checkpoint, the offset after 
 claimed before it (`next_offset` is the pipeline's tail; `Rules.pipelined_offset`) and
 is sent in claim order (`_Turns`) without waiting for their answers; each is settled on
 its own as above. Where one fails (a foreign record, or it could not be sent), the
-chain since the last read is broken (`_Chain`): those behind it not yet sent fail with
-`ConcurrentWriteError` unsent, and those sent expected offsets past a log end that is
-not there, so they mismatch in turn. On transactions they are committed in groups: the
+chain since the last read is broken (`_Chain`): every append behind it must fail, its
+expected offset being a prediction that is now false (another writer's records may fill
+exactly the failed one's place, and the log end is then where the next one expects it).
+Those not yet sent fail with `ConcurrentWriteError` unsent; the producer never resends a
+CAS batch behind a failed one (`CoreRules.behind_failed_cas`); and an append sent that
+did not succeed waits for those sent before it, then, behind a failure, is ours only if
+an attempt already landed at its offset (read back), a `ConcurrentWriteError` otherwise.
+On a producer without idempotence, which could not stop a batch in flight behind a
+failed one, each append waits for the answer before it instead. On transactions they are committed in groups: the
 first append queued while no commit runs leads; it commits everything queued (at most
 `max_group`, after `group_linger`) in one transaction, hands the lead to the first
 append queued meanwhile, and every append of the group learns its own outcome: its
