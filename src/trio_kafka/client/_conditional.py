@@ -171,10 +171,11 @@ class _Link:
 
 @attrs.define(eq=False)
 class _Chain:
-    """CAS appends pipelined since the last complete read, in the order they were
-    sent (`links`). Once one of them failed, those behind it fail: not sent, if they
-    were not yet (`broken`), and settled as behind a failure if they were (they
-    expected the log end it would have left)."""
+    """CAS appends pipelined since the last complete read: those sent and not
+    settled, or failed, in the order they were sent (`links`; one that succeeded
+    leaves). Once one of them failed, those behind it fail: not sent, if they were not
+    yet (`broken`), and settled as behind a failure if they were (they expected the log
+    end it would have left)."""
 
     broken: str | None = None
     failed_at: int = -1
@@ -188,7 +189,8 @@ class _Chain:
         self.break_at(-1, "an append queued before it was cancelled")
 
     async def failed_before(self, link: _Link) -> bool:
-        """Whether an append sent before `link` failed, once all of them have settled."""
+        """Whether an append sent before `link` failed, once all of them have settled
+        (those no longer in `links` succeeded)."""
         before = self.links[: self.links.index(link)]
         for earlier in before:
             await earlier.settled.wait()
@@ -431,6 +433,8 @@ class ConditionalWriter:
             raise
         finally:
             link.settled.set()
+            if not link.failed and link in chain.links:
+                chain.links.remove(link)  # nothing behind it waits on a success
             if serial:
                 self._turns.release()
         self._settled_end = max(self._settled_end, ack.offset + 1)
