@@ -486,10 +486,14 @@ class ConditionalWriter:
                 self.ambiguous += 1
                 if await chain.failed_before(link):
                     return await self._settle_behind(chain, expected, sequence)
-                if isinstance(getattr(exc, "cause", None), ExpectedOffsetMismatchError):
+                cause = getattr(exc, "cause", None)
+                if isinstance(cause, ExpectedOffsetMismatchError) and cause.log_end_offset >= 0:
                     # A retry met a mismatch after an attempt that may have landed.
                     return await self.rules.settle_mismatch(self, expected, sequence, True)  # type: ignore[no-any-return]
-                lost = True  # retried forever: CAS lets at most one attempt land
+                # Retried forever (also when the producer failed it behind one that
+                # ended Ambiguous, which then landed): CAS lets at most one attempt
+                # land, and an earlier one may still (seed 1025).
+                lost = True
             except KafkaError:
                 if await chain.failed_before(link):
                     return await self._settle_behind(chain, expected, sequence)
