@@ -163,10 +163,13 @@ class _Pending:
 
 @attrs.define(eq=False)
 class _Link:
-    """One CAS append of a chain: set once it has its outcome (`failed` or not)."""
+    """One CAS append of a chain: `settled` once it has its outcome: acknowledged,
+    `failed` (not written: `ConcurrentWriteError`) or `unknown` (any other error: it may
+    have been written, or may still be)."""
 
     settled: anyio.Event = attrs.field(factory=anyio.Event)
     failed: bool = False
+    unknown: bool = False
 
 
 @attrs.define(eq=False)
@@ -188,13 +191,16 @@ class _Chain:
     def cancelled(self) -> None:
         self.break_at(-1, "an append queued before it was cancelled")
 
-    async def failed_before(self, link: _Link) -> bool:
-        """Whether an append sent before `link` failed, once all of them have settled
-        (those no longer in `links` succeeded)."""
+    async def before(self, link: _Link) -> str:
+        """How the appends sent before `link` ended, once all of them have (those no
+        longer in `links` were acknowledged): "failed" if one was not written, else
+        "unknown" if one may have been, else "ok"."""
         before = self.links[: self.links.index(link)]
         for earlier in before:
             await earlier.settled.wait()
-        return any(earlier.failed for earlier in before)
+        if any(earlier.failed for earlier in before):
+            return "failed"
+        return "unknown" if any(earlier.unknown for earlier in before) else "ok"
 
 
 @attrs.define(eq=False)
@@ -428,12 +434,12 @@ class ConditionalWriter:
                 self.next_offset = None
             raise
         except BaseException:
-            link.failed = True
+            link.unknown = True
             chain.break_at(expected, "the append before it ended without an answer")
             raise
         finally:
             link.settled.set()
-            if not link.failed and link in chain.links:
+            if not (link.failed or link.unknown) and link in chain.links:
                 chain.links.remove(link)  # nothing behind it waits on a success
             if serial:
                 self._turns.release()
@@ -452,6 +458,17 @@ class ConditionalWriter:
             f"this one (sequence {sequence}, expecting offset {expected}) was not written. "
             "Read the partition again (read_to_end) before appending.",
             offset=expected,
+        )
+
+    def _behind_unknown(self, chain: _Chain, expected: int, sequence: int) -> AmbiguousError:
+        if chain is self._chain:
+            self.next_offset = None
+        return AmbiguousError(
+            f"an earlier append of this writer (writer {self.writer_id.decode()}) at offset "
+            f"{chain.failed_at} of {self.topic}-{self.partition} ended without an answer "
+            f"({chain.broken}), and this one (sequence {sequence}, expecting offset "
+            f"{expected}) may have been written, or may still be: it can be neither retried "
+            "nor settled now. Read the partition again (read_to_end) to know."
         )
 
     async def _settle_cas(
@@ -475,8 +492,11 @@ class ConditionalWriter:
             try:
                 ack: Acknowledged = await handle
             except ExpectedOffsetMismatchError as exc:
-                if await chain.failed_before(link):
+                before = await chain.before(link)
+                if before == "failed":
                     return await self._settle_behind(chain, expected, sequence)
+                if before == "unknown":  # (this attempt was not written, and no other)
+                    raise self._behind_failure(chain, expected, sequence) from exc
                 if exc.log_end_offset >= 0:  # (< 0: the producer failed it unsent)
                     elsewhere = self.rules.offset_after_mismatch(exc)
                     if elsewhere is None:
@@ -484,8 +504,11 @@ class ConditionalWriter:
                     expected = elsewhere
             except AmbiguousError as exc:
                 self.ambiguous += 1
-                if await chain.failed_before(link):
+                before = await chain.before(link)
+                if before == "failed":
                     return await self._settle_behind(chain, expected, sequence)
+                if before == "unknown":
+                    raise self._behind_unknown(chain, expected, sequence) from exc
                 cause = getattr(exc, "cause", None)
                 if isinstance(cause, ExpectedOffsetMismatchError) and cause.log_end_offset >= 0:
                     # A retry met a mismatch after an attempt that may have landed.
@@ -494,9 +517,12 @@ class ConditionalWriter:
                 # ended Ambiguous, which then landed): CAS lets at most one attempt
                 # land, and an earlier one may still (seed 1025).
                 lost = True
-            except KafkaError:
-                if await chain.failed_before(link):
+            except KafkaError as exc:
+                before = await chain.before(link)
+                if before == "failed":
                     return await self._settle_behind(chain, expected, sequence)
+                if before == "unknown" and not lost:  # (not written)
+                    raise self._behind_failure(chain, expected, sequence) from exc
                 raise
             else:
                 if ack.offset != expected:  # dedup without the original offset (-1)
