@@ -4,10 +4,16 @@ appender and many concurrent appenders on one `ConditionalWriter`, in one run.
 Two backends, each on the broker where a user meets it:
 
 - **CAS** (`guarantee="exactly_once_cas"`) on our mock broker in its own process
-  (`trio-kafka broker`), a topic with `expected.offset.check.enable=true`;
+  (`trio-kafka broker`), a topic with `expected.offset.check.enable=true`; concurrent
+  appends are pipelined (consecutive expected offsets, sharing batches);
 - **transactions** (`guarantee="transactional"`) on an Apache Kafka 4.4 node (KRaft, the
-  jars of `make kafka`), where each append is a transaction of its own (or shares one,
-  if the writer groups concurrent appends).
+  jars of `make kafka`), where concurrent appends are committed in groups (one
+  transaction for the appends made while the one before was committing);
+- and, for comparison, **txn-mock**: the transactional writer on the mock broker.
+
+`--max-in-flight` sets the writer's own producer's requests in flight (default: the
+writer's, 1, so that appends made while a request is out share the next batch);
+`--max-group` and `--group-linger` bound a transactional writer's group commit.
 
 Each case opens a fresh writer on a fresh one-partition topic, reads it to its end, then
 times N appends of SIZE bytes made by A tasks at once (A = 1 and 16), each append awaited
@@ -18,7 +24,8 @@ table shows medians, p50 and p99 over all runs' appends, and appends/s with A ta
 appends/s with one.
 
     .venv/bin/python benchmarks/commit_log.py [--appends N] [--size BYTES] [--repeat R]
-        [--appenders 1,16] [--backends cas,transactional]
+        [--appenders 1,16] [--backends cas,transactional,txn-mock] [--max-in-flight N]
+        [--max-group N] [--group-linger SECONDS]
 """
 
 from __future__ import annotations
@@ -40,12 +47,13 @@ from trio_kafka.testing import kafka_broker, mock_broker_process
 BACKENDS = {
     "cas": ("exactly_once_cas", "mock broker"),
     "transactional": ("transactional", "Apache Kafka 4.4"),
+    "txn-mock": ("transactional", "mock broker"),
 }
 
 
 @contextlib.contextmanager
 def broker_for(backend: str) -> Iterator[str]:
-    if backend == "cas":
+    if BACKENDS[backend][1] == "mock broker":
         with mock_broker_process(1) as bootstrap:
             yield bootstrap
     else:
@@ -54,7 +62,13 @@ def broker_for(backend: str) -> Iterator[str]:
 
 
 async def one_run(
-    bootstrap: str, backend: str, topic: str, appends: int, size: int, appenders: int
+    bootstrap: str,
+    backend: str,
+    topic: str,
+    appends: int,
+    size: int,
+    appenders: int,
+    options: dict[str, Any],
 ) -> dict[str, Any]:
     guarantee = BACKENDS[backend][0]
     async with open_selector(bootstrap) as selector:
@@ -62,7 +76,9 @@ async def one_run(
     latencies: list[float] = []
     errors = 0
     value = b"x" * size
-    async with open_conditional_writer(topic, bootstrap=bootstrap, guarantee=guarantee) as writer:
+    async with open_conditional_writer(
+        topic, bootstrap=bootstrap, guarantee=guarantee, **options
+    ) as writer:
         async for _ in writer.read_to_end():
             pass
         share = [
@@ -104,7 +120,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--appenders", default="1,16")
     parser.add_argument("--backends", default="cas,transactional")
+    parser.add_argument("--max-in-flight", type=int, default=None)
+    parser.add_argument("--max-group", type=int, default=None)
+    parser.add_argument("--group-linger", type=float, default=None)
     args = parser.parse_args()
+    options: dict[str, Any] = {
+        name: value
+        for name, value in (
+            ("max_in_flight", args.max_in_flight),
+            ("max_group", args.max_group),
+            ("group_linger", args.group_linger),
+        )
+        if value is not None
+    }
     appenders = [int(a) for a in args.appenders.split(",")]
     backends = [b.strip() for b in args.backends.split(",")]
     results: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -114,19 +142,21 @@ def main() -> None:
                 for a in appenders:
                     topic = f"log-{backend}-{a}-{run}"
                     result = trio.run(
-                        one_run, bootstrap, backend, topic, args.appends, args.size, a
+                        one_run, bootstrap, backend, topic, args.appends, args.size, a, options
                     )
                     results.setdefault((backend, a), []).append(result)
                     rate = args.appends / result["seconds"]
+                    lat = result["latencies"]
                     print(
                         f"{backend} appenders={a} run={run}: {rate:,.0f} appends/s, "
-                        f"{result['errors']} errors",
+                        f"p50 {1000 * percentile(lat, 0.5):.2f} ms, "
+                        f"p99 {1000 * percentile(lat, 0.99):.2f} ms, {result['errors']} errors",
                         flush=True,
                     )
     print()
     print(
         f"Commit-log writer: {args.appends:,} appends of {args.size} B, median of "
-        f"{args.repeat} runs"
+        f"{args.repeat} runs" + (f", writer options {options}" if options else "")
     )
     print()
     print(

@@ -488,6 +488,29 @@ def test_cas_never_settled_is_c4() -> None:
     only(check(h, LogSnapshot(())), ViolationKind.CAS_UNTERMINATED)
 
 
+def test_cas_landing_after_a_record_its_writer_never_saw_is_c5() -> None:
+    """w1 saw the log to 0 and pipelined c0 (expecting 0) and c1 (expecting 1); c0
+    failed, another writer's x0 took offset 0, and c1 landed at 1, its expected offset."""
+    h, logs = History(), Logs()
+    h.complete(h.invoke(CasAppend("w1", "t", 0, b"c0", 0, 0, seen_end=0)), Fail("Mismatch"))
+    h.complete(h.invoke(CasAppend("w1", "t", 0, b"c1", 1, 1, seen_end=0)), Ok(0, 1))
+    h.complete(h.invoke(CasAppend("w2", "t", 0, b"x0", 0, 0, seen_end=0)), Ok(0, 0))
+    logs.append(TP0, b"x0")
+    logs.append(TP0, b"c1")
+    only(check(h, logs.snapshot()), ViolationKind.CAS_UNSEEN_BEFORE)
+
+
+def test_cas_landing_after_its_own_earlier_appends_passes() -> None:
+    h, logs = History(), Logs()
+    h.complete(h.invoke(CasAppend("w1", "t", 0, b"c0", 0, 0, seen_end=0)), Ok(0, 0))
+    h.complete(h.invoke(CasAppend("w1", "t", 0, b"c1", 1, 1, seen_end=0)), Ok(0, 1))
+    h.complete(h.invoke(CasAppend("w2", "t", 0, b"x2", 0, 2, seen_end=2)), Ok(0, 2))
+    for value in (b"c0", b"c1", b"x2"):
+        logs.append(TP0, value)
+    result = check(h, logs.snapshot())
+    assert result.ok, result.render()
+
+
 # -- liveness and the history itself ---------------------------------------------------------
 
 

@@ -335,6 +335,23 @@ def test_expected_offset_mismatch_reports_the_log_end_offset() -> None:
     assert (error.expected_offset, error.log_end_offset) == (5, 8)
 
 
+def test_a_cas_batch_in_flight_behind_a_failed_one_is_never_resent() -> None:
+    """Batches expecting 5 and 6 are in flight; 5 mismatches (another writer's record
+    took offset 5, so the log end is 6, where the second expects it) and the second
+    comes back out of sequence: it fails, and is not resent under the bumped epoch."""
+    core = make_core()
+    first = core.append("t", VALUE, partition=0, now=0.0, expected_offset=5)
+    request1 = drain_one(core, 0.0)
+    second = core.append("t", VALUE, partition=0, now=0.0, expected_offset=6)
+    request2 = drain_one(core, 0.0)
+    assert first is not None and second is not None and request1 and request2
+    answer(core, request1, 0.01, error_code=ErrorCode.EXPECTED_OFFSET_MISMATCH, base_offset=6)
+    answer(core, request2, 0.01, error_code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    assert [drain_one(core, now) for now in (0.5, 1.0, 2.0)] == [[], [], []]
+    assert isinstance(first.outcome, Failed)
+    assert isinstance(second.outcome, Failed)
+
+
 def test_a_batch_without_expectation_sends_base_offset_minus_one() -> None:
     core = make_core()
     send(core, 1)

@@ -31,9 +31,26 @@ yields exactly the entries the application has not applied yet, each once; the w
 own acknowledged appends are never read back to it (issue: a catch-up used to re-apply
 them, a balance of 65 where the log said 35).
 
-Appends of one writer are serialized (`_appending`): each expects the offset its
-predecessor left, where concurrent ones would all expect the same offset and all but one
-take the others for a foreign writer (the writer's own id in the error).
+Concurrent appends of one writer share the work and keep their call order (issue 35).
+On CAS they are pipelined: each claims, before any checkpoint, the offset after those
+claimed before it (`next_offset` is the pipeline's tail; `Rules.pipelined_offset`) and
+is sent in claim order (`_Turns`) without waiting for their answers; each is settled on
+its own as above. Where one fails (a foreign record, or it could not be sent), the
+chain since the last read is broken (`_Chain`): every append behind it must fail, its
+expected offset being a prediction that is now false (another writer's records may fill
+exactly the failed one's place, and the log end is then where the next one expects it).
+Those not yet sent fail with `ConcurrentWriteError` unsent; the producer never resends a
+CAS batch behind a failed one (`CoreRules.behind_failed_cas`); and an append sent that
+did not succeed waits for those sent before it, then, behind a failure, is ours only if
+an attempt already landed at its offset (read back), a `ConcurrentWriteError` otherwise.
+On a producer without idempotence, which could not stop a batch in flight behind a
+failed one, each append waits for the answer before it instead. On transactions they are committed in groups: the
+first append queued while no commit runs leads; it commits everything queued (at most
+`max_group`, after `group_linger`) in one transaction, hands the lead to the first
+append queued meanwhile, and every append of the group learns its own outcome: its
+offset, all failed on a fence (`WriterFencedError`, unless the log shows the group
+committed), an abort retried, a lost commit answer settled by reading the log back.
+A waiting append cancelled before its group took it is never sent.
 
 Without CAS (a topic or broker without the extension: stock Kafka, Tansu), with
 `guarantee="auto"` or `"transactional"`, the writer is a *transactional* writer
@@ -42,8 +59,8 @@ runs InitProducerId, which fences the previous writer of the log (its open trans
 is aborted, its later commits refused). It reads the committed log to its end, judged
 from the transaction markers in the log itself (a record counts when the first marker of
 its producer id after it is a COMMIT: the same records as read_committed on Kafka, and
-right on Tansu, whose read_committed shows aborted records), and each append is one
-transaction of one record. The newest writer takes
+right on Tansu, whose read_committed shows aborted records), and each group of
+concurrent appends is one transaction. The newest writer takes
 over: an older writer's append ends as `WriterFencedError` (a `ConcurrentWriteError`;
 PRODUCER_FENCED), never as a write behind the new writer's back. A fenced writer is dead
 (`fenced`): its producer can never write again, so every later `append` and
@@ -63,6 +80,7 @@ one), `fenced` (a transactional writer's death).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ssl
 from collections.abc import AsyncIterator, Callable
@@ -84,6 +102,7 @@ from trio_kafka.errors import (
     ConfigError,
     ExpectedOffsetMismatchError,
     FatalError,
+    KafkaError,
     ProducerFencedError,
     WriterFencedError,
 )
@@ -108,6 +127,110 @@ def writer_of(record: Record) -> tuple[bytes | None, int | None]:
             except ValueError:
                 sequence = None
     return writer, sequence
+
+
+@attrs.define(eq=False)
+class _Pending:
+    """A transactional append waiting for its group's commit."""
+
+    value: bytes | None
+    key: bytes | None
+    headers: Headers
+    sequence: int
+    #: Set when the append has its outcome, or is the next group's leader (`lead`).
+    woken: anyio.Event = attrs.field(factory=anyio.Event)
+    lead: bool = False
+    ack: Acknowledged | None = None
+    error: BaseException | None = None
+
+    def resolve(self, ack: Acknowledged) -> None:
+        if self.ack is None and self.error is None:
+            self.ack = ack
+            self.woken.set()
+
+    def fail(self, error: BaseException) -> None:
+        if self.ack is None and self.error is None:
+            self.error = error
+            self.woken.set()
+
+    def outcome(self) -> Acknowledged:
+        if self.ack is not None:
+            return self.ack
+        assert self.error is not None, "an append left without an outcome"
+        raise self.error
+
+
+@attrs.define(eq=False)
+class _Link:
+    """One CAS append of a chain: `settled` once it has its outcome: acknowledged,
+    `failed` (not written: `ConcurrentWriteError`) or `unknown` (any other error: it may
+    have been written, or may still be)."""
+
+    settled: anyio.Event = attrs.field(factory=anyio.Event)
+    failed: bool = False
+    unknown: bool = False
+
+
+@attrs.define(eq=False)
+class _Chain:
+    """CAS appends pipelined since the last complete read: those sent and not
+    settled, or failed, in the order they were sent (`links`; one that succeeded
+    leaves). Once one of them failed, those behind it fail: not sent, if they were not
+    yet (`broken`), and settled as behind a failure if they were (they expected the log
+    end it would have left)."""
+
+    broken: str | None = None
+    failed_at: int = -1
+    links: list[_Link] = attrs.field(factory=list)
+
+    def break_at(self, offset: int, why: str) -> None:
+        if self.broken is None:
+            self.broken, self.failed_at = why, offset
+
+    def cancelled(self) -> None:
+        self.break_at(-1, "an append queued before it was cancelled")
+
+    async def before(self, link: _Link) -> str:
+        """How the appends sent before `link` ended, once all of them have (those no
+        longer in `links` were acknowledged): "failed" if one was not written, else
+        "unknown" if one may have been, else "ok"."""
+        before = self.links[: self.links.index(link)]
+        for earlier in before:
+            await earlier.settled.wait()
+        if any(earlier.failed for earlier in before):
+            return "failed"
+        return "unknown" if any(earlier.unknown for earlier in before) else "ok"
+
+
+@attrs.define(eq=False)
+class _Turns:
+    """Sends in the order the appends were made: trio does not run woken tasks in
+    order, and `Producer.send` may checkpoint before the record is appended."""
+
+    busy: bool = False
+    waiting: collections.deque[anyio.Event] = attrs.field(factory=collections.deque)
+
+    async def take(self, *, on_cancel: Callable[[], None]) -> None:
+        if not self.busy:
+            self.busy = True
+            return
+        turn = anyio.Event()
+        self.waiting.append(turn)
+        try:
+            await turn.wait()
+        except BaseException:
+            if turn in self.waiting:
+                self.waiting.remove(turn)
+            else:
+                self.release()  # granted as it was cancelled: pass it on
+            on_cancel()
+            raise
+
+    def release(self) -> None:
+        if self.waiting:
+            self.waiting.popleft().set()
+        else:
+            self.busy = False
 
 
 @attrs.define(eq=False)
@@ -141,8 +264,18 @@ class ConditionalWriter:
     #: producer failed for good: every later `append`/`read_to_end` raises a
     #: `WriterFencedError` from it. Never set on a CAS writer (it only goes stale).
     fenced: WriterFencedError | None = None
-    #: Held by the append in progress: one writer's appends go one at a time.
-    _appending: anyio.Lock = attrs.field(factory=anyio.Lock, init=False, repr=False)
+    #: Transactional appends per commit (a group), and how long a group's leader waits
+    #: for more before committing (0: what queued up during the commit before).
+    max_group: int = 128
+    group_linger: float = 0.0
+    #: The offset after the last acknowledged CAS append or complete read.
+    _settled_end: int = attrs.field(default=0, init=False, repr=False)
+    #: CAS appends since the last complete read, and the order they are sent in.
+    _chain: _Chain = attrs.field(factory=_Chain, init=False, repr=False)
+    _turns: _Turns = attrs.field(factory=_Turns, init=False, repr=False)
+    #: Transactional appends waiting for a group, and whether a group is committing.
+    _queue: list[_Pending] = attrs.field(factory=list, init=False, repr=False)
+    _committing: bool = attrs.field(default=False, init=False, repr=False)
 
     def __repr__(self) -> str:
         dead = " fenced" if self.fenced is not None else ""
@@ -185,7 +318,8 @@ class ConditionalWriter:
         async for record in read:
             yield record
         assert read.end is not None
-        self.next_offset = self.last_read_end = read.end
+        self.next_offset = self.last_read_end = self._settled_end = read.end
+        self._chain = _Chain()
 
     async def _committed_by_markers(
         self, start: int | None, timeout: float | None
@@ -220,30 +354,24 @@ class ConditionalWriter:
             low = high
         held = judge.first_held
         self.next_offset = self.last_read_end = max(first, end if held is None else held)
+        self._chain = _Chain()
 
     async def append(
         self, value: bytes | None, *, key: bytes | None = None, headers: Headers = ()
     ) -> Acknowledged:
-        """Append at `next_offset`; returns the acknowledgement (its `offset` is that
-        offset) and moves `last_read_end` past it. Raises `ConcurrentWriteError` when
-        another writer took the offset (catch up with `read_to_end(start=last_read_end)`
-        and decide again), `WriterFencedError` when a newer transactional writer took the
-        log (this writer is dead: open a new one). Concurrent calls go one at a time."""
-        try:
-            self._appending.acquire_nowait()  # no checkpoint when no append is running
-        except anyio.WouldBlock:
-            await self._appending.acquire()
-        try:
-            return await self._append(value, key, headers)
-        finally:
-            self._appending.release()
+        """Append after everything this writer has read and appended; returns the
+        acknowledgement (its `offset` is where the record is) and moves `last_read_end`
+        past it. Raises `ConcurrentWriteError` when another writer took the offset
+        (catch up with `read_to_end(start=last_read_end)` and decide again), also to
+        every append of this writer queued behind that one, and `WriterFencedError` when
+        a newer transactional writer took the log (this writer is dead: open a new one).
 
-    async def _append(
-        self, value: bytes | None, key: bytes | None, headers: Headers
-    ) -> Acknowledged:
+        Concurrent calls share the work and keep the order they were made in: on CAS
+        they are pipelined, each expecting the offset after those before it; on
+        transactions they are committed in groups (`max_group`, `group_linger`).
+        docs/cas.md, "Concurrent appends", says what an application may assume."""
         self._check_alive("append")
-        expected = self.next_offset
-        if expected is None:
+        if self.next_offset is None:
             raise RuntimeError(
                 f"{self!r} must read the partition to its end first: iterate "
                 "`read_to_end()` completely (again after a ConcurrentWriteError)"
@@ -256,75 +384,273 @@ class ConditionalWriter:
             *headers,
         ]
         if self.guarantee == "transactional":
-            return await self._append_in_transaction(value, key, all_headers, sequence)
-        lost = False  # an attempt of this append met an ambiguous outcome
-        while True:
+            return await self._append_grouped(_Pending(value, key, all_headers, sequence))
+        # Claimed before any checkpoint: appends expect offsets in call order.
+        tail = self.next_offset
+        expected = self.rules.pipelined_offset(tail, self._settled_end)
+        self.next_offset = tail + 1
+        return await self._append_pipelined(value, key, all_headers, sequence, expected)
+
+    async def _append_pipelined(
+        self, value: bytes | None, key: bytes | None, headers: Headers, sequence: int, expected: int
+    ) -> Acknowledged:
+        """A CAS append at `expected`, sent in call order after the appends claimed
+        before it (`_turns`), not waiting for their answers: the idempotent producer
+        never lets a CAS batch behind a failed one land. Without idempotence it cannot
+        recall one already in flight, so each append then waits for the answer before
+        it (no pipelining)."""
+        chain = self._chain
+        await self._turns.take(on_cancel=chain.cancelled)
+        serial = not self.producer.config.enable_idempotence
+        link = _Link()
+        try:
+            if chain.broken is not None:
+                raise self._behind_failure(chain, expected, sequence)
             self.attempts += 1
             handle = await self.producer.send(
                 self.topic,
                 value,
                 key=key,
-                headers=all_headers,
+                headers=headers,
                 partition=self.partition,
                 expected_offset=expected,
             )
+            chain.links.append(link)
+        except BaseException:
+            chain.break_at(expected, "the append before it could not be sent")
+            self._turns.release()
+            raise
+        if not serial:
+            self._turns.release()
+        try:
+            ack = await self._settle_cas(
+                handle, value, key, headers, sequence, expected, chain, link
+            )
+        except ConcurrentWriteError as exc:
+            link.failed = True
+            chain.break_at(expected, str(exc))
+            if chain is self._chain:
+                self.next_offset = None
+            raise
+        except BaseException:
+            link.unknown = True
+            chain.break_at(expected, "the append before it ended without an answer")
+            raise
+        finally:
+            link.settled.set()
+            if not (link.failed or link.unknown) and link in chain.links:
+                chain.links.remove(link)  # nothing behind it waits on a success
+            if serial:
+                self._turns.release()
+        self._settled_end = max(self._settled_end, ack.offset + 1)
+        self.last_read_end = max(self.last_read_end, ack.offset + 1)
+        if chain is self._chain and self.next_offset is not None and self.next_offset <= ack.offset:
+            self.next_offset = ack.offset + 1  # an offset rule moved the append
+        return ack
+
+    def _behind_failure(self, chain: _Chain, expected: int, sequence: int) -> ConcurrentWriteError:
+        if chain is self._chain:
+            self.next_offset = None
+        return ConcurrentWriteError(
+            f"an earlier append of this writer (writer {self.writer_id.decode()}) at offset "
+            f"{chain.failed_at} of {self.topic}-{self.partition} failed ({chain.broken}), so "
+            f"this one (sequence {sequence}, expecting offset {expected}) was not written. "
+            "Read the partition again (read_to_end) before appending.",
+            offset=expected,
+        )
+
+    def _behind_unknown(self, chain: _Chain, expected: int, sequence: int) -> AmbiguousError:
+        if chain is self._chain:
+            self.next_offset = None
+        return AmbiguousError(
+            f"an earlier append of this writer (writer {self.writer_id.decode()}) at offset "
+            f"{chain.failed_at} of {self.topic}-{self.partition} ended without an answer "
+            f"({chain.broken}), and this one (sequence {sequence}, expecting offset "
+            f"{expected}) may have been written, or may still be: it can be neither retried "
+            "nor settled now. Read the partition again (read_to_end) to know."
+        )
+
+    async def _settle_cas(
+        self,
+        handle: Any,
+        value: bytes | None,
+        key: bytes | None,
+        headers: Headers,
+        sequence: int,
+        expected: int,
+        chain: _Chain,
+        link: _Link,
+    ) -> Acknowledged:
+        """The answer to a CAS append sent at `expected` (see the module doc, steps 2-4).
+
+        Any answer but a success first waits for the appends sent before it: when one
+        of them failed, this one's expected offset is a prediction that is now false,
+        and it is settled as behind a failure (`_settle_behind`), never sent again."""
+        lost = False  # an attempt of this append met an ambiguous outcome
+        while True:
             try:
                 ack: Acknowledged = await handle
             except ExpectedOffsetMismatchError as exc:
-                elsewhere = self.rules.offset_after_mismatch(exc)
-                if elsewhere is not None:
+                before = await chain.before(link)
+                if before == "failed":
+                    return await self._settle_behind(chain, expected, sequence)
+                if before == "unknown":  # (this attempt was not written, and no other)
+                    raise self._behind_failure(chain, expected, sequence) from exc
+                if exc.log_end_offset >= 0:  # (< 0: the producer failed it unsent)
+                    elsewhere = self.rules.offset_after_mismatch(exc)
+                    if elsewhere is None:
+                        return await self.rules.settle_mismatch(self, expected, sequence, lost)  # type: ignore[no-any-return]
                     expected = elsewhere
-                    continue
-                return await self.rules.settle_mismatch(self, expected, sequence, lost)  # type: ignore[no-any-return]
             except AmbiguousError as exc:
                 self.ambiguous += 1
-                if isinstance(getattr(exc, "cause", None), ExpectedOffsetMismatchError):
+                before = await chain.before(link)
+                if before == "failed":
+                    return await self._settle_behind(chain, expected, sequence)
+                if before == "unknown":
+                    raise self._behind_unknown(chain, expected, sequence) from exc
+                cause = getattr(exc, "cause", None)
+                if isinstance(cause, ExpectedOffsetMismatchError) and cause.log_end_offset >= 0:
                     # A retry met a mismatch after an attempt that may have landed.
                     return await self.rules.settle_mismatch(self, expected, sequence, True)  # type: ignore[no-any-return]
+                # Retried forever (also when the producer failed it behind one that
+                # ended Ambiguous, which then landed): CAS lets at most one attempt
+                # land, and an earlier one may still (seed 1025).
                 lost = True
-                continue  # retried forever: CAS lets at most one attempt land
-            self.next_offset = self.last_read_end = expected + 1
-            if ack.offset != expected:  # dedup without the original offset (-1)
-                ack = Acknowledged(ack.topic, ack.partition, expected, ack.timestamp)
-            return ack
-
-    async def _append_in_transaction(
-        self, value: bytes | None, key: bytes | None, headers: Headers, sequence: int
-    ) -> Acknowledged:
-        """One transaction of one record (see the module doc)."""
-        producer = self.producer
-        while True:
+            except KafkaError as exc:
+                before = await chain.before(link)
+                if before == "failed":
+                    return await self._settle_behind(chain, expected, sequence)
+                if before == "unknown" and not lost:  # (not written)
+                    raise self._behind_failure(chain, expected, sequence) from exc
+                raise
+            else:
+                if ack.offset != expected:  # dedup without the original offset (-1)
+                    ack = Acknowledged(ack.topic, ack.partition, expected, ack.timestamp)
+                return ack
             self.attempts += 1
+            handle = await self.producer.send(
+                self.topic,
+                value,
+                key=key,
+                headers=headers,
+                partition=self.partition,
+                expected_offset=expected,
+            )
+
+    async def _settle_behind(self, chain: _Chain, expected: int, sequence: int) -> Acknowledged:
+        """An append sent behind one that failed: its attempts can no longer land (the
+        producer never resends a CAS batch behind a failed one, and the broker takes
+        none of its sequences after the gap), so it is ours at `expected` if an attempt
+        already landed there, and failed otherwise."""
+        record = await self.reader.read_at(self.topic, self.partition, expected)
+        if record is not None and writer_of(record) == (self.writer_id, sequence):
+            return Acknowledged(self.topic, self.partition, expected, record.timestamp)
+        raise self._behind_failure(chain, expected, sequence)
+
+    async def _append_grouped(self, pending: _Pending) -> Acknowledged:
+        """A transactional append: queued, and committed with those queued beside it by
+        the first of them (the group's leader) once the transaction before is done."""
+        queue = self._queue
+        queue.append(pending)
+        if self._committing:
             try:
-                async with producer.transaction():
-                    handle = await producer.send(
-                        self.topic, value, key=key, headers=headers, partition=self.partition
-                    )
-                ack: Acknowledged = await handle
-            except (ProducerFencedError, FatalError) as exc:
-                # Only our EndTxn(commit) commits the transaction: if none was sent
-                # (fenced at AddPartitionsToTxn, the usual), there is nothing to look for.
-                sent = producer._transactions().commit_sent
-                return await self._settle_fenced(sequence, exc, look=sent)
-            except AmbiguousError:
-                # The commit's answer was lost: the producer re-initialises (which
-                # settles the outcome: committed or aborted) unless it was fenced.
-                self.ambiguous += 1
+                await pending.woken.wait()
+            except BaseException:
+                if pending in queue:  # not taken into a group: never sent
+                    queue.remove(pending)
+                elif pending.lead:
+                    self._hand_off()
+                raise
+            if not pending.lead:
+                return pending.outcome()
+        else:
+            self._committing = True
+        try:
+            if self.group_linger > 0:
+                await anyio.sleep(self.group_linger)
+            group = queue[: self.max_group]
+            del queue[: len(group)]
+            # Shielded: the group is the others' appends too; a cancelled leader leaves
+            # once it is committed (or not), its own append's outcome in the log.
+            with anyio.CancelScope(shield=True):
+                await self._commit_group(group)
+        finally:
+            if pending in queue:  # cancelled in the linger
+                queue.remove(pending)
+            self._hand_off()
+        return pending.outcome()
+
+    def _hand_off(self) -> None:
+        """The next group's leader is the first append queued, if any."""
+        if self._queue:
+            leader = self._queue[0]
+            leader.lead = True
+            leader.woken.set()
+        else:
+            self._committing = False
+
+    async def _commit_group(self, group: list[_Pending]) -> None:
+        """One transaction of the group's records; each learns its outcome (see the
+        module doc: a fence or a failure fails all of them, an abort is retried, a lost
+        commit answer settled by reading the log back)."""
+        producer = self.producer
+        todo = group
+        try:
+            while todo:
+                self._check_alive("append")
+                self.attempts += 1
                 try:
-                    await producer.init_transactions()
-                except (ProducerFencedError, FatalError) as fenced:
-                    return await self._settle_fenced(sequence, fenced)
-                found = await self._find(sequence)
-                if found is not None:
-                    return found
-                continue  # aborted: the append did not happen, try again
-            except AbortableError:
-                continue  # aborted: nothing of it is committed
-            self.next_offset = self.last_read_end = ack.offset + 1
-            return ack
+                    handles = []
+                    async with producer.transaction():
+                        for p in todo:
+                            handles.append(
+                                await producer.send(
+                                    self.topic,
+                                    p.value,
+                                    key=p.key,
+                                    headers=p.headers,
+                                    partition=self.partition,
+                                )
+                            )
+                    acks: list[Acknowledged] = [await handle for handle in handles]
+                except (ProducerFencedError, FatalError) as exc:
+                    # Only our EndTxn(commit) commits the transaction: if none was sent
+                    # (fenced at AddPartitionsToTxn, the usual), there is nothing to look for.
+                    sent = producer._transactions().commit_sent
+                    await self._settle_fenced(todo, exc, look=sent)
+                    return
+                except AmbiguousError:
+                    # The commit's answer was lost: the producer re-initialises (which
+                    # settles the outcome: committed or aborted) unless it was fenced.
+                    self.ambiguous += 1
+                    try:
+                        await producer.init_transactions()
+                    except (ProducerFencedError, FatalError) as fenced:
+                        await self._settle_fenced(todo, fenced)
+                        return
+                    found = await self._find_all([p.sequence for p in todo])
+                    for p in todo:
+                        if p.sequence in found:
+                            p.resolve(found[p.sequence])
+                    todo = [p for p in todo if p.sequence not in found]
+                    continue  # the rest were aborted: they did not happen, try again
+                except AbortableError:
+                    continue  # aborted: nothing of it is committed
+                for p, ack in zip(todo, acks, strict=True):
+                    p.resolve(ack)
+                self.next_offset = self.last_read_end = acks[-1].offset + 1
+                return
+        except BaseException as exc:
+            for p in group:
+                p.fail(exc)
+            raise
 
     async def _find(self, sequence: int) -> Acknowledged | None:
-        """Our append `sequence` in the committed log since the last read, if there.
+        """Our append `sequence` in the committed log since the last read, if there."""
+        return (await self._find_all([sequence])).get(sequence)
+
+    async def _find_all(self, sequences: list[int]) -> dict[int, Acknowledged]:
+        """Our appends `sequences` found in the committed log since the last read.
 
         Judged from the transaction markers in the log itself (`committed_newest_first`:
         committed when the first marker of its producer id after it is a COMMIT), not
@@ -332,28 +658,37 @@ class ConditionalWriter:
         read_committed readers (docs/compatibility.md), and the writer would take its own
         aborted append for committed. On Kafka the answer is the same: the transaction
         is complete, its markers written, once `init_transactions()` returned or a newer
-        writer fenced this one. Newest first, in windows: the append is near the end."""
+        writer fenced this one. Newest first, in windows: the appends are near the end."""
         reader = self.reader
         topic, partition, start = self.topic, self.partition, self.last_read_end
+        wanted = set(sequences)
+        found: dict[int, Acknowledged] = {}
         high = await reader.log_end_offset(topic, partition)
         markers: dict[int, bool] = {}
-        while high > start:
+        while high > start and wanted:
             low = max(start, high - _FIND_WINDOW)
             batches = await reader.batches(topic, partition, low, high, first=low == start)
             for record in committed_newest_first(batches, markers):
-                if record.offset >= start and writer_of(record) == (self.writer_id, sequence):
-                    self.next_offset = self.last_read_end = record.offset + 1
-                    return Acknowledged(topic, partition, record.offset, record.timestamp)
+                writer, sequence = writer_of(record)
+                if record.offset >= start and writer == self.writer_id and sequence in wanted:
+                    wanted.discard(sequence)
+                    found[sequence] = Acknowledged(
+                        topic, partition, record.offset, record.timestamp
+                    )
             high = low
-        return None
+        if found:
+            end = max(ack.offset for ack in found.values()) + 1
+            self.next_offset = self.last_read_end = max(self.last_read_end, end)
+        return found
 
     async def _settle_fenced(
-        self, sequence: int, error: Exception, *, look: bool = True
-    ) -> Acknowledged:
+        self, group: list[_Pending], error: Exception, *, look: bool = True
+    ) -> None:
         """A newer writer took the log (or the producer failed for good): the writer is
-        dead either way. Did our append commit before that? (`look` False: it cannot
-        have, no EndTxn(commit) of it was sent.) Committed, it is acknowledged, and the
-        writer's next call raises `WriterFencedError`."""
+        dead either way. Did the group commit before that? (`look` False: it cannot
+        have, no EndTxn(commit) of it was sent.) Committed, its appends are
+        acknowledged, and the writer's next call raises `WriterFencedError`; otherwise
+        each raises `WriterFencedError`."""
         self.next_offset = None
         tid = log_transactional_id(self.topic, self.partition)
         why = (
@@ -364,21 +699,25 @@ class ConditionalWriter:
         )
         self.fenced = WriterFencedError(why, offset=-1)
         self.fenced.__cause__ = error
-        found = await self._find(sequence) if look else None
-        if found is not None:
-            return found
-        raise WriterFencedError(
-            f"{why} This writer's append (writer {self.writer_id.decode()}, sequence "
-            f"{sequence}) was not committed, and this writer is dead: open a new writer "
-            f"(open_conditional_writer) and read on from last_read_end ({self.last_read_end}).",
-            offset=-1,
-        ) from error
+        found = await self._find_all([p.sequence for p in group]) if look else {}
+        for p in group:
+            if p.sequence in found:
+                p.resolve(found[p.sequence])
+                continue
+            refused = WriterFencedError(
+                f"{why} This writer's append (writer {self.writer_id.decode()}, sequence "
+                f"{p.sequence}) was not committed, and this writer is dead: open a new "
+                "writer (open_conditional_writer) and read on from last_read_end "
+                f"({self.last_read_end}).",
+                offset=-1,
+            )
+            refused.__cause__ = error
+            p.fail(refused)
 
     async def settle_mismatch(self, expected: int, sequence: int) -> Acknowledged:
         """The log end is not `expected` any more: was the record there ours?"""
         record = await self.reader.read_at(self.topic, self.partition, expected)
         if record is not None and writer_of(record) == (self.writer_id, sequence):
-            self.next_offset = expected + 1
             return Acknowledged(self.topic, self.partition, expected, record.timestamp)
         self.next_offset = None
         who = "nothing is readable there" if record is None else _describe(record)
@@ -442,14 +781,16 @@ async def open_conditional_writer(
     producer: Producer | None = None,
     writer_ids: Callable[[], str] | None = None,
     guarantee: str = "exactly_once_cas",
+    max_group: int = 128,
+    group_linger: float = 0.0,
     tls: ssl.SSLContext | bool | None = None,
     sasl: SaslConfig | None = None,
     **producer_options: Any,
 ) -> AsyncIterator[ConditionalWriter]:
     """A `ConditionalWriter` on `topic`-`partition`.
 
-    Pass `bootstrap=` (the writer opens its own producer: `linger=0`, idempotent, plus
-    `producer_options`) or `producer=` (shared; its `linger` delays each append). With
+    Pass `bootstrap=` (the writer opens its own producer: `linger=0`, `max_in_flight=1`
+    so that concurrent appends share batches, idempotent, plus `producer_options`) or `producer=` (shared; its `linger` delays each append). With
     `bootstrap=`, TLS and SASL as `open_producer` takes them: `tls=`, `sasl=`, or
     Kafka's names among `producer_options` (`security_protocol`, `sasl_mechanism`,
     `sasl_plain_username`, `ssl_cafile`, ...; docs/security.md).
@@ -461,7 +802,16 @@ async def open_conditional_writer(
     selector, with the producer's options (`request_timeout`, `delivery_timeout`,
     `compression`, ...; `transactional_options`); "auto" picks CAS where it can and
     transactions elsewhere (`writer.guarantee` says which).
+
+    `max_group` and `group_linger` bound a transactional writer's group commit: the
+    appends made while a commit runs are committed together in the next transaction, at
+    most `max_group` of them, after waiting `group_linger` seconds for more (default 0:
+    no added wait). A CAS writer pipelines its concurrent appends instead.
     """
+    if isinstance(max_group, bool) or not isinstance(max_group, int) or max_group < 1:
+        raise ConfigError(f"max_group={max_group!r}: appends per commit, an int >= 1")
+    if not isinstance(group_linger, (int, float)) or not group_linger >= 0:
+        raise ConfigError(f"group_linger={group_linger!r}: seconds to wait, a number >= 0")
     if guarantee not in _GUARANTEES:
         raise ConfigError(
             f"guarantee={guarantee!r}: use one of {', '.join(map(repr, _GUARANTEES))}"
@@ -474,6 +824,10 @@ async def open_conditional_writer(
             if bootstrap is None:
                 raise ConfigError("open_conditional_writer needs bootstrap= or producer=")
             producer_options.setdefault("linger", 0.0)
+            # One request at a time: concurrent CAS appends made while it is out join the
+            # next batch (consecutive expected offsets, one round trip) instead of each
+            # taking a request of its own. One appender waits for each answer anyway.
+            producer_options.setdefault("max_in_flight", 1)
             producer = await stack.enter_async_context(
                 open_producer(bootstrap, tls=tls, sasl=sasl, **producer_options)
             )
@@ -494,7 +848,13 @@ async def open_conditional_writer(
                 guarantee = "exactly_once_cas"
         if guarantee == "exactly_once_cas":
             yield ConditionalWriter(
-                producer, PartitionReader(selector), topic, partition, source().encode()
+                producer,
+                PartitionReader(selector),
+                topic,
+                partition,
+                source().encode(),
+                max_group=max_group,
+                group_linger=group_linger,
             )
             return
         txn_producer = await stack.enter_async_context(
@@ -515,6 +875,8 @@ async def open_conditional_writer(
             partition,
             source().encode(),
             guarantee="transactional",
+            max_group=max_group,
+            group_linger=group_linger,
         )
 
 

@@ -418,6 +418,13 @@ class CoreRules(SequencerRules):
         batch.may_have_been_written()
         return None
 
+    def behind_failed_cas(self, core: ProducerCore, failed: ProducerBatch) -> None:
+        """A CAS batch ended unwritten or Ambiguous: the CAS batches of its partition
+        that expected offsets past its own are never attempted again (their expected
+        offsets assumed its records; a resend under a new epoch would land after records
+        their writer never saw, if another writer's exactly filled the gap)."""
+        core.fail_behind(failed)
+
 
 class ProducerCore:
     """The sans-IO producer (see `trio_kafka.producer` for the driver's recipe)."""
@@ -456,6 +463,8 @@ class ProducerCore:
         self._compression = _COMPRESSION[config.compression]
         # Set when the producer cannot go on: the driver closes it.
         self.fatal_error: KafkaError | None = None
+        # CAS batches in flight behind a failed one (`fail_behind`): never retried.
+        self._behind_failed_cas: set[ProducerBatch] = set()
 
     def __repr__(self) -> str:
         return f"<ProducerCore {self.accumulator!r} {self.sequencing!r}>"
@@ -700,6 +709,7 @@ class ProducerCore:
             now - batch.created < self.config.delivery_timeout
             and batch.attempts <= self.config.retries
             and self.fatal_error is None
+            and batch not in self._behind_failed_cas
         )
 
     def backoff(self, attempts: int) -> float:
@@ -831,12 +841,43 @@ class ProducerCore:
         self.finish_failed(batch, error)
         return Decision.FINAL
 
+    def fail_behind(self, failed: ProducerBatch) -> None:
+        """`failed`, a CAS batch, ended unwritten or Ambiguous: every unfinished CAS
+        batch of its partition expecting an offset past `failed`'s fails. Those queued
+        (new, or waiting for a retry) fail now, never sent (again); those in flight fail
+        when their answer comes back, unless it is a success (`_can_retry`). Failed, not
+        Ambiguous, unless an earlier attempt may have been written. The last first, so
+        that each finds nothing queued behind it."""
+        tp = (failed.topic, failed.partition)
+        queue = self.accumulator.batches.queues.get(tp, ())
+        for batch in [b for b in reversed(queue) if b.expected_offset > failed.expected_offset]:
+            if batch.result is not None:
+                continue  # failed already, behind one failed in this loop
+            error = ExpectedOffsetMismatchError(
+                f"not sent: the CAS batch before it on {tp[0]}-{tp[1]} (expected offset "
+                f"{failed.expected_offset}) failed ({failed.error}), and this "
+                f"one's expected offset ({batch.expected_offset}) assumed its records",
+                expected_offset=batch.expected_offset,
+                log_end_offset=-1,  # no broker compared it
+            )
+            self.accumulator.batches.remove(batch)
+            batch.seal()
+            self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
+            self.finish_failed(batch, error)
+        sequencing = self.sequencing
+        entry = sequencing.partitions.get(tp) if isinstance(sequencing, Sequencer) else None
+        for batch in entry.inflight if entry is not None else ():
+            if batch.expected_offset > failed.expected_offset:
+                self._behind_failed_cas.add(batch)
+
     # -- final states ----------------------------------------------------------------
 
     def _finish_ok(self, batch: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         if batch.complete(base_offset, log_append_time):
             self.metrics.records_acknowledged += batch.record_count
             self.accumulator.release(batch)
+            if self._behind_failed_cas:
+                self._behind_failed_cas.discard(batch)
 
     def finish_failed(
         self,
@@ -849,12 +890,20 @@ class ProducerCore:
                 self.metrics.records_failed += batch.record_count
             else:
                 self.metrics.records_ambiguous += batch.record_count
-            self.accumulator.release(batch)
+            self._finished_unwritten(batch)
 
     def finish_ambiguous(self, batch: ProducerBatch, error: AmbiguousError) -> None:
         if batch.fail_ambiguous(error):
             self.metrics.records_ambiguous += batch.record_count
-            self.accumulator.release(batch)
+            self._finished_unwritten(batch)
+
+    def _finished_unwritten(self, batch: ProducerBatch) -> None:
+        """`batch` failed or ended Ambiguous: its buffer goes back, and a CAS batch's
+        failure reaches the CAS batches behind it (`CoreRules.behind_failed_cas`)."""
+        self.accumulator.release(batch)
+        self._behind_failed_cas.discard(batch)
+        if batch.expected_offset >= 0:
+            self.rules.behind_failed_cas(self, batch)
 
     def set_fatal(self, error: KafkaError) -> None:
         """The producer cannot go on: `error` is kept (the first one only) and the

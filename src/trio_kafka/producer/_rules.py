@@ -11,11 +11,11 @@ declared here):
 
 | part | declared in | decision points |
 | --- | --- | --- |
-| `CoreRules` | producer/_core.py | epoch_bump, lost_request, requeue, give_up_lost, answered_after_append |
+| `CoreRules` | producer/_core.py | epoch_bump, lost_request, requeue, give_up_lost, answered_after_append, behind_failed_cas |
 | `SequencerRules` | producer/_sequencer.py | unknown_producer, drop_on_rewrite |
 | `TransactionRules` | producer/_transaction.py | end_txn_bumps_epoch, unknown_commit_outcome, init_when_ready, send_failure_taints_transaction |
 | `LoadRules` | producer/_load.py | loaded_through, load_batch_offset, load_answer |
-| `Rules` (here) | producer/_rules.py | offset_after_mismatch, settle_mismatch (client/_conditional.py) |
+| `Rules` (here) | producer/_rules.py | offset_after_mismatch, pipelined_offset, settle_mismatch (client/_conditional.py) |
 
 The deciding objects take their rules when they are built (`rules=`), by default the
 rules in effect in the current context (`contextvars`, so trio tasks inherit them):
@@ -54,6 +54,13 @@ class Rules(CoreRules, TransactionRules, LoadRules):
         the record at the expected offset (`settle_mismatch`); an offset would retry the
         append there instead, which makes CAS a plain append: never."""
         return None
+
+    def pipelined_offset(self, tail: int, settled: int) -> int:
+        """The offset a conditional append expects when others of its writer may be in
+        flight: `tail`, the offset after them (where they leave the log end), so
+        concurrent appends each expect their own. `settled` (the end after the last
+        one acknowledged) would make two appends in flight expect one offset."""
+        return tail
 
     async def settle_mismatch(
         self, writer: MismatchSettler, expected: int, sequence: int, after_lost_attempt: bool

@@ -175,3 +175,13 @@ class _LoadResumeFromAborted(Rules):
 class _LoadRestreamOn(Rules):
     def restream_from(self, streamed: int) -> int:
         return streamed
+
+
+class _PipelinedSameOffset(Rules):
+    def pipelined_offset(self, tail: int, settled: int) -> int:
+        return settled
+
+
+class _ResendBehindFailedCas(Rules):
+    def behind_failed_cas(self, core: ProducerCore, failed: ProducerBatch) -> None:
+        return None

@@ -60,6 +60,7 @@ class ViolationKind(enum.Enum):
     CAS_WRONG_OFFSET = "cas-wrong-offset"
     CAS_FAILED_BUT_WRITTEN = "cas-failed-but-written"
     CAS_UNTERMINATED = "cas-unterminated"
+    CAS_UNSEEN_BEFORE = "cas-unseen-before"
     PENDING = "pending"
 
     @property
@@ -86,6 +87,7 @@ _INVARIANTS = {
     ViolationKind.CAS_WRONG_OFFSET: "C2",
     ViolationKind.CAS_FAILED_BUT_WRITTEN: "C3",
     ViolationKind.CAS_UNTERMINATED: "C4",
+    ViolationKind.CAS_UNSEEN_BEFORE: "C5",
     ViolationKind.PENDING: "L",
 }
 _ORDER = {k: i for i, k in enumerate(ViolationKind)}

@@ -77,6 +77,10 @@ class CasAppend:
     sequence: int
     expected_offset: int
     key: bytes | None = None
+    #: The log end the writer had seen when it appended (read, or its own appends
+    #: acknowledged): the records between it and `expected_offset` must be the writer's
+    #: own appends made before this one (C5). None: not recorded.
+    seen_end: int | None = None
 
 
 @attrs.frozen(slots=True)
@@ -235,6 +239,8 @@ def _op_json(op: Op) -> dict[str, Any]:
                     out.update(retry_of=_bytes_json(op.retry_of))
             else:
                 out.update(sequence=op.sequence, expected_offset=op.expected_offset)
+                if op.seen_end is not None:  # absent otherwise: older traces stay as they were
+                    out.update(seen_end=op.seen_end)
         case TxnBegin() | TxnCommit() | TxnAbort():
             out.update(txn=op.txn)
     return out
@@ -261,6 +267,7 @@ def _op_from_json(d: Mapping[str, Any]) -> Op:
                 d["sequence"],
                 d["expected_offset"],
                 _bytes_from_json(d["key"]),
+                d.get("seen_end"),
             )
         case "txn-begin":
             return TxnBegin(d["writer"], d["txn"])

@@ -52,8 +52,10 @@ from trio_kafka.sim._broken_rules import (
     _LoadResumePastCheckpoint,
     _NewProducerIdOnBump,
     _NotEnoughReplicasNotWritten,
+    _PipelinedSameOffset,
     _ReorderRetries,
     _ResendAfterBump,
+    _ResendBehindFailedCas,
     _SameEpochOnUnknownProducer,
     _StaleEndTxn,
     _TimeoutNotWritten,
@@ -77,6 +79,8 @@ CAS_REBASE_ON_MISMATCH = "cas-rebase-on-mismatch"
 BULK_WITHOUT_CAS = "bulk-without-cas"
 COMMIT_AFTER_FAILED_SEND = "commit-after-failed-send"
 NEW_PRODUCER_ID_ON_BUMP = "new-producer-id-on-bump"
+CAS_PIPELINED_SAME_OFFSET = "cas-pipelined-same-offset"
+CAS_RESEND_BEHIND_FAILED = "cas-resend-behind-failed"
 # -- the load pipeline (producer/_load.py) --
 LOAD_LOST_AS_WRITTEN = "load-lost-as-written"
 LOAD_MISMATCH_AS_WRITTEN = "load-mismatch-as-written"
@@ -147,6 +151,17 @@ MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
         "fenced and lands after newer records",
         ("idempotent",),
     ),
+    CAS_PIPELINED_SAME_OFFSET: (
+        "concurrent appends on one conditional writer all expect the offset after its "
+        "last acknowledged append, not each the offset after those in flight before it",
+        ("cas",),
+    ),
+    CAS_RESEND_BEHIND_FAILED: (
+        "a CAS batch queued or in flight behind a failed one of the same partition is "
+        "resent (under the bumped epoch) instead of failing with it, so it may land after "
+        "another writer's records that its writer never saw",
+        ("cas",),
+    ),
     # -- the load pipeline (producer/_load.py) --
     LOAD_LOST_AS_WRITTEN: (
         "the load pipeline takes a batch without an answer (or with a retriable error) "
@@ -191,6 +206,8 @@ BROKEN_RULES: dict[str, type[Rules]] = {
     BULK_WITHOUT_CAS: _BulkWithoutCas,
     COMMIT_AFTER_FAILED_SEND: _CommitAfterFailedSend,
     NEW_PRODUCER_ID_ON_BUMP: _NewProducerIdOnBump,
+    CAS_PIPELINED_SAME_OFFSET: _PipelinedSameOffset,
+    CAS_RESEND_BEHIND_FAILED: _ResendBehindFailedCas,
     LOAD_LOST_AS_WRITTEN: _LoadLostAsWritten,
     LOAD_MISMATCH_AS_WRITTEN: _LoadMismatchAsWritten,
     LOAD_RESUME_PAST_CHECKPOINT: _LoadResumePastCheckpoint,

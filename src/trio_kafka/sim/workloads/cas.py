@@ -3,10 +3,12 @@
 Each writer is its own process in spirit (its own producer, its own connections): it
 reads the partition to its end, then appends with the expected offset it believes is
 next (`ConditionalWriter.append`). When another writer took the offset it gets
-`ConcurrentWriteError`, reads what is new and goes on. Every append is a `CasAppend` in
-the history with the offset it expected; the checker holds C1-C4: at most one attempt of
-an append lands, success means exactly the expected offset, a failure is never in the
-log, and every append settles after the heal.
+`ConcurrentWriteError`, reads what is new and goes on. Each writer appends from
+several tasks at once (`_APPENDERS`), pipelined on the one writer. Every append is a `CasAppend` in
+the history with the offset it expected and the log end its writer had seen; the checker
+holds C1-C5: at most one attempt of an append lands, success means exactly the expected
+offset, a failure is never in the log, every append settles after the heal, and an
+append lands only after records its writer had seen or appended before it.
 
 "cas-txn" is the same race on a topic without CAS, where `guarantee="auto"` makes each
 writer a transactional one (client/_conditional.py): opening a session fences the
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import functools
 
+import attrs
 import trio
 
 from trio_kafka.broker import CAS_CONFIG
@@ -34,6 +37,8 @@ TXN_TOPIC = "cas-txn"
 
 #: Appends per writer and writers, by profile.
 _SIZES = {"lite": (6, 3), "standard": (40, 4)}
+#: Appends one writer makes at once (tasks on one ConditionalWriter), by profile.
+_APPENDERS = {"lite": 3, "standard": 4}
 #: Sessions a writer may start (each after a failure), and the pause before the next.
 _MAX_SESSIONS = 50
 _SESSION_BACKOFF = 0.5
@@ -136,35 +141,74 @@ async def _appends(
     appends: int,
     read_end: int,
 ) -> int:
-    """Appends from the writer's `done`-th on; returns how many are done when all are, or
-    when a transactional writer was fenced (that append included, as failed). The
-    process has read the log up to `read_end`."""
-    cas = conditional.guarantee == "exactly_once_cas"
+    """Appends from the writer's `done`-th on, in rounds of `_APPENDERS` concurrent
+    appends on the one writer (issue 35: pipelined on CAS, a group commit on
+    transactions); returns how many are done when all are, or when a transactional
+    writer was fenced (the fenced appends included, as failed). The process has read
+    the log up to `read_end`; it reads again between rounds when an append failed."""
     gap = ctx.fault_phase_end / max(appends, 1)
-    for n in range(done, appends):
-        await ctx.sleep(2 * gap * ctx.draws.uniform("cas.gap", writer, n))
+    concurrency = _APPENDERS.get(ctx.profile.name, _APPENDERS["standard"])
+    state = _Round(done)
+    while state.next < appends:
+        await ctx.sleep(2 * gap * ctx.draws.uniform("cas.gap", writer, state.next))
         if conditional.next_offset is None:
             await _read(conditional, conditional.last_read_end or read_end or None)
         assert conditional.next_offset is not None
-        value = ctx.value(writer, n)
-        op: CasAppend | Produce = (
-            CasAppend(writer, topic, 0, value, n, conditional.next_offset)
-            if cas
-            else Produce(writer, topic, 0, value)
-        )
-        op_id = ctx.history.invoke(op, time=trio.current_time())
-        try:
-            ack = await conditional.append(value)
-        except ConcurrentWriteError as exc:
-            ctx.history.complete(op_id, Fail(type(exc).__name__), time=trio.current_time())
-            if not cas:
-                return n + 1  # fenced: a new writer takes the log back
-        except KafkaError as exc:
-            ctx.history.complete(op_id, Info(type(exc).__name__), time=trio.current_time())
-            raise
-        else:
-            ctx.history.complete(op_id, Ok(0, ack.offset), time=trio.current_time())
+        last = min(appends, state.next + concurrency)
+        async with trio.open_nursery() as nursery:
+            for _ in range(state.next, last):
+                nursery.start_soon(_append, ctx, conditional, topic, writer, last, state)
+        if state.error is not None:
+            raise state.error
+        if state.fenced:
+            return state.next  # fenced: a new writer takes the log back
     return appends
+
+
+@attrs.define
+class _Round:
+    """The appends of a writer's round: the next index, and what ended them."""
+
+    next: int
+    error: KafkaError | None = None
+    fenced: bool = False
+
+
+async def _append(
+    ctx: SimContext,
+    conditional: ConditionalWriter,
+    topic: str,
+    writer: str,
+    last: int,
+    state: _Round,
+) -> None:
+    """One of a round's concurrent appends: the writer's next index, recorded with the
+    offset it expects (claimed by the call, with no checkpoint in between). None when
+    an append of the round already failed (the writer must read first)."""
+    cas = conditional.guarantee == "exactly_once_cas"
+    expected = conditional.next_offset
+    if expected is None or state.next >= last or state.error is not None:
+        return
+    n = state.next
+    state.next += 1
+    value = ctx.value(writer, n)
+    seen = conditional.last_read_end  # read, or its own appends acknowledged (C5)
+    op: CasAppend | Produce = (
+        CasAppend(writer, topic, 0, value, n, expected, seen_end=seen)
+        if cas
+        else Produce(writer, topic, 0, value)
+    )
+    op_id = ctx.history.invoke(op, time=trio.current_time())
+    try:
+        ack = await conditional.append(value)
+    except ConcurrentWriteError as exc:
+        ctx.history.complete(op_id, Fail(type(exc).__name__), time=trio.current_time())
+        state.fenced = state.fenced or not cas
+    except KafkaError as exc:
+        ctx.history.complete(op_id, Info(type(exc).__name__), time=trio.current_time())
+        state.error = state.error or exc
+    else:
+        ctx.history.complete(op_id, Ok(0, ack.offset), time=trio.current_time())
 
 
 async def _read(conditional: ConditionalWriter, start: int | None) -> None:

@@ -1,0 +1,342 @@
+"""Concurrent appends on one ConditionalWriter (issue 35): pipelined on CAS, committed
+in groups on transactions; each append keeps its own guarantee (mock broker)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import anyio
+import pytest
+
+from tests.integration._backends import mock_cluster
+from trio_kafka.broker import DROP, Cluster, HookCall
+from trio_kafka.client import open_conditional_writer, open_producer, writer_of
+from trio_kafka.errors import ConcurrentWriteError, WriterFencedError
+from trio_kafka.protocol.messages.end_txn import EndTxnRequest
+from trio_kafka.protocol.messages.produce import ProduceRequest
+from trio_kafka.records import Record
+
+#: Each test runs on trio, then on asyncio (issue 16; tests/conftest.py).
+pytestmark = pytest.mark.anyio
+
+CAS = {"expected.offset.check.enable": "true"}
+APPENDERS = 16
+
+
+def committed(cluster: Cluster) -> list[Record]:
+    """The log's records whose transaction committed (all of them on a CAS topic)."""
+    records: list[Record] = []
+    open_txn: dict[int, list[Record]] = {}
+    for batch in cluster.decoded("log", 0):
+        if batch.is_control:
+            held = open_txn.pop(batch.producer_id, [])
+            if batch.records and batch.records[0].key == b"\x00\x00\x00\x01":  # COMMIT
+                records.extend(held)
+        elif batch.is_transactional:
+            open_txn.setdefault(batch.producer_id, []).extend(batch.records)
+        else:
+            records.extend(batch.records)
+    return sorted(records, key=lambda r: r.offset)
+
+
+async def _appends_at_once(log: object, count: int) -> dict[int, int]:
+    """`count` tasks append b"<n>" at once, task n calling append n-th; n -> offset."""
+    acks: dict[int, int] = {}
+
+    async def append(n: int) -> None:
+        acks[n] = (await log.append(b"%d" % n)).offset  # type: ignore[attr-defined]
+
+    async with anyio.create_task_group() as tasks:
+        for n in range(count):
+            tasks.start_soon(append, n)
+            await anyio.sleep(0) if n == 0 else None  # the first one leads (transactions)
+    return acks
+
+
+@pytest.mark.parametrize("cas", [True, False], ids=["cas", "transactional"])
+async def test_concurrent_appends_are_each_acknowledged_once_at_their_own_offset(
+    cas: bool,
+) -> None:
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS if cas else None)
+        async with open_conditional_writer(
+            "log", 0, bootstrap=cluster.bootstrap, guarantee="auto", writer_ids=lambda: "A"
+        ) as log:
+            assert log.guarantee == ("exactly_once_cas" if cas else "transactional")
+            async for _ in log.read_to_end():
+                pass
+            acks = await _appends_at_once(log, APPENDERS)
+            assert log.last_read_end == log.next_offset == max(acks.values()) + 1
+        records = committed(cluster)
+    assert {r.offset: int(r.value or b"") for r in records} == {o: n for n, o in acks.items()}
+    assert len(records) == APPENDERS
+
+
+async def test_concurrent_cas_appends_share_produce_round_trips() -> None:
+    """Pipelined: 16 appends need fewer Produce requests than appends (one at a time
+    took 16), and land in the order they were called."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        produces = [0]
+
+        def count(call: HookCall) -> None:
+            produces[0] += 1
+
+        cluster.add_hook(ProduceRequest, count)
+        async with open_conditional_writer("log", 0, bootstrap=cluster.bootstrap) as log:
+            async for _ in log.read_to_end():
+                pass
+            called: list[int] = []
+            acks: dict[int, int] = {}
+
+            async def append(n: int) -> None:
+                called.append(n)  # no checkpoint before the call: its order
+                acks[n] = (await log.append(b"%d" % n)).offset
+
+            async with anyio.create_task_group() as tasks:
+                for n in range(APPENDERS):
+                    tasks.start_soon(append, n)
+            # A long-lived writer keeps nothing per acknowledged append (97abd6d kept
+            # every one until the next read).
+            assert log._chain.links == []
+    assert [acks[n] for n in called] == list(range(APPENDERS))
+    assert produces[0] < APPENDERS
+
+
+async def test_concurrent_transactional_appends_are_committed_in_groups() -> None:
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1)
+        commits = [0]
+
+        def count(call: HookCall) -> None:
+            commits[0] += 1
+
+        cluster.add_hook(EndTxnRequest, count)
+        async with open_conditional_writer(
+            "log", 0, bootstrap=cluster.bootstrap, guarantee="transactional"
+        ) as log:
+            async for _ in log.read_to_end():
+                pass
+            acks = await _appends_at_once(log, APPENDERS)
+    assert sorted(acks.values()) == sorted(set(acks.values()))
+    assert commits[0] <= 3  # the first alone, then the others queued behind it
+
+
+async def test_a_group_is_bounded_by_max_group() -> None:
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1)
+        commits = [0]
+
+        def count(call: HookCall) -> None:
+            commits[0] += 1
+
+        cluster.add_hook(EndTxnRequest, count)
+        async with open_conditional_writer(
+            "log", 0, bootstrap=cluster.bootstrap, guarantee="transactional", max_group=4
+        ) as log:
+            async for _ in log.read_to_end():
+                pass
+            await _appends_at_once(log, APPENDERS)
+    assert commits[0] >= APPENDERS // 4
+
+
+async def test_a_group_whose_commit_answer_was_lost_is_settled_by_reading_back() -> None:
+    """The second group's EndTxn answer is lost: each of its appends is acknowledged at
+    its offset once, from the log, none retried into a second copy."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1)
+        calls = [0]
+
+        def lose_second(call: HookCall) -> object:
+            calls[0] += 1
+            return DROP if calls[0] == 2 else None
+
+        cluster.add_hook(EndTxnRequest, lose_second, after=True)
+        async with open_conditional_writer(
+            "log", 0, bootstrap=cluster.bootstrap, guarantee="transactional", request_timeout=1
+        ) as log:
+            async for _ in log.read_to_end():
+                pass
+            acks = await _appends_at_once(log, 8)
+            assert log.ambiguous >= 1
+        records = committed(cluster)
+    assert {r.offset: int(r.value or b"") for r in records} == {o: n for n, o in acks.items()}
+
+
+async def test_a_fence_mid_group_fails_every_append_of_the_group() -> None:
+    """A newer writer takes the log while a group of 4 is committing: all 4 raise
+    WriterFencedError and none of them is in the committed log."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1)
+        reached, go = anyio.Event(), anyio.Event()
+        calls = [0]
+
+        async def hold_second(call: HookCall) -> None:
+            calls[0] += 1
+            if calls[0] == 2:
+                reached.set()
+                await go.wait()
+
+        cluster.add_hook(EndTxnRequest, hold_second)
+        outcomes: dict[int, object] = {}
+        async with open_conditional_writer(
+            "log", 0, bootstrap=cluster.bootstrap, guarantee="transactional"
+        ) as log:
+            async for _ in log.read_to_end():
+                pass
+
+            async def append(n: int) -> None:
+                try:
+                    outcomes[n] = (await log.append(b"%d" % n)).offset
+                except WriterFencedError as exc:
+                    outcomes[n] = exc
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(append, 0)
+                await anyio.sleep(0)
+                for n in range(1, 5):
+                    tasks.start_soon(append, n)
+                await reached.wait()  # the group of 1-4 is at its EndTxn
+                async with open_conditional_writer(
+                    "log", 0, bootstrap=cluster.bootstrap, guarantee="transactional"
+                ):
+                    go.set()
+        records = committed(cluster)
+    assert outcomes[0] == 0
+    assert all(isinstance(outcomes[n], WriterFencedError) for n in range(1, 5))
+    assert [r.value for r in records] == [b"0"]
+
+
+async def test_a_waiting_append_cancelled_before_its_group_is_never_written() -> None:
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1)
+        reached, go = anyio.Event(), anyio.Event()
+
+        async def hold_first(call: HookCall) -> None:
+            if not reached.is_set():
+                reached.set()
+                await go.wait()
+
+        cluster.add_hook(EndTxnRequest, hold_first)
+        acks: dict[int, int] = {}
+        async with open_conditional_writer(
+            "log", 0, bootstrap=cluster.bootstrap, guarantee="transactional"
+        ) as log:
+            async for _ in log.read_to_end():
+                pass
+
+            async def append(n: int, scope: anyio.CancelScope | None = None) -> None:
+                with scope or anyio.CancelScope():
+                    acks[n] = (await log.append(b"%d" % n)).offset
+
+            cancelled = anyio.CancelScope()
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(append, 0)
+                await reached.wait()  # 0 is committing; 1-3 queue behind it
+                tasks.start_soon(append, 1)
+                tasks.start_soon(append, 2, cancelled)
+                tasks.start_soon(append, 3)
+                await anyio.sleep(0.05)
+                cancelled.cancel()
+                await anyio.sleep(0.05)
+                go.set()
+        records = committed(cluster)
+    assert sorted(acks) == [0, 1, 3]
+    assert sorted(r.value for r in records) == [b"0", b"1", b"3"]
+
+
+async def test_a_foreign_write_fails_the_cas_appends_queued_behind_it() -> None:
+    """Another writer took the offset the first of 8 concurrent appends expected: all 8
+    raise ConcurrentWriteError and none of them is written."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        async with (
+            open_conditional_writer("log", 0, bootstrap=cluster.bootstrap) as log,
+            open_producer(cluster.bootstrap, linger=0) as other,
+        ):
+            async for _ in log.read_to_end():
+                pass
+            await (await other.send("log", b"theirs", partition=0, expected_offset=0))
+            failed: list[int] = []
+
+            async def append(n: int) -> None:
+                try:
+                    await log.append(b"%d" % n)
+                except ConcurrentWriteError:
+                    failed.append(n)
+
+            async with anyio.create_task_group() as tasks:
+                for n in range(8):
+                    tasks.start_soon(append, n)
+            assert log.next_offset is None  # stale: read again before appending
+        records = committed(cluster)
+    assert sorted(failed) == list(range(8))
+    assert [r.value for r in records] == [b"theirs"]
+    assert all(writer_of(r)[0] is None for r in records)
+
+
+# trio only: the hook holds the request on an event of the test's (under asyncio the
+# broker runs in a thread of its own); the rule it checks is in the sans-IO core.
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+@pytest.mark.parametrize("idempotent", [True, False], ids=["own-producer", "not-idempotent"])
+async def test_cas_appends_behind_a_failed_one_never_land_when_another_writer_filled_its_batch(
+    idempotent: bool,
+) -> None:
+    """A's first append (expecting offset 0) is held at the broker while B appends one
+    record at offset 0, exactly as many as A's held batch: the log end is then where
+    A's next appends (1-3, expecting offsets 1-3) expect it. They must fail with the
+    held one, never land after a record A never read: on A's own (idempotent) producer
+    the batch behind the failed one is never resent; on a shared producer without
+    idempotence (5 requests in flight) they are not sent before the held one's answer."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        reached, go = anyio.Event(), anyio.Event()
+        produces = [0]
+
+        async def hold_first(call: HookCall) -> None:
+            produces[0] += 1
+            if produces[0] == 1:
+                reached.set()
+                await go.wait()
+
+        cluster.add_hook(ProduceRequest, hold_first)
+        outcomes: dict[int, object] = {}
+        async with contextlib.AsyncExitStack() as stack:
+            options: dict[str, object] = {"bootstrap": cluster.bootstrap}
+            if not idempotent:
+                options = {
+                    "producer": await stack.enter_async_context(
+                        open_producer(
+                            cluster.bootstrap, linger=0, enable_idempotence=False, max_in_flight=5
+                        )
+                    )
+                }
+            a = await stack.enter_async_context(
+                open_conditional_writer("log", 0, writer_ids=lambda: "A", **options)  # type: ignore[arg-type]
+            )
+            b = await stack.enter_async_context(
+                open_conditional_writer(
+                    "log", 0, bootstrap=cluster.bootstrap, writer_ids=lambda: "B"
+                )
+            )
+            for log in (a, b):
+                async for _ in log.read_to_end():
+                    pass
+
+            async def append(n: int) -> None:
+                try:
+                    outcomes[n] = (await a.append(b"a%d" % n)).offset
+                except ConcurrentWriteError as exc:
+                    outcomes[n] = exc
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(append, 0)
+                await reached.wait()  # A's append 0 is at the broker, not appended yet
+                for n in range(1, 4):
+                    tasks.start_soon(append, n)
+                assert (await b.append(b"theirs")).offset == 0
+                go.set()
+            assert a.next_offset is None  # stale: read again before appending
+        records = committed(cluster)
+    assert [r.value for r in records] == [b"theirs"]
+    assert all(isinstance(outcomes[n], ConcurrentWriteError) for n in range(4)), outcomes
