@@ -12,6 +12,9 @@ from trio_kafka.client._bulk import (
     BulkLoader,
     LoadResult,
     PartitionLoad,
+    PartitionLoadResult,
+    RowChunk,
+    load_partition,
     one_batch_request,
     open_bulk_loader,
     partition_of,
@@ -28,12 +31,10 @@ from trio_kafka.client._conditional import (
     open_conditional_writer,
     writer_of,
 )
-from trio_kafka.client._fetch import FetchResult, IsolationLevel
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
 from trio_kafka.client._open import open_producer
-from trio_kafka.client._partition_load import PartitionLoadResult, RowChunk, load_partition
 from trio_kafka.client._producer import Producer
-from trio_kafka.client._reader import PartitionRead, PartitionReader
+from trio_kafka.client._reader import FetchResult, IsolationLevel, PartitionRead, PartitionReader
 from trio_kafka.client._security import PROTOCOLS, Security, pop_security
 from trio_kafka.client._transactions import GroupMetadata, OffsetAndMetadata
 from trio_kafka.client._txn_calls import HandedOffTransaction

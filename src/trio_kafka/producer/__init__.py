@@ -81,7 +81,25 @@ from trio_kafka.producer._cluster import ClusterView
 from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig, TimeUnitWarning
 from trio_kafka.producer._core import CoreRules, ProducerCore
 from trio_kafka.producer._handle import DeliveryHandle
-from trio_kafka.producer._load import LoadRules
+from trio_kafka.producer._load import (
+    DEFAULT_BATCH_BYTES,
+    LOAD_HEADER,
+    LOADER_ROUTING,
+    PARTITIONER,
+    ROW_HEADER,
+    Backend,
+    EndMarker,
+    LoadBatch,
+    LoadPipeline,
+    LoadRules,
+    Row,
+    Step,
+    encode_routing,
+    partition_of,
+    routing_changes,
+    routing_of,
+    row_of,
+)
 from trio_kafka.producer._metrics import MetricsSnapshot, ProducerMetrics
 from trio_kafka.producer._murmur import murmur2, partition_for_key, to_positive
 from trio_kafka.producer._partitioner import RandomSource, StickyState
@@ -120,10 +138,16 @@ from trio_kafka.producer._txn_types import GroupMetadata, OffsetAndMetadata, Txn
 from trio_kafka.producer.transactions import TransactionManager, TransactionRules
 
 __all__ = [
+    "DEFAULT_BATCH_BYTES",
+    "LOADER_ROUTING",
+    "LOAD_HEADER",
+    "PARTITIONER",
+    "ROW_HEADER",
     "Acknowledged",
     "Action",
     "Ambiguous",
     "AmbiguousWriteError",
+    "Backend",
     "BatchSpan",
     "BatchState",
     "BufferFullStrategy",
@@ -131,12 +155,15 @@ __all__ = [
     "CoreRules",
     "Decision",
     "DeliveryHandle",
+    "EndMarker",
     "ExponentialBackoff",
     "Failed",
     "GroupMetadata",
     "Headers",
     "IllegalTransactionStateError",
     "InvalidPartitionError",
+    "LoadBatch",
+    "LoadPipeline",
     "LoadRules",
     "MetricsSnapshot",
     "MismatchSettler",
@@ -158,12 +185,14 @@ __all__ = [
     "RecordError",
     "RecordTooLargeError",
     "Result",
+    "Row",
     "Rules",
     "SequenceVerdict",
     "Sequencer",
     "SequencerRules",
     "SequencingPolicy",
     "Settled",
+    "Step",
     "StickyState",
     "TimeUnitWarning",
     "TransactionAbortableError",
@@ -178,9 +207,14 @@ __all__ = [
     "UnknownTopicError",
     "backoff_delay",
     "current_rules",
+    "encode_routing",
     "murmur2",
     "partition_for_key",
+    "partition_of",
     "record_size",
+    "routing_changes",
+    "routing_of",
+    "row_of",
     "rules_in_effect",
     "to_positive",
 ]
