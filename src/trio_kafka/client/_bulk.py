@@ -160,8 +160,8 @@ from trio_kafka.producer import (
     LoadPipeline,
     Row,
     Step,
-    current_rules,
     encode_routing,
+    load_rules,
     partition_of,
     routing_changes,
     routing_of,
@@ -308,7 +308,7 @@ class BulkLoader:
         )
         self._backoff = LOAD_BACKOFF
         # Which checkpoints count on resume (the load rules in effect when built).
-        self._checkpoint_committed = current_rules().checkpoint_committed
+        self._checkpoint_committed = load_rules().checkpoint_committed
 
     def _timestamp_ms(self) -> int:
         return int(self._wall() * 1000)

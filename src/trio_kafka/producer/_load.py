@@ -430,6 +430,12 @@ class LoadRules:
         return classify(code)
 
 
+def load_rules() -> LoadRules:
+    """The load rules in effect here: those a harness installed (producer/_rules.py
+    `rules_in_effect`), else the client's own."""
+    return rules_for(LoadRules)
+
+
 # -- the pipeline ---------------------------------------------------------------------
 
 
@@ -454,7 +460,7 @@ class LoadPipeline:
         routing: bytes = b"",
     ) -> None:
         #: The decisions where a wrong rule loses or duplicates rows (producer/_rules.py).
-        self.rules = rules_for(LoadRules) if rules is None else rules
+        self.rules = load_rules() if rules is None else rules
         if not 1 <= max_in_flight <= 5:
             raise ConfigError(
                 f"max_in_flight={max_in_flight}: use 1 to 5 (the broker's dedup window)"
@@ -860,6 +866,7 @@ __all__ = [
     "encode_routing",
     "header_of",
     "load_failure",
+    "load_rules",
     "partition_of",
     "routing_changes",
     "routing_of",
