@@ -15,7 +15,7 @@ from trio_kafka.broker import DROP, HookCall
 from trio_kafka.client import PartitionReader, open_conditional_writer, open_producer, writer_of
 from trio_kafka.client import _conditional as conditional_module
 from trio_kafka.client._conditional import SEQUENCE_HEADER, WRITER_HEADER
-from trio_kafka.client._fetch import IsolationLevel
+from trio_kafka.client._reader import IsolationLevel
 from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError
 from trio_kafka.net import open_selector
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest

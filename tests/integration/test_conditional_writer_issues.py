@@ -21,7 +21,7 @@ import pytest
 from tests.integration._backends import mock_cluster
 from tests.integration._helpers import create_topic, tansu_per_backend
 from trio_kafka.client import ConditionalWriter, PartitionReader, open_conditional_writer
-from trio_kafka.client._fetch import IsolationLevel
+from trio_kafka.client._reader import IsolationLevel
 from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError, WriterFencedError
 from trio_kafka.net import open_selector
 from trio_kafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest

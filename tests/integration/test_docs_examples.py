@@ -36,7 +36,7 @@ from trio_kafka import Acknowledged
 from trio_kafka.broker import CAS_CONFIG, open_cluster
 from trio_kafka.broker import SaslConfig as BrokerSasl
 from trio_kafka.client import PartitionReader, open_producer
-from trio_kafka.client._fetch import IsolationLevel
+from trio_kafka.client._reader import IsolationLevel
 from trio_kafka.net import open_selector
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

@@ -11,12 +11,11 @@ from tests.integration._helpers import consume_all, rows
 from tests.integration.test_producer_faults import answer_with
 from trio_kafka.broker import DROP, HookCall
 from trio_kafka.client import BulkLoader, open_bulk_loader
-from trio_kafka.client._txn_load import TxnPartition
+from trio_kafka.client._bulk import TxnPartition
 from trio_kafka.errors import ConfigError, ErrorCode
 from trio_kafka.net import open_selector
-from trio_kafka.producer._load import Backend
-from trio_kafka.producer._partitioner import partition_for_key
-from trio_kafka.producer._rows import RECORD_OVERHEAD
+from trio_kafka.producer import partition_for_key
+from trio_kafka.producer._load import RECORD_OVERHEAD, Backend
 from trio_kafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.produce import (

@@ -5,7 +5,7 @@ as Tansu's does)."""
 from __future__ import annotations
 
 from tests.unit.test_reader_select import batches, data, marker
-from trio_kafka.client._fetch import CommittedInOrder, committed_newest_first
+from trio_kafka.client._reader import CommittedInOrder, committed_newest_first
 from trio_kafka.records import ControlType
 
 

@@ -8,8 +8,14 @@ import pytest
 
 from trio_kafka.errors import AmbiguousError, ConcurrentWriteError, ErrorCode
 from trio_kafka.producer._core import Action, classify
-from trio_kafka.producer._load import Backend, BatchState, LoadPipeline, Step
-from trio_kafka.producer._rows import RECORD_OVERHEAD, row_of
+from trio_kafka.producer._load import (
+    RECORD_OVERHEAD,
+    Backend,
+    LoadBatchState,
+    LoadPipeline,
+    Step,
+    row_of,
+)
 from trio_kafka.records import decode_batches
 
 ROW = 100  # bytes of each value
@@ -155,7 +161,7 @@ def test_no_progress_for_the_retry_timeout_fails_ambiguous() -> None:
     assert pipe.on_answer(batch, ErrorCode.NOT_LEADER_OR_FOLLOWER, 0.0) is Step.RETRY
     assert pipe.refresh_metadata
     batch = pipe.next_send(5.0)
-    assert batch is not None and batch.state is BatchState.IN_FLIGHT
+    assert batch is not None and batch.state is LoadBatchState.IN_FLIGHT
     assert pipe.on_answer(batch, ErrorCode.REQUEST_TIMED_OUT, 10.0) is Step.FAIL
     assert isinstance(pipe.error, AmbiguousError)
 

@@ -6,7 +6,7 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trio_kafka.client._fetch import select_records
+from trio_kafka.client._reader import select_records
 from trio_kafka.records import (
     BatchBuilder,
     ControlType,

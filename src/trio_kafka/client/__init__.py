@@ -17,6 +17,9 @@ from trio_kafka.client._bulk import (
     BulkLoader,
     LoadResult,
     PartitionLoad,
+    PartitionLoadResult,
+    RowChunk,
+    load_partition,
     open_bulk_loader,
     partition_of,
     row_of,
@@ -27,28 +30,23 @@ from trio_kafka.client._conditional import (
     open_conditional_writer,
     writer_of,
 )
-from trio_kafka.client._fetch import FetchResult, IsolationLevel
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
 from trio_kafka.client._open import open_producer
-from trio_kafka.client._partition_load import PartitionLoadResult, RowChunk, load_partition
 from trio_kafka.client._producer import HandedOffTransaction, Producer
-from trio_kafka.client._reader import PartitionRead, PartitionReader
+from trio_kafka.client._reader import FetchResult, IsolationLevel, PartitionRead, PartitionReader
 from trio_kafka.client._security import PROTOCOLS, Security, pop_security
 from trio_kafka.client._transactions import GroupMetadata, OffsetAndMetadata
 from trio_kafka.net import KafkaSelector, group_leaves, open_selector
 from trio_kafka.producer import (
     Acknowledged,
     Ambiguous,
+    Backend,
     Failed,
     MetricsSnapshot,
     Outcome,
     ProducerConfig,
     ProducerRecord,
 )
-
-# `Backend` (what `BulkLoader.choose_backend` returns) is the load pipeline's, which the
-# core does not export yet (issue 14's slices rework it): pyproject's ignore_imports.
-from trio_kafka.producer._load import Backend
 
 __all__ = [
     "GUARANTEES",

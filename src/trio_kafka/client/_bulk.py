@@ -1,11 +1,13 @@
 """`BulkLoader`: load an iterable of rows into a topic exactly once, resumably, on any
-Kafka broker: the shell of the load pipeline (producer/_load.py).
+Kafka broker; and `load_partition`, one partition of a load fed by another process. The
+shell of the load pipeline (producer/_load.py): this module does the I/O the pipeline
+asks for, with one task per partition for the backend the load uses.
 
 Theory of operation
 -------------------
 Rows are numbered by their position in the input and each goes to the partition its
-row alone decides (producer/_rows.py). Per partition, a `LoadPipeline` cuts the rows
-into batches and decides every write; this module does the I/O it asks for.
+row alone decides (`partition_of`). Per partition, a `LoadPipeline` cuts the rows into
+batches and decides every write.
 
 Backend per topic (`guarantee`): "exactly_once_cas" where the partition's leader
 advertises `expected.offset.cas` and the topic has `expected.offset.check.enable=true`
@@ -22,15 +24,7 @@ Resume. Each partition's resume point is the last checkpoint of this load in its
 an older instance of the load and aborts its open transaction, so the read_committed
 read that follows sees exactly what committed.
 
-CAS (`_CasPartition`, client/_cas_load.py): one task per partition sends `next_send`
-batches to the leader (`send_to_leader`, one batch a request), awaits answers oldest
-first and feeds them to `on_answer`; it asks for an idempotent producer id when the
-pipeline needs one (`init_idempotent_producer_id`), sleeps `poll_delay`, refreshes
-metadata when told, and reads the record `read_offset` names after a mismatch. Every
-retry backs off with the one backoff, `LOAD_BACKOFF` (its own `retry_backoff` and
-`retry_backoff_max`, 50 ms to 1 s).
-
-Routing. Every checkpoint records the load's routing (producer/_rows.py): the partition
+Routing. Every checkpoint records the load's routing (producer/_load.py): the partition
 count, the partitioner, the guarantee used, and what the caller says made its rows
 (`routing=`, e.g. the key field and input format of `trio-kafka load`). A resume reads
 the routing of each partition's last checkpoint before it writes anything and refuses
@@ -43,23 +37,67 @@ every partition with a checkpoint of the load ends in one, the markers agree, an
 input has as many rows (`finished(rows)`, or `run` given a sized input), the load is
 finished: the result is made from the checkpoints, without reading the input again.
 
-Transactions (`TxnPartition`, client/_txn_load.py): one task per partition writes
-each chunk in one transaction of its transactional `Producer` (the producer core's own
-sequencing, retries and transaction machinery); the chunk's last row is its
-checkpoint, so rows and checkpoint commit together. The chunk's rows are streamed into
-its transaction as the feeder adds them. An abortable failure aborts and writes the
-chunk again; a commit whose answer was lost is settled by reading the committed
-checkpoint back; anything else (a fence: another instance of the load took over) stops
-the load, and a rerun resumes from the committed checkpoint.
+The feeder (`_feed`) routes rows to their pipelines a block (`_FEED_BLOCK` rows) at a
+time: each partition's share of the block goes to its pipeline as one run (`add_run`:
+lists, not a call per row): rows without keys are a strided slice of the block
+(`_unkeyed_runs`); keyed rows go by murmur2 of the key (`_keyed_runs`, with a bounded
+cache of recent keys). A row that is not bytes, None or a (key, value) pair is refused
+with its row number. The partition's task is then told (`fed`). The feeder holds one
+block.
 
-The feeder routes rows to their pipelines a block at a time: each partition's share of
-the block goes to its pipeline as one run (`add_run`: lists, not a call per row; rows
-without keys are a strided slice of the block; client/_row_runs.py), and the partition's task is told
-(`fed`). CAS: a sealed batch is handed on through a zero-capacity channel, so a
-partition has at most its window plus one batch in memory. Transactions: the task
-hands the run on to the producer at once (one `send_many(..., partition=)`, which fills
-whole batches), and the feeder waits while a partition has two sealed chunks not
-committed. The feeder holds one block.
+The CAS backend (`_CasPartition`). A sealed batch is handed on through a zero-capacity
+channel (`_Partition`), so a partition has at most its window plus one batch in memory.
+The task sends `next_send` batches to the leader (`send_to_leader`, the one leader call
+in net/_leader.py, one batch a request: `one_batch_request`, so each answer settles
+exactly one batch), awaits answers oldest first and feeds them to `on_answer`; it asks
+for an idempotent producer id when the pipeline needs one (`init_idempotent_producer_id`,
+client/_producer_id.py: the producer's own loop, with the loader's
+`transaction_timeout`), sleeps `poll_delay`, refreshes metadata when told, and reads the
+record `read_offset` names after a mismatch. Every retry backs off with the one backoff,
+`LOAD_BACKOFF` (its own `retry_backoff` and `retry_backoff_max`, 50 ms to 1 s).
+
+The transactional backend (`TxnPartition`). One task per partition writes each chunk
+the pipeline cuts in one transaction of the partition's transactional `Producer` (the
+producer core's own sequencing, batching, retries and transaction machinery). A chunk's
+last row is its checkpoint, so rows and checkpoint commit together; a committed
+transaction is a contiguous run of the partition's rows, and the last committed
+checkpoint says exactly what is loaded.
+
+- Streamed. The rows of the oldest uncommitted chunk go to its transaction as the
+  feeder adds them (`stream_rows`, one `send_many` a run, which fills whole batches),
+  not once the chunk is sealed: they are handed on while still in the CPU's caches (a
+  sealed 4 MiB chunk had gone cold: each later pass over its rows cost a cache miss per
+  row), the producer sends batches from the first run on, and the chunk is committed as
+  soon as its last run arrives. The open batch's last row is held back (it becomes the
+  checkpoint if the batch is sealed after it). While a transaction commits, the feeder
+  goes on and the next chunk's rows wait in the pipeline; the feeder waits when a
+  partition has two sealed chunks not committed (`fed`), so memory stays bounded by
+  about three chunks a partition.
+- A transaction is open while its chunk's rows are being read, so a chunk whose rows
+  come slowly is sealed early (`_SEAL_AFTER` of the transaction timeout after it began)
+  and committed, before the coordinator would abort it for its age (unless reading one
+  block of the input alone takes longer: the input is read synchronously, and nothing
+  runs meanwhile).
+- Failures: an abortable one aborts the transaction, and the chunk's rows go again from
+  its first (`restream`; aborted rows are invisible to read_committed readers); a
+  commit whose answer was lost is settled by re-initialising and reading the committed
+  checkpoint back (in: go on; not in: write the chunk again); anything else (a fence:
+  another instance of the load took over) stops the load, and a rerun resumes from the
+  committed checkpoint.
+
+One partition from chunks (`load_partition`). A load split over processes (a Spark task
+holds one Kafka partition's rows) has the row numbers already: each `RowChunk` carries
+its rows' input numbers, increasing, and every row must belong to this partition by the
+one rule (`partition_of`), so the log is the same one `BulkLoader` would write for the
+same rows, and either can resume the other. The rows go through the same pipeline and
+the same checks: CAS through `_CasPartition`; transactions *held* (`_HeldTxnPartition`):
+the rows go into ONE transaction of a transactional producer (`transactional_id`, one
+per writer attempt) that is left open at the end and handed off
+(`Producer.hand_off_transaction`): another process (the Spark driver) commits the
+winning attempt's transaction and fences the others. Resume reads the committed
+checkpoint (read_committed), so a partition a previous run committed is skipped. Memory:
+a sealed batch goes through the zero-capacity channel, so at most the window plus one
+batch of rows is held, whatever the size of the partition; a chunk is released once fed.
 """
 
 from __future__ import annotations
@@ -68,44 +106,71 @@ import contextlib
 import itertools
 import logging
 import ssl
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sized
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+    Sized,
+)
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import attrs
 
 from trio_kafka.client._cas import cas_gate
-from trio_kafka.client._cas_load import _CasPartition, _Partition, one_batch_request
-from trio_kafka.client._fetch import committed_newest_first
 from trio_kafka.client._open import edge_defaults, open_producer
-from trio_kafka.client._producer import Producer
-from trio_kafka.client._reader import IsolationLevel, PartitionReader
-from trio_kafka.client._row_runs import FEED_BLOCK, UNKEYED, keyed_runs, unkeyed_runs
+from trio_kafka.client._producer import HandedOffTransaction, Producer
+from trio_kafka.client._producer_id import init_idempotent_producer_id
+from trio_kafka.client._reader import IsolationLevel, PartitionReader, committed_newest_first
 from trio_kafka.client._security import Security, pop_security
 from trio_kafka.client._telemetry import telemetry_for
-from trio_kafka.client._txn_load import TxnPartition
 from trio_kafka.errors import (
+    AbortableError,
+    AmbiguousError,
     CasNotSupportedError,
+    ConcurrentWriteError,
     ConfigError,
     ErrorCode,
+    KafkaError,
 )
-from trio_kafka.net import KafkaSelector, SaslConfig, open_selector, sole_error
-from trio_kafka.producer import ExponentialBackoff, current_rules
-from trio_kafka.producer._load import DEFAULT_BATCH_BYTES, Backend, LoadPipeline
-from trio_kafka.producer._rows import (
+from trio_kafka.net import (
+    KafkaSelector,
+    SaslConfig,
+    open_selector,
+    open_task_group,
+    send_to_leader,
+    sole_error,
+)
+from trio_kafka.producer import (
+    DEFAULT_BATCH_BYTES,
     LOAD_HEADER,
     LOADER_ROUTING,
     PARTITIONER,
     ROW_HEADER,
+    Backend,
     EndMarker,
+    ExponentialBackoff,
+    LoadBatch,
+    LoadPipeline,
     Row,
+    Step,
     encode_routing,
+    load_rules,
     partition_of,
     routing_changes,
     routing_of,
     row_of,
 )
 from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+from trio_kafka.protocol.messages.produce import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
 from trio_kafka.records import Record
 
 logger = logging.getLogger("trio_kafka.load")
@@ -241,7 +306,7 @@ class BulkLoader:
         )
         self._backoff = LOAD_BACKOFF
         # Which checkpoints count on resume (the load rules in effect when built).
-        self._checkpoint_committed = current_rules().checkpoint_committed
+        self._checkpoint_committed = load_rules().checkpoint_committed
 
     def _timestamp_ms(self) -> int:
         return int(self._wall() * 1000)
@@ -292,7 +357,7 @@ class BulkLoader:
     # -- resuming ----------------------------------------------------------------------
 
     def load_routing(self, guarantee: str, partitions: int) -> dict[str, object]:
-        """The routing this load records with its checkpoints (producer/_rows.py), for
+        """The routing this load records with its checkpoints (producer/_load.py), for
         the guarantee it uses ("exactly_once_cas" or "transactional")."""
         return {
             "partitions": partitions,
@@ -592,7 +657,7 @@ class BulkLoader:
     async def _feed(
         self, rows: Iterable[Row], parts: list[_Partition | TxnPartition], count: int
     ) -> None:
-        """Route rows to their partitions' pipelines, `FEED_BLOCK` input rows at a time
+        """Route rows to their partitions' pipelines, `_FEED_BLOCK` input rows at a time
         (each partition's share as one run); wake a partition's task for each batch its
         pipeline sealed."""
         pipes = [part.pipe for part in parts]
@@ -601,11 +666,11 @@ class BulkLoader:
         # murmur2 partition of recently seen keys (keyed loads repeat keys), bounded.
         key_partitions: dict[bytes, int] = {}
         first = 0
-        while block := list(itertools.islice(source, FEED_BLOCK)):
-            if {*map(type, block)} <= UNKEYED:
-                runs = unkeyed_runs(block, first, count)
+        while block := list(itertools.islice(source, _FEED_BLOCK)):
+            if {*map(type, block)} <= _UNKEYED:
+                runs = _unkeyed_runs(block, first, count)
             else:
-                runs = keyed_runs(block, first, count, key_partitions)
+                runs = _keyed_runs(block, first, count, key_partitions)
             any_sealed = False
             for partition, run_rows, run_keys, run_values in runs:
                 sealed = pipes[partition].add_run(run_rows, run_keys, run_values, stamp)
@@ -678,6 +743,608 @@ async def open_bulk_loader(
         yield BulkLoader(selector, topic, load_id, **options)
 
 
+# -- the feeder's runs ------------------------------------------------------------------
+
+#: Input rows routed at a time: each partition's share of a block is one run (memory
+#: bounded by the block; a partition's run is under one 4 MiB chunk of 100 B rows).
+_FEED_BLOCK = 1 << 15
+_UNKEYED = frozenset((bytes, type(None)))
+_KEY_CACHE = 65536
+#: One partition's share of a block: (partition, row numbers, keys or None, values).
+_Run = tuple[int, Sequence[int], list[bytes | None] | None, list[bytes | None]]
+
+
+def _unkeyed_runs(block: list[Any], first: int, count: int) -> list[_Run]:
+    """Rows without keys go round robin by row number: partition p's share of the block
+    (rows `first` on) is a slice with step `count`."""
+    runs: list[_Run] = []
+    for partition in range(count):
+        offset = (partition - first) % count
+        values = block[offset::count]
+        if values:
+            start = first + offset
+            runs.append((partition, range(start, start + len(values) * count, count), None, values))
+    return runs
+
+
+def _keyed_runs(
+    block: list[Any], first: int, count: int, key_partitions: dict[bytes, int]
+) -> list[_Run]:
+    """Rows with keys (and maybe some without): each to its partition (`partition_of`:
+    murmur2 of the key, else round robin by row), in row order."""
+    rows: list[list[int]] = [[] for _ in range(count)]
+    keys: list[list[bytes | None]] = [[] for _ in range(count)]
+    values: list[list[bytes | None]] = [[] for _ in range(count)]
+    keyed = [False] * count
+    for index, item in enumerate(block, first):
+        if item.__class__ is tuple and len(item) == 2:
+            key, value = item
+        elif item is None or item.__class__ is bytes:
+            key, value = None, item
+        else:
+            key, value = _row_parts(index, item)
+        if value is not None and value.__class__ is not bytes:
+            value = _as_bytes(index, "value", value)
+        if key is None:
+            partition = index % count
+        else:
+            if key.__class__ is not bytes:
+                key = _as_bytes(index, "key", key)
+            partition = key_partitions.get(key, -1)
+            if partition < 0:
+                if len(key_partitions) >= _KEY_CACHE:
+                    key_partitions.clear()
+                partition = key_partitions[key] = partition_of(index, key, count)
+            keyed[partition] = True
+        rows[partition].append(index)
+        keys[partition].append(key)
+        values[partition].append(value)
+    return [(p, rows[p], keys[p] if keyed[p] else None, values[p]) for p in range(count) if rows[p]]
+
+
+def _row_parts(index: int, item: Any) -> tuple[Any, Any]:
+    """(key, value) of an input row that is not plain bytes, None or a pair."""
+    if isinstance(item, tuple):
+        if len(item) != 2:
+            raise TypeError(
+                f"row {index} is a tuple of {len(item)} items: a keyed row is a (key, value) pair"
+            )
+        return item[0], item[1]
+    return None, item
+
+
+def _as_bytes(index: int, what: str, item: Any) -> bytes:
+    if isinstance(item, bytes | bytearray | memoryview):
+        return bytes(item)
+    raise TypeError(
+        f"the {what} of row {index} is a {type(item).__name__}: a row is bytes, None, or a "
+        "(key, value) pair of bytes or None"
+    )
+
+
+# -- the CAS backend ------------------------------------------------------------------
+
+
+def one_batch_request(
+    topic: str,
+    partition: int,
+    data: bytes,
+    *,
+    timeout: float,
+    transactional_id: str | None = None,
+) -> ProduceRequest:
+    """An acks=all Produce of one record batch to one partition: how loads write, one
+    batch a request, so each answer settles exactly one batch."""
+    return ProduceRequest(
+        transactional_id=transactional_id,
+        acks=-1,
+        timeout_ms=int(timeout * 1000),
+        topic_data=[
+            TopicProduceData(
+                name=topic, partition_data=[PartitionProduceData(index=partition, records=data)]
+            )
+        ],
+    )
+
+
+class _Partition:
+    """One partition's task: woken by the feeder for each sealed batch."""
+
+    def __init__(self, loader: BulkLoader, pipe: LoadPipeline) -> None:
+        self.loader = loader
+        self.pipe = pipe
+        self._send, self._receive = anyio.create_memory_object_stream[None](0)
+
+    async def fed(self, sealed: int) -> None:
+        """The feeder added rows to the pipeline, sealing `sealed` batches."""
+        for _ in range(sealed):
+            await self.sealed()
+
+    async def sealed(self) -> None:
+        try:
+            await self._send.send(None)
+        except anyio.BrokenResourceError:
+            # The partition's task ended with an error (only that closes its end early):
+            # the task group is cancelling us to raise it; wait for that, adding nothing
+            # of ours to the group (trio's channel left the send waiting, cancelled).
+            await anyio.sleep_forever()
+
+    async def close_input(self) -> None:
+        await self._send.aclose()
+
+    def discard(self) -> None:
+        """Close both ends (anyio's streams warn when dropped open; a task cancelled
+        before it started never closed its end)."""
+        self._send.close()
+        self._receive.close()
+
+    async def run(self) -> None:
+        raise NotImplementedError
+
+
+class _CasPartition(_Partition):
+    """Drives a CAS pipeline (see the module doc)."""
+
+    def __init__(self, loader: BulkLoader, pipe: LoadPipeline) -> None:
+        super().__init__(loader, pipe)
+        # batch -> the pending response of its request in flight, or the KafkaError
+        # that kept it from leaving.
+        self._pending: dict[LoadBatch, Any] = {}
+
+    async def run(self) -> None:
+        pipe = self.pipe
+        async with self._receive:
+            async for _ in self._receive:
+                await self._pump()
+                while self._must_settle():
+                    await self._step()
+        while not pipe.done:
+            await self._step()
+
+    def _must_settle(self) -> bool:
+        pipe = self.pipe
+        oldest = pipe.oldest_in_flight()
+        if oldest is None:
+            return pipe.queued > 0 and pipe.next_send(self.loader.selector.clock.now()) is None
+        if len(pipe.in_flight) >= pipe.max_in_flight or pipe.queued > pipe.max_in_flight:
+            return True
+        pending = self._pending.get(oldest)
+        return isinstance(pending, KafkaError) or (pending is not None and pending.done())
+
+    async def _pump(self) -> None:
+        loader, pipe = self.loader, self.pipe
+        clock = loader.selector.clock
+        while (batch := pipe.next_send(clock.now())) is not None:
+            request = one_batch_request(
+                loader.topic, pipe.partition, batch.data, timeout=loader.request_timeout
+            )
+            try:
+                self._pending[batch] = await send_to_leader(
+                    loader.selector,
+                    loader.topic,
+                    pipe.partition,
+                    request,
+                    timeout=loader.request_timeout,
+                    backoff=loader._backoff,
+                )
+            except KafkaError as exc:
+                self._pending[batch] = exc
+
+    async def _step(self) -> None:
+        """Make progress once: take the oldest answer, or do what the pipeline waits for."""
+        loader, pipe = self.loader, self.pipe
+        selector = loader.selector
+        clock = selector.clock
+        if (failed := pipe.error) is not None:
+            raise failed
+        batch = pipe.oldest_in_flight()
+        if batch is None:
+            if pipe.needs_producer_id:
+                got = await init_idempotent_producer_id(
+                    selector,
+                    timeout=loader.request_timeout,
+                    transaction_timeout=loader.transaction_timeout,
+                    backoff=loader._backoff,
+                    attempts=20,
+                )
+                assert got is not None  # wanted throughout: a None needs `wanted()` False
+                pipe.set_producer(*got)
+            delay = pipe.poll_delay(clock.now())
+            if delay > 0:
+                await anyio.sleep(delay)
+            if pipe.refresh_metadata:
+                with contextlib.suppress(KafkaError):
+                    await selector.refresh_metadata([loader.topic])
+                pipe.metadata_refreshed()
+            await self._pump()
+            return
+        code, message, log_end = await self._answer(batch)
+        step = pipe.on_answer(batch, code, clock.now(), message)
+        if step is Step.READ:
+            record = await loader.reader.read_at(
+                loader.topic, pipe.partition, pipe.read_offset(batch)
+            )
+            row = row_of(record, loader._load) if record is not None else None
+            step = pipe.on_read(batch, row, log_end)
+        if step is Step.FAIL:
+            error = pipe.error
+            assert error is not None
+            if isinstance(error, ConcurrentWriteError):
+                error.foreign_record = await loader.reader.read_at(
+                    loader.topic, pipe.partition, batch.expected_offset
+                )
+            raise error
+        if step is Step.ACKNOWLEDGED:
+            loader._progress(batch.count, batch.size)
+        await self._pump()
+
+    async def _answer(self, batch: LoadBatch) -> tuple[int | None, str, int]:
+        """(the partition's error code or None when no answer came, message, log end)."""
+        pending = self._pending.pop(batch)
+        if isinstance(pending, KafkaError):
+            return None, str(pending), -1
+        try:
+            response = await pending.wait()
+        except KafkaError as exc:
+            return None, str(exc), -1
+        answer = response.responses[0].partition_responses[0]
+        return answer.error_code, answer.error_message or "", answer.base_offset
+
+
+# -- the transactional backend ------------------------------------------------------
+
+#: A transaction still waiting for its chunk's rows after this share of the
+#: transaction timeout is committed with the rows it has.
+_SEAL_AFTER = 0.25
+
+
+async def _send_chunk(producer: Producer, topic: str, partition: int, chunk: LoadBatch) -> None:
+    """Append a whole sealed chunk to `partition`: its rows in bulk (full batches of the
+    partition), then the checkpoint row with its headers, last."""
+    if chunk.values:
+        await producer.send_many(chunk.values, topic=topic, partition=partition, keys=chunk.keys)
+    await _send_checkpoint(producer, topic, partition, chunk)
+
+
+async def _send_checkpoint(
+    producer: Producer, topic: str, partition: int, chunk: LoadBatch
+) -> None:
+    await producer.send(
+        topic,
+        chunk.checkpoint_value,
+        key=chunk.checkpoint_key,
+        headers=chunk.headers,
+        partition=partition,
+    )
+
+
+class _Signal:
+    """A wake-up one task waits for and others give: set until the waiter takes it."""
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+        self._event = anyio.Event()
+
+
+class TxnPartition:
+    """Drives a transactional pipeline: one transaction per chunk, streamed (see the
+    module doc)."""
+
+    def __init__(self, loader: BulkLoader, pipe: LoadPipeline, producer: Producer) -> None:
+        self.loader = loader
+        self.pipe = pipe
+        self.producer = producer
+        # Set by the feeder: rows were added, or the input ended (`_closed`).
+        self._rows = _Signal()
+        self._closed = False
+        # Set by this task when a chunk committed (the feeder may be waiting for room).
+        self._room = _Signal()
+        self._seal_after = loader.transaction_timeout * _SEAL_AFTER
+
+    def __repr__(self) -> str:
+        return f"<TxnPartition {self.pipe!r}{' closed' if self._closed else ''}>"
+
+    async def fed(self, sealed: int) -> None:
+        """The feeder added rows to the pipeline (sealing `sealed` chunks): let this task
+        hand them on while they are fresh; wait while two chunks are sealed and not
+        committed."""
+        self._rows.set()
+        await anyio.lowlevel.checkpoint()
+        while self.pipe.queued >= 2:
+            await self._room.wait()
+
+    async def close_input(self) -> None:
+        self._closed = True
+        self._rows.set()
+
+    def discard(self) -> None:
+        pass  # (nothing to close)
+
+    async def run(self) -> None:
+        pipe = self.pipe
+        while True:
+            while not pipe.streamable:
+                if self._closed:
+                    return
+                await self._rows.wait()
+            chunk = await self._write_chunk()
+            pipe.committed(chunk)
+            self._room.set()
+            self.loader._progress(chunk.count, chunk.size)
+
+    async def _write_chunk(self) -> LoadBatch:
+        """Write the oldest chunk in one transaction, retried (see the module doc)."""
+        loader, pipe, producer = self.loader, self.pipe, self.producer
+        clock = loader.selector.clock
+        topic, partition = loader.topic, pipe.partition
+        deadline = clock.now() + loader.retry_timeout
+        attempt = 0
+        while True:
+            chunk: LoadBatch | None = None
+            try:
+                async with producer.transaction():
+                    chunk = await self._stream()
+                return chunk
+            except AmbiguousError as exc:
+                # The commit's answer was lost (TransactionOutcomeUnknownError): the
+                # producer re-initialises, which settles the transaction (a fenced
+                # producer raises here: another instance took over, the load stops);
+                # then the committed checkpoint says whether the chunk is in.
+                await producer.init_transactions()
+                _, row, _ = await loader.resume_point(partition, loader.committed_reader)
+                if chunk is not None and row >= chunk.last_row:
+                    return chunk
+                if clock.now() >= deadline:
+                    raise
+                logger.info(
+                    "%s-%d: commit outcome unknown (%s), not committed: retrying",
+                    topic,
+                    partition,
+                    exc,
+                )
+            except AbortableError as exc:
+                # Aborted: nothing of the chunk is visible to read_committed readers.
+                if clock.now() >= deadline:
+                    raise AmbiguousError(
+                        f"{topic}-{partition}: the transaction of the rows after row "
+                        f"{pipe.checkpoint} kept failing for {loader.retry_timeout} s "
+                        f"(last: {exc}); run the load again to resume"
+                    ) from exc
+                logger.info("%s-%d: chunk aborted (%s), retrying", topic, partition, exc)
+                await anyio.sleep(loader._backoff.backoff(attempt, loader.selector.rng))
+                attempt += 1
+            pipe.restream()
+
+    async def _stream(self) -> LoadBatch:
+        """Inside the chunk's transaction: hand its rows to the producer as they come;
+        once it is sealed and all handed on, send its checkpoint row and return it (the
+        transaction then commits)."""
+        loader, pipe, producer = self.loader, self.pipe, self.producer
+        clock = loader.selector.clock
+        topic, partition = loader.topic, pipe.partition
+        seal_at = clock.now() + self._seal_after
+        while True:
+            rows = pipe.stream_rows()
+            if rows is not None:
+                values, keys = rows
+                await producer.send_many(values, topic=topic, partition=partition, keys=keys)
+                continue
+            chunk = pipe.chunk_streamed()
+            if chunk is not None:
+                await _send_checkpoint(producer, topic, partition, chunk)
+                return chunk
+            if self._closed:
+                raise RuntimeError(f"{self!r}: the input ended with a chunk left open")
+            with anyio.move_on_after(seal_at - clock.now()):
+                await self._rows.wait()
+                continue
+            # The rows come slowly: commit the chunk with the rows it has.
+            if not pipe.finish(loader._timestamp_ms()):
+                raise RuntimeError(f"{self!r}: a transaction open without rows")
+
+
+# -- one partition from chunks (load_partition) ---------------------------------------
+
+
+@attrs.frozen
+class RowChunk:
+    """Consecutive rows of one partition: their input numbers (increasing), keys (None:
+    all keyless) and values, index by index."""
+
+    rows: Sequence[int]
+    keys: Sequence[bytes | None] | None
+    values: Sequence[bytes | None]
+    #: The caller checked every row against the one rule itself, vectorized (the
+    #: Spark task, over its Arrow columns: spark/_arrow.py); a murmur2 in Python per
+    #: row here would cost more than the rest of the load.
+    routed: bool = False
+
+
+@attrs.frozen
+class PartitionLoadResult:
+    """What `load_partition` did in its partition."""
+
+    partition: int
+    guarantee: str
+    #: Log end when it began (transactions: the last stable offset).
+    start_offset: int
+    #: The last row of this load found in the partition at the start (-1: none).
+    resumed_after_row: int
+    #: Rows given, rows written by this call, rows found already loaded and skipped.
+    count: int
+    loaded: int
+    skipped: int
+    #: The last row given (-1: none).
+    last_row: int
+    #: Held transactions: the open transaction to end elsewhere (None: nothing written).
+    transaction: HandedOffTransaction | None = None
+
+
+class _HeldTxnPartition(_Partition):
+    """Appends every sealed chunk to one open transaction (see the module doc)."""
+
+    def __init__(self, loader: BulkLoader, pipe: LoadPipeline, producer: Producer) -> None:
+        super().__init__(loader, pipe)
+        self.producer = producer
+
+    async def run(self) -> None:
+        async with self._receive:
+            async for _ in self._receive:
+                await self._append_sealed()
+        await self._append_sealed()
+
+    async def _append_sealed(self) -> None:
+        loader, pipe, producer = self.loader, self.pipe, self.producer
+        topic, partition = loader.topic, pipe.partition
+        while (chunk := pipe.take_sealed()) is not None:
+            await _send_chunk(producer, topic, partition, chunk)
+            # Appended to the transaction: `hand_off_transaction` flushes and checks
+            # every record before anything can commit.
+            pipe.committed(chunk)
+            loader._progress(chunk.count, chunk.size)
+
+
+def _check(chunk: RowChunk, last: int, topic: str, partition: int, count: int) -> None:
+    """Rows increase (from `last` on) and each is this partition's by the one rule."""
+    rows, keys = chunk.rows, chunk.keys
+    if len(chunk.values) != len(rows) or (keys is not None and len(keys) != len(rows)):
+        raise ConfigError(
+            f"a chunk of {len(rows)} rows with {len(chunk.values)} values and "
+            f"{'no' if keys is None else len(keys)} keys"
+        )
+    previous = last
+    for row in rows:
+        if row <= previous:
+            raise ConfigError(
+                f"{topic}-{partition}: row {row} after row {previous}; the rows of a "
+                "partition must come in increasing order (sortWithinPartitions('row'))"
+            )
+        previous = row
+    if chunk.routed:
+        return
+    if keys is None:
+        wrong = next((row for row in rows if row % count != partition), None)
+        key: bytes | None = None
+    else:
+        pairs = zip(rows, keys, strict=True)
+        found = next(((r, k) for r, k in pairs if partition_of(r, k, count) != partition), None)
+        wrong, key = (None, None) if found is None else found
+    if wrong is not None:
+        raise ConfigError(
+            f"row {wrong} belongs to partition {partition_of(wrong, key, count)} of "
+            f"{topic}, not {partition} (murmur2 of the key, else row % {count}: the rule "
+            "every load uses)"
+        )
+
+
+async def _resume(
+    loader: BulkLoader, partition: int, routing: dict[str, object], reader: PartitionReader
+) -> tuple[int, int, bool]:
+    """The partition's resume point, refused unless its checkpoint records `routing`."""
+    end, record, foreign = await loader.last_checkpoint(partition, reader)
+    loader.check_checkpoint(partition, record, routing)
+    row = None if record is None else row_of(record, loader.load_id.encode())
+    return end, -1 if row is None else row, foreign
+
+
+async def load_partition(
+    loader: BulkLoader,
+    partition: int,
+    chunks: AsyncIterable[RowChunk],
+    *,
+    transactional_id: str | None = None,
+) -> PartitionLoadResult:
+    """Load the rows of `chunks` into `partition` of `loader.topic` (see the module doc).
+
+    `loader.guarantee` must be decided ("exactly_once_cas" or "transactional", checked
+    like `BulkLoader.run`); "transactional" needs `transactional_id`, the id of the one
+    transaction this call leaves open (`PartitionLoadResult.transaction`)."""
+    selector, topic = loader.selector, loader.topic
+    count = (await selector.wait_for_topic(topic)).partition_count
+    if not 0 <= partition < count:
+        raise ConfigError(f"partition {partition}: {topic} has partitions 0 to {count - 1}")
+    if loader.guarantee == "auto":
+        raise ConfigError(
+            "load_partition needs the guarantee decided (exactly_once_cas or "
+            "transactional): every writer of one load must use the same; decide it once "
+            "with BulkLoader.choose_backend"
+        )
+    if loader.guarantee == Backend.TRANSACTIONS.value:
+        backend = Backend.TRANSACTIONS
+    else:  # a forced CAS is checked for this partition, as BulkLoader checks all
+        await cas_gate(selector).check(topic, partition)
+        backend = Backend.CAS
+    routing = loader.load_routing(backend.value, count)
+    encoded = encode_routing(routing)
+    async with contextlib.AsyncExitStack() as stack:
+        part: _Partition
+        if backend is Backend.CAS:
+            point = await _resume(loader, partition, routing, loader.reader)
+            part = _CasPartition(loader, loader._pipeline(backend, partition, point, encoded))
+        else:
+            if transactional_id is None:
+                raise ConfigError("load_partition with transactions needs transactional_id")
+            producer = await stack.enter_async_context(
+                loader.transactional_producer(transactional_id)
+            )
+            await producer.init_transactions()
+            point = await _resume(loader, partition, routing, loader.committed_reader)
+            pipe = loader._pipeline(backend, partition, point, encoded)
+            part = _HeldTxnPartition(loader, pipe, producer)
+            producer.begin_transaction()
+        stack.callback(part.discard)  # a failed input leaves its stream open otherwise
+        pipe = part.pipe
+        given, last = 0, -1
+        try:
+            async with open_task_group() as nursery:
+                nursery.start_soon(part.run)
+                stamp = loader._timestamp_ms()
+                async for chunk in chunks:
+                    _check(chunk, last, topic, partition, count)
+                    if chunk.rows:
+                        last = chunk.rows[-1]
+                    # The whole chunk as one run (batches cut by cumulative sizes);
+                    # each sealed batch is handed on before the next chunk.
+                    sealed = pipe.add_run(chunk.rows, chunk.keys, chunk.values, stamp)
+                    for _ in range(sealed):
+                        await part.sealed()
+                    if sealed:
+                        stamp = loader._timestamp_ms()
+                    given += len(chunk.rows)
+                if pipe.finish(stamp):
+                    await part.sealed()
+                # Only an input that ended is closed (BulkLoader.run says why).
+                await part.close_input()
+        except BaseExceptionGroup as group:
+            error = sole_error(group)
+            if error is not None:
+                raise error from None
+            raise
+        transaction = None
+        if isinstance(part, _HeldTxnPartition):
+            if pipe.loaded:
+                transaction = await part.producer.hand_off_transaction()
+            else:
+                await part.producer.abort_transaction()  # empty: nothing to end elsewhere
+    return PartitionLoadResult(
+        partition,
+        backend.value,
+        pipe.start_offset,
+        pipe.resumed_after_row,
+        given,
+        pipe.loaded,
+        pipe.skipped,
+        last,
+        transaction,
+    )
+
+
 __all__ = [
     "GUARANTEES",
     "LOAD_HEADER",
@@ -686,7 +1353,11 @@ __all__ = [
     "Checkpoint",
     "LoadResult",
     "PartitionLoad",
+    "PartitionLoadResult",
     "Row",
+    "RowChunk",
+    "TxnPartition",
+    "load_partition",
     "one_batch_request",
     "open_bulk_loader",
     "partition_of",

@@ -90,10 +90,9 @@ import anyio
 import attrs
 
 from trio_kafka.client._cas import cas_gate
-from trio_kafka.client._fetch import CommittedInOrder, committed_newest_first
 from trio_kafka.client._open import new_writer_id, open_producer
 from trio_kafka.client._producer import Producer
-from trio_kafka.client._reader import PartitionReader
+from trio_kafka.client._reader import CommittedInOrder, PartitionReader, committed_newest_first
 from trio_kafka.errors import (
     AbortableError,
     AmbiguousError,

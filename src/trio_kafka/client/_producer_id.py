@@ -1,5 +1,5 @@
 """The one idempotent InitProducerId loop: the producer's sender (`Sender`) and the bulk
-loader's CAS partitions (`_cas_load.py`) both get their producer id here.
+loader's CAS partitions (`_bulk.py`) both get their producer id here.
 
 InitProducerId without a transactional id, to the least loaded node, with the caller's
 `transaction_timeout` (the producer's configured one; brokers ignore it without a

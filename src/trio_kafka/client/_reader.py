@@ -45,37 +45,41 @@ directly through the shared `KafkaSelector`, one request at a time.
   while it keeps moving). An empty answer before `end` is waited out for up to
   `max_wait` (the broker's long poll; we sleep out the rest if it answered early).
 
-Files: this one (the calls), `_partition_read.py` (the iteration of `read`),
-`net/_leader.py` (finding the leader, the Fetch version, sending, and which answers
-retry), `_fetch.py` (what a Fetch answer means, pure).
+This module holds the reader's whole job: the calls (`PartitionReader`), the
+iteration of `read` (`PartitionRead`), which answers retry (`check_code`) and the Fetch
+version (`fetch_version`), and what a Fetch answer means, pure (`select_records`,
+`FetchResult`, and the judgement of transaction markers from the log itself:
+`committed_newest_first`, `CommittedInOrder`). Finding the leader, sending and the
+retry loop are the one leader call's (net/_leader.py: `leader_of`, `ask`, `retrying`).
 """
 
 from __future__ import annotations
 
+import collections
+import enum
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import attrs
 
-from trio_kafka.client._fetch import FetchResult, IsolationLevel, _isolation, select_records
-from trio_kafka.client._partition_read import PartitionRead
 from trio_kafka.errors import (
+    BrokerConnectionError,
     ConfigError,
+    CorruptRecordError,
     ErrorCode,
     KafkaError,
     OffsetOutOfRangeError,
     ProtocolError,
     ReadTimeoutError,
+    error_for_code,
+    error_info,
 )
 from trio_kafka.net import (
     KafkaSelector,
     Retry,
     ask,
-    check_code,
-    fetch_version,
     leader_of,
-    partition_data,
     retrying,
     sleep_until,
 )
@@ -83,7 +87,9 @@ from trio_kafka.producer import ExponentialBackoff
 from trio_kafka.protocol.messages.fetch import (
     FetchPartition,
     FetchRequest,
+    FetchResponse,
     FetchTopic,
+    PartitionData,
 )
 from trio_kafka.protocol.messages.list_offsets import (
     ListOffsetsPartition,
@@ -91,9 +97,11 @@ from trio_kafka.protocol.messages.list_offsets import (
     ListOffsetsTopic,
 )
 from trio_kafka.records import (
+    ControlType,
     Record,
     RecordBatch,
     decode_batches,
+    parse_control_record,
 )
 
 _T = TypeVar("_T")
@@ -112,6 +120,244 @@ def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -
 def _not_negative(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
     if value < 0:
         raise ConfigError(f"{attribute.name} must not be negative, not {value!r}")
+
+
+# -- what a Fetch answer means (pure) ---------------------------------------------------
+
+
+class IsolationLevel(enum.IntEnum):
+    """Fetch and ListOffsets `IsolationLevel` (KIP-98)."""
+
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+
+def _isolation(value: IsolationLevel | str | int) -> IsolationLevel:
+    if isinstance(value, str):
+        try:
+            return IsolationLevel[value.upper()]
+        except KeyError:
+            raise ConfigError(
+                f"isolation must be 'read_uncommitted' or 'read_committed', not {value!r}"
+            ) from None
+    return IsolationLevel(value)
+
+
+def select_records(
+    batches: Iterable[RecordBatch],
+    *,
+    start: int,
+    end: int | None = None,
+    read_committed: bool = False,
+    aborted_transactions: Iterable[tuple[int, int]] | None = None,
+) -> tuple[list[Record], int]:
+    """The records of `batches` a reader sees in `[start, end)`, and the next offset to
+    fetch (the end of the last batch, at least `start`).
+
+    `aborted_transactions` are the response's (producer_id, first_offset) pairs; with
+    `read_committed`, transactional records of a producer id are dropped from its first
+    offset up to its ABORT marker. Control batches are never returned.
+    """
+    # Aborted transactions not yet reached, in offset order (the broker sends them so,
+    # but nothing says it must).
+    pending = collections.deque(
+        sorted(aborted_transactions or (), key=lambda pair: (pair[1], pair[0]))
+    )
+    # Producer ids whose records are being dropped (reached their first offset, no
+    # ABORT marker yet).
+    aborted: set[int] = set()
+    records: list[Record] = []
+    position = start
+    for batch in batches:
+        position = max(position, batch.next_offset)
+        if read_committed and batch.producer_id >= 0:
+            while pending and pending[0][1] <= batch.last_offset:
+                aborted.add(pending.popleft()[0])
+            if batch.is_control:
+                if _is_abort_marker(batch):
+                    aborted.discard(batch.producer_id)
+                continue
+            if batch.is_transactional and batch.producer_id in aborted:
+                continue
+        if batch.is_control:
+            continue
+        records.extend(
+            r for r in batch.records if r.offset >= start and (end is None or r.offset < end)
+        )
+    return records, position
+
+
+def _is_abort_marker(batch: RecordBatch) -> bool:
+    # A control batch holds one control record; its key says COMMIT or ABORT. Other
+    # types (KRaft's, or ones newer than us) are not markers: skip them, as Kafka does.
+    for record in batch.records:
+        try:
+            if parse_control_record(record).type == ControlType.ABORT:
+                return True
+        except CorruptRecordError:
+            continue
+    return False
+
+
+@attrs.frozen(slots=True)
+class FetchResult:
+    """One Fetch answer for one partition, after filtering."""
+
+    #: The records a reader sees, in offset order, from the offset asked for.
+    records: list[Record]
+    #: Where the next fetch starts: past every complete batch of the answer.
+    next_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    #: Every batch of the answer as decoded (control batches and, with read_committed,
+    #: aborted ones included): for callers that judge the markers themselves.
+    batches: list[RecordBatch] = attrs.field(factory=list)
+
+    def log_end(self, read_committed: bool) -> int | None:
+        """The log end this answer reports: the last stable offset with read_committed,
+        else the high watermark; None when it reports none (a partition left out)."""
+        if read_committed and self.last_stable_offset >= 0:
+            return self.last_stable_offset
+        return self.high_watermark if self.high_watermark >= 0 else None
+
+
+def committed_newest_first(
+    batches: Iterable[RecordBatch],
+    next_marker: dict[int, bool],
+    counts: Callable[[bool | None], bool] = lambda marker: marker is True,
+) -> Iterator[Record]:
+    """The records of `batches` (consecutive, in offset order) a read_committed reader
+    sees, newest first, judged from the transaction markers in the log itself rather
+    than from the broker's last stable offset and aborted-transactions list (which
+    Tansu does not keep: it shows aborted records to read_committed readers).
+
+    A transactional batch is seen only when the first marker of its producer id after
+    it is a COMMIT; with no marker after it (an open transaction) or an ABORT, it is
+    not. `next_marker` maps producer id -> whether that first marker is a COMMIT, for
+    the log after these batches: start with {} at the log end and pass the same dict
+    when going on to earlier batches (it is updated). `counts(first marker after)`
+    decides (the load rules' `checkpoint_committed`: a COMMIT, not an ABORT or none)."""
+    for batch in reversed(list(batches)):
+        if batch.is_control:
+            if batch.producer_id >= 0:
+                next_marker[batch.producer_id] = not _is_abort_marker(batch)
+            continue
+        if batch.is_transactional and not counts(next_marker.get(batch.producer_id)):
+            continue
+        yield from reversed(batch.records)
+
+
+@attrs.define(slots=True)
+class _Held:
+    batch: RecordBatch
+    committed: bool | None = None  # None: no marker of its producer id after it yet
+
+
+@attrs.define(eq=False)
+class CommittedInOrder:
+    """`committed_newest_first`'s judgement going forward: the records a read_committed
+    reader sees, in offset order, from consecutive batches fed in offset order (window
+    after window). A transactional batch is held until the first marker of its producer
+    id after it: a COMMIT releases it, an ABORT drops it; the batches after a held one
+    wait behind it (offset order). `first_held` is where a read must end: the first
+    batch no marker has decided yet (None: nothing held)."""
+
+    _held: collections.deque[_Held] = attrs.field(factory=collections.deque)
+
+    @property
+    def first_held(self) -> int | None:
+        return self._held[0].batch.base_offset if self._held else None
+
+    def feed(self, batches: Iterable[RecordBatch]) -> Iterator[Record]:
+        held = self._held
+        for batch in batches:
+            if batch.is_control:
+                if batch.producer_id >= 0:
+                    commit = not _is_abort_marker(batch)
+                    for entry in held:
+                        if entry.committed is None and entry.batch.producer_id == batch.producer_id:
+                            entry.committed = commit
+            elif batch.is_transactional:
+                held.append(_Held(batch))
+            elif held:
+                held.append(_Held(batch, True))
+            else:
+                yield from batch.records
+                continue
+            while held and held[0].committed is not None:
+                entry = held.popleft()
+                if entry.committed:
+                    yield from entry.batch.records
+
+
+# -- which answers retry, and the Fetch version ------------------------------------------
+
+#: The last Fetch version that names topics (v13+ names them by topic id only).
+_LAST_FETCH_VERSION_WITH_NAMES = 12
+#: Fetch v4 added isolation levels and the aborted-transactions list (KIP-98).
+_FIRST_FETCH_VERSION_WITH_ISOLATION = 4
+
+#: Codes that mean "the metadata is stale": refresh it, then retry. The error table's
+#: `invalid_metadata` column covers most; these are the ones a Fetch or ListOffsets
+#: can answer during a leader move even where the table does not say so.
+_REFRESH_CODES = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.INCONSISTENT_TOPIC_ID,
+        ErrorCode.REPLICA_NOT_AVAILABLE,
+    }
+)
+
+
+async def fetch_version(
+    selector: KafkaSelector, node: int, have_topic_id: bool, read_committed: bool
+) -> int:
+    """The Fetch version to send `node` (see the reader's theory of operation)."""
+    try:
+        connection = await selector.connection(node)
+    except BrokerConnectionError as exc:
+        raise Retry(exc, refresh=True) from exc
+    negotiated = connection.api_versions.get(FetchRequest.API_KEY)
+    if negotiated is None:
+        raise error_for_code(
+            ErrorCode.UNSUPPORTED_VERSION, f"node {node} speaks no Fetch version we know"
+        )
+    version = negotiated if have_topic_id else min(negotiated, _LAST_FETCH_VERSION_WITH_NAMES)
+    if read_committed and version < _FIRST_FETCH_VERSION_WITH_ISOLATION:
+        raise error_for_code(
+            ErrorCode.UNSUPPORTED_VERSION,
+            f"node {node} speaks Fetch up to v{version}; read_committed needs v4+",
+        )
+    return version
+
+
+def partition_data(response: FetchResponse, partition: int, node: int) -> PartitionData | None:
+    if response.error_code != ErrorCode.NONE:
+        check_code(response.error_code, f"Fetch to node {node}")
+    for topic in response.responses:
+        for data in topic.partitions:
+            if data.partition_index == partition:
+                return data
+    return None
+
+
+def check_code(code: int, where: str) -> None:
+    """Raise for an error code: `Retry` for the ones another attempt may get past."""
+    if code == ErrorCode.NONE:
+        return
+    info = error_info(code)
+    error = error_for_code(code, f"{where}: {info.message}")
+    if code in _REFRESH_CODES or info.invalid_metadata:
+        raise Retry(error, refresh=True)
+    if info.retriable:
+        raise Retry(error, refresh=False)
+    raise error
 
 
 # -- the I/O part ----------------------------------------------------------------------
@@ -476,10 +722,101 @@ class PartitionReader:
         )
 
 
+@attrs.define(eq=False)
+class PartitionRead:
+    """An iteration over `[start, end)` of one partition (see `PartitionReader.read`)."""
+
+    reader: PartitionReader
+    topic: str
+    partition: int
+    #: Requested bounds; resolved (None -> log start / log end) on the first step.
+    start: int | None
+    end: int | None
+    timeout: float
+    #: The next offset to fetch (None until the first step resolves `start`).
+    position: int | None = attrs.field(default=None, init=False)
+    # Fetched records not handed out yet (owned by this iteration).
+    _buffer: collections.deque[Record] = attrs.field(factory=collections.deque, init=False)
+
+    def __aiter__(self) -> PartitionRead:
+        return self
+
+    async def __anext__(self) -> Record:
+        while not self._buffer:
+            await self._step()
+        return self._buffer.popleft()
+
+    async def _step(self) -> None:
+        """Fetch once; raise StopAsyncIteration at the end, ReadTimeoutError when no
+        progress came within `timeout`."""
+        reader = self.reader
+        clock = reader.selector.clock
+        deadline = clock.now() + self.timeout
+        if self.position is None:
+            if self.start is None:
+                self.start = await reader.log_start_offset(
+                    self.topic, self.partition, timeout=self.timeout
+                )
+            self.position = self.start
+        while True:
+            if self.end is not None and self.position >= self.end:
+                raise StopAsyncIteration
+            remaining = deadline - clock.now()
+            asked = clock.now()
+            # Until the end is known, ask without a long poll: an empty partition must
+            # not cost max_wait.
+            wait = reader.max_wait if self.end is not None else 0.0
+            try:
+                if remaining <= 0:
+                    raise ReadTimeoutError("no progress")
+                result = await reader.fetch(
+                    self.topic,
+                    self.partition,
+                    self.position,
+                    end=self.end,
+                    max_wait=wait,
+                    timeout=remaining,
+                )
+            except ReadTimeoutError as exc:
+                raise ReadTimeoutError(
+                    f"reading {self.topic}-{self.partition}: stuck at offset {self.position} "
+                    f"for {self.timeout} s before the end {self.end} (is the high watermark, "
+                    f"or the last stable offset, below it?): {exc}"
+                ) from exc
+            records = result.records
+            if self.end is None:
+                self.end = result.log_end(reader.read_committed)
+                if self.end is None:  # an answer without bounds: ask again
+                    await sleep_until(min(asked + reader.max_wait, deadline))
+                    continue
+                records = [r for r in records if r.offset < self.end]
+            moved = result.next_offset > self.position
+            self.position = max(self.position, result.next_offset)
+            self._buffer.extend(records)
+            if self._buffer:
+                return
+            if moved:
+                deadline = clock.now() + self.timeout  # control batches, aborted records
+                continue
+            # Nothing new: the broker long-polled, or answered at once; wait out the rest
+            # of max_wait either way so an early empty answer does not become a busy loop.
+            await sleep_until(min(asked + wait, deadline))
+
+    def __repr__(self) -> str:
+        end = "log end" if self.end is None else self.end
+        at = "not started" if self.position is None else f"at {self.position}"
+        return (
+            f"<PartitionRead [{self.topic}-{self.partition} [{self.start}, {end}), {at}, "
+            f"{len(self._buffer)} buffered]>"
+        )
+
+
 __all__ = [
+    "CommittedInOrder",
     "FetchResult",
     "IsolationLevel",
     "PartitionRead",
     "PartitionReader",
+    "committed_newest_first",
     "select_records",
 ]

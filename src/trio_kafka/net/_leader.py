@@ -11,12 +11,10 @@ partition has a leader we can reach"; `find_leader` waits for one, and `send_to_
 sends a request to it (the bulk loader's CAS writes). `CasGate` finds the leader it
 checks with `find_leader`, and the partition reader runs its calls through `retrying`.
 
-The partition reader's calls are here too, since they are leader calls: `leader_of`
-(waiting for the topic first), `ask` (send and wait), `fetch_version`, `partition_data`
-and `check_code`. Reads change nothing, so for the reader every failure that another
-attempt may get past (stale metadata, a lost connection, a timed-out request, a
-retriable code) is a `Retry`.
-Which codes refresh and which only back off: `client/_reader.py`'s theory of operation.
+The partition reader's leader calls are here too: `leader_of` (waiting for the topic
+first) and `ask` (send and wait; connection trouble is a `Retry`, since reads change
+nothing). Which answer codes refresh and which only back off is the reader's
+(client/_reader.py `check_code`).
 """
 
 from __future__ import annotations
@@ -35,35 +33,12 @@ from trio_kafka.errors import (
     ReadTimeoutError,
     RequestTimeoutError,
     error_for_code,
-    error_info,
 )
 from trio_kafka.net._metadata import PartitionMetadata, TopicMetadata
 from trio_kafka.net._selector import KafkaSelector
 from trio_kafka.producer import ExponentialBackoff
-from trio_kafka.protocol.messages.fetch import FetchRequest, FetchResponse, PartitionData
 
 _T = TypeVar("_T")
-
-#: The last Fetch version that names topics (v13+ names them by topic id only).
-_LAST_FETCH_VERSION_WITH_NAMES = 12
-#: Fetch v4 added isolation levels and the aborted-transactions list (KIP-98).
-_FIRST_FETCH_VERSION_WITH_ISOLATION = 4
-
-#: Codes that mean "the metadata is stale": refresh it, then retry. The error table's
-#: `invalid_metadata` column covers most; these are the ones a Fetch or ListOffsets
-#: can answer during a leader move even where the table does not say so.
-_REFRESH_CODES = frozenset(
-    {
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.LEADER_NOT_AVAILABLE,
-        ErrorCode.FENCED_LEADER_EPOCH,
-        ErrorCode.UNKNOWN_LEADER_EPOCH,
-        ErrorCode.UNKNOWN_TOPIC_ID,
-        ErrorCode.INCONSISTENT_TOPIC_ID,
-        ErrorCode.REPLICA_NOT_AVAILABLE,
-    }
-)
 
 
 class Retry(Exception):
@@ -203,28 +178,6 @@ async def leader_of(
     return leader_node(selector, topic, partition), meta
 
 
-async def fetch_version(
-    selector: KafkaSelector, node: int, have_topic_id: bool, read_committed: bool
-) -> int:
-    """The Fetch version to send `node` (see the reader's theory of operation)."""
-    try:
-        connection = await selector.connection(node)
-    except BrokerConnectionError as exc:
-        raise Retry(exc, refresh=True) from exc
-    negotiated = connection.api_versions.get(FetchRequest.API_KEY)
-    if negotiated is None:
-        raise error_for_code(
-            ErrorCode.UNSUPPORTED_VERSION, f"node {node} speaks no Fetch version we know"
-        )
-    version = negotiated if have_topic_id else min(negotiated, _LAST_FETCH_VERSION_WITH_NAMES)
-    if read_committed and version < _FIRST_FETCH_VERSION_WITH_ISOLATION:
-        raise error_for_code(
-            ErrorCode.UNSUPPORTED_VERSION,
-            f"node {node} speaks Fetch up to v{version}; read_committed needs v4+",
-        )
-    return version
-
-
 async def ask(
     selector: KafkaSelector,
     node: int,
@@ -243,38 +196,12 @@ async def ask(
         raise Retry(KafkaError(str(exc)), refresh=True) from exc
 
 
-def partition_data(response: FetchResponse, partition: int, node: int) -> PartitionData | None:
-    if response.error_code != ErrorCode.NONE:
-        check_code(response.error_code, f"Fetch to node {node}")
-    for topic in response.responses:
-        for data in topic.partitions:
-            if data.partition_index == partition:
-                return data
-    return None
-
-
-def check_code(code: int, where: str) -> None:
-    """Raise for an error code: `Retry` for the ones another attempt may get past."""
-    if code == ErrorCode.NONE:
-        return
-    info = error_info(code)
-    error = error_for_code(code, f"{where}: {info.message}")
-    if code in _REFRESH_CODES or info.invalid_metadata:
-        raise Retry(error, refresh=True)
-    if info.retriable:
-        raise Retry(error, refresh=False)
-    raise error
-
-
 __all__ = [
     "Retry",
     "ask",
-    "check_code",
-    "fetch_version",
     "find_leader",
     "leader_node",
     "leader_of",
-    "partition_data",
     "retrying",
     "send_to_leader",
 ]

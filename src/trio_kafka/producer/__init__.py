@@ -68,7 +68,27 @@ from trio_kafka.producer._backoff import ExponentialBackoff
 from trio_kafka.producer._batch import DeliveryHandle, ProducerBatch
 from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig, TimeUnitWarning
 from trio_kafka.producer._core import Action, Decision, MetricsSnapshot, ProducerCore, Settled
-from trio_kafka.producer._partitioner import ClusterView
+from trio_kafka.producer._load import (
+    DEFAULT_BATCH_BYTES,
+    LOAD_HEADER,
+    LOADER_ROUTING,
+    PARTITIONER,
+    ROW_HEADER,
+    Backend,
+    EndMarker,
+    LoadBatch,
+    LoadPipeline,
+    LoadRules,
+    Row,
+    Step,
+    encode_routing,
+    load_rules,
+    partition_of,
+    routing_changes,
+    routing_of,
+    row_of,
+)
+from trio_kafka.producer._partitioner import ClusterView, partition_for_key
 from trio_kafka.producer._record import (
     Acknowledged,
     Ambiguous,
@@ -102,9 +122,15 @@ from trio_kafka.producer._transaction import (
 # What other packages of trio_kafka use (the client, the simulator, the network layer's
 # backoff); everything else is private to the core.
 __all__ = [
+    "DEFAULT_BATCH_BYTES",
+    "LOADER_ROUTING",
+    "LOAD_HEADER",
+    "PARTITIONER",
+    "ROW_HEADER",
     "Acknowledged",
     "Action",
     "Ambiguous",
+    "Backend",
     "BatchSpan",
     "BufferFullStrategy",
     "ClusterView",
@@ -112,10 +138,14 @@ __all__ = [
     "CoordinatorType",
     "Decision",
     "DeliveryHandle",
+    "EndMarker",
     "ExponentialBackoff",
     "Failed",
     "GroupMetadata",
     "Headers",
+    "LoadBatch",
+    "LoadPipeline",
+    "LoadRules",
     "MetricsSnapshot",
     "MismatchSettler",
     "OffsetAndMetadata",
@@ -126,11 +156,13 @@ __all__ = [
     "ProducerCore",
     "ProducerRecord",
     "Result",
+    "Row",
     "Rules",
     "SequenceVerdict",
     "Sequencer",
     "SequencingPolicy",
     "Settled",
+    "Step",
     "TimeUnitWarning",
     "TransactionManager",
     "TransactionOutcomeUnknownError",
@@ -141,6 +173,13 @@ __all__ = [
     "TxnResult",
     "TxnState",
     "current_rules",
+    "encode_routing",
+    "load_rules",
+    "partition_for_key",
+    "partition_of",
     "record_size",
+    "routing_changes",
+    "routing_of",
+    "row_of",
     "rules_in_effect",
 ]

@@ -1,30 +1,57 @@
-"""The load pipeline of one partition: ordered, resumable, exactly-once writes (sans-IO).
+"""The load pipeline (sans-IO): input rows to checkpointed batches of one partition,
+written exactly once and resumably.
 
 Theory of operation
 -------------------
-A load writes a fixed, ordered subsequence of input rows into one partition
-(producer/_rows.py says which rows and how a checkpoint names them). `LoadPipeline`
-decides everything about that write and does no I/O: the shell (client/_bulk.py) feeds
-it rows, sends what it is told, and feeds back the answers, with `now` passed in.
+A load writes a fixed, ordered subsequence of input rows into each partition.
+`LoadPipeline` decides everything about one partition's write and does no I/O: the
+shell (client/_bulk.py) feeds it rows, sends what it is told, and feeds back the
+answers, with `now` passed in. This module holds the whole job: the identity of a row
+and its checkpoint, the batches, the pipeline's rules and the pipeline.
+
+The identity of a loaded row, shared by every load (BulkLoader, `trio-kafka load`, the
+Spark writers), whatever the backend, so a load started by one can be resumed by
+another:
+
+- Rows are numbered by their position in the input (0, 1, 2, ...). A row's partition is
+  decided by the row alone: murmur2 of its key (Java's default partitioner) when it has
+  one, else `row % partitions` (`partition_of`). A partition thus receives a fixed,
+  ordered subsequence of the input.
+- The last record of each batch (CAS) or chunk (transactions) is the *checkpoint*: it
+  carries `tk.load` (the load id) and `tk.row` (its input row number, decimal). Batches
+  and chunks are all-or-nothing, so "the last checkpoint of this load in the partition"
+  says exactly which of the partition's rows are loaded: all of them up to that row.
+- A checkpoint also records the load's *routing* (`tk.routing`, JSON): everything that
+  decides which row goes to which partition at which position (the partition count,
+  this partitioner, the guarantee, and what the caller says made its rows: the key
+  field, the input format...). A resume compares it with its own and refuses another
+  (`routing_changes`): resuming with other routing would skip rows by numbers that now
+  name other rows, loading some twice and others never.
+- The checkpoint of a partition's last row, written once the input ended, also carries
+  `tk.end` (`EndMarker`): the input's row count, how many partitions got rows, and this
+  partition's rows. A rerun that finds every partition's end recognises a finished
+  load from its checkpoints alone, without reading the input again.
 
 Resume. The shell reads the partition first (`resume point`: the log end offset and the
 last checkpoint row of this load found there) and builds the pipeline with it: rows up
 to that row are skipped (`skip(row)`), the rest are appended after the log end.
 
-Batches (`add`, `add_run`, `finish`). Rows go into the open batch until the next one
-would push it past `batch_bytes`; the batch is then sealed (its last row carries the
-checkpoint headers) and queued. `add_run` takes a whole run of a partition's rows at
-once (row numbers, values, keys as lists): a run that fits the open batch is sized by
-one sum; otherwise the cut is found from the run's cumulative sizes by bisection. The
-rows move as list slices: a load's per-row work is C work, not a Python call per row.
-A batch is written whole or not at all, and its checkpoint covers every row in it.
+Batches (`add`, `add_run`, `finish`). Rows go into the open batch (`OpenLoadBatch`)
+until the next one would push it past `batch_bytes`; the batch is then sealed (a
+`LoadBatch`: its last row carries the checkpoint headers) and queued. `add_run` takes a
+whole run of a partition's rows at once (row numbers, values, keys as lists): a run that
+fits the open batch is sized by one sum (`run_size`); otherwise the cut is found from
+the run's cumulative sizes by bisection. The rows move as list slices: a load's per-row
+work is C work, not a Python call per row. A batch is written whole or not at all, and
+its checkpoint covers every row in it.
 
 Backends. `Backend.CAS`: each batch is one Produce request of one idempotent record
 batch whose base offset is the *expected offset*, the log end the batch must start at
 (batch k expects where batch k-1 ends). `Backend.TRANSACTIONS`: each batch is a chunk
 the shell writes in one transaction (its rows and its checkpoint commit together);
 there the pipeline only cuts chunks, counts and checkpoints (`committed(batch)`), and
-the transactional producer does sequencing and retries. A chunk is either taken whole
+the transactional producer does sequencing, batching and retries (the producer core's
+accumulator cuts the chunk's rows into its own batches). A chunk is either taken whole
 once sealed (`take_sealed`) or streamed: `stream_rows` gives the oldest chunk's rows
 as they come, holding the open batch's last row back (it becomes the checkpoint if the
 batch is sealed after it), `chunk_streamed` says when the sealed chunk's rows are all
@@ -32,7 +59,8 @@ out (send its checkpoint row, commit), `restream` starts it over after an abort.
 
 The CAS window (`next_send`, `on_answer`). Up to `max_in_flight` (5, the broker's dedup
 window) batches are in flight; answers are taken in order, oldest first, and classified
-by producer/_core.py (`classify`):
+by the one error classification (producer/_core.py `classify`, through
+`LoadRules.load_answer`):
 
 - acknowledged (NONE, DUPLICATE_SEQUENCE_NUMBER): the batch is done; the checkpoint
   advances to its last row;
@@ -42,18 +70,28 @@ by producer/_core.py (`classify`):
   sequence: the broker deduplicates what landed (NONE or DUPLICATE with the original
   offset) and CAS refuses anything else that would land twice;
 - UNKNOWN_PRODUCER_ID / OUT_OF_ORDER_SEQUENCE_NUMBER: rewind under a new producer id
-  (`needs_producer_id`; the shell calls `set_producer`), sequences from 0 again; CAS
-  still stops a duplicate: a resent batch that had landed meets a mismatch;
+  (`needs_producer_id`; the shell gets one from the one idempotent InitProducerId,
+  client/_producer_id.py, and calls `set_producer`), sequences from 0 again; CAS still
+  stops a duplicate: a resent batch that had landed meets a mismatch;
 - EXPECTED_OFFSET_MISMATCH: nothing of this attempt was written. `Step.READ`: the shell
   reads the record at `read_offset(batch)` (the batch's last expected offset) and calls
   `on_read(batch, row)` with its checkpoint row (None: not ours). Our row: an earlier
   attempt landed (the broker lost our producer state), acknowledged. Otherwise another
   writer took the offset: `Step.FAIL` with `ConcurrentWriteError`, and the load stops.
   The batches behind it cannot land: their sequences follow one the broker never took;
-- anything else: `Step.FAIL` with the broker's error (MESSAGE_TOO_LARGE names the rows).
+- anything else: `Step.FAIL` with the broker's error (MESSAGE_TOO_LARGE names the rows:
+  `load_failure`).
+
+Why the CAS window is not the producer's `Sequencer`: a CAS batch's offset is fixed
+before it is sent (its expected offset), so it is never split, merged or re-batched,
+each request carries exactly one batch, and a mismatch is resolved by reading the log;
+the producer's sequencer re-batches, splits and bumps epochs instead.
 
 A batch without progress for `retry_timeout` seconds fails the load with an
 `AmbiguousError` (a rerun resumes after what landed). Delays: the injected `backoff`.
+
+The decisions where a wrong rule loses or duplicates rows are `LoadRules` (gathered with
+the others in producer/_rules.py, where a caller may pass its own).
 
 State owned here: the queue of sealed unacknowledged batches in order (`_batches`),
 the open batch, the next expected offset and sequence, the producer id, the rewind
@@ -63,35 +101,342 @@ the open batch, the next expected offset and sequence, the producer id, the rewi
 from __future__ import annotations
 
 import collections
+import enum
+import json
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from itertools import repeat
+
+import attrs
 
 from trio_kafka.errors import (
     AmbiguousError,
     ConcurrentWriteError,
     ConfigError,
+    ErrorCode,
     KafkaError,
+    RecordTooLargeError,
     error_for_code,
 )
 from trio_kafka.producer._accumulator import record_sizes
-from trio_kafka.producer._core import Action
-from trio_kafka.producer._load_batch import (
-    DEFAULT_BATCH_BYTES,
-    Backend,
-    BatchState,
-    CheckpointHeaders,
-    LoadBatch,
-    OpenLoadBatch,
-    Step,
-    StreamRows,
-    load_failure,
-    run_size,
-    unstreamed,
-)
-from trio_kafka.producer._load_rules import LoadRules
-from trio_kafka.producer._rows import RECORD_OVERHEAD, checkpoint_headers
+from trio_kafka.producer._core import Action, classify
+from trio_kafka.producer._partitioner import partition_for_key
 from trio_kafka.producer._rule_context import rules_for
-from trio_kafka.records import BatchBuilder
+from trio_kafka.records import BatchBuilder, Record
+
+# -- the identity of a loaded row -------------------------------------------------------
+
+LOAD_HEADER = "tk.load"
+ROW_HEADER = "tk.row"
+ROUTING_HEADER = "tk.routing"
+END_HEADER = "tk.end"
+#: The partitioner of every load (`partition_of`), as recorded in the routing.
+PARTITIONER = "murmur2(key), else row % partitions"
+#: Routing entries the loader itself records (a caller's own entries take other names).
+LOADER_ROUTING = ("partitions", "partitioner", "guarantee")
+#: A routing: names to JSON values (str, int, None, lists of str).
+Routing = Mapping[str, object]
+#: An input row: a value, or a (key, value) pair.
+Row = bytes | None | tuple[bytes | None, bytes | None]
+#: Rough bytes per record besides key and value (for sizing batches).
+RECORD_OVERHEAD = 24
+
+
+def checkpoint_headers(
+    load_id: bytes, row: int, routing: bytes = b"", end: bytes = b""
+) -> tuple[tuple[str, bytes], ...]:
+    """The headers of the record that closes a batch or chunk ending at input `row`
+    (with the load's encoded routing, and its end marker on a partition's last row)."""
+    headers: tuple[tuple[str, bytes], ...] = ((LOAD_HEADER, load_id), (ROW_HEADER, b"%d" % row))
+    if routing:
+        headers += ((ROUTING_HEADER, routing),)
+    if end:
+        headers += ((END_HEADER, end),)
+    return headers
+
+
+def encode_routing(routing: Routing) -> bytes:
+    """A routing as its header value (canonical JSON: equal routings, equal bytes; an
+    entry that is None is not set, and left out)."""
+    kept = {name: value for name, value in routing.items() if value is not None}
+    return json.dumps(kept, sort_keys=True, separators=(",", ":")).encode()
+
+
+def header_of(record: Record, name: str) -> bytes | None:
+    """The value of `record`'s header `name` (the last one of that name), or None."""
+    found: bytes | None = None
+    for header, value in record.headers:
+        if header == name:
+            found = value
+    return found
+
+
+def routing_of(record: Record) -> dict[str, object] | None:
+    """The routing a checkpoint records (None: none recorded, or not readable)."""
+    raw = header_of(record, ROUTING_HEADER)
+    if raw is None:
+        return None
+    try:
+        routing = json.loads(raw)
+    except ValueError:
+        return None
+    return routing if isinstance(routing, dict) else None
+
+
+def routing_changes(recorded: Routing, now: Routing) -> list[str]:
+    """What differs between the routing a load began with and this run's, one entry a
+    name: "key_field: 'user' then, None now" (empty: the same; a missing entry is None)."""
+    changes = []
+    for name in sorted({*recorded, *now}):
+        then, current = recorded.get(name), now.get(name)
+        if then != current:
+            changes.append(f"{name}: {then!r} then, {current!r} now")
+    return changes
+
+
+@attrs.frozen
+class EndMarker:
+    """What a partition's last checkpoint says once its load ended (`tk.end`)."""
+
+    #: The input's rows, and how many partitions got at least one of them.
+    rows: int
+    partitions_with_rows: int
+    #: This partition's rows.
+    partition_rows: int
+
+    def encode(self) -> bytes:
+        return b"%d/%d/%d" % (self.rows, self.partitions_with_rows, self.partition_rows)
+
+    @classmethod
+    def of(cls, record: Record) -> EndMarker | None:
+        raw = header_of(record, END_HEADER)
+        if raw is None:
+            return None
+        try:
+            rows, partitions, partition_rows = map(int, raw.split(b"/"))
+        except ValueError:
+            return None
+        return cls(rows, partitions, partition_rows)
+
+
+def row_of(record: Record, load_id: bytes) -> int | None:
+    """The input row of a checkpoint record of load `load_id` (None otherwise)."""
+    load: bytes | None = None
+    row: bytes | None = None
+    for name, value in record.headers:
+        if name == LOAD_HEADER:
+            load = value
+        elif name == ROW_HEADER:
+            row = value
+    if load != load_id or row is None:
+        return None
+    try:
+        return int(row)
+    except ValueError:
+        return None
+
+
+def partition_of(row: int, key: bytes | None, partitions: int) -> int:
+    """The partition of input row `row`: by key (murmur2) or round robin by row."""
+    if key is not None:
+        return partition_for_key(key, partitions)
+    return row % partitions
+
+
+# -- batches -------------------------------------------------------------------------
+
+#: Default batch size of a load (the broker's default max.message.bytes is 1 MiB).
+DEFAULT_BATCH_BYTES = 512 * 1024
+#: The headers of a checkpoint record.
+CheckpointHeaders = tuple[tuple[str, bytes], ...]
+
+
+def run_size(values: Sequence[bytes | None], keys: Sequence[bytes | None] | None) -> int:
+    """The estimated bytes of a run of records (`RECORD_OVERHEAD` each, plus keys and
+    values; None counts 0): `record_sizes(...)[-1]`, in C sums without a list."""
+    try:
+        size = sum(map(len, values))  # type: ignore[arg-type]
+    except TypeError:  # a None value
+        size = sum(map(len, filter(None, values)))
+    if keys is not None:
+        try:
+            size += sum(map(len, keys))  # type: ignore[arg-type]
+        except TypeError:
+            size += sum(map(len, filter(None, keys)))
+    return size + RECORD_OVERHEAD * len(values)
+
+
+class Backend(enum.Enum):
+    """How a load makes its writes exactly once (see docs/cas.md)."""
+
+    CAS = "exactly_once_cas"
+    TRANSACTIONS = "transactional"
+
+
+class Step(enum.Enum):
+    """What the shell does after `on_answer` / `on_read`."""
+
+    ACKNOWLEDGED = "acknowledged"  # the batch is done; go on
+    IGNORED = "ignored"  # an answer drained during a rewind
+    RETRY = "retry"  # rewinding: wait `poll_delay`, maybe refresh, then `next_send`
+    READ = "read"  # read the record at `read_offset(batch)`, then `on_read`
+    FAIL = "fail"  # raise `pipeline.error`
+
+
+class LoadBatchState(enum.Enum):
+    """Where a sealed load batch is: queued, sent and unanswered, or done."""
+
+    UNSENT = "unsent"
+    IN_FLIGHT = "in-flight"
+    ACKNOWLEDGED = "acknowledged"
+
+
+@attrs.define(eq=False, slots=True)
+class LoadBatch:
+    """A sealed batch (CAS) or chunk (transactions) of one partition's rows."""
+
+    first_row: int
+    last_row: int
+    count: int
+    size: int
+    #: CAS: the encoded records (rebuilt with new header fields on a new producer id).
+    builder: BatchBuilder | None
+    #: Transactions: the values and keys (None: no row has a key) of the rows before
+    #: the last, in row order (whole lists for `send_many`, no copy); the last row is
+    #: the checkpoint: its value and key, and its `headers`.
+    values: list[bytes | None] | None = None
+    keys: list[bytes | None] | None = None
+    checkpoint_value: bytes | None = None
+    checkpoint_key: bytes | None = None
+    headers: CheckpointHeaders | None = None
+    expected_offset: int = -1
+    #: Transactions, streamed: how many of `values` are handed to the open transaction.
+    streamed: int = 0
+    base_sequence: int = -1
+    state: LoadBatchState = LoadBatchState.UNSENT
+    #: The wire bytes for (producer id, epoch, base sequence) `_built_for` (CAS).
+    data: bytes = b""
+    _built_for: tuple[int, int, int] = (-1, -1, -1)
+
+
+@attrs.define(eq=False)
+class OpenLoadBatch:
+    """The batch being filled: its rows' values and keys (None while no row has one),
+    first and last row, and estimated size."""
+
+    values: list[bytes | None] = attrs.Factory(list)
+    keys: list[bytes | None] | None = None
+    first_row: int = -1
+    last_row: int = -1
+    size: int = 0
+    #: Transactions, streamed: how many rows are handed to the open transaction (never
+    #: the last: it becomes the checkpoint if the batch is sealed after it).
+    streamed: int = 0
+
+    def take(
+        self,
+        rows: Sequence[int],
+        keys: Sequence[bytes | None] | None,
+        values: Sequence[bytes | None],
+        start: int,
+        stop: int,
+        size: int,
+    ) -> None:
+        """Rows `start` to `stop - 1` of a run, `size` bytes in all."""
+        if not self.values:
+            self.first_row = rows[start]
+        if keys is not None:
+            if self.keys is None:
+                self.keys = [None] * len(self.values)
+            self.keys.extend(keys[start:stop])
+        elif self.keys is not None:
+            self.keys.extend(repeat(None, stop - start))
+        self.values.extend(values[start:stop])
+        self.last_row = rows[stop - 1]
+        self.size += size
+
+
+#: Rows of a chunk to hand to its transaction: values, and keys (None: no row has one).
+StreamRows = tuple[list[bytes | None], list[bytes | None] | None]
+
+
+def unstreamed(
+    values: list[bytes | None], keys: list[bytes | None] | None, start: int, stop: int
+) -> StreamRows | None:
+    """Rows `start` to `stop - 1` (None: none)."""
+    if stop <= start:
+        return None
+    if start == 0 and stop == len(values):
+        return values, keys  # (a whole sealed chunk: no copy)
+    return values[start:stop], None if keys is None else keys[start:stop]
+
+
+def load_failure(
+    code: int | None, message: str, batch: LoadBatch, where: str, batch_bytes: int
+) -> KafkaError:
+    """The error of a load's batch refused with `code`. MESSAGE_TOO_LARGE names its rows
+    and what to change: a load never splits a batch (its rows' offsets are fixed in
+    advance), so it stops there."""
+    assert code is not None
+    if code != ErrorCode.MESSAGE_TOO_LARGE:
+        return error_for_code(code, message or None)
+    if batch.count == 1:
+        rows = f"row {batch.first_row}"
+        advice = "that row alone is larger than the topic's max.message.bytes"
+    else:
+        rows = f"rows {batch.first_row}-{batch.last_row} ({batch.count} rows)"
+        advice = (
+            f"lower batch_bytes (now {batch_bytes}) below the topic's max.message.bytes, "
+            "or raise that"
+        )
+    said = f": {message}" if message else ""
+    return RecordTooLargeError(
+        f"{where}: the batch of {rows}, about {batch.size} bytes, is larger than the "
+        f"broker accepts (MESSAGE_TOO_LARGE{said}); {advice}. The rows before it are "
+        "loaded: a rerun resumes after them"
+    )
+
+
+# -- the rules ------------------------------------------------------------------------
+
+
+class LoadRules:
+    """The load pipeline's part of the rules (producer/_rules.py gathers them into
+    `Rules`)."""
+
+    def loaded_through(self, resumed_after_row: int) -> int:
+        """A resumed load skips the rows up to its last checkpoint, and no further."""
+        return resumed_after_row
+
+    def load_batch_offset(self, expected_offset: int) -> int:
+        """The base offset a load batch is built with: its expected offset (CAS: the
+        broker appends it there or nowhere; -1 under the transactional backend)."""
+        return expected_offset
+
+    def checkpoint_committed(self, first_marker_after: bool | None) -> bool:
+        """Whether a checkpoint in a transactional batch counts on resume, by the first
+        transaction marker of its producer id after it: a COMMIT (True) counts; an
+        ABORT (False) or none yet (None: the transaction is open) does not."""
+        return first_marker_after is True
+
+    def restream_from(self, streamed: int) -> int:
+        """Where an aborted chunk's rows go again from (`streamed` of them were sent in
+        the aborted transaction): its first row, since none of them is in the log."""
+        return 0
+
+    def load_answer(self, code: int | None) -> Action:
+        """What a load batch's answer means (`_actions.classify`): no answer or a
+        retriable error is resent at the same offset, a mismatch is read."""
+        return classify(code)
+
+
+def load_rules() -> LoadRules:
+    """The load rules in effect here: those a harness installed (producer/_rules.py
+    `rules_in_effect`), else the client's own."""
+    return rules_for(LoadRules)
+
+
+# -- the pipeline ---------------------------------------------------------------------
 
 
 class LoadPipeline:
@@ -115,7 +460,7 @@ class LoadPipeline:
         routing: bytes = b"",
     ) -> None:
         #: The decisions where a wrong rule loses or duplicates rows (producer/_rules.py).
-        self.rules = rules_for(LoadRules) if rules is None else rules
+        self.rules = load_rules() if rules is None else rules
         if not 1 <= max_in_flight <= 5:
             raise ConfigError(
                 f"max_in_flight={max_in_flight}: use 1 to 5 (the broker's dedup window)"
@@ -125,7 +470,7 @@ class LoadPipeline:
         self.topic = topic
         self.partition = partition
         self.load_id = load_id
-        #: The load's routing, recorded with every checkpoint (producer/_rows.py).
+        #: The load's routing, recorded with every checkpoint.
         self.routing = routing
         self.backend = backend
         self.batch_bytes = batch_bytes
@@ -170,7 +515,7 @@ class LoadPipeline:
         self.error: KafkaError | None = None
 
     def __repr__(self) -> str:
-        in_flight = sum(1 for b in self._batches if b.state is BatchState.IN_FLIGHT)
+        in_flight = sum(1 for b in self._batches if b.state is LoadBatchState.IN_FLIGHT)
         return (
             f"<LoadPipeline {self.topic}-{self.partition} {self.backend.value} "
             f"next_offset={self.next_offset} checkpoint={self.checkpoint} "
@@ -265,7 +610,7 @@ class LoadPipeline:
     def finish(self, timestamp_ms: int, end: bytes = b"") -> bool:
         """Seal the open batch (no more rows, or a transaction to end early); True when
         there was one. `end`: the input ended, and the batch's checkpoint carries this
-        end marker (producer/_rows.py `EndMarker`)."""
+        end marker (`EndMarker`)."""
         if not self._open.values:
             return False
         self._seal(timestamp_ms, end)
@@ -299,8 +644,8 @@ class LoadPipeline:
     def take_sealed(self) -> LoadBatch | None:
         """Transactions: the oldest sealed chunk not yet handed to the shell."""
         for batch in self._batches:
-            if batch.state is BatchState.UNSENT:
-                batch.state = BatchState.IN_FLIGHT
+            if batch.state is LoadBatchState.UNSENT:
+                batch.state = LoadBatchState.IN_FLIGHT
                 return batch
         return None
 
@@ -350,7 +695,7 @@ class LoadPipeline:
 
     @property
     def in_flight(self) -> list[LoadBatch]:
-        return [b for b in self._batches if b.state is BatchState.IN_FLIGHT]
+        return [b for b in self._batches if b.state is LoadBatchState.IN_FLIGHT]
 
     @property
     def needs_producer_id(self) -> bool:
@@ -391,7 +736,7 @@ class LoadPipeline:
             self._rewinding = False
         in_flight = 0
         for batch in self._batches:
-            if batch.state is BatchState.IN_FLIGHT:
+            if batch.state is LoadBatchState.IN_FLIGHT:
                 in_flight += 1
                 continue
             if in_flight >= self.max_in_flight:
@@ -409,14 +754,14 @@ class LoadPipeline:
                     base_sequence=batch.base_sequence,
                 )
                 batch._built_for = built
-            batch.state = BatchState.IN_FLIGHT
+            batch.state = LoadBatchState.IN_FLIGHT
             return batch
         return None
 
     def oldest_in_flight(self) -> LoadBatch | None:
         """The batch whose answer the shell awaits next (answers are taken in order)."""
         for batch in self._batches:
-            if batch.state is BatchState.IN_FLIGHT:
+            if batch.state is LoadBatchState.IN_FLIGHT:
                 return batch
         return None
 
@@ -426,7 +771,7 @@ class LoadPipeline:
         if batch is not self.oldest_in_flight():
             raise RuntimeError(f"{self!r}: an answer out of order (rows up to {batch.last_row})")
         if self._rewinding:
-            batch.state = BatchState.UNSENT  # drained: resent once the window is empty
+            batch.state = LoadBatchState.UNSENT  # drained: resent once the window is empty
             return Step.IGNORED
         match self.rules.load_answer(code):
             case Action.ACKNOWLEDGED:
@@ -468,7 +813,7 @@ class LoadPipeline:
     def _acknowledge(self, batch: LoadBatch) -> None:
         oldest = self._batches.popleft()
         assert oldest is batch, "batches are acknowledged in order"
-        batch.state = BatchState.ACKNOWLEDGED
+        batch.state = LoadBatchState.ACKNOWLEDGED
         self.checkpoint = batch.last_row
         self.loaded += batch.count
         self.loaded_bytes += batch.size
@@ -489,19 +834,43 @@ class LoadPipeline:
                 "run the load again to resume"
             )
             return Step.FAIL
-        batch.state = BatchState.UNSENT
+        batch.state = LoadBatchState.UNSENT
         self._rewinding = True
         self._retry_at = now + self._backoff(self._attempts)
         self._attempts += 1
         return Step.RETRY
 
 
-__all__ = [  # (the values are re-exported: their home is producer/_load_batch.py)
+__all__ = [
     "DEFAULT_BATCH_BYTES",
+    "END_HEADER",
+    "LOADER_ROUTING",
+    "LOAD_HEADER",
+    "PARTITIONER",
+    "RECORD_OVERHEAD",
+    "ROUTING_HEADER",
+    "ROW_HEADER",
     "Backend",
     "CheckpointHeaders",
+    "EndMarker",
     "LoadBatch",
+    "LoadBatchState",
     "LoadPipeline",
     "LoadRules",
+    "OpenLoadBatch",
+    "Routing",
+    "Row",
     "Step",
+    "StreamRows",
+    "checkpoint_headers",
+    "encode_routing",
+    "header_of",
+    "load_failure",
+    "load_rules",
+    "partition_of",
+    "routing_changes",
+    "routing_of",
+    "row_of",
+    "run_size",
+    "unstreamed",
 ]

@@ -1,6 +1,6 @@
 """Kafka's partition rule over Arrow columns, vectorized (numpy): no Python step per row.
 
-`partitions_of(rows, keys, n)` is `partition_of(row, key, n)` (producer/_rows.py) for
+`partitions_of(rows, keys, n)` is `partition_of(row, key, n)` (producer/_load.py) for
 every row at once: murmur2 of the key as Java computes it (producer/_partitioner.py, bit for
 bit: little-endian 4-byte words, then the 1-3 tail bytes, then the final mix; uint32
 arithmetic wraps as Java's int does), `& 0x7fffffff`, `% n`; a null key goes by

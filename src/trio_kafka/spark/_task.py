@@ -6,7 +6,7 @@ The task's input has the columns `partition` (the Kafka partition), `row` (the r
 number in the whole input, the one `BulkLoader` would give it), `key` and `value`,
 sorted by `row` (`write_dataframe` arranges it). Each Arrow batch is split by Kafka
 partition (a single-partition batch, the usual case, is not copied) and handed, as a
-`RowChunk`, to that partition's `load_partition` (client/_partition_load.py) through a
+`RowChunk`, to that partition's `load_partition` (client/_bulk.py) through a
 one-slot channel: the task holds one Arrow batch per partition plus the pipeline's
 window, however many rows the partition has. The next batch is pulled from Spark in a
 worker thread, so the load's I/O goes on while Spark decodes it.
