@@ -232,6 +232,32 @@ def test_not_leader_with_acks_1_is_before_any_append_and_may_end_failed() -> Non
     assert isinstance(handle.outcome, Failed), handle.outcome
 
 
+def test_out_of_order_for_a_batch_whose_followers_were_acknowledged_ends_it() -> None:
+    # Kafka 4.4 right after a topic's creation: the first request is refused
+    # NOT_LEADER_OR_FOLLOWER, the next one lands (Kafka takes any first sequence from a
+    # producer it has no state for), and the first one's retry is OUT_OF_ORDER for ever.
+    # Before, it was retried until delivery_timeout, holding every later batch of the
+    # partition back (42,866 of 100,000 records expired in the integration test).
+    core = make_core(max_in_flight=5, delivery_timeout=120.0)
+    handles = send(core, 4)
+    b = [drain_one(core, 0.0)[0] for _ in range(3)]
+    answer(core, [b[0]], 0.01, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    answer(core, [b[1]], 0.02, base_offset=0)
+    answer(core, [b[2]], 0.03, base_offset=1)
+    retry = drain_one(core, 1.0)
+    assert [x.base_sequence for x in retry] == [0]
+    answer(core, retry, 1.01, error_code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+    # Ended at once: Ambiguous (a NOT_LEADER_OR_FOLLOWER under acks=all may follow an
+    # append), not retried.
+    assert isinstance(handles[0].outcome, Ambiguous), handles[0].outcome
+    assert [handles[1].result().offset, handles[2].result().offset] == [0, 1]
+    # The partition goes on (after the epoch bump the gap asks for).
+    if core.needs_producer_id or core.sequencing.epoch_bump_required:
+        core.set_producer_id(1000, 1, 2.0)
+    answer(core, drain_one(core, 2.0), 2.0, base_offset=2)
+    assert handles[3].result().offset == 2
+
+
 def test_duplicate_sequence_number_is_success_with_unknown_offset() -> None:
     core = make_core()
     (handle,) = send(core, 1)

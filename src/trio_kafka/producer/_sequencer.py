@@ -575,6 +575,16 @@ class Sequencer:
         if code == ErrorCode.UNKNOWN_PRODUCER_ID:
             return self.rules.unknown_producer(self, batch, e, log_start_offset)
         if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
+            if batch.base_sequence <= e.last_acked_sequence:
+                # The broker acknowledged later sequences of this partition first: Kafka
+                # stores a producer's first batch to a partition whatever its sequence
+                # when it holds no state for the producer there, so when the first
+                # request is refused (NOT_LEADER_OR_FOLLOWER right after the topic was
+                # created) and the next one lands, the broker has moved past this batch
+                # and no retry can land it. End it (Failed, or Ambiguous if an attempt
+                # may have been written); retried, it held every later batch of the
+                # partition until delivery_timeout (40% of 100,000 records on Kafka 4.4).
+                return SequenceVerdict.FAIL
             if e.unresolved_next is None and (
                 batch.sequence_reset or not self._is_next(e, batch.base_sequence)
             ):
