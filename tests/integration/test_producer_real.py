@@ -38,12 +38,20 @@ async def test_100k_idempotent_zstd_records_are_read_back_once_in_order(
     real_broker: RealBroker, anyio_backend: str, request: pytest.FixtureRequest
 ) -> None:
     if real_broker.is_kafka and anyio_backend == "asyncio":
-        # Open (issue 33): in 3 of 6 runs of this module, this case's producer retried
-        # ~100 batches for 120 s without an answer it could take (record_retries
-        # climbing, records_acknowledged stuck at ~54,000) and 27,000 records expired;
-        # alone, or without the Tansu cases run before it, it passed every time.
+        # Open: on a loaded machine the first Produce to a partition of the topic just
+        # created is sometimes refused NOT_LEADER_OR_FOLLOWER (the node has not taken up
+        # its leadership yet) while the next request of that partition lands, and Kafka
+        # takes it as the producer's first (any sequence, from a producer it has no
+        # state for). The refused batch can then never land: since 0244bf9 it ends
+        # Ambiguous at once (before, it was retried for 120 s and held the partition:
+        # 42,866 records expired). Sending a partition's first batch alone until it is
+        # acknowledged would avoid it; not done yet. Seen on asyncio only, by timing.
         request.applymarker(
-            pytest.mark.xfail(strict=False, reason="open: asyncio on Kafka, retries stuck")
+            pytest.mark.xfail(
+                strict=False,
+                reason="Kafka took a partition's second batch first (NOT_LEADER_OR_FOLLOWER "
+                "after the topic's creation): the first ends Ambiguous",
+            )
         )
     topic = real_broker.name("producer-readback")
     await create_topic(real_broker.bootstrap, topic, PARTITIONS)
