@@ -13,8 +13,8 @@ import random
 import sys
 import time
 
-from trio_kafka.producer import ClusterView, ProducerConfig, ProducerCore
-from trio_kafka.producer._core import PartitionResponse
+from trio_kafka.core import ClusterView, ProducerConfig, ProducerCore
+from trio_kafka.core._core import PartitionResponse
 
 VALUE = b"v" * 100
 

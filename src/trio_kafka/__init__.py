@@ -42,6 +42,7 @@ from trio_kafka.client import (
     row_of,
     writer_of,
 )
+from trio_kafka.core import BufferFullStrategy, DeliveryHandle, TimeUnitWarning
 from trio_kafka.errors import (
     AbortableError,
     AmbiguousDeliveryTimeoutError,
@@ -85,7 +86,6 @@ from trio_kafka.net import (
     open_selector,
     tls_context,
 )
-from trio_kafka.producer import BufferFullStrategy, DeliveryHandle, TimeUnitWarning
 from trio_kafka.records import Compression, Record, RecordBatch, TimestampType
 
 __all__ = [

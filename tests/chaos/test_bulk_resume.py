@@ -37,8 +37,8 @@ from tests.chaos._harness import fetch_snapshot
 from trio_kafka.broker import open_cluster
 from trio_kafka.client import create_topic, open_bulk_loader, open_producer
 from trio_kafka.client._bulk import transactional_id_for
+from trio_kafka.core._load import checkpoint_headers
 from trio_kafka.net import open_selector
-from trio_kafka.producer._load import checkpoint_headers
 from trio_kafka.sim.checker import snapshot_cluster
 from trio_kafka.testing import free_port, tansu_broker
 

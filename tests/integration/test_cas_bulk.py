@@ -47,7 +47,7 @@ async def test_rows_spread_over_partitions_by_row_or_key() -> None:
         ) as loader:
             result = await loader.run(data)
         assert result.loaded == 3000
-        from trio_kafka.producer._partitioner import partition_for_key
+        from trio_kafka.core._partitioner import partition_for_key
 
         for p in range(3):
             expected = [v for k, v in data if partition_for_key(k, 3) == p]

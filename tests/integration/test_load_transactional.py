@@ -12,10 +12,10 @@ from tests.integration.test_producer_faults import answer_with
 from trio_kafka.broker import DROP, HookCall
 from trio_kafka.client import BulkLoader, open_bulk_loader
 from trio_kafka.client._bulk import TxnPartition
+from trio_kafka.core import partition_for_key
+from trio_kafka.core._load import RECORD_OVERHEAD, Backend
 from trio_kafka.errors import ConfigError, ErrorCode
 from trio_kafka.net import open_selector
-from trio_kafka.producer import partition_for_key
-from trio_kafka.producer._load import RECORD_OVERHEAD, Backend
 from trio_kafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.produce import (

@@ -15,7 +15,7 @@ import pytest
 from tests.integration._backends import mock_cluster
 from trio_kafka import ProducerRecord, open_producer
 from trio_kafka.client import Producer
-from trio_kafka.producer import Acknowledged
+from trio_kafka.core import Acknowledged
 from trio_kafka.records import decode_batches
 
 #: Each test runs on trio, then on asyncio (issue 16; tests/conftest.py).

@@ -33,13 +33,13 @@ from tests.integration._real import RealBroker
 from trio_kafka._sync_runner import Runner
 from trio_kafka.broker import Hook, HookCall, ThreadedCluster, run_in_thread
 from trio_kafka.client import Acknowledged, Ambiguous, Failed
+from trio_kafka.core import ProducerRecord
 from trio_kafka.errors import (
     AmbiguousError,
     ConfigError,
     ErrorCode,
     ProducerClosedError,
 )
-from trio_kafka.producer import ProducerRecord
 from trio_kafka.protocol.messages.metadata import MetadataRequest
 from trio_kafka.sync import DeliveryFuture, Producer
 

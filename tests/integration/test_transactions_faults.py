@@ -15,6 +15,7 @@ import trio
 from tests.integration._helpers import FAST
 from trio_kafka.broker import HookCall
 from trio_kafka.client import open_producer
+from trio_kafka.core import Acknowledged, Failed
 from trio_kafka.errors import (
     ErrorCode,
     ProducerFencedError,
@@ -22,7 +23,6 @@ from trio_kafka.errors import (
     TransactionOutcomeUnknownError,
     TransactionTimedOutError,
 )
-from trio_kafka.producer import Acknowledged, Failed
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.find_coordinator import FindCoordinatorRequest
 from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest

@@ -6,9 +6,9 @@ from __future__ import annotations
 import attrs
 import pytest
 
+from trio_kafka.core import Acknowledged, Ambiguous, Failed
+from trio_kafka.core._record import AmbiguousWriteError
 from trio_kafka.errors import RequestTimeoutError
-from trio_kafka.producer import Acknowledged, Ambiguous, Failed
-from trio_kafka.producer._record import AmbiguousWriteError
 from trio_kafka.records import ControlType
 from trio_kafka.sim.checker import (
     CheckResult,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import trio_kafka
-from trio_kafka.producer import ProducerConfig, ProducerCore, Rules, current_rules
-from trio_kafka.producer._core import CoreRules
+from trio_kafka.core import ProducerConfig, ProducerCore, Rules, current_rules
+from trio_kafka.core._core import CoreRules
 from trio_kafka.sim import mutants as _mutants
 from trio_kafka.sim.mutants import BROKEN_RULES, MUTANTS, enabled, hunt
 
@@ -73,7 +73,7 @@ QUICK = [
     # and the first the full search finds through BUGGIFY client.forced_epoch_bump.
     (_mutants.NEW_PRODUCER_ID_ON_BUMP, 904005, 1),
     (_mutants.NEW_PRODUCER_ID_ON_BUMP, 471, 1),
-    # -- the load pipeline (producer/_load.py) --
+    # -- the load pipeline (core/_load.py) --
     (_mutants.LOAD_LOST_AS_WRITTEN, 22, 2),
     (_mutants.LOAD_RESUME_PAST_CHECKPOINT, 143, 2),
     (_mutants.LOAD_RESUME_FROM_ABORTED, 2, 1),

@@ -36,7 +36,7 @@ USER_MODULE = textwrap.dedent(
     import trio
 
     from trio_kafka.errors import KafkaError
-    from trio_kafka.producer import Ambiguous
+    from trio_kafka.core import Ambiguous
     from trio_kafka.sim.history import Produce, outcome_from_delivery
     from trio_kafka.sim.workloads import SimContext, register
 

@@ -7,8 +7,8 @@ import random
 import pyarrow as pa
 import pytest
 
+from trio_kafka.core._load import partition_of
 from trio_kafka.errors import ConfigError
-from trio_kafka.producer._load import partition_of
 from trio_kafka.spark._arrow import partitions_of
 from trio_kafka.spark._task import chunks_of
 

@@ -19,7 +19,7 @@ import pytest
 
 from tests.spark.conftest import create_topic, read_topic
 from trio_kafka.broker import ThreadedCluster
-from trio_kafka.producer._load import ROW_HEADER, header_of, partition_of
+from trio_kafka.core._load import ROW_HEADER, header_of, partition_of
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 4

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trio_kafka.producer import ProducerBatch, ProducerCore
-from trio_kafka.producer._core import PartitionResponse
+from trio_kafka.core import ProducerBatch, ProducerCore
+from trio_kafka.core._core import PartitionResponse
 
 
 def drain_one(core: ProducerCore, now: float) -> list[ProducerBatch]:

@@ -1,4 +1,4 @@
-"""The one backoff (producer/_backoff.py): KIP-580 as Java's `ExponentialBackoff` computes
+"""The one backoff (core/_backoff.py): KIP-580 as Java's `ExponentialBackoff` computes
 it, with the draw from the injected source so a simulated run replays exactly."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ import random
 
 import pytest
 
+from trio_kafka.core import ExponentialBackoff, ProducerConfig, ProducerCore
+from trio_kafka.core._backoff import backoff_delay
+from trio_kafka.core._transaction import Priority, TxnRequestQueue, Work
+from trio_kafka.core._transaction import TxnRequestKind as K
 from trio_kafka.errors import ConfigError
-from trio_kafka.producer import ExponentialBackoff, ProducerConfig, ProducerCore
-from trio_kafka.producer._backoff import backoff_delay
-from trio_kafka.producer._transaction import Priority, TxnRequestQueue, Work
-from trio_kafka.producer._transaction import TxnRequestKind as K
 
 
 class _NoDraws:

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from trio_kafka._cli.load import count_rows, default_load_id, read_rows
 from trio_kafka.client import row_of, writer_of
 from trio_kafka.client._bulk import partition_of
-from trio_kafka.producer import partition_for_key
-from trio_kafka.producer._load import encode_routing, routing_changes
+from trio_kafka.core import partition_for_key
+from trio_kafka.core._load import encode_routing, routing_changes
 from trio_kafka.records import Record
 
 

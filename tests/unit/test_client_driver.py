@@ -15,6 +15,7 @@ import trio.testing
 
 from trio_kafka.broker import BLACKHOLE, Cluster
 from trio_kafka.client import Acknowledged, Ambiguous, Producer, ProducerRecord, open_producer
+from trio_kafka.core import Failed
 from trio_kafka.errors import (
     BrokerConnectionError,
     BufferFullError,
@@ -22,7 +23,6 @@ from trio_kafka.errors import (
     InvalidPartitionError,
     ProducerClosedError,
 )
-from trio_kafka.producer import Failed
 from trio_kafka.protocol.messages.produce import ProduceRequest
 from trio_kafka.testing import WALL_CLOCK, MemoryTransport, make_cluster, producer_for
 

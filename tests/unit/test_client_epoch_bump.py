@@ -20,8 +20,8 @@ import trio.testing
 from trio_kafka.broker import DROP, HookCall
 from trio_kafka.broker._context import RequestContext
 from trio_kafka.broker.handlers import produce as produce_handler
+from trio_kafka.core import Acknowledged, Ambiguous
 from trio_kafka.errors import ErrorCode
-from trio_kafka.producer import Acknowledged, Ambiguous
 from trio_kafka.protocol.messages.init_producer_id import (
     InitProducerIdRequest,
     InitProducerIdResponse,

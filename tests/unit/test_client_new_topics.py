@@ -18,8 +18,8 @@ import trio.testing
 
 from trio_kafka import BrokerConnectionError, InvalidPartitionError, UnknownTopicError
 from trio_kafka.broker import ClusterOptions, Delay
-from trio_kafka.producer import Acknowledged, Failed
-from trio_kafka.producer._partitioner import partition_for_key
+from trio_kafka.core import Acknowledged, Failed
+from trio_kafka.core._partitioner import partition_for_key
 from trio_kafka.protocol.messages.metadata import MetadataRequest
 from trio_kafka.testing import MemoryTransport, make_cluster, producer_for
 

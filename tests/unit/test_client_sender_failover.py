@@ -15,10 +15,10 @@ import trio
 import trio.testing
 
 from trio_kafka.client._sender import Sender
+from trio_kafka.core import ClusterView, ProducerConfig, ProducerCore
 from trio_kafka.errors import BrokerConnectionError
 from trio_kafka.net import ClusterMetadata, TrioClock
 from trio_kafka.net._metadata import BrokerMetadata, PartitionMetadata, TopicMetadata
-from trio_kafka.producer import ClusterView, ProducerConfig, ProducerCore
 
 DELIVERY_TIMEOUT = 120.0
 

@@ -22,11 +22,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trio_kafka.client._sender import Sender
+from trio_kafka.core import ClusterView, Failed, ProducerConfig, ProducerCore
+from trio_kafka.core._accumulator import ReadyResult
 from trio_kafka.errors import BrokerConnectionError, DeliveryTimeoutError
 from trio_kafka.net import ClusterMetadata, TrioClock
 from trio_kafka.net._metadata import BrokerMetadata, PartitionMetadata, TopicMetadata
-from trio_kafka.producer import ClusterView, Failed, ProducerConfig, ProducerCore
-from trio_kafka.producer._accumulator import ReadyResult
 
 # From seed 885: CREATED + TIMEOUT rounds to a float from which subtracting TIMEOUT
 # lands below CREATED.

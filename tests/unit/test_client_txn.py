@@ -14,6 +14,7 @@ import trio
 import trio.testing
 
 from trio_kafka.broker import BLACKHOLE, Cluster, HookCall
+from trio_kafka.core import Failed, TxnState
 from trio_kafka.errors import (
     AbortableError,
     ConfigError,
@@ -22,7 +23,6 @@ from trio_kafka.errors import (
     TransactionAbortableError,
     TransactionAbortedError,
 )
-from trio_kafka.producer import Failed, TxnState
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.produce import ProduceRequest
 from trio_kafka.testing import MemoryTransport, make_cluster, producer_for

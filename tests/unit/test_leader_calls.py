@@ -14,9 +14,9 @@ import trio
 
 from trio_kafka.client._cas import CasGate
 from trio_kafka.client._producer_id import init_idempotent_producer_id
+from trio_kafka.core import ExponentialBackoff
 from trio_kafka.errors import BrokerConnectionError, CasNotSupportedError, KafkaError
 from trio_kafka.net import SelectorConfig, send_to_leader
-from trio_kafka.producer import ExponentialBackoff
 from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
 
 SEED = 5

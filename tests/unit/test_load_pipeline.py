@@ -1,4 +1,4 @@
-"""The load pipeline (producer/_load.py) stepped by hand, with `now` passed in."""
+"""The load pipeline (core/_load.py) stepped by hand, with `now` passed in."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import random
 
 import pytest
 
-from trio_kafka.errors import AmbiguousError, ConcurrentWriteError, ErrorCode
-from trio_kafka.producer._core import Action, classify
-from trio_kafka.producer._load import (
+from trio_kafka.core._core import Action, classify
+from trio_kafka.core._load import (
     RECORD_OVERHEAD,
     Backend,
     LoadBatchState,
@@ -16,6 +15,7 @@ from trio_kafka.producer._load import (
     Step,
     row_of,
 )
+from trio_kafka.errors import AmbiguousError, ConcurrentWriteError, ErrorCode
 from trio_kafka.records import decode_batches
 
 ROW = 100  # bytes of each value

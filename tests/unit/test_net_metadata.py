@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from trio_kafka.core import ExponentialBackoff
 from trio_kafka.errors import (
     BrokerConnectionError,
     ConfigError,
@@ -18,7 +19,6 @@ from trio_kafka.errors import (
 )
 from trio_kafka.net import ClusterMetadata
 from trio_kafka.net._metadata import invalidates_metadata, parse_bootstrap
-from trio_kafka.producer import ExponentialBackoff
 from trio_kafka.protocol.messages.metadata import (
     MetadataResponse,
     MetadataResponseBroker,

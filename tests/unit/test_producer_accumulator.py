@@ -8,15 +8,7 @@ from typing import Any
 
 import pytest
 
-from trio_kafka.errors import (
-    AmbiguousDeliveryTimeoutError,
-    DeliveryTimeoutError,
-    InvalidPartitionError,
-    RecordTooLargeError,
-    RequestTimeoutError,
-    UnknownTopicError,
-)
-from trio_kafka.producer import (
+from trio_kafka.core import (
     Ambiguous,
     ClusterView,
     DeliveryHandle,
@@ -26,8 +18,16 @@ from trio_kafka.producer import (
     ProducerCore,
     ProducerRecord,
 )
-from trio_kafka.producer._core import PartitionResponse
-from trio_kafka.producer._partitioner import StickyState, partition_for_key
+from trio_kafka.core._core import PartitionResponse
+from trio_kafka.core._partitioner import StickyState, partition_for_key
+from trio_kafka.errors import (
+    AmbiguousDeliveryTimeoutError,
+    DeliveryTimeoutError,
+    InvalidPartitionError,
+    RecordTooLargeError,
+    RequestTimeoutError,
+    UnknownTopicError,
+)
 from trio_kafka.records import decode_batches
 
 VALUE = b"v" * 100  # 116 bytes with the per-record overhead estimate

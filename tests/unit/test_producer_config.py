@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from trio_kafka.core import BufferFullStrategy, ProducerConfig, TimeUnitWarning
 from trio_kafka.errors import ConfigError
-from trio_kafka.producer import BufferFullStrategy, ProducerConfig, TimeUnitWarning
 
 
 def test_defaults_match_the_java_client_but_batch_size() -> None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trio_kafka.producer._batch import encode_with_extras
-from trio_kafka.producer._record import Headers
+from trio_kafka.core._batch import encode_with_extras
+from trio_kafka.core._record import Headers
 from trio_kafka.records import BatchBuilder
 
 Extra = tuple[int | None, bytes | None, Headers | None]

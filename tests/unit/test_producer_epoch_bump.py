@@ -17,8 +17,7 @@ import pytest
 
 from tests.unit._core_steps import answer, drain_one
 from trio_kafka.broker._producer_state import ProducerStateTable, Verdict
-from trio_kafka.errors import ConnectionLostError, ErrorCode, ProducerFencedError
-from trio_kafka.producer import (
+from trio_kafka.core import (
     Ambiguous,
     ClusterView,
     DeliveryHandle,
@@ -29,6 +28,7 @@ from trio_kafka.producer import (
     Sequencer,
     TransactionManager,
 )
+from trio_kafka.errors import ConnectionLostError, ErrorCode, ProducerFencedError
 
 VALUE = b"v" * 100
 TP = ("t", 0)

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterator
 
 from trio_kafka.client._handles import RecordHandle
-from trio_kafka.producer import (
+from trio_kafka.core import (
     Acknowledged,
     ClusterView,
     ProducerConfig,

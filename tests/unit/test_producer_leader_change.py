@@ -10,15 +10,15 @@ from typing import Any
 
 import attrs
 
-from trio_kafka.errors import ErrorCode
-from trio_kafka.net import BrokerMetadata, ClusterMetadata
-from trio_kafka.net._metadata import PartitionMetadata, TopicMetadata
-from trio_kafka.producer import (
+from trio_kafka.core import (
     ClusterView,
     ProducerBatch,
     ProducerConfig,
     ProducerCore,
 )
+from trio_kafka.errors import ErrorCode
+from trio_kafka.net import BrokerMetadata, ClusterMetadata
+from trio_kafka.net._metadata import PartitionMetadata, TopicMetadata
 from trio_kafka.protocol.messages.produce import LeaderIdAndEpoch, PartitionProduceResponse
 
 TP = ("t", 0)

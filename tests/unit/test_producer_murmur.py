@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from trio_kafka.producer._partitioner import murmur2, partition_for_key, to_positive
+from trio_kafka.core._partitioner import murmur2, partition_for_key, to_positive
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 

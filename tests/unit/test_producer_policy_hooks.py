@@ -10,6 +10,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from trio_kafka.core import ClusterView, ProducerBatch, ProducerConfig, ProducerCore, Sequencer
+from trio_kafka.core._core import PartitionResponse
+from trio_kafka.core._sequencer import NoSequencing, TopicPartition
 from trio_kafka.errors import (
     AmbiguousDeliveryTimeoutError,
     BrokerError,
@@ -21,9 +24,6 @@ from trio_kafka.errors import (
     KafkaError,
     ProducerClosedError,
 )
-from trio_kafka.producer import ClusterView, ProducerBatch, ProducerConfig, ProducerCore, Sequencer
-from trio_kafka.producer._core import PartitionResponse
-from trio_kafka.producer._sequencer import NoSequencing, TopicPartition
 
 VALUE = b"v" * 100
 

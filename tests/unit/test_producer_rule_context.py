@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from trio_kafka.producer import (
+from trio_kafka.core import (
     ProducerConfig,
     ProducerCore,
     Rules,
@@ -15,11 +15,11 @@ from trio_kafka.producer import (
     current_rules,
     rules_in_effect,
 )
-from trio_kafka.producer._core import CoreRules
-from trio_kafka.producer._load import LoadRules
-from trio_kafka.producer._rule_context import installing, rules_for
-from trio_kafka.producer._sequencer import SequencerRules
-from trio_kafka.producer._transaction import TransactionRules
+from trio_kafka.core._core import CoreRules
+from trio_kafka.core._load import LoadRules
+from trio_kafka.core._rule_context import installing, rules_for
+from trio_kafka.core._sequencer import SequencerRules
+from trio_kafka.core._transaction import TransactionRules
 
 
 class _Marked(Rules):

@@ -8,6 +8,18 @@ from typing import Any
 import pytest
 
 from tests.unit._core_steps import answer, drain_one
+from trio_kafka.core import (
+    Acknowledged,
+    Ambiguous,
+    ClusterView,
+    DeliveryHandle,
+    Failed,
+    ProducerConfig,
+    ProducerCore,
+    Sequencer,
+)
+from trio_kafka.core._core import RecordError
+from trio_kafka.core._sequencer import PartitionPhase
 from trio_kafka.errors import (
     AmbiguousDeliveryTimeoutError,
     AmbiguousError,
@@ -19,18 +31,6 @@ from trio_kafka.errors import (
     FatalError,
     RequestTimeoutError,
 )
-from trio_kafka.producer import (
-    Acknowledged,
-    Ambiguous,
-    ClusterView,
-    DeliveryHandle,
-    Failed,
-    ProducerConfig,
-    ProducerCore,
-    Sequencer,
-)
-from trio_kafka.producer._core import RecordError
-from trio_kafka.producer._sequencer import PartitionPhase
 
 VALUE = b"v" * 100
 TP = ("t", 0)

@@ -11,8 +11,7 @@ import random
 from typing import Any
 
 from tests.unit._core_steps import answer, drain_one
-from trio_kafka.errors import ConnectionLostError, ErrorCode, RecordTooLargeError
-from trio_kafka.producer import (
+from trio_kafka.core import (
     Acknowledged,
     Ambiguous,
     ClusterView,
@@ -22,6 +21,7 @@ from trio_kafka.producer import (
     ProducerConfig,
     ProducerCore,
 )
+from trio_kafka.errors import ConnectionLostError, ErrorCode, RecordTooLargeError
 
 TP = ("t", 0)
 PID = 1000

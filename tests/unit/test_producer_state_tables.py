@@ -1,14 +1,14 @@
-"""The batch's and the partition phase's state tables (producer/_batch.py `_MOVES`,
-producer/_sequencer.py `_PHASE_MOVES`): each moves only by its table."""
+"""The batch's and the partition phase's state tables (core/_batch.py `_MOVES`,
+core/_sequencer.py `_PHASE_MOVES`): each moves only by its table."""
 
 from __future__ import annotations
 
 import pytest
 
+from trio_kafka.core import ProducerBatch, Sequencer
+from trio_kafka.core._batch import BatchState
+from trio_kafka.core._sequencer import PartitionPhase, PhaseEvent
 from trio_kafka.errors import KafkaError
-from trio_kafka.producer import ProducerBatch, Sequencer
-from trio_kafka.producer._batch import BatchState
-from trio_kafka.producer._sequencer import PartitionPhase, PhaseEvent
 
 TP = ("t", 0)
 

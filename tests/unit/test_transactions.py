@@ -6,6 +6,19 @@ from typing import Any
 
 import pytest
 
+from trio_kafka.core._transaction import (
+    SETTLE_ATTEMPTS,
+    TABLE,
+    Coordinator,
+    CoordinatorType,
+    GroupMetadata,
+    OffsetAndMetadata,
+    TransactionManager,
+    TxnEvent,
+    TxnRequest,
+    TxnRequestKind,
+    TxnState,
+)
 from trio_kafka.errors import (
     AbortableError,
     AmbiguousError,
@@ -21,19 +34,6 @@ from trio_kafka.errors import (
     TransactionAbortableError,
     TransactionOutcomeUnknownError,
     TransactionTimedOutError,
-)
-from trio_kafka.producer._transaction import (
-    SETTLE_ATTEMPTS,
-    TABLE,
-    Coordinator,
-    CoordinatorType,
-    GroupMetadata,
-    OffsetAndMetadata,
-    TransactionManager,
-    TxnEvent,
-    TxnRequest,
-    TxnRequestKind,
-    TxnState,
 )
 from trio_kafka.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnResponse
 from trio_kafka.protocol.messages.add_partitions_to_txn import (

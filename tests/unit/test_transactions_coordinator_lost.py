@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.test_transactions import added, expect, found, ready
+from trio_kafka.core._transaction import Coordinator, TxnRequestKind
 from trio_kafka.errors import BrokerConnectionError, ConnectionLostError, KafkaError
-from trio_kafka.producer._transaction import Coordinator, TxnRequestKind
 
 K = TxnRequestKind
 

@@ -8,15 +8,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from trio_kafka.errors import (
-    BrokerError,
-    ConnectionLostError,
-    ErrorCode,
-    FatalError,
-    KafkaError,
-    TransactionAbortableError,
-)
-from trio_kafka.producer import (
+from trio_kafka.core import (
     ClusterView,
     ProducerBatch,
     ProducerConfig,
@@ -25,8 +17,16 @@ from trio_kafka.producer import (
     TransactionManager,
     TxnState,
 )
-from trio_kafka.producer._core import PartitionResponse
-from trio_kafka.producer._transaction import AbortPlan, TxnRequestKind
+from trio_kafka.core._core import PartitionResponse
+from trio_kafka.core._transaction import AbortPlan, TxnRequestKind
+from trio_kafka.errors import (
+    BrokerError,
+    ConnectionLostError,
+    ErrorCode,
+    FatalError,
+    KafkaError,
+    TransactionAbortableError,
+)
 from trio_kafka.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnResponse,

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import random
 
+from trio_kafka.core import ClusterView, ProducerConfig, ProducerCore, Sequencer
+from trio_kafka.core._core import PartitionResponse
+from trio_kafka.core._transaction import TransactionManager, TxnRequestKind, TxnState
 from trio_kafka.errors import ErrorCode, KafkaError
-from trio_kafka.producer import ClusterView, ProducerConfig, ProducerCore, Sequencer
-from trio_kafka.producer._core import PartitionResponse
-from trio_kafka.producer._transaction import TransactionManager, TxnRequestKind, TxnState
 from trio_kafka.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnResponse,

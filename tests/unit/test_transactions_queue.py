@@ -3,7 +3,7 @@ coordinator lookups and stale answers, without a transaction behind it."""
 
 from __future__ import annotations
 
-from trio_kafka.producer._transaction import (
+from trio_kafka.core._transaction import (
     Coordinator,
     CoordinatorType,
     Priority,

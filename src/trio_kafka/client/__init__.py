@@ -36,8 +36,7 @@ from trio_kafka.client._producer import HandedOffTransaction, Producer
 from trio_kafka.client._reader import FetchResult, IsolationLevel, PartitionRead, PartitionReader
 from trio_kafka.client._security import PROTOCOLS, Security, pop_security
 from trio_kafka.client._transactions import GroupMetadata, OffsetAndMetadata
-from trio_kafka.net import KafkaSelector, group_leaves, open_selector
-from trio_kafka.producer import (
+from trio_kafka.core import (
     Acknowledged,
     Ambiguous,
     Backend,
@@ -47,6 +46,7 @@ from trio_kafka.producer import (
     ProducerConfig,
     ProducerRecord,
 )
+from trio_kafka.net import KafkaSelector, group_leaves, open_selector
 
 __all__ = [
     "GUARANTEES",

@@ -1,6 +1,6 @@
 """`BulkLoader`: load an iterable of rows into a topic exactly once, resumably, on any
 Kafka broker; and `load_partition`, one partition of a load fed by another process. The
-shell of the load pipeline (producer/_load.py): this module does the I/O the pipeline
+shell of the load pipeline (core/_load.py): this module does the I/O the pipeline
 asks for, with one task per partition for the backend the load uses.
 
 Theory of operation
@@ -24,7 +24,7 @@ Resume. Each partition's resume point is the last checkpoint of this load in its
 an older instance of the load and aborts its open transaction, so the read_committed
 read that follows sees exactly what committed.
 
-Routing. Every checkpoint records the load's routing (producer/_load.py): the partition
+Routing. Every checkpoint records the load's routing (core/_load.py): the partition
 count, the partitioner, the guarantee used, and what the caller says made its rows
 (`routing=`, e.g. the key field and input format of `trio-kafka load`). A resume reads
 the routing of each partition's last checkpoint before it writes anything and refuses
@@ -128,24 +128,7 @@ from trio_kafka.client._producer_id import init_idempotent_producer_id
 from trio_kafka.client._reader import IsolationLevel, PartitionReader, committed_newest_first
 from trio_kafka.client._security import Security, pop_security
 from trio_kafka.client._telemetry import telemetry_for
-from trio_kafka.errors import (
-    AbortableError,
-    AmbiguousError,
-    CasNotSupportedError,
-    ConcurrentWriteError,
-    ConfigError,
-    ErrorCode,
-    KafkaError,
-)
-from trio_kafka.net import (
-    KafkaSelector,
-    SaslConfig,
-    open_selector,
-    open_task_group,
-    send_to_leader,
-    sole_error,
-)
-from trio_kafka.producer import (
+from trio_kafka.core import (
     DEFAULT_BATCH_BYTES,
     LOAD_HEADER,
     LOADER_ROUTING,
@@ -164,6 +147,23 @@ from trio_kafka.producer import (
     routing_changes,
     routing_of,
     row_of,
+)
+from trio_kafka.errors import (
+    AbortableError,
+    AmbiguousError,
+    CasNotSupportedError,
+    ConcurrentWriteError,
+    ConfigError,
+    ErrorCode,
+    KafkaError,
+)
+from trio_kafka.net import (
+    KafkaSelector,
+    SaslConfig,
+    open_selector,
+    open_task_group,
+    send_to_leader,
+    sole_error,
 )
 from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from trio_kafka.protocol.messages.produce import (
@@ -218,7 +218,7 @@ class LoadResult:
     guarantee: str = Backend.CAS.value
 
 
-#: The load's retry_backoff and retry_backoff_max (the one backoff, producer/_backoff.py).
+#: The load's retry_backoff and retry_backoff_max (the one backoff, core/_backoff.py).
 #: Its own, not the selector's 100 ms: with the selector's, the simulator stopped catching
 #: the planted bug load-restream-on at its seed (and in the 30 after it), so the load's
 #: retries keep the timing the pinned seeds were found with.
@@ -357,7 +357,7 @@ class BulkLoader:
     # -- resuming ----------------------------------------------------------------------
 
     def load_routing(self, guarantee: str, partitions: int) -> dict[str, object]:
-        """The routing this load records with its checkpoints (producer/_load.py), for
+        """The routing this load records with its checkpoints (core/_load.py), for
         the guarantee it uses ("exactly_once_cas" or "transactional")."""
         return {
             "partitions": partitions,

@@ -93,6 +93,7 @@ from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._open import new_writer_id, open_producer
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._reader import CommittedInOrder, PartitionReader, committed_newest_first
+from trio_kafka.core import Acknowledged, Headers, Rules, current_rules
 from trio_kafka.errors import (
     AbortableError,
     AmbiguousError,
@@ -106,7 +107,6 @@ from trio_kafka.errors import (
     WriterFencedError,
 )
 from trio_kafka.net import SaslConfig
-from trio_kafka.producer import Acknowledged, Headers, Rules, current_rules
 from trio_kafka.records import Record
 
 WRITER_HEADER = "tk.writer"
@@ -257,7 +257,7 @@ class ConditionalWriter:
     last_read_end: int = 0
     #: "exactly_once_cas" (first writer wins) or "transactional" (newest writer wins).
     guarantee: str = "exactly_once_cas"
-    #: The rule for an expected-offset mismatch (producer/_rules.py).
+    #: The rule for an expected-offset mismatch (core/_rules.py).
     rules: Rules = attrs.field(factory=current_rules)
     #: Why this (transactional) writer is dead, once a newer writer fenced it or its
     #: producer failed for good: every later `append`/`read_to_end` raises a

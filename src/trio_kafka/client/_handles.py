@@ -1,6 +1,6 @@
 """Delivery handles as the async user sees them: the core's handle plus `await`.
 
-The core (`trio_kafka.producer`) hands back a `DeliveryHandle` (a batch and an index)
+The core (`trio_kafka.core`) hands back a `DeliveryHandle` (a batch and an index)
 for every record; it knows nothing of event loops. `RecordHandle` is the same object with
 `__await__` added: `send()` changes the class of the handle the core made rather than
 wrapping it, because a wrapper would be one more allocation on the per-record path and
@@ -35,9 +35,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from trio_kafka.errors import KafkaError
-from trio_kafka.net import primitives
-from trio_kafka.producer import (
+from trio_kafka.core import (
     Acknowledged,
     Ambiguous,
     BatchSpan,
@@ -47,6 +45,8 @@ from trio_kafka.producer import (
     ProducerBatch,
     Result,
 )
+from trio_kafka.errors import KafkaError
+from trio_kafka.net import primitives
 
 # `await handle` on a done handle checkpoints once per this many awaits (a power of two:
 # the test is a mask), as send() does; see the module doc.

@@ -26,6 +26,7 @@ import anyio.abc
 from trio_kafka.client._producer import Producer
 from trio_kafka.client._security import Security, pop_security
 from trio_kafka.client._telemetry import require_opentelemetry
+from trio_kafka.core import ProducerConfig
 from trio_kafka.errors import ConfigError
 from trio_kafka.net import (
     Clock,
@@ -38,7 +39,6 @@ from trio_kafka.net import (
     open_selector,
     open_task_group,
 )
-from trio_kafka.producer import ProducerConfig
 
 _SELECTOR_OPTIONS = (
     "client_id",

@@ -75,6 +75,20 @@ from trio_kafka.client._sender import Sender
 from trio_kafka.client._telemetry import telemetry_for
 from trio_kafka.client._transactions import TopicPartition, TransactionDriver, transaction_driver
 from trio_kafka.client._unknown_topics import UnknownTopics
+from trio_kafka.core import (
+    BatchSpan,
+    BufferFullStrategy,
+    DeliveryHandle,
+    GroupMetadata,
+    Headers,
+    MetricsSnapshot,
+    OffsetAndMetadata,
+    ProducerBatch,
+    ProducerConfig,
+    ProducerCore,
+    ProducerRecord,
+    TxnState,
+)
 from trio_kafka.errors import (
     AbortableError,
     BufferFullError,
@@ -91,20 +105,6 @@ from trio_kafka.net import (
     check_topic_name,
     checkpoint_function,
     loop_time,
-)
-from trio_kafka.producer import (
-    BatchSpan,
-    BufferFullStrategy,
-    DeliveryHandle,
-    GroupMetadata,
-    Headers,
-    MetricsSnapshot,
-    OffsetAndMetadata,
-    ProducerBatch,
-    ProducerConfig,
-    ProducerCore,
-    ProducerRecord,
-    TxnState,
 )
 
 logger = logging.getLogger("trio_kafka.producer")

@@ -8,7 +8,7 @@ made or an answer that did not come (nothing is written by this request, so anot
 is always safe) and a retriable error code back off (the one backoff) and try again; a
 broker without InitProducerId raises `FatalError`, as does a refused credential; a
 code that is not retriable raises its error. The transactional producer's
-InitProducerId is the transaction manager's (producer/_transaction.py): it goes to the
+InitProducerId is the transaction manager's (core/_transaction.py): it goes to the
 transaction coordinator and answers change the transaction's state.
 """
 
@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import anyio
 
+from trio_kafka.core import ExponentialBackoff
 from trio_kafka.errors import (
     AmbiguousError,
     BrokerConnectionError,
@@ -29,7 +30,6 @@ from trio_kafka.errors import (
     error_info,
 )
 from trio_kafka.net import KafkaSelector
-from trio_kafka.producer import ExponentialBackoff
 from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
 
 logger = logging.getLogger("trio_kafka.producer")

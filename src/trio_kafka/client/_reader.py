@@ -63,6 +63,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from trio_kafka.core import ExponentialBackoff
 from trio_kafka.errors import (
     BrokerConnectionError,
     ConfigError,
@@ -83,7 +84,6 @@ from trio_kafka.net import (
     retrying,
     sleep_until,
 )
-from trio_kafka.producer import ExponentialBackoff
 from trio_kafka.protocol.messages.fetch import (
     FetchPartition,
     FetchRequest,

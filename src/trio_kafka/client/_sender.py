@@ -47,6 +47,13 @@ import anyio.lowlevel
 import attrs
 
 from trio_kafka.client._producer_id import init_idempotent_producer_id
+from trio_kafka.core import (
+    ClusterView,
+    ExponentialBackoff,
+    ProducerBatch,
+    ProducerCore,
+    Settled,
+)
 from trio_kafka.errors import (
     BrokerConnectionError,
     FatalError,
@@ -63,13 +70,6 @@ from trio_kafka.net import (
     TaskGroup,
     TopicMetadata,
     primitives,
-)
-from trio_kafka.producer import (
-    ClusterView,
-    ExponentialBackoff,
-    ProducerBatch,
-    ProducerCore,
-    Settled,
 )
 from trio_kafka.protocol import ProduceAnswer, ProduceFrame, read_produce_answer
 

@@ -31,11 +31,11 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from trio_kafka.core import Acknowledged
 from trio_kafka.errors import ConfigError
-from trio_kafka.producer import Acknowledged
 
 if TYPE_CHECKING:
-    from trio_kafka.producer import DeliveryHandle, Headers
+    from trio_kafka.core import DeliveryHandle, Headers
 
 logger = logging.getLogger("trio_kafka.telemetry")
 

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 A producer opened with `transactional_id=` gets a `TransactionDriver`. It owns the
-sans-IO `TransactionManager` (producer/_transaction.py) and the producer core's
+sans-IO `TransactionManager` (core/_transaction.py) and the producer core's
 sequencing policy, the `Sequencer` with the manager as its hooks, so the core only drains
 a batch whose partition the manager allows (added with AddPartitionsToTxn, or under
 transactions v2 simply "a transaction is open"), and none while the transaction is
@@ -61,21 +61,7 @@ from typing import TYPE_CHECKING, Protocol
 import anyio
 import anyio.lowlevel
 
-from trio_kafka.errors import (
-    BrokerConnectionError,
-    InvalidPartitionError,
-    KafkaError,
-    ProducerClosedError,
-    ProducerFencedError,
-)
-from trio_kafka.net import (
-    TRANSACTION_VERSION_FEATURE,
-    ApiVersionsInfo,
-    Clock,
-    KafkaSelector,
-    TaskGroup,
-)
-from trio_kafka.producer import (
+from trio_kafka.core import (
     Coordinator,
     CoordinatorType,
     GroupMetadata,
@@ -89,6 +75,20 @@ from trio_kafka.producer import (
     TxnRequestKind,
     TxnResult,
     TxnState,
+)
+from trio_kafka.errors import (
+    BrokerConnectionError,
+    InvalidPartitionError,
+    KafkaError,
+    ProducerClosedError,
+    ProducerFencedError,
+)
+from trio_kafka.net import (
+    TRANSACTION_VERSION_FEATURE,
+    ApiVersionsInfo,
+    Clock,
+    KafkaSelector,
+    TaskGroup,
 )
 
 if TYPE_CHECKING:

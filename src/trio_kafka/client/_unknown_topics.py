@@ -67,6 +67,15 @@ import anyio
 
 from trio_kafka.client._handles import RecordHandle
 from trio_kafka.client._sender import Sender
+from trio_kafka.core import (
+    BatchSpan,
+    DeliveryHandle,
+    ExponentialBackoff,
+    Headers,
+    ProducerBatch,
+    ProducerCore,
+    record_size,
+)
 from trio_kafka.errors import (
     BrokerConnectionError,
     InvalidTopicError,
@@ -79,15 +88,6 @@ from trio_kafka.net import (
     KafkaSelector,
     TaskGroup,
     check_topic_name,
-)
-from trio_kafka.producer import (
-    BatchSpan,
-    DeliveryHandle,
-    ExponentialBackoff,
-    Headers,
-    ProducerBatch,
-    ProducerCore,
-    record_size,
 )
 
 

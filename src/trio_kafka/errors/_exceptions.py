@@ -262,7 +262,7 @@ class ReadTimeoutError(RetriableError):
     brokers do not answer, or the records asked for have not been written)."""
 
 
-# --- transactions (raised by `trio_kafka.producer.TransactionManager`) -----------------
+# --- transactions (raised by `trio_kafka.core.TransactionManager`) -----------------
 
 
 class IllegalTransactionStateError(KafkaError):

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 import anyio
 
+from trio_kafka.core import ExponentialBackoff
 from trio_kafka.errors import (
     BrokerConnectionError,
     ConnectionLostError,
@@ -36,7 +37,6 @@ from trio_kafka.errors import (
 )
 from trio_kafka.net._metadata import PartitionMetadata, TopicMetadata
 from trio_kafka.net._selector import KafkaSelector
-from trio_kafka.producer import ExponentialBackoff
 
 _T = TypeVar("_T")
 

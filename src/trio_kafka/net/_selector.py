@@ -64,6 +64,7 @@ import anyio
 import anyio.abc
 import attrs
 
+from trio_kafka.core import ExponentialBackoff
 from trio_kafka.errors import (
     AuthenticationError,
     BrokerConnectionError,
@@ -99,7 +100,6 @@ from trio_kafka.net._metadata import (
     parse_bootstrap,
 )
 from trio_kafka.net._sasl import SaslConfig, authenticate
-from trio_kafka.producer import ExponentialBackoff
 from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 
 # -- configuration ---------------------------------------------------------------------------------
@@ -330,7 +330,7 @@ class KafkaSelector:
     _last_refresh_attempt: float = attrs.field(default=-math.inf, init=False)
     # Consecutive failed refreshes (spaces the age task's retries).
     _refresh_failures: int = attrs.field(default=0, init=False)
-    # The one backoff (producer/_backoff.py): reconnects with `reconnect_backoff` and
+    # The one backoff (core/_backoff.py): reconnects with `reconnect_backoff` and
     # `reconnect_backoff_max`, metadata retries and topic waits with `retry_backoff` and
     # `retry_backoff_max`; each delay drawn from `rng`.
     _reconnect_backoff: ExponentialBackoff = attrs.field(init=False)

@@ -5,15 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trio_kafka.errors import (
-    ConcurrentWriteError,
-    DeliveryTimeoutError,
-    ExpectedOffsetMismatchError,
-    KafkaError,
-    TransactionOutcomeUnknownError,
-    error_for_code,
-)
-from trio_kafka.producer import (
+from trio_kafka.core import (
     Action,
     Decision,
     MismatchSettler,
@@ -26,6 +18,14 @@ from trio_kafka.producer import (
     SequencingPolicy,
     TransactionManager,
     TxnResult,
+)
+from trio_kafka.errors import (
+    ConcurrentWriteError,
+    DeliveryTimeoutError,
+    ExpectedOffsetMismatchError,
+    KafkaError,
+    TransactionOutcomeUnknownError,
+    error_for_code,
 )
 
 

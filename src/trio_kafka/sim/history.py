@@ -39,7 +39,7 @@ from typing import Any
 
 import attrs
 
-from trio_kafka.producer import Acknowledged, Ambiguous, Failed
+from trio_kafka.core import Acknowledged, Ambiguous, Failed
 
 # ---------------------------------------------------------------------------------------
 # Operations

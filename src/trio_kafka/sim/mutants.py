@@ -5,7 +5,7 @@ Theory of operation
 -------------------
 The simulator must catch known client bugs: if it does not, its faults or its checker
 are too weak (the kill rate, as in mutation testing). Each mutant breaks one rule of
-`trio_kafka.producer.Rules` (the client's decisions where a wrong rule loses,
+`trio_kafka.core.Rules` (the client's decisions where a wrong rule loses,
 duplicates, reorders or tears writes): a subclass (sim/_broken_rules.py) overrides one
 method with the wrong rule. Nothing in the client knows mutants exist: `enabled(name)`
 puts the broken rules in effect for a block (`rules_in_effect`, a context variable the client's objects
@@ -35,7 +35,7 @@ from typing import Any
 
 import attrs
 
-from trio_kafka.producer import (
+from trio_kafka.core import (
     Rules,
     rules_in_effect,
 )
@@ -81,7 +81,7 @@ COMMIT_AFTER_FAILED_SEND = "commit-after-failed-send"
 NEW_PRODUCER_ID_ON_BUMP = "new-producer-id-on-bump"
 CAS_PIPELINED_SAME_OFFSET = "cas-pipelined-same-offset"
 CAS_RESEND_BEHIND_FAILED = "cas-resend-behind-failed"
-# -- the load pipeline (producer/_load.py) --
+# -- the load pipeline (core/_load.py) --
 LOAD_LOST_AS_WRITTEN = "load-lost-as-written"
 LOAD_MISMATCH_AS_WRITTEN = "load-mismatch-as-written"
 LOAD_RESUME_PAST_CHECKPOINT = "load-resume-past-checkpoint"
@@ -162,7 +162,7 @@ MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
         "another writer's records that its writer never saw",
         ("cas",),
     ),
-    # -- the load pipeline (producer/_load.py) --
+    # -- the load pipeline (core/_load.py) --
     LOAD_LOST_AS_WRITTEN: (
         "the load pipeline takes a batch without an answer (or with a retriable error) "
         "as written, and never resends it",

@@ -1,7 +1,7 @@
 """Kafka's partition rule over Arrow columns, vectorized (numpy): no Python step per row.
 
-`partitions_of(rows, keys, n)` is `partition_of(row, key, n)` (producer/_load.py) for
-every row at once: murmur2 of the key as Java computes it (producer/_partitioner.py, bit for
+`partitions_of(rows, keys, n)` is `partition_of(row, key, n)` (core/_load.py) for
+every row at once: murmur2 of the key as Java computes it (core/_partitioner.py, bit for
 bit: little-endian 4-byte words, then the 1-3 tail bytes, then the final mix; uint32
 arithmetic wraps as Java's int does), `& 0x7fffffff`, `% n`; a null key goes by
 `row % n`. The key bytes are read from the Arrow array's own buffers (offsets and

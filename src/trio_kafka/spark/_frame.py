@@ -1,6 +1,6 @@
 """`write_dataframe`: shape a DataFrame for the `trio-kafka` data source, then write it.
 
-Shaping gives every row the identity `BulkLoader` gives it (producer/_load.py), so a
+Shaping gives every row the identity `BulkLoader` gives it (core/_load.py), so a
 DataFrame and the same rows given to `BulkLoader` make the same log:
 
 1. `key` and `value` become binary (strings as UTF-8; other types through their string

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 A load is named by its `load_id`. Its rows' identity needs no manifest (every record
 batch of a load ends with a checkpoint naming the load and its last row, and a writer
-resumes from the last one in the log: producer/_load.py). The manifest keeps what only
+resumes from the last one in the log: core/_load.py). The manifest keeps what only
 the driver knows:
 
 - the guarantee the load uses (decided once, so a rerun never switches backend), and
@@ -89,7 +89,7 @@ class Manifest:
     lost: tuple[str, ...] = ()
     #: What the winning attempts did, one dict per partition (`PartitionReport` fields).
     reports: tuple[dict[str, Any], ...] = ()
-    #: The load's routing (producer/_load.py; None: a manifest written before it was
+    #: The load's routing (core/_load.py; None: a manifest written before it was
     #: recorded, whose rerun is refused: nothing can be checked).
     routing: dict[str, Any] | None = None
 

@@ -7,7 +7,7 @@ job, `write(batches)` in every task attempt, and `commit(messages)` / `abort(mes
 on the driver after it (each of the driver hooks may run in a Python process of its own:
 all state travels in the pickled writer or in Kafka, never in driver globals).
 
-The rows are the load's rows in `BulkLoader`'s sense (producer/_load.py): numbered in
+The rows are the load's rows in `BulkLoader`'s sense (core/_load.py): numbered in
 the input, placed by murmur2 of the key or row % partitions, each record batch closed
 by a checkpoint, so every attempt and every rerun resumes from the log (`_task.py`).
 
@@ -124,7 +124,7 @@ async def open_load(options: LoadOptions) -> Manifest:
 def check_resume(
     selector: KafkaSelector, options: LoadOptions, manifest: Manifest, count: int
 ) -> None:
-    """A rerun must route rows as the load began (producer/_load.py): the same partition
+    """A rerun must route rows as the load began (core/_load.py): the same partition
     count, guarantee ("auto" takes the recorded one), key and value columns, order_by."""
     guarantee = manifest.guarantee if options.guarantee == AUTO else options.guarantee
     loader = _loader(selector, options, guarantee)

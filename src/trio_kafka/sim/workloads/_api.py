@@ -35,8 +35,8 @@ import attrs
 import trio
 
 from trio_kafka.client import Producer
+from trio_kafka.core import DeliveryHandle
 from trio_kafka.net import KafkaSelector
-from trio_kafka.producer import DeliveryHandle
 from trio_kafka.sim.faults import Profile
 from trio_kafka.sim.history import Fail, History, Produce, outcome_from_delivery
 from trio_kafka.sim.rand import Draws

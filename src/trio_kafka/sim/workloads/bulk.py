@@ -43,9 +43,9 @@ import trio
 
 from trio_kafka.broker import CAS_CONFIG
 from trio_kafka.client import BulkLoader, partition_of
+from trio_kafka.core import Row
 from trio_kafka.errors import KafkaError
 from trio_kafka.net import group_leaves
-from trio_kafka.producer import Row
 from trio_kafka.sim.faults import BUGGIFY_SITES
 from trio_kafka.sim.history import Ok, Produce
 from trio_kafka.sim.workloads._api import SimContext, register

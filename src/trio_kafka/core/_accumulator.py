@@ -15,7 +15,7 @@ opens the next batch through `_append_slow`, so batches are filled to `batch_siz
 (a load's transaction is a few full batches, not many half-filled ones). The append
 paths write the open batch's `values`, `room` and run stamps themselves (the one
 exception to "a batch changes through its methods": the per-record path, module doc of
-producer/_batch.py).
+core/_batch.py).
 
 The queues are `BatchQueues` (the accumulator's `batches`): every partition's queue
 (`queues`; `open`: the last batch of each, still taking appends), what is in flight per
@@ -32,7 +32,7 @@ request comes back the core takes it out of the in-flight counts (`request_done`
 (`reenqueue`) or cut it in pieces (`split_and_reenqueue`). `expire(now)` removes queued
 batches past `delivery_timeout`. Nothing here calls the core: it calls in.
 
-The accumulator also owns its `Partitioner` (producer/_partitioner.py: which partition a
+The accumulator also owns its `Partitioner` (core/_partitioner.py: which partition a
 record without one goes to, on the slow path). The per-record path touches no component
 method: the fast paths read the open-batch and sticky dicts directly (the same dicts,
 bound once in `__init__`).
@@ -48,10 +48,9 @@ from itertools import accumulate, repeat
 from operator import add as _add
 from typing import Any, NamedTuple
 
-from trio_kafka.errors import InvalidPartitionError, RecordTooLargeError, UnknownTopicError
-from trio_kafka.producer._batch import DeliveryHandle, ProducerBatch
-from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig
-from trio_kafka.producer._partitioner import (
+from trio_kafka.core._batch import DeliveryHandle, ProducerBatch
+from trio_kafka.core._config import BufferFullStrategy, ProducerConfig
+from trio_kafka.core._partitioner import (
     NO_BATCH,
     ClusterView,
     Partitioner,
@@ -59,13 +58,14 @@ from trio_kafka.producer._partitioner import (
     StickyState,
     murmur2,
 )
-from trio_kafka.producer._record import (
+from trio_kafka.core._record import (
     RECORD_OVERHEAD,
     Headers,
     ProducerRecord,
     headers_size,
 )
-from trio_kafka.producer._sequencer import SequencingPolicy, TopicPartition
+from trio_kafka.core._sequencer import SequencingPolicy, TopicPartition
+from trio_kafka.errors import InvalidPartitionError, RecordTooLargeError, UnknownTopicError
 
 _KEY_CACHE = 65536
 
@@ -145,7 +145,7 @@ class RecordAccumulator:
         self.partitioner = Partitioner(config, rng, self._ready_lengths)
         # The same objects as the components', bound once: the per-record path reads
         # `_open` and `_sticky`; the core reads `queues` and `node_in_flight`, and a
-        # rule may put a batch back with `reenqueue` (producer/_rules.py).
+        # rule may put a batch back with `reenqueue` (core/_rules.py).
         self.queues = self.batches.queues
         self._open = self.batches.open
         self._sticky = self.partitioner.sticky

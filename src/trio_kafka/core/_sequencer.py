@@ -44,7 +44,7 @@ drained, has it number each drained batch, and tells it every outcome; `Sequence
 is what an idempotence error means for the batch it answered. `NoSequencing` is the
 policy without idempotence; `Sequencer` the idempotent one. A transaction does not
 subclass the `Sequencer`: it plugs `SequencerHooks` into it (its `TransactionManager`,
-producer/_transaction.py),
+core/_transaction.py),
 called at five named places, and owns InitProducerId (`owns_producer_id`: the core then
 never asks the driver for one).
 """
@@ -54,9 +54,9 @@ from __future__ import annotations
 import enum
 from typing import Protocol
 
+from trio_kafka.core._batch import BatchState, ProducerBatch
+from trio_kafka.core._rule_context import rules_for
 from trio_kafka.errors import ErrorCode, KafkaError
-from trio_kafka.producer._batch import BatchState, ProducerBatch
-from trio_kafka.producer._rule_context import rules_for
 
 TopicPartition = tuple[str, int]
 
@@ -168,7 +168,7 @@ class SequencingPolicy(Protocol):
 class SequencerHooks(Protocol):
     """What a transaction adds to the idempotent `Sequencer` (composition: the
     transactional producer's sequencer is a `Sequencer` with these hooks,
-    `TransactionManager`, producer/_transaction.py). Each is called at one place, named below."""
+    `TransactionManager`, core/_transaction.py). Each is called at one place, named below."""
 
     def may_drain(self, tp: TopicPartition) -> bool:
         """`drain_blocked`, first: False holds `tp`'s batches back (the partition is not
@@ -329,7 +329,7 @@ _SEQUENCE_WRAP = 2**31
 
 
 class SequencerRules:
-    """The sequencer's part of the rules (producer/_rules.py gathers them into `Rules`)."""
+    """The sequencer's part of the rules (core/_rules.py gathers them into `Rules`)."""
 
     def epoch_bump(self, sequencing: SequencingPolicy) -> tuple[int, int]:
         """The id and epoch an idempotent producer bumps to: the next epoch of its own

@@ -1,4 +1,4 @@
-"""Which rules the deciding objects built here follow (the rules: producer/_rules.py).
+"""Which rules the deciding objects built here follow (the rules: core/_rules.py).
 
 Only the context lives here, in a module that imports nothing of the producer: each
 deciding module (the core, the sequencer, the transaction manager, the load pipeline)

@@ -12,7 +12,7 @@ reading at which the next one begins (`tick`); an append compares `now` with `ti
 stamps only when it is reached (`stamp`). The timestamps are exactly those of
 `int((now + wall_offset) * 1000)` per record. Encoding waits until the batch is
 drained, so the per-record cost of `send()` stays tiny. The accumulator's append paths
-(producer/_accumulator.py) are the one place that writes a batch's `values`, `room` and
+(core/_accumulator.py) are the one place that writes a batch's `values`, `room` and
 `stamp` from outside: they are the per-record path, where a method call per record shows.
 
 Every other change of a batch is one of its methods, and its `state` moves only by the
@@ -63,8 +63,7 @@ from itertools import groupby
 from math import inf, nextafter, ulp
 from typing import Any, overload
 
-from trio_kafka.errors import AmbiguousError, KafkaError
-from trio_kafka.producer._record import (
+from trio_kafka.core._record import (
     Acknowledged,
     Ambiguous,
     AmbiguousWriteError,
@@ -73,6 +72,7 @@ from trio_kafka.producer._record import (
     Outcome,
     Result,
 )
+from trio_kafka.errors import AmbiguousError, KafkaError
 from trio_kafka.records import BatchBuilder
 
 

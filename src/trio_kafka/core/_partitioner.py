@@ -42,10 +42,10 @@ from typing import Protocol
 
 import attrs
 
+from trio_kafka.core._batch import ProducerBatch
+from trio_kafka.core._config import ProducerConfig
+from trio_kafka.core._record import Headers, ProducerRecord
 from trio_kafka.errors import InvalidPartitionError
-from trio_kafka.producer._batch import ProducerBatch
-from trio_kafka.producer._config import ProducerConfig
-from trio_kafka.producer._record import Headers, ProducerRecord
 
 
 @attrs.frozen(slots=True)

@@ -4,7 +4,7 @@ Theory of operation: the driver's loop is Java's `Sender.runOnce` split in pure 
 `expire(now)`, `ready(now)`, `drain(now, nodes)`, `encode(batch)`, then, when a request
 comes back, `handle_response` (per-partition answers), `handle_request_failure` (the
 request was lost, timed out, or never left) or `handle_unencodable`. The core owns the
-accumulator (producer/_accumulator.py), the sequencing policy (producer/_sequencer.py)
+accumulator (core/_accumulator.py), the sequencing policy (core/_sequencer.py)
 and the metrics, and calls them; none of them calls back. Settling a request goes one
 way: `_returned` takes each of its batches still in flight out of the accumulator's
 counts, the core decides it (a `Decision`: complete, retry with or without a metadata
@@ -14,7 +14,7 @@ epoch bump), and `_tally` sums the decisions into the `Settled` the driver acts 
 One classification of a partition's Produce outcome, `classify(code) -> Action`, serves
 every writer that keeps its own order: this core (`_settle`, which refines it with what
 only its batch can say: its sequence, its size, the sequencer's verdict on an idempotence
-error) and the load pipeline (producer/_load.py):
+error) and the load pipeline (core/_load.py):
 
 - `ACKNOWLEDGED`: NONE, and DUPLICATE_SEQUENCE_NUMBER (the broker already holds the
   batch: an earlier attempt landed; Tansu answers so for a recent duplicate).
@@ -50,6 +50,21 @@ from typing import Protocol
 
 import attrs
 
+from trio_kafka.core._accumulator import ReadyResult, RecordAccumulator
+from trio_kafka.core._backoff import ExponentialBackoff
+from trio_kafka.core._batch import BatchState, DeliveryHandle, ProducerBatch
+from trio_kafka.core._config import ProducerConfig
+from trio_kafka.core._partitioner import ClusterView, RandomSource
+from trio_kafka.core._record import Result
+from trio_kafka.core._rule_context import rules_for
+from trio_kafka.core._sequencer import (
+    NoSequencing,
+    Sequencer,
+    SequencerRules,
+    SequenceVerdict,
+    SequencingPolicy,
+    check_new_producer_id,
+)
 from trio_kafka.errors import (
     AmbiguousDeliveryTimeoutError,
     AmbiguousError,
@@ -63,21 +78,6 @@ from trio_kafka.errors import (
     RequestTimeoutError,
     error_for_code,
     error_info,
-)
-from trio_kafka.producer._accumulator import ReadyResult, RecordAccumulator
-from trio_kafka.producer._backoff import ExponentialBackoff
-from trio_kafka.producer._batch import BatchState, DeliveryHandle, ProducerBatch
-from trio_kafka.producer._config import ProducerConfig
-from trio_kafka.producer._partitioner import ClusterView, RandomSource
-from trio_kafka.producer._record import Result
-from trio_kafka.producer._rule_context import rules_for
-from trio_kafka.producer._sequencer import (
-    NoSequencing,
-    Sequencer,
-    SequencerRules,
-    SequenceVerdict,
-    SequencingPolicy,
-    check_new_producer_id,
 )
 
 
@@ -386,7 +386,7 @@ MAYBE_APPENDED = frozenset(
 
 
 class CoreRules(SequencerRules):
-    """The core's part of the rules (producer/_rules.py gathers them into `Rules`); it
+    """The core's part of the rules (core/_rules.py gathers them into `Rules`); it
     includes its sequencer's, which the core hands on."""
 
     def lost_request(
@@ -427,7 +427,7 @@ class CoreRules(SequencerRules):
 
 
 class ProducerCore:
-    """The sans-IO producer (see `trio_kafka.producer` for the driver's recipe)."""
+    """The sans-IO producer (see `trio_kafka.core` for the driver's recipe)."""
 
     def __init__(
         self,
@@ -443,7 +443,7 @@ class ProducerCore:
         self.config = config
         self.rng = rng
         self._backoff = ExponentialBackoff.of(config)
-        #: The decisions where a wrong rule loses or duplicates writes (producer/_rules.py).
+        #: The decisions where a wrong rule loses or duplicates writes (core/_rules.py).
         self.rules = rules_for(CoreRules) if rules is None else rules
         if sequencing is None:
             sequencing = (
@@ -714,13 +714,13 @@ class ProducerCore:
 
     def backoff(self, attempts: int) -> float:
         """The backoff before a batch's next attempt, after `attempts` (the one backoff,
-        producer/_backoff.py: KIP-580, jittered from the injected rng)."""
+        core/_backoff.py: KIP-580, jittered from the injected rng)."""
         return self._backoff.backoff(attempts - 1, self.rng)
 
     def _retry(self, batch: ProducerBatch, now: float) -> None:
         self.rules.requeue(self, batch, now)
 
-    # -- the settle actions (each decision in producer/_rules.py ends in one) ---------
+    # -- the settle actions (each decision in core/_rules.py ends in one) ---------
 
     def requeue(self, batch: ProducerBatch, now: float) -> None:
         """Back to the front of its queue in sequence order, sendable after a backoff."""

@@ -53,7 +53,7 @@ close_timeout, then core.fail_all(ProducerClosedError(...)).
 
 Transactions: `txn = TransactionManager.from_config(config)`, then
 `ProducerCore(config, rng, sequencing=Sequencer(is_transactional=True, hooks=txn))`; the
-transaction is in `producer/_transaction.py`. Its manager owns InitProducerId, so
+transaction is in `core/_transaction.py`. Its manager owns InitProducerId, so
 `needs_producer_id` and `epoch_bump_due` stay False and the step above never runs.
 
 A record's fate is its `DeliveryHandle`: `done()`, `outcome` (`Acknowledged`,
@@ -63,12 +63,12 @@ A record's fate is its `DeliveryHandle`: `done()`, `outcome` (`Acknowledged`,
 
 from __future__ import annotations
 
-from trio_kafka.producer._accumulator import BatchSpan
-from trio_kafka.producer._backoff import ExponentialBackoff
-from trio_kafka.producer._batch import DeliveryHandle, ProducerBatch
-from trio_kafka.producer._config import BufferFullStrategy, ProducerConfig, TimeUnitWarning
-from trio_kafka.producer._core import Action, Decision, MetricsSnapshot, ProducerCore, Settled
-from trio_kafka.producer._load import (
+from trio_kafka.core._accumulator import BatchSpan
+from trio_kafka.core._backoff import ExponentialBackoff
+from trio_kafka.core._batch import DeliveryHandle, ProducerBatch
+from trio_kafka.core._config import BufferFullStrategy, ProducerConfig, TimeUnitWarning
+from trio_kafka.core._core import Action, Decision, MetricsSnapshot, ProducerCore, Settled
+from trio_kafka.core._load import (
     DEFAULT_BATCH_BYTES,
     LOAD_HEADER,
     LOADER_ROUTING,
@@ -88,8 +88,8 @@ from trio_kafka.producer._load import (
     routing_of,
     row_of,
 )
-from trio_kafka.producer._partitioner import ClusterView, partition_for_key
-from trio_kafka.producer._record import (
+from trio_kafka.core._partitioner import ClusterView, partition_for_key
+from trio_kafka.core._record import (
     Acknowledged,
     Ambiguous,
     Failed,
@@ -99,14 +99,14 @@ from trio_kafka.producer._record import (
     Result,
     record_size,
 )
-from trio_kafka.producer._rules import MismatchSettler, Rules, current_rules, rules_in_effect
-from trio_kafka.producer._sequencer import (
+from trio_kafka.core._rules import MismatchSettler, Rules, current_rules, rules_in_effect
+from trio_kafka.core._sequencer import (
     PartitionSequence,
     Sequencer,
     SequenceVerdict,
     SequencingPolicy,
 )
-from trio_kafka.producer._transaction import (
+from trio_kafka.core._transaction import (
     Coordinator,
     CoordinatorType,
     GroupMetadata,

@@ -134,6 +134,10 @@ from typing import Any
 
 import attrs
 
+from trio_kafka.core._backoff import ExponentialBackoff
+from trio_kafka.core._batch import ProducerBatch
+from trio_kafka.core._record import AmbiguousWriteError
+from trio_kafka.core._rule_context import rules_for
 from trio_kafka.errors import (
     ErrorCode,
     FatalBrokerError,
@@ -149,10 +153,6 @@ from trio_kafka.errors import (
     error_for_code,
     error_info,
 )
-from trio_kafka.producer._backoff import ExponentialBackoff
-from trio_kafka.producer._batch import ProducerBatch
-from trio_kafka.producer._record import AmbiguousWriteError
-from trio_kafka.producer._rule_context import rules_for
 from trio_kafka.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
 from trio_kafka.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
@@ -874,7 +874,7 @@ class TxnRequestQueue:
 
 
 class TransactionRules:
-    """The transaction manager's part of the rules (producer/_rules.py gathers them
+    """The transaction manager's part of the rules (core/_rules.py gathers them
     into `Rules`)."""
 
     def end_txn_bumps_epoch(self, manager: TransactionManager) -> bool:
@@ -936,7 +936,7 @@ class TransactionManager:
         rules: TransactionRules | None = None,
     ) -> None:
         self.transactional_id = transactional_id
-        #: The decisions where a wrong rule tears transactions (producer/_rules.py).
+        #: The decisions where a wrong rule tears transactions (core/_rules.py).
         self.rules = rules_for(TransactionRules) if rules is None else rules
         self.transaction_timeout = transaction_timeout
         # The coordinator requests: queued, in flight, their versions and coordinators.

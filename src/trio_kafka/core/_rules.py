@@ -11,16 +11,16 @@ declared here):
 
 | part | declared in | decision points |
 | --- | --- | --- |
-| `CoreRules` | producer/_core.py | epoch_bump, lost_request, requeue, give_up_lost, answered_after_append, behind_failed_cas |
-| `SequencerRules` | producer/_sequencer.py | unknown_producer, drop_on_rewrite |
-| `TransactionRules` | producer/_transaction.py | end_txn_bumps_epoch, unknown_commit_outcome, init_when_ready, send_failure_taints_transaction |
-| `LoadRules` | producer/_load.py | loaded_through, load_batch_offset, load_answer |
-| `Rules` (here) | producer/_rules.py | offset_after_mismatch, pipelined_offset, settle_mismatch (client/_conditional.py) |
+| `CoreRules` | core/_core.py | epoch_bump, lost_request, requeue, give_up_lost, answered_after_append, behind_failed_cas |
+| `SequencerRules` | core/_sequencer.py | unknown_producer, drop_on_rewrite |
+| `TransactionRules` | core/_transaction.py | end_txn_bumps_epoch, unknown_commit_outcome, init_when_ready, send_failure_taints_transaction |
+| `LoadRules` | core/_load.py | loaded_through, load_batch_offset, load_answer |
+| `Rules` (here) | core/_rules.py | offset_after_mismatch, pipelined_offset, settle_mismatch (client/_conditional.py) |
 
 The deciding objects take their rules when they are built (`rules=`), by default the
 rules in effect in the current context (`contextvars`, so trio tasks inherit them):
 `Rules()` unless a harness replaced them for a block with `rules_in_effect(...)`
-(producer/_rule_context.py holds the context, so that no deciding module imports this
+(core/_rule_context.py holds the context, so that no deciding module imports this
 one, which imports them all).
 
 Why a seam here at all: a test harness can check that it notices when one of these
@@ -35,10 +35,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from trio_kafka.producer._core import CoreRules
-from trio_kafka.producer._load import LoadRules
-from trio_kafka.producer._rule_context import installed_rules, installing
-from trio_kafka.producer._transaction import TransactionRules
+from trio_kafka.core._core import CoreRules
+from trio_kafka.core._load import LoadRules
+from trio_kafka.core._rule_context import installed_rules, installing
+from trio_kafka.core._transaction import TransactionRules
 
 if TYPE_CHECKING:
     from trio_kafka.errors import ExpectedOffsetMismatchError

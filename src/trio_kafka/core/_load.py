@@ -59,7 +59,7 @@ out (send its checkpoint row, commit), `restream` starts it over after an abort.
 
 The CAS window (`next_send`, `on_answer`). Up to `max_in_flight` (5, the broker's dedup
 window) batches are in flight; answers are taken in order, oldest first, and classified
-by the one error classification (producer/_core.py `classify`, through
+by the one error classification (core/_core.py `classify`, through
 `LoadRules.load_answer`):
 
 - acknowledged (NONE, DUPLICATE_SEQUENCE_NUMBER): the batch is done; the checkpoint
@@ -91,7 +91,7 @@ A batch without progress for `retry_timeout` seconds fails the load with an
 `AmbiguousError` (a rerun resumes after what landed). Delays: the injected `backoff`.
 
 The decisions where a wrong rule loses or duplicates rows are `LoadRules` (gathered with
-the others in producer/_rules.py, where a caller may pass its own).
+the others in core/_rules.py, where a caller may pass its own).
 
 State owned here: the queue of sealed unacknowledged batches in order (`_batches`),
 the open batch, the next expected offset and sequence, the producer id, the rewind
@@ -109,6 +109,10 @@ from itertools import repeat
 
 import attrs
 
+from trio_kafka.core._accumulator import record_sizes
+from trio_kafka.core._core import Action, classify
+from trio_kafka.core._partitioner import partition_for_key
+from trio_kafka.core._rule_context import rules_for
 from trio_kafka.errors import (
     AmbiguousError,
     ConcurrentWriteError,
@@ -118,10 +122,6 @@ from trio_kafka.errors import (
     RecordTooLargeError,
     error_for_code,
 )
-from trio_kafka.producer._accumulator import record_sizes
-from trio_kafka.producer._core import Action, classify
-from trio_kafka.producer._partitioner import partition_for_key
-from trio_kafka.producer._rule_context import rules_for
 from trio_kafka.records import BatchBuilder, Record
 
 # -- the identity of a loaded row -------------------------------------------------------
@@ -401,7 +401,7 @@ def load_failure(
 
 
 class LoadRules:
-    """The load pipeline's part of the rules (producer/_rules.py gathers them into
+    """The load pipeline's part of the rules (core/_rules.py gathers them into
     `Rules`)."""
 
     def loaded_through(self, resumed_after_row: int) -> int:
@@ -431,7 +431,7 @@ class LoadRules:
 
 
 def load_rules() -> LoadRules:
-    """The load rules in effect here: those a harness installed (producer/_rules.py
+    """The load rules in effect here: those a harness installed (core/_rules.py
     `rules_in_effect`), else the client's own."""
     return rules_for(LoadRules)
 
@@ -459,7 +459,7 @@ class LoadPipeline:
         rules: LoadRules | None = None,
         routing: bytes = b"",
     ) -> None:
-        #: The decisions where a wrong rule loses or duplicates rows (producer/_rules.py).
+        #: The decisions where a wrong rule loses or duplicates rows (core/_rules.py).
         self.rules = load_rules() if rules is None else rules
         if not 1 <= max_in_flight <= 5:
             raise ConfigError(
