@@ -145,9 +145,9 @@ def test_backoff_config_is_checked() -> None:
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [
-        ("request_timeout", "5", r"request_timeout must be a number \(int or float\), not str"),
-        ("client_id", 1, "client_id must be a str, not int"),
-        ("allow_auto_create_topics", "no", "allow_auto_create_topics must be True or False"),
+        ("request_timeout", "5", r"request_timeout='5' .* must be a number \(int or float\)"),
+        ("client_id", 1, "client_id=1 is not allowed: it must be a str, not int"),
+        ("allow_auto_create_topics", "no", "allow_auto_create_topics='no' .* True or False"),
     ],
 )
 def test_a_selector_option_of_the_wrong_type_names_it(

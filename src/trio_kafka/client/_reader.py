@@ -59,11 +59,11 @@ import collections
 import enum
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import attrs
 
-from trio_kafka.core import ExponentialBackoff
+from trio_kafka.core import ExponentialBackoff, must_be_positive, must_not_be_negative
 from trio_kafka.errors import (
     BrokerConnectionError,
     ConfigError,
@@ -110,16 +110,6 @@ _NULL_UUID = uuid.UUID(int=0)
 #: ListOffsets timestamps (KIP-79): the latest offset and the earliest one.
 _LATEST = -1
 _EARLIEST = -2
-
-
-def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
-    if not value > 0:
-        raise ConfigError(f"{attribute.name} must be positive, not {value!r}")
-
-
-def _not_negative(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
-    if value < 0:
-        raise ConfigError(f"{attribute.name} must not be negative, not {value!r}")
 
 
 # -- what a Fetch answer means (pure) ---------------------------------------------------
@@ -376,9 +366,9 @@ class PartitionReader:
     isolation: IsolationLevel = attrs.field(
         default=IsolationLevel.READ_UNCOMMITTED, converter=_isolation
     )
-    max_bytes: int = attrs.field(default=1024 * 1024, validator=_positive)
-    max_wait: float = attrs.field(default=0.5, validator=_not_negative)
-    timeout: float = attrs.field(default=30.0, validator=_positive)
+    max_bytes: int = attrs.field(default=1024 * 1024, validator=must_be_positive)
+    max_wait: float = attrs.field(default=0.5, validator=must_not_be_negative)
+    timeout: float = attrs.field(default=30.0, validator=must_be_positive)
     # Backoff between retries, from the selector's config (owned here, immutable).
     _backoff: ExponentialBackoff = attrs.field(init=False)
 

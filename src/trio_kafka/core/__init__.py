@@ -66,7 +66,15 @@ from __future__ import annotations
 from trio_kafka.core._accumulator import BatchSpan
 from trio_kafka.core._backoff import ExponentialBackoff
 from trio_kafka.core._batch import DeliveryHandle, ProducerBatch
-from trio_kafka.core._config import BufferFullStrategy, ProducerConfig, TimeUnitWarning
+from trio_kafka.core._config import (
+    BufferFullStrategy,
+    ProducerConfig,
+    TimeUnitWarning,
+    must_be_flag,
+    must_be_positive,
+    must_be_str,
+    must_not_be_negative,
+)
 from trio_kafka.core._core import Action, Decision, MetricsSnapshot, ProducerCore, Settled
 from trio_kafka.core._load import (
     DEFAULT_BATCH_BYTES,
@@ -120,7 +128,7 @@ from trio_kafka.core._transaction import (
 )
 
 # What other packages of trio_kafka use (the client, the simulator, the network layer's
-# backoff); everything else is private to the core.
+# backoff and option validators); everything else is private to the core.
 __all__ = [
     "DEFAULT_BATCH_BYTES",
     "LOADER_ROUTING",
@@ -175,6 +183,10 @@ __all__ = [
     "current_rules",
     "encode_routing",
     "load_rules",
+    "must_be_flag",
+    "must_be_positive",
+    "must_be_str",
+    "must_not_be_negative",
     "partition_for_key",
     "partition_of",
     "record_size",

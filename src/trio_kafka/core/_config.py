@@ -42,7 +42,10 @@ below is the reference (Java name, default, meaning).
 | `telemetry_headers` | (ours: W3C trace context) | `True` (the send span's context in each record's headers) |
 
 A wrong value or a contradictory combination raises `ConfigError` naming the option and
-what is allowed; `from_kwargs` also catches misspelt option names.
+what is allowed; `from_kwargs` also catches misspelt option names. The field validators
+(`must_be_positive`, `must_not_be_negative`, `must_be_flag`, `must_be_str`) are the one
+check of an option's value: the selector's and the partition reader's options use them
+too, so an option shared with the producer is refused in the same words wherever it is set.
 """
 
 from __future__ import annotations
@@ -172,21 +175,21 @@ def _number(attribute: attrs.Attribute[Any], value: object, rule: str) -> None:
         )
 
 
-def _positive(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+def must_be_positive(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     _number(attribute, value, "> 0")
     assert isinstance(value, int | float)
     if not value > 0:  # NaN too
         raise ConfigError(f"{attribute.name}={value!r} is not allowed: it must be > 0")
 
 
-def _non_negative(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+def must_not_be_negative(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     _number(attribute, value, ">= 0")
     assert isinstance(value, int | float)
     if not value >= 0:  # NaN too
         raise ConfigError(f"{attribute.name}={value!r} is not allowed: it must be >= 0")
 
 
-def _flag(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+def must_be_flag(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     # A str from a config file ("false") would be true: refused, not guessed.
     if not isinstance(value, bool):
         raise ConfigError(
@@ -197,10 +200,10 @@ def _flag(instance: object, attribute: attrs.Attribute[Any], value: object) -> N
 
 def _optional_flag(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None:
-        _flag(instance, attribute, value)
+        must_be_flag(instance, attribute, value)
 
 
-def _text(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+def must_be_str(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, str):
         raise ConfigError(
             f"{attribute.name}={value!r} is not allowed: it must be a str, not "
@@ -211,7 +214,7 @@ def _text(instance: object, attribute: attrs.Attribute[Any], value: object) -> N
 def _transactional_id(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is None:
         return
-    _text(instance, attribute, value)
+    must_be_str(instance, attribute, value)
     if not value:
         # Kafka's coordinator answers INVALID_REQUEST to an empty one.
         raise ConfigError(
@@ -255,7 +258,7 @@ def _interceptors(value: object) -> tuple[Any, ...]:
     return interceptors
 
 
-def _positive_int(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+def must_be_positive_int(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ConfigError(f"{attribute.name}={value!r} is not allowed: it must be an int > 0")
 
@@ -293,34 +296,36 @@ class ProducerConfig:
     """Every producer option (see the module's table for Java names and defaults)."""
 
     acks: int = attrs.field(default=-1, converter=_acks)
-    enable_idempotence: bool = attrs.field(default=True, validator=_flag)
-    max_in_flight: int = attrs.field(default=5, validator=_positive_int)
-    retries: int = attrs.field(default=_MAX_RETRIES, validator=_non_negative)
-    retry_backoff: float = attrs.field(default=0.1, validator=_non_negative)
-    retry_backoff_max: float = attrs.field(default=1.0, validator=_non_negative)
-    request_timeout: float = attrs.field(default=30.0, validator=_positive)
-    delivery_timeout: float = attrs.field(default=120.0, validator=_positive)
-    linger: float = attrs.field(default=0.005, validator=_non_negative)
-    batch_size: int = attrs.field(default=1_000_000, validator=_positive_int)
-    buffer_memory: int = attrs.field(default=32 * 1024 * 1024, validator=_positive_int)
-    max_block: float = attrs.field(default=60.0, validator=_non_negative)
-    max_request_size: int = attrs.field(default=1024 * 1024, validator=_positive_int)
+    enable_idempotence: bool = attrs.field(default=True, validator=must_be_flag)
+    max_in_flight: int = attrs.field(default=5, validator=must_be_positive_int)
+    retries: int = attrs.field(default=_MAX_RETRIES, validator=must_not_be_negative)
+    retry_backoff: float = attrs.field(default=0.1, validator=must_not_be_negative)
+    retry_backoff_max: float = attrs.field(default=1.0, validator=must_not_be_negative)
+    request_timeout: float = attrs.field(default=30.0, validator=must_be_positive)
+    delivery_timeout: float = attrs.field(default=120.0, validator=must_be_positive)
+    linger: float = attrs.field(default=0.005, validator=must_not_be_negative)
+    batch_size: int = attrs.field(default=1_000_000, validator=must_be_positive_int)
+    buffer_memory: int = attrs.field(default=32 * 1024 * 1024, validator=must_be_positive_int)
+    max_block: float = attrs.field(default=60.0, validator=must_not_be_negative)
+    max_request_size: int = attrs.field(default=1024 * 1024, validator=must_be_positive_int)
     compression: str = attrs.field(default="none", validator=_one_of(*_CODECS))
     compression_level: int | None = attrs.field(default=None, validator=_optional_int)
     partitioner: str | Callable[..., int] = attrs.field(default="sticky", validator=_partitioner)
-    partitioner_ignore_keys: bool = attrs.field(default=False, validator=_flag)
-    partitioner_adaptive: bool = attrs.field(default=True, validator=_flag)
-    partitioner_availability_timeout: float = attrs.field(default=0.0, validator=_non_negative)
-    leader_switch_interval: float = attrs.field(default=30.0, validator=_positive)
-    client_id: str = attrs.field(default="trio-kafka", validator=_text)
+    partitioner_ignore_keys: bool = attrs.field(default=False, validator=must_be_flag)
+    partitioner_adaptive: bool = attrs.field(default=True, validator=must_be_flag)
+    partitioner_availability_timeout: float = attrs.field(
+        default=0.0, validator=must_not_be_negative
+    )
+    leader_switch_interval: float = attrs.field(default=30.0, validator=must_be_positive)
+    client_id: str = attrs.field(default="trio-kafka", validator=must_be_str)
     transactional_id: str | None = attrs.field(default=None, validator=_transactional_id)
-    transaction_timeout: float = attrs.field(default=60.0, validator=_positive)
-    metadata_max_age: float = attrs.field(default=300.0, validator=_positive)
-    metadata_max_idle: float = attrs.field(default=300.0, validator=_positive)
-    connections_max_idle: float = attrs.field(default=540.0, validator=_positive)
-    reconnect_backoff: float = attrs.field(default=0.05, validator=_non_negative)
-    reconnect_backoff_max: float = attrs.field(default=1.0, validator=_non_negative)
-    close_timeout: float = attrs.field(default=30.0, validator=_non_negative)
+    transaction_timeout: float = attrs.field(default=60.0, validator=must_be_positive)
+    metadata_max_age: float = attrs.field(default=300.0, validator=must_be_positive)
+    metadata_max_idle: float = attrs.field(default=300.0, validator=must_be_positive)
+    connections_max_idle: float = attrs.field(default=540.0, validator=must_be_positive)
+    reconnect_backoff: float = attrs.field(default=0.05, validator=must_not_be_negative)
+    reconnect_backoff_max: float = attrs.field(default=1.0, validator=must_not_be_negative)
+    close_timeout: float = attrs.field(default=30.0, validator=must_not_be_negative)
     buffer_full_strategy: BufferFullStrategy = attrs.field(
         default=BufferFullStrategy.BLOCK, converter=_strategy
     )
@@ -332,7 +337,7 @@ class ProducerConfig:
     )
     interceptors: Sequence[Any] = attrs.field(default=(), converter=_interceptors)
     telemetry: bool | None = attrs.field(default=None, validator=_optional_flag)
-    telemetry_headers: bool = attrs.field(default=True, validator=_flag)
+    telemetry_headers: bool = attrs.field(default=True, validator=must_be_flag)
 
     def __attrs_post_init__(self) -> None:
         # Cross-option rules, as Java's ProducerConfig.postProcessAndValidateIdempotenceConfigs
