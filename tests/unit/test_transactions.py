@@ -705,12 +705,19 @@ def test_add_partitions_without_answer_during_abort_is_resent_before_the_abort()
         assert result.done() and result.error is None and m.state is S.READY
 
 
-def test_resent_end_txn_without_answer_is_sent_again() -> None:
-    m = ready(epoch=5)
+def _unanswered_commit(versions: dict[int, int] = V1) -> TransactionManager:
+    """A manager at epoch 5 whose commit's EndTxn went unanswered: the outcome is
+    unknown, and the next `init()` settles it."""
+    m = ready(versions, epoch=5)
     m.begin()
     add(m, ("t", 0))
     m.commit()
     m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("no answer"), 0.0)
+    return m
+
+
+def test_resent_end_txn_without_answer_is_sent_again() -> None:
+    m = _unanswered_commit()
     reinit = m.init()
     answer(m, K.FIND_COORDINATOR, found())
     m.handle_failure(expect(m, K.END_TXN, now=5.0), ConnectionLostError("reset"), 5.0)
@@ -724,11 +731,7 @@ def test_resends_that_keep_going_unanswered_give_way_to_the_bump() -> None:
     # Tansu drops the connection at every resend of an EndTxn whose first copy was cut:
     # after SETTLE_ATTEMPTS the producer bumps instead (on Kafka a bump that finds the
     # transaction open is fenced: fatal, never silent).
-    m = ready(epoch=5)
-    m.begin()
-    add(m, ("t", 0))
-    m.commit()
-    m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("no answer"), 0.0)
+    m = _unanswered_commit()
     reinit = m.init()
     now = 0.0
     for _ in range(SETTLE_ATTEMPTS):
@@ -742,11 +745,7 @@ def test_resends_that_keep_going_unanswered_give_way_to_the_bump() -> None:
 
 
 def test_resent_end_txn_refused_as_fenced_is_fatal() -> None:
-    m = ready(epoch=5)
-    m.begin()
-    add(m, ("t", 0))
-    m.commit()
-    m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("no answer"), 0.0)
+    m = _unanswered_commit()
     reinit = m.init()
     answer(m, K.FIND_COORDINATOR, found())
     settle = expect(m, K.END_TXN, now=5.0)
@@ -757,11 +756,7 @@ def test_resent_end_txn_refused_as_fenced_is_fatal() -> None:
 
 
 def test_re_init_before_kip_360_sends_no_epoch() -> None:
-    m = ready({**V1, 22: 2})
-    m.begin()
-    add(m, ("t", 0))
-    m.commit()
-    m.handle_failure(expect(m, K.END_TXN), RequestTimeoutError("t"), 0.0)
+    m = _unanswered_commit({**V1, 22: 2})
     answer(m, K.FIND_COORDINATOR, found())
     answer(m, K.END_TXN, ended(), now=5.0)
     bump = expect(m, K.INIT_PRODUCER_ID, now=5.0)
