@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from trio_kafka.broker import ThreadedCluster, run_in_thread
 from trio_kafka.cli import main
@@ -18,23 +18,21 @@ def cluster() -> ThreadedCluster:  # type: ignore[misc]
         yield running
 
 
+def _load_keyed(rows: Path, cluster: ThreadedCluster, key_field: str) -> Result:
+    """`trio-kafka load ROWS --topic t --key-field KEY_FIELD` into the cluster."""
+    return CliRunner().invoke(
+        main,
+        [
+            *("load", str(rows), "--topic", "t", "--bootstrap", cluster.bootstrap),
+            *("--key-field", key_field, "--quiet"),
+        ],
+    )
+
+
 def test_tail_separates_fields_with_tabs(tmp_path: Path, cluster: ThreadedCluster) -> None:
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"id": "a", "n": 1}\n{"id": "b", "n": 2}\n')
-    loaded = CliRunner().invoke(
-        main,
-        [
-            "load",
-            str(rows),
-            "--topic",
-            "t",
-            "--bootstrap",
-            cluster.bootstrap,
-            "--key-field",
-            "id",
-            "--quiet",
-        ],
-    )
+    loaded = _load_keyed(rows, cluster, "id")
     assert loaded.exit_code == 0, loaded.output
     result = CliRunner().invoke(main, ["tail", "--topic", "t", "--bootstrap", cluster.bootstrap])
     assert result.exit_code == 0, result.output
@@ -55,20 +53,7 @@ def test_load_refuses_a_key_field_that_does_not_exist_before_writing(
 ) -> None:
     rows = tmp_path / name
     rows.write_text(content)
-    result = CliRunner().invoke(
-        main,
-        [
-            "load",
-            str(rows),
-            "--topic",
-            "t",
-            "--bootstrap",
-            cluster.bootstrap,
-            "--key-field",
-            "nope",
-            "--quiet",
-        ],
-    )
+    result = _load_keyed(rows, cluster, "nope")
     assert result.exit_code != 0
     assert "--key-field 'nope'" in result.output and names in result.output
     assert cluster.call(lambda: cluster.cluster.state.topics.get("t")) is None  # nothing written
@@ -79,20 +64,7 @@ def test_load_refuses_a_row_without_the_key_field_naming_the_line(
 ) -> None:
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"id": "a"}\n{"other": 1}\n')
-    result = CliRunner().invoke(
-        main,
-        [
-            "load",
-            str(rows),
-            "--topic",
-            "t",
-            "--bootstrap",
-            cluster.bootstrap,
-            "--key-field",
-            "id",
-            "--quiet",
-        ],
-    )
+    result = _load_keyed(rows, cluster, "id")
     assert result.exit_code != 0
     assert f"{rows}:2" in result.output and "'other'" in result.output
     assert cluster.call(lambda: cluster.cluster.state.topics.get("t")) is None
