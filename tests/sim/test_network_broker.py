@@ -70,8 +70,10 @@ def test_requests_round_trip_through_fragmentation_and_latency_spikes() -> None:
     assert seen == [0] * 5
 
 
-def test_reset_after_apply_leaves_the_request_applied_and_the_client_unsure() -> None:
-    plan = FaultPlan.fixed({FaultKind.RESET_AFTER_APPLY: 1.0}, PROFILE)
+def _create_topic_reset(fault: FaultKind) -> Cluster:
+    """CreateTopics for "t" under `fault` every time: the client sees the connection
+    lost; the cluster is returned to tell whether the broker applied it."""
+    plan = FaultPlan.fixed({fault: 1.0}, PROFILE)
 
     async def main(net: SimNetwork) -> None:
         stream = await net.transport().connect("broker-0", 9092)
@@ -84,23 +86,12 @@ def test_reset_after_apply_leaves_the_request_applied_and_the_client_unsure() ->
                     version=5,
                 )
 
-    cluster = with_cluster(plan, main)
-    assert "t" in cluster.state.topics
+    return with_cluster(plan, main)
+
+
+def test_reset_after_apply_leaves_the_request_applied_and_the_client_unsure() -> None:
+    assert "t" in _create_topic_reset(FaultKind.RESET_AFTER_APPLY).state.topics
 
 
 def test_reset_before_apply_leaves_the_broker_untouched() -> None:
-    plan = FaultPlan.fixed({FaultKind.RESET_BEFORE_APPLY: 1.0}, PROFILE)
-
-    async def main(net: SimNetwork) -> None:
-        stream = await net.transport().connect("broker-0", 9092)
-        async with open_connection(stream, "broker-0", 9092, node_id=0) as conn:
-            with pytest.raises(ConnectionLostError):
-                await conn.request(
-                    CreateTopicsRequest(
-                        topics=[CreatableTopic(name="t", num_partitions=1, replication_factor=1)]
-                    ),
-                    version=5,
-                )
-
-    cluster = with_cluster(plan, main)
-    assert "t" not in cluster.state.topics
+    assert "t" not in _create_topic_reset(FaultKind.RESET_BEFORE_APPLY).state.topics
