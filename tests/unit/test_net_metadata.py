@@ -159,3 +159,20 @@ def test_a_selector_option_of_the_wrong_type_names_it(
 
     with pytest.raises(ConfigError, match=message):
         SelectorConfig(bootstrap_servers="a:1", **{option: value})
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("max_wait", "5", r"max_wait='5' is not allowed: it must be a number \(int or float\)"),
+        ("max_bytes", 0, "max_bytes=0 is not allowed: it must be > 0"),
+    ],
+)
+def test_a_reader_option_out_of_range_or_of_the_wrong_type_names_it(
+    option: str, value: object, message: str
+) -> None:
+    # max_wait="5" raised a bare TypeError from the comparison ('<' between str and int).
+    from trio_kafka import PartitionReader
+
+    with pytest.raises(ConfigError, match=message):
+        PartitionReader(None, **{option: value})  # type: ignore[arg-type]

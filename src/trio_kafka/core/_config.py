@@ -166,36 +166,34 @@ def _acks(value: object) -> int:
     return value
 
 
-def _number(attribute: attrs.Attribute[Any], value: object, rule: str) -> None:
-    """A number's type first: `linger='5'` is not "below 0", it is a str."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(
-            f"{attribute.name}={value!r} is not allowed: it must be a number (int or float) "
-            f"{rule}, not {type(value).__name__}"
-        )
+_Validator = Callable[[object, "attrs.Attribute[Any]", object], None]
 
 
-def must_be_positive(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    _number(attribute, value, "> 0")
-    assert isinstance(value, int | float)
-    if not value > 0:  # NaN too
-        raise ConfigError(f"{attribute.name}={value!r} is not allowed: it must be > 0")
+def _wrong_type(name: str, value: object, what: str) -> ConfigError:
+    return ConfigError(
+        f"{name}={value!r} is not allowed: it must be {what}, not {type(value).__name__}"
+    )
 
 
-def must_not_be_negative(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    _number(attribute, value, ">= 0")
-    assert isinstance(value, int | float)
-    if not value >= 0:  # NaN too
-        raise ConfigError(f"{attribute.name}={value!r} is not allowed: it must be >= 0")
+def _number(rule: str, holds: Callable[[float], bool]) -> _Validator:
+    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        # The type first: `linger='5'` is not "below 0", it is a str.
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _wrong_type(attribute.name, value, f"a number (int or float) {rule}")
+        if not holds(value):  # NaN too
+            raise ConfigError(f"{attribute.name}={value!r} is not allowed: it must be {rule}")
+
+    return check
+
+
+must_be_positive = _number("> 0", lambda value: value > 0)
+must_not_be_negative = _number(">= 0", lambda value: value >= 0)
 
 
 def must_be_flag(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     # A str from a config file ("false") would be true: refused, not guessed.
     if not isinstance(value, bool):
-        raise ConfigError(
-            f"{attribute.name}={value!r} is not allowed: it must be True or False, not "
-            f"{type(value).__name__}"
-        )
+        raise _wrong_type(attribute.name, value, "True or False")
 
 
 def _optional_flag(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -205,10 +203,7 @@ def _optional_flag(instance: object, attribute: attrs.Attribute[Any], value: obj
 
 def must_be_str(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, str):
-        raise ConfigError(
-            f"{attribute.name}={value!r} is not allowed: it must be a str, not "
-            f"{type(value).__name__}"
-        )
+        raise _wrong_type(attribute.name, value, "a str")
 
 
 def _transactional_id(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -225,26 +220,17 @@ def _transactional_id(instance: object, attribute: attrs.Attribute[Any], value: 
 
 def _optional_callable(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and not callable(value):
-        raise ConfigError(
-            f"{attribute.name}={value!r} is not allowed: it must be a callable (or None), not "
-            f"{type(value).__name__}"
-        )
+        raise _wrong_type(attribute.name, value, "a callable (or None)")
 
 
 def _optional_int(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ConfigError(
-            f"{attribute.name}={value!r} is not allowed: it must be an int (or None), not "
-            f"{type(value).__name__}"
-        )
+        raise _wrong_type(attribute.name, value, "an int (or None)")
 
 
 def _interceptors(value: object) -> tuple[Any, ...]:
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
-        raise ConfigError(
-            f"interceptors={value!r} is not allowed: it must be a list of interceptors, not "
-            f"{type(value).__name__}"
-        )
+        raise _wrong_type("interceptors", value, "a list of interceptors")
     interceptors = tuple(value)
     for interceptor in interceptors:
         # A plain function has neither hook: it would be skipped, silently.
