@@ -153,3 +153,11 @@ def test_trailing_bytes_after_the_last_record_are_named() -> None:
     struct.pack_into(">i", data, 57, 2)  # recordsCount 3 -> 2
     with pytest.raises(CorruptRecordError, match="follow the last of 2 records"):
         list(decode_batches(_fix_crc(data)))
+
+
+def test_a_varint_longer_than_five_bytes_is_named() -> None:
+    data = bytearray(_sample(Compression.NONE))
+    data[62:67] = b"\xff" * 5  # the first record's attributes, then its timestamp delta run on
+    data[61] = 0x80  # its length varint too: six bytes, each saying "more follows"
+    with pytest.raises(CorruptRecordError, match=r"varint.* longer than 5 bytes"):
+        list(decode_batches(_fix_crc(data)))

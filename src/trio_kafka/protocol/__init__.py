@@ -4,7 +4,9 @@
 declares every API (one module per API), headers, whole frames and the splitting of a
 stream into frames. `_produce.py` is the producer's fast path for its one hot request,
 byte for byte what the codec writes and reads: `ProduceFrame` (a Produce request from the
-producer's data) and `read_produce_answer` (its answer). See `docs/design.md` for where
+producer's data) and `read_produce_answer` (its answer). The varint readers
+(`read_uvarint`, `read_uvarlong`, raising `Malformed`) also serve the record batch
+decoder (records/), whose varints are the same encoding. See `docs/design.md` for where
 this layer sits.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 from ._codec import (
     DEFAULT_MAX_FRAME_SIZE,
     FrameSplitter,
+    Malformed,
     Request,
     RequestHeader,
     coalesce,
@@ -20,6 +23,8 @@ from ._codec import (
     encode_request,
     encode_request_parts,
     encode_response,
+    read_uvarint,
+    read_uvarlong,
 )
 from ._produce import ProduceAnswer, ProduceFrame, read_produce_answer
 from .messages import REQUEST_CLASSES, decode_request
@@ -28,6 +33,7 @@ __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "REQUEST_CLASSES",
     "FrameSplitter",
+    "Malformed",
     "ProduceAnswer",
     "ProduceFrame",
     "Request",
@@ -39,4 +45,6 @@ __all__ = [
     "encode_request_parts",
     "encode_response",
     "read_produce_answer",
+    "read_uvarint",
+    "read_uvarlong",
 ]

@@ -78,7 +78,8 @@ Codec = tuple[Reader, Writer, Sizer]
 
 
 class Malformed(Exception):
-    """Internal: the bytes contradict the schema (a bad length, a null where none may be)."""
+    """The bytes contradict the schema (a bad length, a null where none may be, a varint
+    too long); the struct readers and the record batch decoder turn it into their error."""
 
 
 #: What a reader may raise on bad input; struct readers turn these into `ProtocolError`.

@@ -24,6 +24,7 @@ import attrs
 from crc32c import crc32c
 
 from trio_kafka.errors import CorruptRecordError, UnsupportedCodecError
+from trio_kafka.protocol import Malformed, read_uvarint, read_uvarlong
 from trio_kafka.records._builder import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
@@ -303,7 +304,7 @@ def _decode_records(data: bytes, position: int, end: int, header: BatchHeader) -
             header.base_timestamp,
             log_append_time,
         )
-    except (IndexError, UnicodeDecodeError) as exc:
+    except (IndexError, UnicodeDecodeError, Malformed) as exc:
         raise CorruptRecordError(f"record data is truncated or malformed {where}: {exc}") from exc
     except _BadRecord as exc:
         raise CorruptRecordError(f"{exc.args[0]} {where}") from None
@@ -342,7 +343,7 @@ def _parse_records(
         if u < 0x80:
             p += 1
         else:
-            u, p = _read_unsigned(data, p, 5)
+            u, p = read_uvarint(data, p)
         length = (u >> 1) ^ -(u & 1)
         record_end = p + length
         if length < 6 or record_end > end:
@@ -352,19 +353,19 @@ def _parse_records(
         if u < 0x80:
             p += 1
         else:
-            u, p = _read_unsigned(data, p, 10)
+            u, p = read_uvarlong(data, p)
         timestamp_delta = (u >> 1) ^ -(u & 1)
         u = data[p]
         if u < 0x80:
             p += 1
         else:
-            u, p = _read_unsigned(data, p, 5)
+            u, p = read_uvarint(data, p)
         offset_delta = (u >> 1) ^ -(u & 1)
         u = data[p]
         if u < 0x80:
             p += 1
         else:
-            u, p = _read_unsigned(data, p, 5)
+            u, p = read_uvarint(data, p)
         size = (u >> 1) ^ -(u & 1)
         if size >= 0:
             key: bytes | None = data[p : p + size]
@@ -377,7 +378,7 @@ def _parse_records(
         if u < 0x80:
             p += 1
         else:
-            u, p = _read_unsigned(data, p, 5)
+            u, p = read_uvarint(data, p)
         size = (u >> 1) ^ -(u & 1)
         if size >= 0:
             value: bytes | None = data[p : p + size]
@@ -390,7 +391,7 @@ def _parse_records(
         if u < 0x80:
             p += 1
         else:
-            u, p = _read_unsigned(data, p, 5)
+            u, p = read_uvarint(data, p)
         header_count = (u >> 1) ^ -(u & 1)
         if header_count:
             headers, p = _parse_headers(data, p, record_end, header_count, index)
@@ -414,30 +415,6 @@ def _parse_records(
     return records
 
 
-def _read_unsigned(data: bytes, position: int, max_bytes: int) -> tuple[int, int]:
-    """Read an unsigned LEB128 value (the varint under a zigzag one, `_builder.py`);
-    returns (value, position after it).
-
-    Raises IndexError when `data` ends first (callers turn it into CorruptRecordError)
-    and CorruptRecordError when the encoding runs over `max_bytes` (5 for a varint, 10
-    for a varlong: Kafka's reader rejects longer encodings).
-    """
-    value = 0
-    shift = 0
-    start = position
-    while True:
-        byte = data[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, position
-        shift += 7
-        if position - start >= max_bytes:
-            raise CorruptRecordError(
-                f"varint at byte {start} is longer than {max_bytes} bytes",
-            )
-
-
 def _parse_headers(
     data: bytes, p: int, record_end: int, count: int, index: int
 ) -> tuple[tuple[Header, ...], int]:
@@ -445,13 +422,13 @@ def _parse_headers(
         raise _BadRecord(f"record {index} has header count {count}")
     headers: list[Header] = []
     for _ in range(count):
-        u, p = _read_unsigned(data, p, 5)
+        u, p = read_uvarint(data, p)
         size = (u >> 1) ^ -(u & 1)
         if size < 0 or p + size > record_end:
             raise _BadRecord(f"record {index} has a header key of length {size}")
         name = data[p : p + size].decode("utf-8")
         p += size
-        u, p = _read_unsigned(data, p, 5)
+        u, p = read_uvarint(data, p)
         size = (u >> 1) ^ -(u & 1)
         if size >= 0:
             if p + size > record_end:
