@@ -939,7 +939,7 @@ class Producer:
         driver = self._transactions()
         if driver.manager.state is TxnState.INITIALIZING:
             await driver.init()
-        elif driver.manager.state is TxnState.ABORTING:
+        elif driver.manager.state.is_aborting:
             await driver.abort()
         self.begin_transaction()
         span = self._txn_span

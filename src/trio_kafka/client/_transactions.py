@@ -410,11 +410,8 @@ class TransactionDriver:
     async def abort_bounded(self) -> None:
         """The abort after an exception or cancellation: shielded, at most
         `abort_timeout`; a failure is logged (the caller's exception goes on)."""
-        if self.manager.state not in (
-            TxnState.IN_TRANSACTION,
-            TxnState.ABORTABLE_ERROR,
-            TxnState.ABORTING,
-        ):
+        state = self.manager.state
+        if not (state is TxnState.IN_TRANSACTION or state.is_abortable_error or state.is_aborting):
             return
         with anyio.CancelScope(shield=True) as scope:
             scope.deadline = anyio.current_time() + self.abort_timeout
