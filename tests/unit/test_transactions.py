@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -184,6 +185,14 @@ def test_an_event_in_the_table_moves_to_its_next_state(src: TxnState, event: Txn
     assert m.state is TABLE[(src, event)][0]
 
 
+def test_the_abort_plan_never_shrinks_until_the_transaction_is_over() -> None:
+    for (src, event), (dst, _) in TABLE.items():
+        if dst not in (S.READY, S.FATAL_ERROR):
+            assert dst.abort_plan >= src.abort_plan, (src, event, dst)
+        if event is TxnEvent.ABORT:
+            assert dst.abort_plan is src.abort_plan, (src, dst)  # the abort keeps it
+
+
 def test_every_move_in_the_table_is_reachable_through_the_public_api(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -230,6 +239,43 @@ def test_every_move_in_the_table_is_reachable_through_the_public_api(
     m.abort()
     answer(m, K.END_TXN, ended())
     answer(m, K.INIT_PRODUCER_ID, pid(2))
+    # How the abort must end grows, in every failing and aborting state, up to a bump
+    # alone (INVALID_PRODUCER_EPOCH: the coordinator refuses our epoch, KIP-588).
+    m.begin()
+    add(m, ("t", 0))
+    m.partition_failed(("t", 0), BrokerError(ErrorCode.INVALID_PRODUCER_EPOCH))
+    m.abort()
+    answer(m, K.INIT_PRODUCER_ID, pid(3))
+    m.begin()
+    add(m, ("t", 0))
+    m.partition_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE))
+    m.partition_failed(("t", 0), BrokerError(ErrorCode.INVALID_PRODUCER_EPOCH))
+    m.abort()
+    answer(m, K.INIT_PRODUCER_ID, pid(4))
+    for failed in (False, True):
+        m.begin()
+        add(m, ("t", 0))
+        if failed:
+            m.partition_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE))
+        m.abort()
+        answer(m, K.END_TXN, ended(ErrorCode.INVALID_PRODUCER_EPOCH))
+        answer(m, K.INIT_PRODUCER_ID, pid(5 + failed))
+    # The coordinator will not abort at our epoch: the bump does.
+    m.begin()
+    add(m, ("t", 0))
+    m.abort()
+    answer(m, K.END_TXN, ended(ErrorCode.UNKNOWN_PRODUCER_ID))
+    answer(m, K.INIT_PRODUCER_ID, pid(7))
+    assert m.state is S.READY
+    # Transactions v2: the abort's EndTxn bumps the epoch itself.
+    v2 = ready(V2, tv=2)
+    v2.begin()
+    v2.maybe_add_partition(("t", 0))
+    v2.sequenced(("t", 0))
+    v2.partition_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE))
+    v2.abort()
+    answer(v2, K.END_TXN, ended(producer_id=PID, epoch=1))
+    assert v2.state is S.READY
     # A transaction handed off, and adopted by another manager that commits it.
     _handed_off()
     adopter = manager()
@@ -244,6 +290,8 @@ def test_every_move_in_the_table_is_reachable_through_the_public_api(
         _aborting,
         _aerr,
         _handed_off,
+        *(_failing(plan) for plan in ("end", "then bump", "by bump")),
+        *(_failing(plan, aborting=True) for plan in ("end", "then bump", "by bump")),
     ):
         reach().close()
     assert seen == set(TABLE)
@@ -285,6 +333,36 @@ def _aerr() -> TransactionManager:
     m = _in_txn()
     m.partition_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE))
     return m
+
+
+def _failing(plan: str, *, aborting: bool = False) -> Callable[[], TransactionManager]:
+    """A transaction failing (or aborting) whose abort must end as `plan` says: EndTxn,
+    EndTxn then an epoch bump (a batch with a sequence failed), or the bump alone (the
+    coordinator refused our epoch)."""
+
+    def reach() -> TransactionManager:
+        m = _in_txn()
+        add(m, ("t", 0))
+        code = (
+            ErrorCode.INVALID_PRODUCER_EPOCH if plan == "by bump" else ErrorCode.MESSAGE_TOO_LARGE
+        )
+        m.partition_failed(("t", 0), BrokerError(code), sequenced=plan != "end")
+        if aborting:
+            m.abort()
+        assert (
+            m.state
+            is {
+                ("end", False): S.ABORTABLE_ERROR,
+                ("then bump", False): S.ABORTABLE_ERROR_THEN_BUMP,
+                ("by bump", False): S.ABORTABLE_ERROR_BY_BUMP,
+                ("end", True): S.ABORTING,
+                ("then bump", True): S.ABORTING_THEN_BUMP,
+                ("by bump", True): S.ABORTING_BY_BUMP,
+            }[(plan, aborting)]
+        )
+        return m
+
+    return reach
 
 
 def _handed_off() -> TransactionManager:
@@ -666,7 +744,7 @@ def test_abort_without_answer_is_resent_at_the_same_epoch_then_bumped() -> None:
     add(m, ("t", 0))
     result = m.abort()
     m.handle_failure(expect(m, K.END_TXN), ConnectionLostError("reset"), 0.0)
-    assert not result.done() and m.state is S.ABORTING
+    assert not result.done() and m.state is S.ABORTING_THEN_BUMP
     answer(m, K.FIND_COORDINATOR, found())
     again = expect(m, K.END_TXN, now=5.0)
     assert (again.message.producer_epoch, again.message.committed) == (2, False)
@@ -883,8 +961,9 @@ def test_a_failed_batch_makes_the_abort_bump_the_epoch_kip_360() -> None:
     m.begin()
     add(m, ("t", 0))
     m.partition_failed(("t", 0), BrokerError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER))
-    assert m.state is S.ABORTABLE_ERROR
+    assert m.state is S.ABORTABLE_ERROR_THEN_BUMP
     result = m.abort()
+    assert m.state is S.ABORTING_THEN_BUMP
     answer(m, K.END_TXN, ended())
     assert not result.done()  # the bump is part of the abort
     assert m.next_request(0.0, batches_unfinished=True) is None
@@ -919,7 +998,7 @@ def test_a_failed_batch_during_commit_fails_the_commit() -> None:
     assert m.next_request(0.0, batches_unfinished=True) is None
     m.partition_failed(("t", 0), BrokerError(ErrorCode.MESSAGE_TOO_LARGE))
     assert isinstance(result.error, AbortableError)
-    assert m.state is S.ABORTABLE_ERROR
+    assert m.state is S.ABORTABLE_ERROR_THEN_BUMP  # the batch had a sequence number
     assert m.next_request(0.0) is None  # the EndTxn(commit) was dropped
 
 

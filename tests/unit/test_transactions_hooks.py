@@ -111,8 +111,8 @@ def test_a_sequence_gap_in_a_transaction_is_no_epoch_bump_for_the_driver() -> No
     b0, b1 = drain(core)[0], drain(core)[0]
     answer(core, b0, 0.0, base_offset=0)
     answer(core, b1, 0.0, error_code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
-    assert txn.state is TxnState.ABORTABLE_ERROR
-    assert txn.abort_plan is AbortPlan.END_TXN_THEN_BUMP
+    assert txn.state is TxnState.ABORTABLE_ERROR_THEN_BUMP
+    assert txn.state.abort_plan is AbortPlan.END_TXN_THEN_BUMP
     assert not core.epoch_bump_due  # the abort bumps, through the manager
 
 
@@ -125,7 +125,8 @@ def test_a_failed_batch_reports_its_own_error_before_it_finishes() -> None:
     states: list[TxnState] = []
     batch.add_done_hook(lambda _b: states.append(txn.state))
     answer(core, batch, 0.0, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    assert states == [TxnState.ABORTABLE_ERROR]  # the manager knew when the batch finished
+    # The manager knew when the batch finished (and that the abort bumps: it had a sequence).
+    assert states == [TxnState.ABORTABLE_ERROR_THEN_BUMP]
     error = txn.last_error
     assert isinstance(error, TransactionAbortableError)
     assert isinstance(error.cause, BrokerError)
@@ -139,7 +140,7 @@ def test_on_final_without_an_error_still_makes_the_transaction_abortable() -> No
     policy = core.sequencing
     assert isinstance(policy, Sequencer) and policy.hooks is not None
     policy.on_final(batch, gap=False)  # an older caller that passes no error
-    assert txn.state is TxnState.ABORTABLE_ERROR
+    assert txn.state is TxnState.ABORTABLE_ERROR_THEN_BUMP
     assert isinstance(txn.last_error, TransactionAbortableError)
 
 
@@ -181,7 +182,7 @@ def test_unknown_producer_after_retention_restarts_the_sequences_without_a_bump(
     answer(core, b1, 0.1, error_code=ErrorCode.UNKNOWN_PRODUCER_ID, log_start_offset=20)
     assert txn.state is TxnState.IN_TRANSACTION  # no abort
     assert not core.sequencing.epoch_bump_required
-    assert txn.abort_plan is AbortPlan.END_TXN
+    assert txn.state.abort_plan is AbortPlan.END_TXN
     retry = drain(core, 1.0)[0]
     assert retry is b1
     assert (retry.producer_id, retry.producer_epoch, retry.base_sequence) == (77, 3, 0)
@@ -200,8 +201,8 @@ def test_no_reset_while_another_request_for_the_partition_is_out() -> None:
     answer(core, b0, 0.1, error_code=ErrorCode.UNKNOWN_PRODUCER_ID, log_start_offset=20)
     # b1's old sequence may still land: the safe path (abortable, bump after abort).
     assert b1.base_sequence == 1 and not b1.sequence_reset
-    assert txn.state is TxnState.ABORTABLE_ERROR
-    assert txn.abort_plan is AbortPlan.END_TXN_THEN_BUMP
+    assert txn.state is TxnState.ABORTABLE_ERROR_THEN_BUMP
+    assert txn.state.abort_plan is AbortPlan.END_TXN_THEN_BUMP
 
 
 def test_no_reset_when_an_earlier_attempt_may_have_been_written() -> None:
@@ -213,7 +214,7 @@ def test_no_reset_when_an_earlier_attempt_may_have_been_written() -> None:
     assert retry == [batch]
     answer(core, batch, 1.0, error_code=ErrorCode.UNKNOWN_PRODUCER_ID, log_start_offset=20)
     assert batch.base_sequence == 0 and not batch.sequence_reset
-    assert txn.state is TxnState.ABORTABLE_ERROR
+    assert txn.state is TxnState.ABORTABLE_ERROR_THEN_BUMP
 
 
 def test_unknown_producer_without_retention_is_abortable_in_a_transaction() -> None:
@@ -223,5 +224,5 @@ def test_unknown_producer_without_retention_is_abortable_in_a_transaction() -> N
     b1 = drain(core)[0]
     # Our write at 30 is still in the log: losing our state is not expected.
     answer(core, b1, 0.1, error_code=ErrorCode.UNKNOWN_PRODUCER_ID, log_start_offset=20)
-    assert txn.state is TxnState.ABORTABLE_ERROR
+    assert txn.state is TxnState.ABORTABLE_ERROR_THEN_BUMP
     assert b1.done

@@ -98,7 +98,7 @@ def test_a_failed_batch_makes_the_transaction_abortable_and_the_abort_bumps() ->
         {("t", 0): PartitionResponse(error_code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)},
         0.0,
     )
-    assert txn.state is TxnState.ABORTABLE_ERROR
+    assert txn.state is TxnState.ABORTABLE_ERROR_THEN_BUMP
     core.append("t", b"w", partition=1, now=0.0)
     error = txn.undrained_error()
     assert error is not None

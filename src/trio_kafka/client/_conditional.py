@@ -91,7 +91,7 @@ import attrs
 
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._open import new_writer_id, open_producer
-from trio_kafka.client._producer import Producer
+from trio_kafka.client._producer import Producer, transaction_commit_sent
 from trio_kafka.client._reader import CommittedInOrder, PartitionReader, committed_newest_first
 from trio_kafka.core import Acknowledged, Headers, Rules, current_rules
 from trio_kafka.errors import (
@@ -615,7 +615,7 @@ class ConditionalWriter:
                 except (ProducerFencedError, FatalError) as exc:
                     # Only our EndTxn(commit) commits the transaction: if none was sent
                     # (fenced at AddPartitionsToTxn, the usual), there is nothing to look for.
-                    sent = producer._transactions().commit_sent
+                    sent = transaction_commit_sent(producer)
                     await self._settle_fenced(todo, exc, look=sent)
                     return
                 except AmbiguousError:

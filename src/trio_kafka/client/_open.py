@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from trio_kafka.client._producer import Producer
+from trio_kafka.client._producer import Producer, running
 from trio_kafka.client._security import Security, pop_security
 from trio_kafka.client._telemetry import require_opentelemetry
 from trio_kafka.core import ProducerConfig
@@ -139,24 +139,13 @@ async def open_producer(
                 producer = Producer(
                     config, selector, clock, rng, wall_clock() - clock.now(), tasks, buggify
                 )
-                producer._start(metrics_interval)
-                try:
-                    yield producer
-                except BaseException as exc:
-                    body_error = exc
-                    # A zero timeout (Java's close(Duration.ZERO)): no flush, and an open
-                    # transaction is left to the coordinator's transaction timeout.
-                    producer._settle_everything(0.0)
-                    raise
-                try:
-                    with anyio.CancelScope(shield=True):
-                        await producer.aclose()
-                except BaseException:
-                    # asyncio's task.cancel() goes through anyio's shield: a close cut
-                    # short still settles every record (Ambiguous or Failed), never
-                    # leaves a handle pending.
-                    producer._settle_everything(0.0)
-                    raise
+                # Started here, closed on the way out (at once if the body raised).
+                async with running(producer, metrics_interval):
+                    try:
+                        yield producer
+                    except BaseException as exc:
+                        body_error = exc
+                        raise
     except BaseExceptionGroup as group:
         if body_error is not None and only_error(group, body_error):
             raise body_error from body_error.__cause__

@@ -73,7 +73,11 @@ from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
 from trio_kafka.client._sender import Sender
 from trio_kafka.client._telemetry import telemetry_for
-from trio_kafka.client._transactions import TopicPartition, TransactionDriver, transaction_driver
+from trio_kafka.client._transactions import (
+    TopicPartition,
+    TransactionDriver,
+    transaction_manager,
+)
 from trio_kafka.client._unknown_topics import UnknownTopics
 from trio_kafka.core import (
     BatchSpan,
@@ -87,6 +91,7 @@ from trio_kafka.core import (
     ProducerConfig,
     ProducerCore,
     ProducerRecord,
+    Sequencer,
     TxnState,
 )
 from trio_kafka.errors import (
@@ -155,7 +160,9 @@ class Producer:
         # The task group of the producer's own tasks (closing cancels it).
         self._nursery = nursery
         # Transactions (client/_transactions.py): None unless transactional_id is set.
-        self._txn = transaction_driver(config)
+        # The manager comes first (the core's sequencing hooks), its driver once the
+        # sender exists.
+        txn_manager = transaction_manager(config)
         core_config = config
         if callable(config.partitioner):
             core_config = attrs.evolve(config, partitioner=_checked_partitioner(config.partitioner))
@@ -164,7 +171,9 @@ class Producer:
             core_config,
             rng,
             wall_offset=wall_offset,
-            sequencing=None if self._txn is None else self._txn.sequencer,
+            sequencing=(
+                None if txn_manager is None else Sequencer(is_transactional=True, hooks=txn_manager)
+            ),
             handle_class=RecordHandle,  # made as RecordHandles: no class swap per send
         )
         # The core's appends, bound once.
@@ -173,6 +182,18 @@ class Producer:
         self._sender = Sender(
             self._core, selector, clock, nursery, self._notify_progress, self._on_fatal, buggify
         )
+        self._txn: TransactionDriver | None = None
+        if txn_manager is not None:
+            self._txn = TransactionDriver(
+                txn_manager,
+                config,
+                selector=selector,
+                core=self._core,
+                sender=self._sender,
+                clock=clock,
+                tasks=nursery,
+                state_changed=self.refresh_fast_path,
+            )
         self._new_event = self._sender.primitives.event
         # Set when batches reach a final state (replaced each time: `_notify_progress`).
         self._progress = self._new_event()
@@ -217,7 +238,7 @@ class Producer:
         # send() must leave its fast path (one test per send): kept by refresh_fast_path.
         self._detour = True
         if self._txn is not None:
-            self._txn.attach(self)  # starts the coordinator loop
+            self._txn.start()  # the coordinator loop
         self.refresh_fast_path()
 
     def __repr__(self) -> str:
@@ -918,7 +939,7 @@ class Producer:
         driver = self._transactions()
         if driver.manager.state is TxnState.INITIALIZING:
             await driver.init()
-        elif driver.manager.state is TxnState.ABORTING:
+        elif driver.manager.state.is_aborting:
             await driver.abort()
         self.begin_transaction()
         span = self._txn_span
@@ -963,6 +984,39 @@ class Producer:
             await anyio.sleep(interval)
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug("producer metrics: %s", self.metrics())
+
+
+# -- for the rest of client/ (package-internal: not methods, so users never see them) --
+
+
+@contextlib.asynccontextmanager
+async def running(producer: Producer, metrics_interval: float) -> AsyncIterator[Producer]:
+    """Package-internal (`open_producer`'s): start `producer`'s tasks, hand it to the
+    block, and close it on the way out (see the module doc). Leaving with an exception
+    closes at once, with a zero timeout (Java's close(Duration.ZERO): no flush, and an
+    open transaction is left to the coordinator's transaction timeout); so does a close
+    that is itself cut short (asyncio's task.cancel() goes through anyio's shield), which
+    still settles every record (Ambiguous or Failed), never leaves a handle pending."""
+    producer._start(metrics_interval)
+    try:
+        yield producer
+    except BaseException:
+        producer._settle_everything(0.0)
+        raise
+    try:
+        with anyio.CancelScope(shield=True):
+            await producer.aclose()
+    except BaseException:
+        producer._settle_everything(0.0)
+        raise
+
+
+def transaction_commit_sent(producer: Producer) -> bool:
+    """Package-internal (the conditional writer's): whether the EndTxn(commit) of
+    `producer`'s current transaction was sent (or was about to be). Until it is, a failed
+    transaction is certainly not committed. Raises `ConfigError` for a producer that
+    is not transactional."""
+    return producer._transactions().commit_sent
 
 
 def _fast_now(clock: Clock) -> Callable[[], float]:

@@ -2,13 +2,16 @@
 
 Theory of operation
 -------------------
-A producer opened with `transactional_id=` gets a `TransactionDriver`. It owns the
-sans-IO `TransactionManager` (core/_transaction.py) and the producer core's
-sequencing policy, the `Sequencer` with the manager as its hooks, so the core only drains
-a batch whose partition the manager allows (added with AddPartitionsToTxn, or under
-transactions v2 simply "a transaction is open"), and none while the transaction is
-failing. The manager owns InitProducerId; the driver installs the ids it hands out with
-`core.set_producer_id`.
+A producer opened with `transactional_id=` makes the sans-IO `TransactionManager`
+(core/_transaction.py, `transaction_manager`) first: its core's sequencing policy is the
+`Sequencer` with the manager as its hooks, so the core only drains a batch whose
+partition the manager allows (added with AddPartitionsToTxn, or under transactions v2
+simply "a transaction is open"), and none while the transaction is failing. Once the
+producer's sender exists, a `TransactionDriver` is made with the manager and the parts of
+the producer it works with, passed by name (the selector, the core, the sender, the
+clock, the producer's task group, and `state_changed`, the producer's fast-path
+recheck), and `start()`ed. The manager owns InitProducerId; the driver installs the ids
+it hands out with `core.set_producer_id`.
 
 One task, the coordinator loop (`run`), does every coordinator request, one at a time:
 
@@ -24,7 +27,7 @@ One task, the coordinator loop (`run`), does every coordinator request, one at a
    reaching a final state (EndTxn waits for every batch), or a pass of the sender after
    which ready batches wait for the coordinator loop (`manager.needs_coordinator`: a
    partition to add, or batches to fail). The sender does both for the loop it is
-   handed (`Sender.serve_coordinator`, in `attach`).
+   handed (`Sender.serve_coordinator`, in `start`).
 
 The user's calls (`init_transactions`, `begin_transaction`, `commit_transaction`,
 `abort_transaction`, `send_offsets_to_transaction`, `transaction()`) change the manager's
@@ -56,7 +59,7 @@ import logging
 import math
 import weakref
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.lowlevel
@@ -69,7 +72,6 @@ from trio_kafka.core import (
     ProducerBatch,
     ProducerConfig,
     ProducerCore,
-    Sequencer,
     TransactionManager,
     TxnRequest,
     TxnRequestKind,
@@ -101,21 +103,6 @@ logger = logging.getLogger("trio_kafka.producer.transactions")
 TopicPartition = tuple[str, int]
 
 
-class TransactionHost(Protocol):
-    """What the driver uses of the producer it is attached to (`Producer` is one),
-    named here so that this module does not import the producer's: no import cycle."""
-
-    config: ProducerConfig
-    selector: KafkaSelector
-    _sender: Sender
-    _nursery: TaskGroup
-    _clock: Clock
-    _core: ProducerCore
-    _now: Callable[[], float]
-
-    def refresh_fast_path(self) -> None: ...
-
-
 # The transaction coordinators found through each selector, by transactional id (module
 # doc): read when a driver attaches, written after each coordinator answer.
 _FOUND: weakref.WeakKeyDictionary[KafkaSelector, dict[str, Coordinator]] = (
@@ -136,16 +123,32 @@ def _remember_coordinator(
 class TransactionDriver:
     """The coordinator loop and the transactional calls of one producer (module doc)."""
 
-    def __init__(self, config: ProducerConfig) -> None:
-        self.manager = TransactionManager.from_config(config)
-        # The core's sequencing policy: the idempotent sequencer, with the transaction's
-        # rules (the manager is its hooks).
-        self.sequencer = Sequencer(is_transactional=True, hooks=self.manager)
+    def __init__(
+        self,
+        manager: TransactionManager,
+        config: ProducerConfig,
+        *,
+        selector: KafkaSelector,
+        core: ProducerCore,
+        sender: Sender,
+        clock: Clock,
+        tasks: TaskGroup,
+        state_changed: Callable[[], None],
+    ) -> None:
+        self.manager = manager
         self.config = config
         #: How long the abort of `transaction()` may take after an exception.
         self.abort_timeout = config.request_timeout
-        # Set by `attach` (the producer builds the core with our sequencer first).
-        self._producer: TransactionHost | None = None
+        # The producer's parts the driver works with (module doc): its selector, its
+        # core (whose sequencing the manager hooks), its sender, its clock, the task
+        # group its tasks run in, and what to call when the transaction's state changed
+        # (the producer rechecks send()'s fast path).
+        self._selector = selector
+        self._core = core
+        self._sender = sender
+        self._clock = clock
+        self._tasks = tasks
+        self._state_changed = state_changed
         self._wake_event = anyio.Event()
         # Set once the coordinator loop has ended (the producer closed, or a scope around
         # it was cancelled): nothing waited for in `_wait` can finish any more.
@@ -161,29 +164,19 @@ class TransactionDriver:
     def __repr__(self) -> str:
         return f"<TransactionDriver {self.manager!r}>"
 
-    def attach(self, producer: TransactionHost) -> None:
+    def start(self) -> None:
         """Start the coordinator loop, served by the producer's sender: it wakes the
         loop when batches settle (EndTxn waits for every batch) and after a pass that
         left ready batches waiting for it (`manager.needs_coordinator`)."""
-        self._producer = producer
         manager = self.manager
-        known = _FOUND.get(producer.selector, {}).get(manager.transactional_id)
+        known = _FOUND.get(self._selector, {}).get(manager.transactional_id)
         if known is not None and manager.coordinator is None:
             manager.requests.coordinator_found(
                 CoordinatorType.TRANSACTION, manager.transactional_id, known
             )
-        producer._sender.serve_coordinator(self.wake, lambda: manager.needs_coordinator)
+        self._sender.serve_coordinator(self.wake, lambda: manager.needs_coordinator)
         self.update_detour()
-        producer._nursery.start_soon(self.run, name="kafka-txn-coordinator")
-
-    @property
-    def _p(self) -> TransactionHost:
-        assert self._producer is not None, "the driver is not attached to a producer"
-        return self._producer
-
-    @property
-    def _sender(self) -> Sender:
-        return self._p._sender
+        self._tasks.start_soon(self.run, name="kafka-txn-coordinator")
 
     def wake(self) -> None:
         self._wake_event.set()
@@ -195,7 +188,7 @@ class TransactionDriver:
 
     def update_detour(self) -> None:
         """The transaction's state changed: the producer rechecks its fast path."""
-        self._p.refresh_fast_path()
+        self._state_changed()
 
     # -- the coordinator loop ----------------------------------------------------------
 
@@ -208,7 +201,7 @@ class TransactionDriver:
                 done.set()
 
     async def _loop(self) -> None:
-        clock = self._p._clock
+        clock = self._clock
         manager = self.manager
         while True:
             self._sync()
@@ -218,7 +211,7 @@ class TransactionDriver:
             # due retry look blocked, so the loop waited for an event that never came
             # (simulations/regressions/transactional-lite-1100.toml).
             now = clock.now()
-            unfinished = self._p._core.has_unfinished
+            unfinished = self._core.has_unfinished
             request = manager.next_request(now, batches_unfinished=unfinished)
             if request is not None:
                 await self._exchange(request)
@@ -241,7 +234,7 @@ class TransactionDriver:
                 self._wake_event = anyio.Event()
 
     def _sync(self) -> None:
-        manager, sender, core = self.manager, self._sender, self._p._core
+        manager, sender, core = self.manager, self._sender, self._core
         if manager.state is TxnState.FATAL_ERROR and sender.fatal_error is None:
             assert manager.last_error is not None
             sender.fatal(manager.last_error)
@@ -252,7 +245,7 @@ class TransactionDriver:
 
     async def _set_versions(self) -> None:
         """The coordinator's versions and `transaction.version` to the manager."""
-        selector = self._p.selector
+        selector = self._selector
         info: ApiVersionsInfo | None = None
         coordinator = self.manager.coordinator
         if coordinator is not None and coordinator.node_id in selector.node_ids:
@@ -273,7 +266,7 @@ class TransactionDriver:
             )
 
     async def _node_for(self, request: TxnRequest) -> int:
-        selector = self._p.selector
+        selector = self._selector
         coordinator = request.coordinator
         if coordinator is None:
             return selector.least_loaded_node()
@@ -288,8 +281,7 @@ class TransactionDriver:
         return coordinator.node_id
 
     async def _exchange(self, request: TxnRequest) -> None:
-        p = self._p
-        selector, clock, manager = p.selector, p._clock, self.manager
+        selector, clock, manager = self._selector, self._clock, self.manager
         sent = False
         if request.kind is TxnRequestKind.END_TXN and request.work.committed:
             self.commit_sent = True
@@ -312,7 +304,7 @@ class TransactionDriver:
         _remember_coordinator(selector, manager.transactional_id, manager.coordinator)
         if update.new_producer_id is not None:
             producer_id, epoch = update.new_producer_id
-            p._core.set_producer_id(producer_id, epoch, clock.now())
+            self._core.set_producer_id(producer_id, epoch, clock.now())
             logger.debug("transactional producer id %s epoch %s", producer_id, epoch)
 
     def batch_opened(self, batch: ProducerBatch) -> None:
@@ -378,7 +370,7 @@ class TransactionDriver:
         self.update_detour()
 
     async def commit(self) -> None:
-        core = self._p._core
+        core = self._core
         core.begin_flush()  # nothing lingers: EndTxn waits for every batch
         try:
             await self._wait(self.manager.commit())
@@ -402,12 +394,10 @@ class TransactionDriver:
         anything is sent: the coordinator would answer UNKNOWN_TOPIC_OR_PARTITION, which
         is retriable, until the transaction timed out. Fails fast as `send()` does
         (`KafkaSelector.wait_for_topic`); the transaction is left as it was."""
-        producer = self._p
-        deadline = producer._now() + producer.config.max_block
+        now = self._clock.now
+        deadline = now() + self.config.max_block
         for topic in sorted({topic for topic, _ in offsets}):
-            found = await producer.selector.wait_for_topic(
-                topic, timeout=max(deadline - producer._now(), 0.0)
-            )
+            found = await self._selector.wait_for_topic(topic, timeout=max(deadline - now(), 0.0))
             missing = sorted(
                 p for t, p in offsets if t == topic and not 0 <= p < found.partition_count
             )
@@ -420,11 +410,8 @@ class TransactionDriver:
     async def abort_bounded(self) -> None:
         """The abort after an exception or cancellation: shielded, at most
         `abort_timeout`; a failure is logged (the caller's exception goes on)."""
-        if self.manager.state not in (
-            TxnState.IN_TRANSACTION,
-            TxnState.ABORTABLE_ERROR,
-            TxnState.ABORTING,
-        ):
+        state = self.manager.state
+        if not (state is TxnState.IN_TRANSACTION or state.is_abortable_error or state.is_aborting):
             return
         with anyio.CancelScope(shield=True) as scope:
             scope.deadline = anyio.current_time() + self.abort_timeout
@@ -484,14 +471,15 @@ def _check_offsets(offsets: object, group_metadata: object) -> None:
         )
 
 
-def transaction_driver(config: ProducerConfig) -> TransactionDriver | None:
-    """The driver for a transactional config, None otherwise."""
-    return TransactionDriver(config) if config.transactional_id is not None else None
+def transaction_manager(config: ProducerConfig) -> TransactionManager | None:
+    """The manager for a transactional config, None otherwise (module doc: made before
+    the producer's core, handed to its `TransactionDriver` once the sender exists)."""
+    return TransactionManager.from_config(config) if config.transactional_id is not None else None
 
 
 __all__ = [
     "GroupMetadata",
     "OffsetAndMetadata",
     "TransactionDriver",
-    "transaction_driver",
+    "transaction_manager",
 ]

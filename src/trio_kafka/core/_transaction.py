@@ -18,10 +18,17 @@ The state is a `TxnState`, and it moves only by an event (`TxnEvent`) through on
 besides the state: the caller's result in progress (`pending_result`: created by
 init/commit/abort, completed or failed by the move that ends it), the transaction's
 partitions and whether the coordinator may know of it (`transaction_started`), whether
-it runs under transactions v2 (`transaction_v2`, decided at BEGIN), how an abort must
-end it (`abort_plan`, reset when it ends), the error kept, and the coordinator requests
-a move queues or drops. Two facts change between moves, each in one named method:
-`escalate` (how the abort must end only ever grows) and `transaction_known`.
+it runs under transactions v2 (`transaction_v2`, decided at BEGIN), the error kept, and
+the coordinator requests a move queues or drops. One fact changes between moves, in one
+named method: `transaction_known`.
+
+How an abort must end the transaction (`AbortPlan`: EndTxn; EndTxn then an epoch bump;
+or the bump alone) is part of the state: the failing and aborting states come in three,
+one per plan (ABORTABLE_ERROR, ABORTABLE_ERROR_THEN_BUMP, ABORTABLE_ERROR_BY_BUMP, and
+ABORTING, ABORTING_THEN_BUMP, ABORTING_BY_BUMP), `TxnState.abort_plan` says which, and
+ABORT keeps the plan. The plan only ever grows until the transaction ends: `escalate`
+moves by NEEDS_BUMP or EPOCH_REFUSED to the state with the larger plan, and the table
+has no move back (only to READY, when the transaction is over).
 
 The life of a transaction: UNINITIALIZED -INIT-> INITIALIZING (FindCoordinator,
 InitProducerId) -INITIALISED-> READY -BEGIN-> IN_TRANSACTION (partitions added as
@@ -31,9 +38,10 @@ batches become ready; offsets sent) -COMMIT or ABORT-> COMMITTING or ABORTING (E
 - abortable (a batch failed, a topic is not authorised, TRANSACTION_ABORTABLE...):
   FAILED -> ABORTABLE_ERROR; `commit()` raises the error, `abort()` works and the next
   transaction may begin. After a failed batch the sequences may have gaps, so the abort
-  also bumps the epoch (KIP-360: InitProducerId with the current id and epoch, after
+  also bumps the epoch (NEEDS_BUMP -> ABORTABLE_ERROR_THEN_BUMP, -ABORT->
+  ABORTING_THEN_BUMP; KIP-360: InitProducerId with the current id and epoch, after
   EndTxn; the abort ends with INITIALISED). Transactions v2 (KIP-890) need no extra
-  request: EndTxn itself bumps.
+  request: EndTxn itself bumps (ABORTING_THEN_BUMP -ENDED-> READY).
 - fatal (PRODUCER_FENCED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_TXN_STATE, ...):
   FATAL -> FATAL_ERROR, from any state; every later call raises the same error; close
   the producer.
@@ -282,8 +290,9 @@ class TxnRequestKind(enum.Enum):
 
 
 class AbortPlan(enum.IntEnum):
-    """How the open transaction must end if it aborts; it only ever escalates (`max`)
-    until the transaction is finished."""
+    """How the open transaction must end if it aborts: what a failing or aborting
+    `TxnState` says (`TxnState.abort_plan`). Ordered: it only ever grows until the
+    transaction is finished (`TransactionManager.escalate`)."""
 
     #: EndTxn(abort) at the current epoch.
     END_TXN = 0
@@ -366,17 +375,48 @@ class TxnUpdate:
 
 
 class TxnState(enum.Enum):
+    """Where the transaction is; a failing or aborting state also says how the abort
+    ends it (`abort_plan`, module doc)."""
+
     UNINITIALIZED = "uninitialized"
     INITIALIZING = "initializing"
     READY = "ready"
     IN_TRANSACTION = "in transaction"
     COMMITTING = "committing"
+    #: Aborting with EndTxn(abort).
     ABORTING = "aborting"
+    #: Aborting with EndTxn(abort), then an epoch bump (under transactions v2 the
+    #: EndTxn's own bump does).
+    ABORTING_THEN_BUMP = "aborting, then bumping the epoch"
+    #: Aborting with an epoch bump alone: the coordinator refuses our epoch or id.
+    ABORTING_BY_BUMP = "aborting by an epoch bump"
+    #: An abortable error (`commit()` raises it); the abort sends EndTxn(abort).
     ABORTABLE_ERROR = "abortable error"
+    #: An abortable error whose abort must also bump the epoch (KIP-360: a failed batch
+    #: left a sequence gap).
+    ABORTABLE_ERROR_THEN_BUMP = "abortable error, the abort bumps the epoch"
+    #: An abortable error whose abort is an epoch bump alone: the coordinator no longer
+    #: accepts our epoch or id (the transaction timed out, KIP-588).
+    ABORTABLE_ERROR_BY_BUMP = "abortable error, aborted by an epoch bump"
     FATAL_ERROR = "fatal error"
     #: The open transaction was handed to another process, which ends it (`adopt`, then
     #: commit or abort there): this producer sends, commits and aborts nothing more.
     HANDED_OFF = "handed off"
+
+    @property
+    def abort_plan(self) -> AbortPlan:
+        """How an abort from this state ends the transaction (EndTxn from any state
+        that is not failing or aborting with more)."""
+        return _ABORT_PLANS.get(self, AbortPlan.END_TXN)
+
+    @property
+    def is_abortable_error(self) -> bool:
+        """An abortable error: `commit()` raises it, `abort()` ends the transaction."""
+        return self in _ABORTABLE_ERRORS
+
+    @property
+    def is_aborting(self) -> bool:
+        return self in _ABORTING_STATES
 
 
 class TxnEvent(enum.Enum):
@@ -391,6 +431,9 @@ class TxnEvent(enum.Enum):
     ENDED = "ended"  # EndTxn answered (or nothing to end): the transaction is over
     OUTCOME_UNKNOWN = "commit outcome unknown"  # EndTxn(commit) got no answer
     FAILED = "failed"  # an abortable error
+    # How the abort must end the transaction grows (`escalate`):
+    NEEDS_BUMP = "the abort must bump the epoch"  # a sequence gap, an abort unanswered
+    EPOCH_REFUSED = "the coordinator refuses our epoch"  # the abort is a bump alone
     FATAL = "fatal"  # a fatal error, or close()
     HAND_OFF = "hand off"  # hand_off()
 
@@ -408,8 +451,6 @@ class Effect(enum.Enum):
     CLEAR = enum.auto()
     #: The coordinator knows of this transaction (EndTxn must be sent).
     KNOWN = enum.auto()
-    #: The next abort ends with a plain EndTxn (`AbortPlan.END_TXN`).
-    RESET_PLAN = enum.auto()
     #: The event's error is kept (raised by later calls).
     KEEP_ERROR = enum.auto()
     FORGET_ERROR = enum.auto()
@@ -427,7 +468,7 @@ class Effect(enum.Enum):
 
 
 S, Ev, X = TxnState, TxnEvent, Effect
-_ENDED = frozenset({X.CLEAR, X.RESET_PLAN, X.FORGET_ERROR, X.COMPLETE_RESULT})
+_ENDED = frozenset({X.CLEAR, X.FORGET_ERROR, X.COMPLETE_RESULT})
 _ABORT = frozenset({X.FORGET_NEW_PARTITIONS, X.DROP_QUEUED, X.NEW_RESULT, X.QUEUE_END_TXN})
 _FAILED = frozenset({X.KEEP_ERROR, X.DROP_QUEUED, X.FAIL_RESULT})
 _FATAL = frozenset({X.KEEP_ERROR, X.FAIL_QUEUED, X.FAIL_RESULT})
@@ -443,10 +484,7 @@ TABLE: Mapping[tuple[TxnState, TxnEvent], tuple[TxnState, frozenset[Effect]]] = 
         S.IN_TRANSACTION,
         frozenset({X.VERSION_1, X.CLEAR, X.KNOWN}),
     ),
-    (S.INITIALIZING, Ev.INITIALISED): (
-        S.READY,
-        frozenset({X.RESET_PLAN, X.COMPLETE_RESULT}),
-    ),
+    (S.INITIALIZING, Ev.INITIALISED): (S.READY, frozenset({X.COMPLETE_RESULT})),
     (S.READY, Ev.BEGIN): (S.IN_TRANSACTION, frozenset({X.DECIDE_VERSION, X.CLEAR})),
     (S.IN_TRANSACTION, Ev.COMMIT): (
         S.COMMITTING,
@@ -462,15 +500,42 @@ TABLE: Mapping[tuple[TxnState, TxnEvent], tuple[TxnState, frozenset[Effect]]] = 
         S.INITIALIZING,
         frozenset({X.CLEAR, X.FAIL_RESULT, X.NEW_RESULT}),
     ),
+    # How the abort must end only grows (`escalate`): no move back to a smaller plan.
+    (S.ABORTABLE_ERROR, Ev.NEEDS_BUMP): (S.ABORTABLE_ERROR_THEN_BUMP, frozenset()),
+    (S.ABORTABLE_ERROR, Ev.EPOCH_REFUSED): (S.ABORTABLE_ERROR_BY_BUMP, frozenset()),
+    (S.ABORTABLE_ERROR_THEN_BUMP, Ev.EPOCH_REFUSED): (S.ABORTABLE_ERROR_BY_BUMP, frozenset()),
+    (S.ABORTING, Ev.NEEDS_BUMP): (S.ABORTING_THEN_BUMP, frozenset()),
+    (S.ABORTING, Ev.EPOCH_REFUSED): (S.ABORTING_BY_BUMP, frozenset()),
+    (S.ABORTING_THEN_BUMP, Ev.EPOCH_REFUSED): (S.ABORTING_BY_BUMP, frozenset()),
+    # The abort keeps the plan.
     (S.ABORTABLE_ERROR, Ev.ABORT): (S.ABORTING, _ABORT),
+    (S.ABORTABLE_ERROR_THEN_BUMP, Ev.ABORT): (S.ABORTING_THEN_BUMP, _ABORT),
+    (S.ABORTABLE_ERROR_BY_BUMP, Ev.ABORT): (S.ABORTING_BY_BUMP, _ABORT),
     (S.ABORTING, Ev.ENDED): (S.READY, _ENDED),
+    # Transactions v2: the EndTxn's own epoch bump was the one the abort needed.
+    (S.ABORTING_THEN_BUMP, Ev.ENDED): (S.READY, _ENDED),
     # The epoch bump an abort needed has answered: it ended the transaction.
-    (S.ABORTING, Ev.INITIALISED): (S.READY, _ENDED),
+    (S.ABORTING_THEN_BUMP, Ev.INITIALISED): (S.READY, _ENDED),
+    (S.ABORTING_BY_BUMP, Ev.INITIALISED): (S.READY, _ENDED),
     **{(state, Ev.FATAL): (S.FATAL_ERROR, _FATAL) for state in S if state is not S.FATAL_ERROR},
 }
 
+#: The failing and aborting states whose abort does more than EndTxn.
+_ABORT_PLANS: Mapping[TxnState, AbortPlan] = {
+    S.ABORTABLE_ERROR_THEN_BUMP: AbortPlan.END_TXN_THEN_BUMP,
+    S.ABORTING_THEN_BUMP: AbortPlan.END_TXN_THEN_BUMP,
+    S.ABORTABLE_ERROR_BY_BUMP: AbortPlan.BUMP_INSTEAD,
+    S.ABORTING_BY_BUMP: AbortPlan.BUMP_INSTEAD,
+}
+_ABORTABLE_ERRORS = frozenset(
+    {S.ABORTABLE_ERROR, S.ABORTABLE_ERROR_THEN_BUMP, S.ABORTABLE_ERROR_BY_BUMP}
+)
+_ABORTING_STATES = frozenset({S.ABORTING, S.ABORTING_THEN_BUMP, S.ABORTING_BY_BUMP})
+#: The event by which the abort's plan grows to each plan (`escalate`).
+_ESCALATION = {AbortPlan.END_TXN_THEN_BUMP: Ev.NEEDS_BUMP, AbortPlan.BUMP_INSTEAD: Ev.EPOCH_REFUSED}
+
 #: States whose batches are not drained: they fail with the transaction's error.
-_HOLDS_BATCHES = frozenset({S.ABORTABLE_ERROR, S.ABORTING, S.FATAL_ERROR})
+_HOLDS_BATCHES = _ABORTABLE_ERRORS | _ABORTING_STATES | {S.FATAL_ERROR}
 
 
 def refusal_hint(state: TxnState, operation: str) -> str:
@@ -492,9 +557,9 @@ def refusal_hint(state: TxnState, operation: str) -> str:
             )
         case S.IN_TRANSACTION if operation == "begin a transaction":
             return "; a transaction is open already: commit or abort it first"
-        case S.COMMITTING | S.ABORTING:
+        case S.COMMITTING | S.ABORTING | S.ABORTING_THEN_BUMP | S.ABORTING_BY_BUMP:
             return "; wait until the transaction has ended"
-        case S.ABORTABLE_ERROR:
+        case S.ABORTABLE_ERROR | S.ABORTABLE_ERROR_THEN_BUMP | S.ABORTABLE_ERROR_BY_BUMP:
             return "; the transaction failed: abort it"
         case _:
             return ""
@@ -950,7 +1015,7 @@ class TransactionManager:
         # Set by InitProducerId, and by EndTxn v5+ under transactions v2.
         self.producer_id = -1
         self.producer_epoch = -1
-        # The error of ABORTABLE_ERROR / FATAL_ERROR (raised by later calls): the table's
+        # The error of an ABORTABLE_ERROR / FATAL_ERROR (raised by later calls): the table's
         # KEEP_ERROR and FORGET_ERROR.
         self.last_error: KafkaError | None = None
         # Decided at BEGIN for the whole transaction (DECIDE_VERSION, VERSION_1).
@@ -962,8 +1027,6 @@ class TransactionManager:
         # The coordinator may know of this transaction (EndTxn must be sent): CLEAR,
         # KNOWN and `transaction_known`.
         self.transaction_started = False
-        # How an abort must end the transaction: escalates (`escalate`), RESET_PLAN.
-        self.abort_plan = AbortPlan.END_TXN
         # The result of init/commit/abort in progress (returned again if called again):
         # NEW_RESULT, COMPLETE_RESULT, FAIL_RESULT.
         self.pending_result: TxnResult | None = None
@@ -1017,8 +1080,6 @@ class TransactionManager:
             self.transaction_started = False
         if X.KNOWN in effects:
             self.transaction_started = True
-        if X.RESET_PLAN in effects:
-            self.abort_plan = AbortPlan.END_TXN
         if X.KEEP_ERROR in effects:
             self.last_error = error
         if X.FORGET_ERROR in effects:
@@ -1049,8 +1110,12 @@ class TransactionManager:
                 ending.set_error(error)
 
     def escalate(self, plan: AbortPlan) -> None:
-        """The abort must end the transaction at least as `plan` says."""
-        self.abort_plan = max(self.abort_plan, plan)
+        """The abort must end the transaction at least as `plan` says: a failing or
+        aborting state moves to the one with that plan, unless its own is as large. No
+        other state has a plan to grow (the transaction is not failing, or is over)."""
+        state = self.state
+        if (state.is_abortable_error or state.is_aborting) and plan > state.abort_plan:
+            self.process_event(_ESCALATION[plan])
 
     def transaction_known(self) -> None:
         """The coordinator knows of this transaction (or may): EndTxn must be sent."""
@@ -1059,7 +1124,7 @@ class TransactionManager:
     # -- caller API ---------------------------------------------------------------------
 
     def _raise_if_failed(self) -> None:
-        if self.state in (TxnState.FATAL_ERROR, TxnState.ABORTABLE_ERROR):
+        if self.state is TxnState.FATAL_ERROR or self.state.is_abortable_error:
             assert self.last_error is not None
             raise self.last_error
 
@@ -1158,11 +1223,11 @@ class TransactionManager:
         return self.pending_result
 
     def abort(self) -> TxnResult:
-        if self.state is TxnState.ABORTING and self.pending_result is not None:
+        if self.state.is_aborting and self.pending_result is not None:
             return self.pending_result
         if self.state is TxnState.FATAL_ERROR:
             self._raise_if_failed()
-        if self.state not in (TxnState.IN_TRANSACTION, TxnState.ABORTABLE_ERROR):
+        if not (self.state is TxnState.IN_TRANSACTION or self.state.is_abortable_error):
             raise self._refuse("abort")
         self.process_event(Ev.ABORT, TransactionAbortedError("the transaction is being aborted"))
         assert self.pending_result is not None
@@ -1171,7 +1236,7 @@ class TransactionManager:
     def hand_off(self) -> tuple[int, int]:
         """Leave the open transaction, as it is, to another process that ends it:
         (producer id, epoch) for its `adopt`. The caller has flushed and every batch of
-        the transaction was acknowledged (a failed one made the state ABORTABLE_ERROR,
+        the transaction was acknowledged (a failed one made the state an ABORTABLE_ERROR,
         raised here). Afterwards this manager sends nothing, and closing it does not
         abort (KIP-939's prepared transaction, with the coordinator's timeout as limit)."""
         self._raise_if_failed()
@@ -1206,13 +1271,12 @@ class TransactionManager:
     def undrained_error(self) -> KafkaError | None:
         """When not None, the driver fails every batch not yet sent with it
         (`core.fail_all`): the transaction will not commit (Java's abortUndrainedBatches)."""
-        match self.state:
-            case TxnState.ABORTABLE_ERROR | TxnState.FATAL_ERROR:
-                return self.last_error
-            case TxnState.ABORTING:
-                return self.last_error or TransactionAbortedError("the transaction was aborted")
-            case _:
-                return None
+        state = self.state
+        if state.is_abortable_error or state is TxnState.FATAL_ERROR:
+            return self.last_error
+        if state.is_aborting:
+            return self.last_error or TransactionAbortedError("the transaction was aborted")
+        return None
 
     @property
     def needs_coordinator(self) -> bool:
@@ -1354,7 +1418,7 @@ class TransactionManager:
         """EndTxn needs no request: nothing was added, or the bump replaces it."""
         if work.settle:
             return False  # the transaction is cleared, but the coordinator may hold it
-        plan = self.abort_plan
+        plan = self.state.abort_plan
         if plan is AbortPlan.BUMP_INSTEAD or (
             plan is AbortPlan.END_TXN_THEN_BUMP and not self.transaction_started
         ):
@@ -1387,7 +1451,7 @@ class TransactionManager:
         """Queue `work` again after `backoff` (None: retry_backoff, growing), unless the
         transaction is aborting and it adds nothing the abort needs."""
         if (
-            self.state in (TxnState.ABORTING, TxnState.ABORTABLE_ERROR)
+            (self.state.is_aborting or self.state.is_abortable_error)
             and work.kind in (K.ADD_PARTITIONS, K.ADD_OFFSETS, K.TXN_OFFSET_COMMIT)
             and not (work.kind is K.ADD_PARTITIONS and work.unanswered)
         ):
@@ -1445,17 +1509,8 @@ class TransactionManager:
         """InitProducerId succeeded: the id and epoch are ours, an abort's bump is done
         (READY), or the initialisation is (READY, `init()` completes)."""
         update = self._install_producer_id(producer_id, producer_epoch)
-        if self.state in (TxnState.ABORTING, TxnState.INITIALIZING):
+        if self.state.is_aborting or self.state is TxnState.INITIALIZING:
             self.process_event(Ev.INITIALISED)
-        else:
-            self.abort_plan = AbortPlan.END_TXN
-        return update
-
-    def _end_txn_bumped(self, producer_id: int, producer_epoch: int) -> TxnUpdate:
-        """Transactions v2: EndTxn answered with the next epoch (or a new id), which
-        also settles any bump an abort needed."""
-        update = self._install_producer_id(producer_id, producer_epoch)
-        self.abort_plan = AbortPlan.END_TXN
         return update
 
     def _partitions_answered(self, partitions: frozenset[TopicPartition], *, added: bool) -> None:
@@ -1470,8 +1525,11 @@ class TransactionManager:
     def make_abortable(
         self, error: KafkaError, *, bump: bool = True, skip_end: bool = False
     ) -> None:
-        if self.state is TxnState.FATAL_ERROR:
-            return
+        """The transaction fails with `error` (abortable); its abort must bump the epoch
+        after EndTxn (`bump`), or instead of it (`skip_end`). Already failing or
+        aborting, the first error stands and only the plan may grow."""
+        if self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
+            self.process_event(Ev.FAILED, error)
         self.escalate(
             AbortPlan.BUMP_INSTEAD
             if skip_end
@@ -1479,9 +1537,6 @@ class TransactionManager:
             if bump
             else AbortPlan.END_TXN
         )
-        if self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
-            self.process_event(Ev.FAILED, error)
-        # else: already failing or aborting, or no transaction: the first error stands
 
     def set_fatal(self, error: KafkaError) -> None:
         if self.state is not TxnState.FATAL_ERROR:
@@ -1519,7 +1574,8 @@ class TransactionManager:
         result = work.result
         if result is None or result.done() or self.requests.is_queued(result):
             return
-        if self.state in (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR, TxnState.ABORTING):
+        state = self.state
+        if state.is_abortable_error or state.is_aborting or state is TxnState.FATAL_ERROR:
             result.set_error(
                 self.last_error or TransactionAbortedError("the transaction was aborted")
             )
@@ -1710,6 +1766,7 @@ class TransactionManager:
             return _NO_UPDATE
         if code == E.NONE:
             update = _NO_UPDATE
+            bumped = False
             v2 = self.rules.end_txn_bumps_epoch(self)
             if v2 and request.version >= 5 and response.producer_id >= 0:
                 # Transactions v2: every EndTxn bumps the epoch (or, when it is exhausted,
@@ -1718,9 +1775,10 @@ class TransactionManager:
                 # epoch, and taking that for a bump restarted a failed partition's sequences
                 # at 0 under the same epoch, so the broker deduplicated new records against
                 # old ones (lost writes; simulations/regressions/transactional-lite-16.toml).
-                update = self._end_txn_bumped(response.producer_id, response.producer_epoch)
+                update = self._install_producer_id(response.producer_id, response.producer_epoch)
+                bumped = True
             if (committing and work.settle) or (
-                not committing and self.abort_plan is not AbortPlan.END_TXN
+                not committing and not bumped and self.state.abort_plan is not AbortPlan.END_TXN
             ):
                 # An abort that must bump (a failed batch, or an unanswered abort), or a
                 # settled unanswered commit: bump, so a late copy of an old EndTxn can never
@@ -1747,6 +1805,8 @@ class TransactionManager:
                     skip_end=code == E.INVALID_PRODUCER_ID_MAPPING,
                 )
             else:
+                # The coordinator will not abort at this epoch: the bump does.
+                self.escalate(AbortPlan.END_TXN_THEN_BUMP)
                 self.requests.enqueue(bump_work())
         else:
             self._unexpected(request, code, None)

@@ -89,7 +89,7 @@ class Delivery:
         for i, piece in enumerate(self._fragment(conn, pipe.direction, write_no, data)):
             while pipe.unacked and pipe.unacked + len(piece) > window:
                 await pipe.lot.park()
-                writer._check_send()
+                writer.check_send()
                 if pipe.discard:
                     return
             self._enqueue(conn, pipe, piece, action if i == 0 else Action.DELIVER, write_no)

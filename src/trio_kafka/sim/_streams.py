@@ -189,7 +189,10 @@ class SimStream(trio.abc.HalfCloseableStream):
         state = "closed" if self.closed else "broken" if self.broken else "open"
         return f"<SimStream {self.end} of c{self._conn.serial} {self._conn.key} {state}>"
 
-    def _check_send(self) -> None:
+    def check_send(self) -> None:
+        """Raise why this end cannot send now (closed, reset, its half closed, or the
+        peer gone): on each `send_all`, and again by the network (_delivery.py) after a
+        write waited for room in the window, during which any of these may happen."""
         if self.closed:
             raise trio.ClosedResourceError("this end of the connection is closed")
         if self.broken or self._out.broken:
@@ -209,7 +212,7 @@ class SimStream(trio.abc.HalfCloseableStream):
                 # A zombie request's server: its client is gone, nobody will ever read
                 # this, and the server cannot tell.
                 return
-            self._check_send()
+            self.check_send()
             payload = bytes(data)
             if not payload:
                 return
