@@ -4,6 +4,7 @@ a certificate authority for the TLS tests."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import trustme
@@ -57,3 +58,11 @@ def real_broker(request: pytest.FixtureRequest, broker_kind: str) -> Iterator[Re
 def ca() -> trustme.CA:
     """A throwaway certificate authority (trustme) for the module's TLS brokers."""
     return trustme.CA()
+
+
+@pytest.fixture(scope="module")
+def ca_file(ca: trustme.CA, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The module's certificate authority as a PEM file, for clients that take a path."""
+    path = tmp_path_factory.mktemp("tls") / "ca.pem"
+    ca.cert_pem.write_to_path(str(path))
+    return path

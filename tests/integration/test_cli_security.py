@@ -20,13 +20,6 @@ trustme = pytest.importorskip("trustme")
 USERS = {"alice": "alice-secret"}
 
 
-@pytest.fixture(scope="module")
-def ca_file(ca: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("tls") / "ca.pem"
-    ca.cert_pem.write_to_path(str(path))
-    return path
-
-
 def _server_context(ca: Any) -> ssl.SSLContext:
     server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1", "localhost").configure_cert(server)

@@ -34,13 +34,6 @@ trustme = pytest.importorskip("trustme")
 USERS = {"alice": "alice-secret"}
 
 
-@pytest.fixture(scope="module")
-def ca_file(ca: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("tls") / "ca.pem"
-    ca.cert_pem.write_to_path(str(path))
-    return path
-
-
 @pytest.fixture
 async def secure_cluster(ca: Any) -> AsyncIterator[Cluster]:
     server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
