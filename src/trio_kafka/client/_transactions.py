@@ -69,6 +69,7 @@ from trio_kafka.core import (
     ProducerBatch,
     ProducerConfig,
     ProducerCore,
+    Rules,
     Sequencer,
     TransactionManager,
     TxnRequest,
@@ -136,11 +137,11 @@ def _remember_coordinator(
 class TransactionDriver:
     """The coordinator loop and the transactional calls of one producer (module doc)."""
 
-    def __init__(self, config: ProducerConfig) -> None:
-        self.manager = TransactionManager.from_config(config)
+    def __init__(self, config: ProducerConfig, rules: Rules) -> None:
+        self.manager = TransactionManager.from_config(config, rules)
         # The core's sequencing policy: the idempotent sequencer, with the transaction's
         # rules (the manager is its hooks).
-        self.sequencer = Sequencer(is_transactional=True, hooks=self.manager)
+        self.sequencer = Sequencer(is_transactional=True, hooks=self.manager, rules=rules)
         self.config = config
         #: How long the abort of `transaction()` may take after an exception.
         self.abort_timeout = config.request_timeout
@@ -484,9 +485,9 @@ def _check_offsets(offsets: object, group_metadata: object) -> None:
         )
 
 
-def transaction_driver(config: ProducerConfig) -> TransactionDriver | None:
+def transaction_driver(config: ProducerConfig, rules: Rules) -> TransactionDriver | None:
     """The driver for a transactional config, None otherwise."""
-    return TransactionDriver(config) if config.transactional_id is not None else None
+    return TransactionDriver(config, rules) if config.transactional_id is not None else None
 
 
 __all__ = [

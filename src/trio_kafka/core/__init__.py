@@ -82,7 +82,6 @@ from trio_kafka.core._load import (
     Row,
     Step,
     encode_routing,
-    load_rules,
     partition_of,
     routing_changes,
     routing_of,
@@ -99,7 +98,7 @@ from trio_kafka.core._record import (
     Result,
     record_size,
 )
-from trio_kafka.core._rules import MismatchSettler, Rules, current_rules, rules_in_effect
+from trio_kafka.core._rules import Harness, MismatchSettler, Rules
 from trio_kafka.core._sequencer import (
     PartitionSequence,
     Sequencer,
@@ -142,6 +141,7 @@ __all__ = [
     "ExponentialBackoff",
     "Failed",
     "GroupMetadata",
+    "Harness",
     "Headers",
     "LoadBatch",
     "LoadPipeline",
@@ -172,14 +172,11 @@ __all__ = [
     "TxnRequestKind",
     "TxnResult",
     "TxnState",
-    "current_rules",
     "encode_routing",
-    "load_rules",
     "partition_for_key",
     "partition_of",
     "record_size",
     "routing_changes",
     "routing_of",
     "row_of",
-    "rules_in_effect",
 ]
