@@ -42,7 +42,7 @@ from trio_kafka.client import (
     row_of,
     writer_of,
 )
-from trio_kafka.core import BufferFullStrategy, DeliveryHandle, TimeUnitWarning
+from trio_kafka.core import BufferFullStrategy, DeliveryHandle, Harness, TimeUnitWarning
 from trio_kafka.errors import (
     AbortableError,
     AmbiguousDeliveryTimeoutError,
@@ -118,6 +118,7 @@ __all__ = [
     "FetchResult",
     "GroupMetadata",
     "HandedOffTransaction",
+    "Harness",
     "IllegalTransactionStateError",
     "InvalidPartitionError",
     "InvalidTopicError",

@@ -478,7 +478,7 @@ def _config_options(options: dict[str, Any]) -> dict[str, Any]:
         "wall_clock",
         "sasl",
         "metrics_interval",
-        "buggify",
+        "harness",
     }
     return {k: v for k, v in options.items() if k not in seams}
 

@@ -33,6 +33,7 @@ from tests.chaos._harness import ChaosContext, ChaosReport, Target, chaos_run, f
 from tests.integration._helpers import read_offsets
 from trio_kafka.broker import CAS_CONFIG
 from trio_kafka.client._bulk import partition_of
+from trio_kafka.core import Rules
 from trio_kafka.records import ControlType
 from trio_kafka.sim.checker import LogSnapshot, ViolationKind, snapshot_cluster
 from trio_kafka.sim.workloads import bulk as sim_bulk
@@ -240,6 +241,7 @@ async def bulk_run(
     size: BulkSize,
     competing_instances: bool = True,
     budget: float | None = None,
+    rules: Rules | None = None,
 ) -> BulkReport:
     """One seed of the bulk-load workload on `target`, then both checks. `budget`
     (seconds for the whole load; default 120 + 12 x `duration`): a load on Tansu runs a
@@ -259,6 +261,7 @@ async def bulk_run(
         competing_instances=competing_instances,
         budget=budget,
         offsets_reported=False,
+        rules=rules,
     )
     if target.cluster is not None:
         logs = snapshot_cluster(target.cluster, topics=[topic])

@@ -43,6 +43,7 @@ import trio
 
 from trio_kafka.broker import Cluster, open_cluster
 from trio_kafka.client import PartitionReader, Producer, create_topic, open_producer
+from trio_kafka.core import Harness, Rules
 from trio_kafka.net import KafkaSelector, open_selector
 from trio_kafka.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from trio_kafka.records import decode_batches
@@ -193,6 +194,8 @@ class ChaosContext(RecordingContext):
     competing_instances: bool
     bootstrap: str
     producer_defaults: Mapping[str, Any] = attrs.field(factory=lambda: dict(PRODUCER_DEFAULTS))
+    #: The rules the client follows (a planted bug's: tests/chaos/test_mutants.py).
+    rules: Rules = attrs.field(factory=Rules)
 
     def open_producer(
         self, name: str = "p0", **options: Any
@@ -202,6 +205,7 @@ class ChaosContext(RecordingContext):
             self.bootstrap,
             rng=self.draws.rng("client.rng", name),
             metrics_interval=0,
+            harness=Harness(self.rules),
             **merged,
         )
 
@@ -450,6 +454,7 @@ async def chaos_run(
     budget: float = 120.0,
     nemesis: Callable[[FaultProxy], Awaitable[None]] | None = None,
     offsets_reported: bool = True,
+    rules: Rules | None = None,
 ) -> ChaosReport:
     """One seed: faults for `duration` s while `workload` runs, heal, read back, check.
 
@@ -457,6 +462,7 @@ async def chaos_run(
     test that wants one fault at one moment). `offsets_reported=False`: the workload's
     acknowledgements carry no offsets (a bulk load reports rows loaded, not where), so
     the mock broker's "every acknowledgement has its offset" check does not apply.
+    `rules`: the rules the client follows (a planted bug's; default the client's own).
     """
     history = History()
     ctx = ChaosContext(
@@ -467,6 +473,7 @@ async def chaos_run(
         fault_phase_end=duration,
         competing_instances=competing_instances,
         bootstrap=target.bootstrap,
+        rules=Rules() if rules is None else rules,
     )
     with trio.fail_after(budget):
         async with trio.open_nursery() as nursery:

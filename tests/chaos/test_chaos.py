@@ -38,6 +38,7 @@ from tests.chaos._harness import (
 )
 from tests.chaos._workloads import IDEMPOTENT_PARTITIONS, IDEMPOTENT_TOPIC, idempotent_keyed
 from trio_kafka.broker import CAS_CONFIG
+from trio_kafka.core import Rules
 from trio_kafka.sim.workloads import cas as sim_cas
 from trio_kafka.sim.workloads import transactional as sim_txn
 
@@ -138,11 +139,16 @@ BULK_QUICK_SEED = 2
 
 
 async def _bulk(
-    broker: str, seed: int, duration: float, size: BulkSize, name: str = "bulk"
+    broker: str,
+    seed: int,
+    duration: float,
+    size: BulkSize,
+    name: str = "bulk",
+    rules: Rules | None = None,
 ) -> BulkReport:
     topics = {topic_for(broker): PARTITIONS}
     async with _target(broker, seed, topics, CAS_CONFIGS) as t:
-        return await bulk_run(t, name=name, seed=seed, duration=duration, size=size)
+        return await bulk_run(t, name=name, seed=seed, duration=duration, size=size, rules=rules)
 
 
 def assert_bulk_clean(report: BulkReport) -> None:

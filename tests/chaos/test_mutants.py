@@ -1,4 +1,4 @@
-"""The chaos suite can fail: planted client bugs, enabled here, are caught against real
+"""The chaos suite can fail: planted client bugs, built into the client here, are caught against real
 brokers over real sockets.
 
 Mutant `timeout-not-written` (sim/mutants.py) takes a request whose answer never
@@ -28,6 +28,7 @@ import trio
 from tests.chaos import test_chaos
 from tests.chaos._harness import chaos_run, mock_target, tansu_target
 from tests.chaos._workloads import IDEMPOTENT_PARTITIONS, IDEMPOTENT_TOPIC, idempotent_keyed
+from trio_kafka.core import Rules
 from trio_kafka.sim import mutants as _mutants
 from trio_kafka.sim.checker import ViolationKind
 from trio_kafka.testing import FaultProxy
@@ -43,7 +44,7 @@ async def _lose_answers(proxy: FaultProxy) -> None:
     proxy.heal()
 
 
-async def _run(broker: str, name: str):  # type: ignore[no-untyped-def]
+async def _run(broker: str, name: str, rules: Rules | None = None):  # type: ignore[no-untyped-def]
     target = mock_target(SEED, TOPICS) if broker == "mock" else tansu_target(SEED, TOPICS)
     async with target as t:
         return await chaos_run(
@@ -55,6 +56,7 @@ async def _run(broker: str, name: str):  # type: ignore[no-untyped-def]
             topics=TOPICS,
             competing_instances=False,
             nemesis=_lose_answers,
+            rules=rules,
         )
 
 
@@ -72,8 +74,8 @@ def test_lost_answers_are_deduplicated_by_the_real_producer(broker: str) -> None
 
 @pytest.mark.parametrize("broker", BROKERS)
 def test_chaos_suite_catches_the_timeout_not_written_mutant(broker: str) -> None:
-    with _mutants.enabled(_mutants.TIMEOUT_NOT_WRITTEN):
-        report = trio.run(_run, broker, "lost-answers+mutant")
+    rules = _mutants.planted(_mutants.TIMEOUT_NOT_WRITTEN)
+    report = trio.run(_run, broker, "lost-answers+mutant", rules)
     print("\n" + report.render())
     assert ViolationKind.DUPLICATE in report.result.kinds, report.render()
 
@@ -95,15 +97,15 @@ MUTANT_SEEDS = (4, test_chaos.BULK_QUICK_SEED, 5, 7, 8, 9, 10, 11)
 def test_chaos_suite_catches_the_load_resume_past_checkpoint_mutant(broker: str) -> None:
     resumed = 0
     for seed in MUTANT_SEEDS:
-        with _mutants.enabled(_mutants.LOAD_RESUME_PAST_CHECKPOINT):
-            report = trio.run(
-                test_chaos._bulk,
-                broker,
-                seed,
-                test_chaos.QUICK,
-                test_chaos.BULK_QUICK,
-                "bulk+mutant",
-            )
+        report = trio.run(
+            test_chaos._bulk,
+            broker,
+            seed,
+            test_chaos.QUICK,
+            test_chaos.BULK_QUICK,
+            "bulk+mutant",
+            _mutants.planted(_mutants.LOAD_RESUME_PAST_CHECKPOINT),
+        )
         print("\n" + report.render())
         resumed += report.runs.get("crashed", 0) + report.runs.get("failed", 0)
         # Rows lost only from aborted chunks are the shape of the fixed Tansu resume bug

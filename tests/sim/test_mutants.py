@@ -1,6 +1,6 @@
-"""The planted bugs: broken `Rules` that exist only in the simulator and are in effect
-only inside its mutant runs, and each is caught from a known seed (the full search is
-`trio-kafka simulate --mutants`, see docs/simulator.md for its numbers)."""
+"""The planted bugs: broken `Rules` that exist only in the simulator and reach the client
+only as the rules a mutant run builds it with, and each is caught from a known seed (the
+full search is `trio-kafka simulate --mutants`, see docs/simulator.md for its numbers)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,12 @@ from pathlib import Path
 import pytest
 
 import trio_kafka
-from trio_kafka.core import ProducerConfig, ProducerCore, Rules, current_rules
-from trio_kafka.core._core import CoreRules
+from trio_kafka.core import Rules
 from trio_kafka.sim import mutants as _mutants
-from trio_kafka.sim.mutants import BROKEN_RULES, MUTANTS, enabled, hunt
+from trio_kafka.sim.mutants import BROKEN_RULES, MUTANTS, hunt, planted
 
 
-def test_the_client_knows_no_mutants_and_runs_the_rules_it_ships() -> None:
-    assert type(current_rules()) is Rules
+def test_the_client_knows_no_mutants() -> None:
     package = Path(trio_kafka.__file__).parent
     knowing = [
         str(path.relative_to(package))
@@ -27,18 +25,11 @@ def test_the_client_knows_no_mutants_and_runs_the_rules_it_ships() -> None:
     assert knowing == []
 
 
-def test_enabled_puts_one_mutants_rules_in_effect_for_the_block_only() -> None:
-    import random
-
-    with enabled(_mutants.STALE_END_TXN):
-        assert type(current_rules()) is BROKEN_RULES[_mutants.STALE_END_TXN]
-        core = ProducerCore(ProducerConfig(), random.Random(0))
-    assert type(core.rules) is BROKEN_RULES[_mutants.STALE_END_TXN]  # kept once built
-    assert type(current_rules()) is Rules
-    assert type(ProducerCore(ProducerConfig(), random.Random(0)).rules) is CoreRules
-    with pytest.raises(KeyError, match="unknown mutant"), enabled("no-such-bug"):
-        pass
-    assert type(current_rules()) is Rules
+def test_planted_is_one_mutants_rules_or_the_clients_own() -> None:
+    assert type(planted(_mutants.STALE_END_TXN)) is BROKEN_RULES[_mutants.STALE_END_TXN]
+    assert type(planted(None)) is Rules
+    with pytest.raises(KeyError, match="unknown mutant 'no-such-bug'"):
+        planted("no-such-bug")
 
 
 def test_every_mutant_breaks_a_rule_and_names_workloads_that_exist() -> None:
@@ -93,4 +84,3 @@ def test_a_quick_mutant_is_caught_and_minimized(mutant: str, first: int, budget:
     assert found.killed, found
     assert found.failure_class is not None
     assert len(found.minimized) <= found.faults_before
-    assert type(current_rules()) is Rules

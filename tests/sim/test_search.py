@@ -123,8 +123,13 @@ def test_search_finds_a_planted_bug_shrinks_its_plan_and_minimizes_its_faults() 
     # The minimized faults under the shrunk plan fail with the bug, and pass without it.
     fired = found.shrunk_result.fired_identities()
     faults = resolve_fault_ids(found.minimized, fired)
-    with planted(BUG):
-        again = run_seed("idempotent", found.shrunk.seed, rates=found.shrunk.rates, faults=faults)
+    again = run_seed(
+        "idempotent",
+        found.shrunk.seed,
+        rates=found.shrunk.rates,
+        faults=faults,
+        rules=planted(BUG),
+    )
     assert wanted in again.result.classes
     clean = run_seed("idempotent", found.shrunk.seed, rates=found.shrunk.rates, faults=faults)
     assert clean.result.ok, clean.result.violations

@@ -39,26 +39,26 @@ def run_single(
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--rates") from None
     try:
-        bug = planted(mutant)
+        rules = planted(mutant)
     except KeyError as exc:
         raise click.BadParameter(str(exc.args[0]), param_hint="--mutant") from None
-    with bug:
-        identities = None
-        if faults is not None:
-            ids = parse_fault_ids(faults)
-            full = run_seed(workload, seed, profile=profile, rates=rates).result
-            try:
-                identities = resolve_fault_ids(ids, full.fired_identities())
-            except KeyError as exc:
-                raise click.BadParameter(str(exc), param_hint="--faults") from None
-        out = run_seed(
-            workload,
-            seed,
-            profile=profile,
-            faults=identities,
-            rates=rates,
-            trace=trace_file is not None,
-        )
+    identities = None
+    if faults is not None:
+        ids = parse_fault_ids(faults)
+        full = run_seed(workload, seed, profile=profile, rates=rates, rules=rules).result
+        try:
+            identities = resolve_fault_ids(ids, full.fired_identities())
+        except KeyError as exc:
+            raise click.BadParameter(str(exc), param_hint="--faults") from None
+    out = run_seed(
+        workload,
+        seed,
+        profile=profile,
+        faults=identities,
+        rates=rates,
+        trace=trace_file is not None,
+        rules=rules,
+    )
     r = out.result
     status = "ok" if r.ok else f"FAILED ({r.failure_class})"
     plan = "" if rates is None else f", rates {format_rates(rates)}"
@@ -144,15 +144,22 @@ def replay_cases(console: Any, path: Path) -> None:
         rates = case.get("rates")
         if rates is not None:  # a drawn plan's rates, by kind name
             rates = parse_rates(",".join(f"{k}={v!r}" for k, v in rates.items()))
-        with planted(case.get("mutant")):
-            if faults is not None:
-                full = run_seed(case["workload"], case["seed"], profile=profile, rates=rates)
-                identities = case_faults(
-                    list(faults), case.get("fault_identities", ()), full.result.fired_identities()
-                )
-            r = run_seed(
-                case["workload"], case["seed"], profile=profile, faults=identities, rates=rates
-            ).result
+        rules = planted(case.get("mutant"))
+        if faults is not None:
+            full = run_seed(
+                case["workload"], case["seed"], profile=profile, rates=rates, rules=rules
+            )
+            identities = case_faults(
+                list(faults), case.get("fault_identities", ()), full.result.fired_identities()
+            )
+        r = run_seed(
+            case["workload"],
+            case["seed"],
+            profile=profile,
+            faults=identities,
+            rates=rates,
+            rules=rules,
+        ).result
         bad += not r.ok
         console.print(
             f"seed {r.seed} ({r.workload}, {r.profile}, "

@@ -137,12 +137,12 @@ from trio_kafka.core import (
     Backend,
     EndMarker,
     ExponentialBackoff,
+    Harness,
     LoadBatch,
     LoadPipeline,
     Row,
     Step,
     encode_routing,
-    load_rules,
     partition_of,
     routing_changes,
     routing_of,
@@ -231,7 +231,11 @@ class BulkLoader:
     `routing`: what made the rows from the caller's input, as names to JSON values
     (e.g. `{"key_field": "user", "format": "jsonl"}`; None values are unset). It is
     recorded with every checkpoint beside the partition count, partitioner and
-    guarantee, and a resume with any other is refused (`ConfigError`)."""
+    guarantee, and a resume with any other is refused (`ConfigError`).
+
+    `harness` is for test harnesses only (the simulator): the rules the load's decisions
+    follow and a fault hook, handed to its pipelines and transactional producers
+    (`Harness`; None: the client as it ships)."""
 
     def __init__(
         self,
@@ -249,6 +253,7 @@ class BulkLoader:
         wall_clock: Callable[[], float] | None = None,
         on_progress: Callable[[int, int], None] | None = None,
         routing: Mapping[str, object] | None = None,
+        harness: Harness | None = None,
     ) -> None:
         if not load_id:
             raise ConfigError("a bulk load needs a load_id (it names the load in the manifest)")
@@ -305,8 +310,11 @@ class BulkLoader:
             selector, timeout=request_timeout, isolation=IsolationLevel.READ_COMMITTED
         )
         self._backoff = LOAD_BACKOFF
-        # Which checkpoints count on resume (the load rules in effect when built).
-        self._checkpoint_committed = load_rules().checkpoint_committed
+        # A test harness's rules and fault hook (core/_rules.py): the pipelines' rules,
+        # and its transactional producers'.
+        self._harness = harness = Harness() if harness is None else harness
+        # Which checkpoints count on resume.
+        self._checkpoint_committed = harness.rules.checkpoint_committed
 
     def _timestamp_ms(self) -> int:
         return int(self._wall() * 1000)
@@ -343,6 +351,7 @@ class BulkLoader:
             clock=selector.clock,
             rng=selector.rng,
             wall_clock=self._wall_clock,
+            harness=self._harness,
             transactional_id=transactional_id,
             transaction_timeout=self.transaction_timeout,
             batch_size=self.batch_bytes,
@@ -534,6 +543,7 @@ class BulkLoader:
             max_in_flight=self.max_in_flight,
             retry_timeout=self.retry_timeout,
             backoff=lambda attempts: self._backoff.backoff(attempts, rng),
+            rules=self._harness.rules,
             routing=routing,
         )
 

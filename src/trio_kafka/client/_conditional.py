@@ -93,7 +93,7 @@ from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._open import new_writer_id, open_producer
 from trio_kafka.client._producer import Producer, transaction_commit_sent
 from trio_kafka.client._reader import CommittedInOrder, PartitionReader, committed_newest_first
-from trio_kafka.core import Acknowledged, Headers, Rules, current_rules
+from trio_kafka.core import Acknowledged, Headers, Rules
 from trio_kafka.errors import (
     AbortableError,
     AmbiguousError,
@@ -257,8 +257,8 @@ class ConditionalWriter:
     last_read_end: int = 0
     #: "exactly_once_cas" (first writer wins) or "transactional" (newest writer wins).
     guarantee: str = "exactly_once_cas"
-    #: The rule for an expected-offset mismatch (core/_rules.py).
-    rules: Rules = attrs.field(factory=current_rules)
+    #: The rules for an expected-offset mismatch (core/_rules.py): its producer's.
+    _rules: Rules = attrs.field(factory=Rules, alias="rules", repr=False)
     #: Why this (transactional) writer is dead, once a newer writer fenced it or its
     #: producer failed for good: every later `append`/`read_to_end` raises a
     #: `WriterFencedError` from it. Never set on a CAS writer (it only goes stale).
@@ -386,7 +386,7 @@ class ConditionalWriter:
             return await self._append_grouped(_Pending(value, key, all_headers, sequence))
         # Claimed before any checkpoint: appends expect offsets in call order.
         tail = self.next_offset
-        expected = self.rules.pipelined_offset(tail, self._settled_end)
+        expected = self._rules.pipelined_offset(tail, self._settled_end)
         self.next_offset = tail + 1
         return await self._append_pipelined(value, key, all_headers, sequence, expected)
 
@@ -496,9 +496,9 @@ class ConditionalWriter:
                 if before == "unknown":  # (this attempt was not written, and no other)
                     raise self._behind_failure(chain, expected, sequence) from exc
                 if exc.log_end_offset >= 0:  # (< 0: the producer failed it unsent)
-                    elsewhere = self.rules.offset_after_mismatch(exc)
+                    elsewhere = self._rules.offset_after_mismatch(exc)
                     if elsewhere is None:
-                        return await self.rules.settle_mismatch(self, expected, sequence, lost)  # type: ignore[no-any-return]
+                        return await self._rules.settle_mismatch(self, expected, sequence, lost)  # type: ignore[no-any-return]
                     expected = elsewhere
             except AmbiguousError as exc:
                 self.ambiguous += 1
@@ -510,7 +510,7 @@ class ConditionalWriter:
                 cause = getattr(exc, "cause", None)
                 if isinstance(cause, ExpectedOffsetMismatchError) and cause.log_end_offset >= 0:
                     # A retry met a mismatch after an attempt that may have landed.
-                    return await self.rules.settle_mismatch(self, expected, sequence, True)  # type: ignore[no-any-return]
+                    return await self._rules.settle_mismatch(self, expected, sequence, True)  # type: ignore[no-any-return]
                 # Retried forever (also when the producer failed it behind one that
                 # ended Ambiguous, which then landed): CAS lets at most one attempt
                 # land, and an earlier one may still (seed 1025).
@@ -854,12 +854,13 @@ async def open_conditional_writer(
                 source().encode(),
                 max_group=max_group,
                 group_linger=group_linger,
+                rules=producer.seams()["harness"].rules,
             )
             return
         txn_producer = await stack.enter_async_context(
             open_producer(
                 selector=selector,
-                # The producer's clocks, generator and fault hook: under the simulator,
+                # The producer's clocks, generator and harness: under the simulator,
                 # records stamped by time.time() would differ run to run.
                 **producer.seams(),
                 **transactional_options(producer),
@@ -876,6 +877,7 @@ async def open_conditional_writer(
             guarantee="transactional",
             max_group=max_group,
             group_linger=group_linger,
+            rules=txn_producer.seams()["harness"].rules,
         )
 
 

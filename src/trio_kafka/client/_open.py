@@ -26,7 +26,7 @@ import anyio.abc
 from trio_kafka.client._producer import Producer, running
 from trio_kafka.client._security import Security, pop_security
 from trio_kafka.client._telemetry import require_opentelemetry
-from trio_kafka.core import ProducerConfig
+from trio_kafka.core import Harness, ProducerConfig
 from trio_kafka.errors import ConfigError
 from trio_kafka.net import (
     Clock,
@@ -74,7 +74,7 @@ async def open_producer(
     tls: ssl.SSLContext | bool | None = None,
     sasl: SaslConfig | None = None,
     metrics_interval: float = 60.0,
-    buggify: Callable[[str], bool] | None = None,
+    harness: Harness | None = None,
     **options: Any,
 ) -> AsyncIterator[Producer]:
     """An idempotent producer, flushed and closed on exit (within `close_timeout`).
@@ -86,9 +86,10 @@ async def open_producer(
     `sasl_plain_password`, `ssl_cafile`, ... (client/_security.py, docs/security.md). Pass `selector` to share one `KafkaSelector` between
     producers (then `bootstrap`, `transport` and `sasl` are the selector's business).
     `clock`, `rng` and `wall_clock` are seams for the simulator; the defaults are the event
-    loop's clock, an unseeded `random.Random` and `time.time`; `buggify(site) -> bool` is the
-    simulator's fault hook (None: never). The producer's metrics are logged
-    at DEBUG on the `trio_kafka.producer` logger every `metrics_interval` seconds.
+    loop's clock, an unseeded `random.Random` and `time.time`. `harness` is for test
+    harnesses only (the simulator): the rules the producer's decisions follow and a
+    fault hook (`Harness`; None: the client as it ships). The producer's metrics are
+    logged at DEBUG on the `trio_kafka.producer` logger every `metrics_interval` seconds.
     """
     security = pop_security(options, tls, sasl)  # Kafka's security names leave options
     config = ProducerConfig.from_kwargs(**options)
@@ -137,7 +138,7 @@ async def open_producer(
                 # (which cancels them) never cancels the caller's block.
                 tasks: TaskGroup = await nursery.start(_task_nursery)
                 producer = Producer(
-                    config, selector, clock, rng, wall_clock() - clock.now(), tasks, buggify
+                    config, selector, clock, rng, wall_clock() - clock.now(), tasks, harness
                 )
                 # Started here, closed on the way out (at once if the body raised).
                 async with running(producer, metrics_interval):

@@ -84,6 +84,7 @@ from trio_kafka.core import (
     BufferFullStrategy,
     DeliveryHandle,
     GroupMetadata,
+    Harness,
     Headers,
     MetricsSnapshot,
     OffsetAndMetadata,
@@ -149,7 +150,7 @@ class Producer:
         rng: random.Random,
         wall_offset: float,
         nursery: TaskGroup,
-        buggify: Callable[[str], bool] | None = None,
+        harness: Harness | None = None,
     ) -> None:
         self.config = config
         self.selector = selector
@@ -160,9 +161,11 @@ class Producer:
         # The task group of the producer's own tasks (closing cancels it).
         self._nursery = nursery
         # Transactions (client/_transactions.py): None unless transactional_id is set.
+        # A test harness's rules and fault hook (core/_rules.py), handed to what we build.
+        self._harness = harness = Harness() if harness is None else harness
         # The manager comes first (the core's sequencing hooks), its driver once the
         # sender exists.
-        txn_manager = transaction_manager(config)
+        txn_manager = transaction_manager(config, harness.rules)
         core_config = config
         if callable(config.partitioner):
             core_config = attrs.evolve(config, partitioner=_checked_partitioner(config.partitioner))
@@ -172,15 +175,24 @@ class Producer:
             rng,
             wall_offset=wall_offset,
             sequencing=(
-                None if txn_manager is None else Sequencer(is_transactional=True, hooks=txn_manager)
+                None
+                if txn_manager is None
+                else Sequencer(is_transactional=True, hooks=txn_manager, rules=harness.rules)
             ),
             handle_class=RecordHandle,  # made as RecordHandles: no class swap per send
+            rules=harness.rules,
         )
         # The core's appends, bound once.
         self._append = self._core.append
         self._append_value = self._core.accumulator.append_value
         self._sender = Sender(
-            self._core, selector, clock, nursery, self._notify_progress, self._on_fatal, buggify
+            self._core,
+            selector,
+            clock,
+            nursery,
+            self._notify_progress,
+            self._on_fatal,
+            harness.buggify,
         )
         self._txn: TransactionDriver | None = None
         if txn_manager is not None:
@@ -966,14 +978,14 @@ class Producer:
         return self._core.accumulator.wall_offset + self._clock.now()
 
     def seams(self) -> dict[str, Any]:
-        """This producer's clock, random generator, wall clock and fault hook, as
+        """This producer's clock, random generator, wall clock and harness, as
         `open_producer` takes them: a producer opened beside it with `**seams()` keeps
-        time, draws and faults as it does (one simulator run stays one run)."""
+        time, draws, rules and faults as it does (one simulator run stays one run)."""
         return {
             "clock": self._clock,
             "rng": self.selector.rng,
             "wall_clock": self.wall_clock,
-            "buggify": self._sender.buggify,
+            "harness": self._harness,
         }
 
     def metrics(self) -> MetricsSnapshot:

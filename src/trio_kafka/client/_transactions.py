@@ -72,6 +72,7 @@ from trio_kafka.core import (
     ProducerBatch,
     ProducerConfig,
     ProducerCore,
+    Rules,
     TransactionManager,
     TxnRequest,
     TxnRequestKind,
@@ -471,10 +472,13 @@ def _check_offsets(offsets: object, group_metadata: object) -> None:
         )
 
 
-def transaction_manager(config: ProducerConfig) -> TransactionManager | None:
-    """The manager for a transactional config, None otherwise (module doc: made before
-    the producer's core, handed to its `TransactionDriver` once the sender exists)."""
-    return TransactionManager.from_config(config) if config.transactional_id is not None else None
+def transaction_manager(config: ProducerConfig, rules: Rules) -> TransactionManager | None:
+    """The manager for a transactional config, with the producer's rules; None otherwise
+    (module doc: made before the producer's core, handed to its `TransactionDriver` once
+    the sender exists)."""
+    if config.transactional_id is None:
+        return None
+    return TransactionManager.from_config(config, rules)
 
 
 __all__ = [

@@ -90,7 +90,6 @@ from trio_kafka.core._load import (
     Row,
     Step,
     encode_routing,
-    load_rules,
     partition_of,
     routing_changes,
     routing_of,
@@ -107,7 +106,7 @@ from trio_kafka.core._record import (
     Result,
     record_size,
 )
-from trio_kafka.core._rules import MismatchSettler, Rules, current_rules, rules_in_effect
+from trio_kafka.core._rules import Harness, MismatchSettler, Rules
 from trio_kafka.core._sequencer import (
     PartitionSequence,
     Sequencer,
@@ -150,6 +149,7 @@ __all__ = [
     "ExponentialBackoff",
     "Failed",
     "GroupMetadata",
+    "Harness",
     "Headers",
     "LoadBatch",
     "LoadPipeline",
@@ -180,9 +180,7 @@ __all__ = [
     "TxnRequestKind",
     "TxnResult",
     "TxnState",
-    "current_rules",
     "encode_routing",
-    "load_rules",
     "must_be_flag",
     "must_be_positive",
     "must_be_str",
@@ -193,5 +191,4 @@ __all__ = [
     "routing_changes",
     "routing_of",
     "row_of",
-    "rules_in_effect",
 ]

@@ -56,7 +56,6 @@ from trio_kafka.core._batch import BatchState, DeliveryHandle, ProducerBatch
 from trio_kafka.core._config import ProducerConfig
 from trio_kafka.core._partitioner import ClusterView, RandomSource
 from trio_kafka.core._record import Result
-from trio_kafka.core._rule_context import rules_for
 from trio_kafka.core._sequencer import (
     NoSequencing,
     Sequencer,
@@ -444,7 +443,7 @@ class ProducerCore:
         self.rng = rng
         self._backoff = ExponentialBackoff.of(config)
         #: The decisions where a wrong rule loses or duplicates writes (core/_rules.py).
-        self.rules = rules_for(CoreRules) if rules is None else rules
+        self.rules = CoreRules() if rules is None else rules
         if sequencing is None:
             sequencing = (
                 Sequencer(is_transactional=config.transactional_id is not None, rules=self.rules)

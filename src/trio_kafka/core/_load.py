@@ -112,7 +112,6 @@ import attrs
 from trio_kafka.core._accumulator import record_sizes
 from trio_kafka.core._core import Action, classify
 from trio_kafka.core._partitioner import partition_for_key
-from trio_kafka.core._rule_context import rules_for
 from trio_kafka.errors import (
     AmbiguousError,
     ConcurrentWriteError,
@@ -430,12 +429,6 @@ class LoadRules:
         return classify(code)
 
 
-def load_rules() -> LoadRules:
-    """The load rules in effect here: those a harness installed (core/_rules.py
-    `rules_in_effect`), else the client's own."""
-    return rules_for(LoadRules)
-
-
 # -- the pipeline ---------------------------------------------------------------------
 
 
@@ -460,7 +453,7 @@ class LoadPipeline:
         routing: bytes = b"",
     ) -> None:
         #: The decisions where a wrong rule loses or duplicates rows (core/_rules.py).
-        self.rules = load_rules() if rules is None else rules
+        self.rules = LoadRules() if rules is None else rules
         if not 1 <= max_in_flight <= 5:
             raise ConfigError(
                 f"max_in_flight={max_in_flight}: use 1 to 5 (the broker's dedup window)"
@@ -866,7 +859,6 @@ __all__ = [
     "encode_routing",
     "header_of",
     "load_failure",
-    "load_rules",
     "partition_of",
     "routing_changes",
     "routing_of",

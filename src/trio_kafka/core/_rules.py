@@ -11,33 +11,36 @@ declared here):
 
 | part | declared in | decision points |
 | --- | --- | --- |
-| `CoreRules` | core/_core.py | epoch_bump, lost_request, requeue, give_up_lost, answered_after_append, behind_failed_cas |
-| `SequencerRules` | core/_sequencer.py | unknown_producer, drop_on_rewrite |
+| `CoreRules` | core/_core.py | lost_request, requeue, give_up_lost, answered_after_append, behind_failed_cas (and its sequencer's) |
+| `SequencerRules` | core/_sequencer.py | epoch_bump, unknown_producer, drop_on_rewrite |
 | `TransactionRules` | core/_transaction.py | end_txn_bumps_epoch, unknown_commit_outcome, init_when_ready, send_failure_taints_transaction |
-| `LoadRules` | core/_load.py | loaded_through, load_batch_offset, load_answer |
+| `LoadRules` | core/_load.py | loaded_through, load_batch_offset, restream_from, load_answer, checkpoint_committed (client/_bulk.py) |
 | `Rules` (here) | core/_rules.py | offset_after_mismatch, pipelined_offset, settle_mismatch (client/_conditional.py) |
 
-The deciding objects take their rules when they are built (`rules=`), by default the
-rules in effect in the current context (`contextvars`, so trio tasks inherit them):
-`Rules()` unless a harness replaced them for a block with `rules_in_effect(...)`
-(core/_rule_context.py holds the context, so that no deciding module imports this
-one, which imports them all).
+Each deciding object takes its rules when it is built (`rules=`: the core, the
+sequencer, the transaction manager, the load pipeline, the conditional writer); without
+them it follows its own part's defaults, the client's rules. Nothing is read from a
+global or a context: a harness that wants other rules builds the client with them.
 
 Why a seam here at all: a test harness can check that it notices when one of these
 rules is broken (the simulator runs variants that each break one, and must catch every
-one, in the sim package), without a switch inside the client. The client itself always runs
-`Rules()`.
+one: its planted bugs), without a switch inside the client. It hands them in with a
+`Harness`, the one keyword of the entry points a harness opens the client with
+(`open_producer(harness=...)`, `BulkLoader(harness=...)`, `open_bulk_loader`; a
+conditional writer follows its producer's): the rules, and BUGGIFY's fault hook, which
+the producer's sender asks at its fault sites (client/_sender.py). Applications never
+pass one: the client itself always runs `Rules()` and no fault hook.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
 
 from trio_kafka.core._core import CoreRules
 from trio_kafka.core._load import LoadRules
-from trio_kafka.core._rule_context import installed_rules, installing
 from trio_kafka.core._transaction import TransactionRules
 
 if TYPE_CHECKING:
@@ -78,20 +81,18 @@ class MismatchSettler(Protocol):
     async def settle_mismatch(self, expected: int, sequence: int) -> Any: ...
 
 
-_DEFAULT = Rules()
+@attrs.frozen
+class Harness:
+    """What a test harness (the simulator) plants in a client it opens: the rules its
+    decisions follow and BUGGIFY's fault hook (see the module doc). The default is the
+    client as it ships: `Rules()`, no faults. Passed once, to the entry point
+    (`open_producer(harness=...)`, `BulkLoader(harness=...)`), which hands it on to
+    every object it builds."""
+
+    #: The rules of every decision (a subclass with one rule broken: a planted bug).
+    rules: Rules = attrs.field(factory=Rules)
+    #: `buggify(site) -> fire?`, asked at the sender's fault sites (None: never).
+    buggify: Callable[[str], bool] | None = None
 
 
-def current_rules() -> Rules:
-    """The rules in effect here (`Rules()` unless `rules_in_effect` replaced them)."""
-    installed = installed_rules()
-    return installed if isinstance(installed, Rules) else _DEFAULT
-
-
-@contextmanager
-def rules_in_effect(rules: Rules) -> Iterator[None]:
-    """Objects built inside the block (and tasks started in it) take `rules`."""
-    with installing(rules):
-        yield
-
-
-__all__ = ["MismatchSettler", "Rules", "current_rules", "rules_in_effect"]
+__all__ = ["Harness", "MismatchSettler", "Rules"]

@@ -55,7 +55,6 @@ import enum
 from typing import Protocol
 
 from trio_kafka.core._batch import BatchState, ProducerBatch
-from trio_kafka.core._rule_context import rules_for
 from trio_kafka.errors import ErrorCode, KafkaError
 
 TopicPartition = tuple[str, int]
@@ -368,7 +367,7 @@ class Sequencer:
     ) -> None:
         self.is_transactional = is_transactional
         self.hooks = hooks
-        self.rules = rules_for(SequencerRules) if rules is None else rules
+        self.rules = SequencerRules() if rules is None else rules
         # A transaction's manager runs InitProducerId itself.
         self.owns_producer_id = hooks is not None
         # Current producer id and epoch (-1: InitProducerId not done yet).

@@ -145,7 +145,6 @@ import attrs
 from trio_kafka.core._backoff import ExponentialBackoff
 from trio_kafka.core._batch import ProducerBatch
 from trio_kafka.core._record import AmbiguousWriteError
-from trio_kafka.core._rule_context import rules_for
 from trio_kafka.errors import (
     ErrorCode,
     FatalBrokerError,
@@ -1002,7 +1001,7 @@ class TransactionManager:
     ) -> None:
         self.transactional_id = transactional_id
         #: The decisions where a wrong rule tears transactions (core/_rules.py).
-        self.rules = rules_for(TransactionRules) if rules is None else rules
+        self.rules = TransactionRules() if rules is None else rules
         self.transaction_timeout = transaction_timeout
         # The coordinator requests: queued, in flight, their versions and coordinators.
         self.requests = TxnRequestQueue(
@@ -1032,7 +1031,7 @@ class TransactionManager:
         self.pending_result: TxnResult | None = None
 
     @classmethod
-    def from_config(cls, config: Any) -> TransactionManager:
+    def from_config(cls, config: Any, rules: TransactionRules | None = None) -> TransactionManager:
         """From a `ProducerConfig` with `transactional_id` set."""
         if config.transactional_id is None:
             raise ValueError("the config has no transactional_id")
@@ -1041,6 +1040,7 @@ class TransactionManager:
             transaction_timeout=config.transaction_timeout,
             retry_backoff=config.retry_backoff,
             retry_backoff_max=config.retry_backoff_max,
+            rules=rules,
         )
 
     def __repr__(self) -> str:

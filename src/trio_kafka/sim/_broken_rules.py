@@ -1,5 +1,7 @@
 """The planted bugs themselves: each class is the client's `Rules` with one decision
-broken (sim/mutants.py names them, says what each breaks and hunts them)."""
+broken (sim/mutants.py names them, says what each breaks and hunts them). A run plants
+one by building the client with it: `run_seed(..., rules=TimeoutNotWritten())` hands it
+to every object the run's client builds, through `Harness` (core/_rules.py)."""
 
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ def _forget_sequence(core: ProducerCore, batch: ProducerBatch) -> None:
     batch.maybe_written = False
 
 
-class _TimeoutNotWritten(Rules):
+class TimeoutNotWritten(Rules):
     def lost_request(
         self, core: ProducerCore, batch: ProducerBatch, now: float, error: KafkaError
     ) -> Decision:
@@ -46,7 +48,7 @@ class _TimeoutNotWritten(Rules):
         return core.retry_or_fail(batch, now, error, refresh=True)
 
 
-class _SameEpochOnUnknownProducer(Rules):
+class SameEpochOnUnknownProducer(Rules):
     def unknown_producer(
         self,
         sequencer: Sequencer,
@@ -64,12 +66,12 @@ class _SameEpochOnUnknownProducer(Rules):
         return SequenceVerdict.RETRY
 
 
-class _ResendAfterBump(Rules):
+class ResendAfterBump(Rules):
     def drop_on_rewrite(self, batch: ProducerBatch) -> bool:
         return False
 
 
-class _StaleEndTxn(Rules):
+class StaleEndTxn(Rules):
     def unknown_commit_outcome(
         self, manager: TransactionManager, error: KafkaError, now: float
     ) -> None:
@@ -87,7 +89,7 @@ class _StaleEndTxn(Rules):
         return done
 
 
-class _CasMismatchNoRead(Rules):
+class CasMismatchNoRead(Rules):
     async def settle_mismatch(
         self, writer: MismatchSettler, expected: int, sequence: int, after_lost_attempt: bool
     ) -> Any:
@@ -97,7 +99,7 @@ class _CasMismatchNoRead(Rules):
         return await super().settle_mismatch(writer, expected, sequence, after_lost_attempt)
 
 
-class _ReorderRetries(Rules):
+class ReorderRetries(Rules):
     def requeue(self, core: ProducerCore, batch: ProducerBatch, now: float) -> None:
         _forget_sequence(core, batch)  # to the back of the queue, with a new sequence
         core.accumulator.reenqueue(batch, now, core.backoff(batch.attempts))
@@ -106,7 +108,7 @@ class _ReorderRetries(Rules):
         queue.append(batch)
 
 
-class _NotEnoughReplicasNotWritten(Rules):
+class NotEnoughReplicasNotWritten(Rules):
     def answered_after_append(
         self, core: ProducerCore, batch: ProducerBatch, now: float, code: int, message: str | None
     ) -> Decision | None:
@@ -117,7 +119,7 @@ class _NotEnoughReplicasNotWritten(Rules):
         return Decision.FINAL
 
 
-class _ExpireInFlight(Rules):
+class ExpireInFlight(Rules):
     def give_up_lost(
         self, core: ProducerCore, batch: ProducerBatch, now: float, error: KafkaError
     ) -> Decision:
@@ -130,58 +132,81 @@ class _ExpireInFlight(Rules):
         return Decision.FINAL
 
 
-class _CasRebaseOnMismatch(Rules):
+class CasRebaseOnMismatch(Rules):
     def offset_after_mismatch(self, mismatch: ExpectedOffsetMismatchError) -> int | None:
         return mismatch.log_end_offset if mismatch.log_end_offset >= 0 else None
 
 
-class _BulkWithoutCas(Rules):
+class BulkWithoutCas(Rules):
     def load_batch_offset(self, expected_offset: int) -> int:
         return -1
 
 
-class _CommitAfterFailedSend(Rules):
+class CommitAfterFailedSend(Rules):
     def send_failure_taints_transaction(self, error: KafkaError) -> bool:
         return False
 
 
-class _NewProducerIdOnBump(Rules):
+class NewProducerIdOnBump(Rules):
     def epoch_bump(self, sequencing: SequencingPolicy) -> tuple[int, int]:
         return -1, -1
 
 
-class _LoadLostAsWritten(Rules):
+class LoadLostAsWritten(Rules):
     def load_answer(self, code: int | None) -> Action:
         action = super().load_answer(code)
         return Action.ACKNOWLEDGED if action is Action.RETRY else action
 
 
-class _LoadMismatchAsWritten(Rules):
+class LoadMismatchAsWritten(Rules):
     def load_answer(self, code: int | None) -> Action:
         action = super().load_answer(code)
         return Action.ACKNOWLEDGED if action is Action.RESOLVE_MISMATCH else action
 
 
-class _LoadResumePastCheckpoint(Rules):
+class LoadResumePastCheckpoint(Rules):
     def loaded_through(self, resumed_after_row: int) -> int:
         return resumed_after_row + 1 if resumed_after_row >= 0 else resumed_after_row
 
 
-class _LoadResumeFromAborted(Rules):
+class LoadResumeFromAborted(Rules):
     def checkpoint_committed(self, first_marker_after: bool | None) -> bool:
         return True
 
 
-class _LoadRestreamOn(Rules):
+class LoadRestreamOn(Rules):
     def restream_from(self, streamed: int) -> int:
         return streamed
 
 
-class _PipelinedSameOffset(Rules):
+class PipelinedSameOffset(Rules):
     def pipelined_offset(self, tail: int, settled: int) -> int:
         return settled
 
 
-class _ResendBehindFailedCas(Rules):
+class ResendBehindFailedCas(Rules):
     def behind_failed_cas(self, core: ProducerCore, failed: ProducerBatch) -> None:
         return None
+
+
+__all__ = [
+    "BulkWithoutCas",
+    "CasMismatchNoRead",
+    "CasRebaseOnMismatch",
+    "CommitAfterFailedSend",
+    "ExpireInFlight",
+    "LoadLostAsWritten",
+    "LoadMismatchAsWritten",
+    "LoadRestreamOn",
+    "LoadResumeFromAborted",
+    "LoadResumePastCheckpoint",
+    "NewProducerIdOnBump",
+    "NotEnoughReplicasNotWritten",
+    "PipelinedSameOffset",
+    "ReorderRetries",
+    "ResendAfterBump",
+    "ResendBehindFailedCas",
+    "SameEpochOnUnknownProducer",
+    "StaleEndTxn",
+    "TimeoutNotWritten",
+]

@@ -7,63 +7,59 @@ The simulator must catch known client bugs: if it does not, its faults or its ch
 are too weak (the kill rate, as in mutation testing). Each mutant breaks one rule of
 `trio_kafka.core.Rules` (the client's decisions where a wrong rule loses,
 duplicates, reorders or tears writes): a subclass (sim/_broken_rules.py) overrides one
-method with the wrong rule. Nothing in the client knows mutants exist: `enabled(name)`
-puts the broken rules in effect for a block (`rules_in_effect`, a context variable the client's objects
-read when they are built), and `trio-kafka simulate --mutants` does so in each worker.
+method with the wrong rule. Nothing in the client knows mutants exist: `planted(name)` is
+the broken rules, and a run takes them as any rules, `run_seed(..., rules=planted(name))`,
+which opens its client with them (`Harness(rules=...)`, handed by `open_producer` and
+`BulkLoader` to every deciding object they build: no global, no context variable).
 
 For each mutant, `hunt` runs the seeds of each workload that can expose it (0, 1, 2...
-up to a budget) with the mutant enabled, until the first seed whose check fails: the
+up to a budget) with the mutant planted, until the first seed whose check fails: the
 mutant is *killed*, and the number of seeds it took is the simulator's cost to find
 that bug. The failing seed is then minimized as any failure is (ddmin over the faults it
-fired, the mutant still enabled, keeping the failure class). The kill rate over all
+fired, the mutant still planted, keeping the failure class). The kill rate over all
 mutants, the seeds each needed and the median minimized fault list are the simulator's
 own quality measure (research/simulation.md: every bug within 2,000 seeds, median at
 most 3 faults).
 
-Seeds run in worker processes in chunks (`jobs`); each worker enables the mutant
-itself, so nothing depends on how processes are started. Chunks are consumed in seed
-order and the lowest failing seed wins, so the answer does not depend on `jobs`.
+Seeds run in worker processes in chunks (`jobs`); each task names its mutant and the
+worker plants it itself, so nothing depends on how processes are started. Chunks are
+consumed in seed order and the lowest failing seed wins, so the answer does not depend
+on `jobs`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import statistics
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import attrs
 
-from trio_kafka.core import (
-    Rules,
-    rules_in_effect,
-)
+from trio_kafka.core import Rules
 from trio_kafka.sim._broken_rules import (
-    _BulkWithoutCas,
-    _CasMismatchNoRead,
-    _CasRebaseOnMismatch,
-    _CommitAfterFailedSend,
-    _ExpireInFlight,
-    _LoadLostAsWritten,
-    _LoadMismatchAsWritten,
-    _LoadRestreamOn,
-    _LoadResumeFromAborted,
-    _LoadResumePastCheckpoint,
-    _NewProducerIdOnBump,
-    _NotEnoughReplicasNotWritten,
-    _PipelinedSameOffset,
-    _ReorderRetries,
-    _ResendAfterBump,
-    _ResendBehindFailedCas,
-    _SameEpochOnUnknownProducer,
-    _StaleEndTxn,
-    _TimeoutNotWritten,
+    BulkWithoutCas,
+    CasMismatchNoRead,
+    CasRebaseOnMismatch,
+    CommitAfterFailedSend,
+    ExpireInFlight,
+    LoadLostAsWritten,
+    LoadMismatchAsWritten,
+    LoadRestreamOn,
+    LoadResumeFromAborted,
+    LoadResumePastCheckpoint,
+    NewProducerIdOnBump,
+    NotEnoughReplicasNotWritten,
+    PipelinedSameOffset,
+    ReorderRetries,
+    ResendAfterBump,
+    ResendBehindFailedCas,
+    SameEpochOnUnknownProducer,
+    StaleEndTxn,
+    TimeoutNotWritten,
 )
-from trio_kafka.sim.faults import FaultIdentity, Profile
 from trio_kafka.sim.minimize import ddmin, fault_id
 from trio_kafka.sim.runner import SeedResult, run_seed, still_fails
-from trio_kafka.sim.workloads import Workload
 
 # -- the planted bugs ---------------------------------------------------------------------
 
@@ -194,59 +190,37 @@ MUTANTS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 #: name -> the rules with that one bug.
 BROKEN_RULES: dict[str, type[Rules]] = {
-    TIMEOUT_NOT_WRITTEN: _TimeoutNotWritten,
-    SAME_EPOCH_ON_UNKNOWN_PRODUCER: _SameEpochOnUnknownProducer,
-    RESEND_AFTER_BUMP: _ResendAfterBump,
-    STALE_END_TXN: _StaleEndTxn,
-    CAS_MISMATCH_NO_READ: _CasMismatchNoRead,
-    REORDER_RETRIES: _ReorderRetries,
-    NOT_ENOUGH_REPLICAS_NOT_WRITTEN: _NotEnoughReplicasNotWritten,
-    EXPIRE_IN_FLIGHT: _ExpireInFlight,
-    CAS_REBASE_ON_MISMATCH: _CasRebaseOnMismatch,
-    BULK_WITHOUT_CAS: _BulkWithoutCas,
-    COMMIT_AFTER_FAILED_SEND: _CommitAfterFailedSend,
-    NEW_PRODUCER_ID_ON_BUMP: _NewProducerIdOnBump,
-    CAS_PIPELINED_SAME_OFFSET: _PipelinedSameOffset,
-    CAS_RESEND_BEHIND_FAILED: _ResendBehindFailedCas,
-    LOAD_LOST_AS_WRITTEN: _LoadLostAsWritten,
-    LOAD_MISMATCH_AS_WRITTEN: _LoadMismatchAsWritten,
-    LOAD_RESUME_PAST_CHECKPOINT: _LoadResumePastCheckpoint,
-    LOAD_RESUME_FROM_ABORTED: _LoadResumeFromAborted,
-    LOAD_RESTREAM_ON: _LoadRestreamOn,
+    TIMEOUT_NOT_WRITTEN: TimeoutNotWritten,
+    SAME_EPOCH_ON_UNKNOWN_PRODUCER: SameEpochOnUnknownProducer,
+    RESEND_AFTER_BUMP: ResendAfterBump,
+    STALE_END_TXN: StaleEndTxn,
+    CAS_MISMATCH_NO_READ: CasMismatchNoRead,
+    REORDER_RETRIES: ReorderRetries,
+    NOT_ENOUGH_REPLICAS_NOT_WRITTEN: NotEnoughReplicasNotWritten,
+    EXPIRE_IN_FLIGHT: ExpireInFlight,
+    CAS_REBASE_ON_MISMATCH: CasRebaseOnMismatch,
+    BULK_WITHOUT_CAS: BulkWithoutCas,
+    COMMIT_AFTER_FAILED_SEND: CommitAfterFailedSend,
+    NEW_PRODUCER_ID_ON_BUMP: NewProducerIdOnBump,
+    CAS_PIPELINED_SAME_OFFSET: PipelinedSameOffset,
+    CAS_RESEND_BEHIND_FAILED: ResendBehindFailedCas,
+    LOAD_LOST_AS_WRITTEN: LoadLostAsWritten,
+    LOAD_MISMATCH_AS_WRITTEN: LoadMismatchAsWritten,
+    LOAD_RESUME_PAST_CHECKPOINT: LoadResumePastCheckpoint,
+    LOAD_RESUME_FROM_ABORTED: LoadResumeFromAborted,
+    LOAD_RESTREAM_ON: LoadRestreamOn,
 }
 
 
-@contextlib.contextmanager
-def enabled(name: str) -> Iterator[None]:
-    """Mutant `name`'s broken rules in effect for the block (objects built inside it)."""
+def planted(name: str | None) -> Rules:
+    """The rules with mutant `name`'s bug (for `run_seed(..., rules=)`), or the client's
+    own for None. An unknown name raises KeyError, naming the known mutants."""
+    if name is None:
+        return Rules()
     broken = BROKEN_RULES.get(name)
     if broken is None:
         raise KeyError(f"unknown mutant {name!r} (known: {', '.join(MUTANTS)})")
-    with rules_in_effect(broken()):
-        yield
-
-
-def still_fails_planted(
-    mutant: str | None, workload: str | Workload, seed: int, profile: str | Profile, wanted: str
-) -> Callable[[tuple[FaultIdentity, ...]], bool]:
-    """`runner.still_fails` with `mutant`'s bug planted in each replay (a ddmin test)."""
-    test = still_fails(workload, seed, profile, wanted)
-
-    def planted_test(faults: tuple[FaultIdentity, ...]) -> bool:
-        with planted(mutant):
-            return test(faults)
-
-    return planted_test
-
-
-def planted(name: str | None) -> contextlib.AbstractContextManager[None]:
-    """`enabled(name)`, or the client as it is for None. An unknown name raises KeyError
-    at once (before the block), naming the known mutants."""
-    if name is None:
-        return contextlib.nullcontext()
-    if name not in BROKEN_RULES:
-        raise KeyError(f"unknown mutant {name!r} (known: {', '.join(MUTANTS)})")
-    return enabled(name)
+    return broken()
 
 
 # -- the search ------------------------------------------------------------------------
@@ -281,10 +255,9 @@ class Hunt:
 
 
 def run_with_mutant(args: tuple[str, str, int, str]) -> SeedResult:
-    """One seed of `workload` with `mutant` enabled (a worker's task)."""
+    """One seed of `workload` with `mutant` planted (a worker's task)."""
     mutant, workload, seed, profile = args
-    with enabled(mutant):
-        return run_seed(workload, seed, profile=profile).result
+    return run_seed(workload, seed, profile=profile, rules=planted(mutant)).result
 
 
 def _results(
@@ -346,8 +319,8 @@ def hunt(
 def _minimized(found: Hunt, result: SeedResult, profile: str, max_replays: int) -> Hunt:
     assert found.workload is not None and found.seed is not None
     assert result.failure_class is not None
-    test = still_fails_planted(
-        found.mutant, found.workload, found.seed, profile, result.failure_class
+    test = still_fails(
+        found.workload, found.seed, profile, result.failure_class, rules=planted(found.mutant)
     )
     shrunk = ddmin(result.fired_identities(), test, max_replays=max_replays)
     return attrs.evolve(
@@ -394,7 +367,7 @@ __all__ = [
     "MUTANTS",
     "Hunt",
     "Summary",
-    "enabled",
     "hunt",
+    "planted",
     "run_with_mutant",
 ]

@@ -13,7 +13,9 @@ builds, all from `Draws(seed)`:
 2. a `SimNetwork` and a 3-node mock-broker `Cluster` on the virtual clock, served over it
    (`ClusterFaults` adds kinds 9-12);
 3. the workload against the real client (`open_producer` with the simulated transport,
-   trio's virtual clock, a seeded generator, a virtual wall clock, the BUGGIFY hook).
+   trio's virtual clock, a seeded generator, a virtual wall clock, and the run's
+   `Harness`: the rules its decisions follow, `Rules()` unless the caller planted a bug
+   with `rules=` (sim/mutants.py), and the BUGGIFY hook).
 
 Phases: the workload runs while faults may fire (until `plan.fault_phase_end`); then the
 run heals (no fault fires any more, crashed brokers come back, clogs run out) and the
@@ -41,6 +43,7 @@ import trio
 
 from trio_kafka.broker import Cluster
 from trio_kafka.client import PartitionReader, Producer, open_producer
+from trio_kafka.core import Harness, Rules
 from trio_kafka.net import KafkaSelector, open_selector
 from trio_kafka.sim._results import (
     EXCEPTION,
@@ -114,8 +117,13 @@ class _Context(RecordingContext):
     net: SimNetwork
     decider: FaultDecider
     bootstrap: str
-    hook: Buggify | None
+    #: The rules (a planted bug's, or the client's own) and the BUGGIFY hook.
+    harness: Harness
     producer_defaults: Mapping[str, Any]
+
+    @property
+    def rules(self) -> Rules:
+        return self.harness.rules
 
     def open_producer(
         self, name: str = "p0", **options: Any
@@ -126,7 +134,7 @@ class _Context(RecordingContext):
             transport=self.net.transport(name),
             rng=self.draws.rng("client.rng", name),
             wall_clock=_wall_clock,
-            buggify=self.hook,
+            harness=self.harness,
             metrics_interval=0,
             **merged,
         )
@@ -152,7 +160,8 @@ class _Context(RecordingContext):
         return self.decider.fires(FaultKind.COMPETING_INSTANCE, site, *key, now=trio.current_time())
 
     def buggify(self, site: str) -> bool:
-        return self.hook is not None and self.hook(site)
+        hook = self.harness.buggify
+        return hook is not None and hook(site)
 
     async def sleep(self, seconds: float) -> None:
         await current_timers().sleep(seconds)
@@ -181,9 +190,11 @@ def run_seed(
     faults: Iterable[FaultIdentity] | None = None,
     rates: Mapping[FaultKind, float] | None = None,
     trace: bool = False,
+    rules: Rules | None = None,
 ) -> RunOutput:
     """Run one seed (see the module doc). `faults`: replay with exactly these faults;
-    `rates`: fixed rates per kind instead of the seed's swarm plan (tests, scenarios)."""
+    `rates`: fixed rates per kind instead of the seed's swarm plan (tests, scenarios);
+    `rules`: the rules the client follows (a planted bug's; default `Rules()`)."""
     spec = get_workload(workload) if isinstance(workload, str) else workload
     prof = PROFILES[profile] if isinstance(profile, str) else profile
     allowed = None if faults is None else frozenset(faults)
@@ -191,7 +202,9 @@ def run_seed(
     out = Outcome()
 
     async def main(clock: VirtualClock) -> None:
-        await _simulate(spec, seed, prof, allowed, rates, trace, out)
+        await _simulate(
+            spec, seed, prof, allowed, rates, trace, Rules() if rules is None else rules, out
+        )
 
     run_seeded(main, seed=seed)
     wall = time.perf_counter() - started
@@ -205,6 +218,7 @@ async def _simulate(
     allowed: frozenset[FaultIdentity] | None,
     rates: Mapping[FaultKind, float] | None,
     trace: bool,
+    rules: Rules,
     out: Outcome,
 ) -> None:
     draws = Draws(seed)
@@ -242,7 +256,7 @@ async def _simulate(
             net,
             decider,
             bootstrap,
-            hook,
+            Harness(rules, hook),
             PRODUCER_DEFAULTS.get(profile.name, PRODUCER_DEFAULTS["standard"]),
         )
         _tick_cluster(net, cluster, trio.current_time())
@@ -331,12 +345,18 @@ async def _final_reads(
 
 
 def still_fails(
-    workload: str | Workload, seed: int, profile: str | Profile, failure_class: str
+    workload: str | Workload,
+    seed: int,
+    profile: str | Profile,
+    failure_class: str,
+    *,
+    rules: Rules | None = None,
 ) -> Callable[[tuple[FaultIdentity, ...]], bool]:
-    """A `ddmin` predicate: does a replay with these faults keep `failure_class`?"""
+    """A `ddmin` predicate: does a replay with these faults (and `rules`) keep
+    `failure_class`?"""
 
     def test(faults: tuple[FaultIdentity, ...]) -> bool:
-        replay = run_seed(workload, seed, profile=profile, faults=faults).result
+        replay = run_seed(workload, seed, profile=profile, faults=faults, rules=rules).result
         return failure_class in replay.classes
 
     return test

@@ -36,10 +36,11 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
+from trio_kafka.core import Rules
 from trio_kafka.sim.faults import PROFILES, FaultIdentity, FaultKind, Profile
 from trio_kafka.sim.minimize import ddmin, fault_id, format_rates, replay_command
-from trio_kafka.sim.mutants import BUDGET, MUTANTS, Hunt, planted, still_fails_planted
-from trio_kafka.sim.runner import RunOutput, SeedResult, run_seed
+from trio_kafka.sim.mutants import BUDGET, MUTANTS, Hunt, planted
+from trio_kafka.sim.runner import RunOutput, SeedResult, run_seed, still_fails
 from trio_kafka.sim.workloads import Workload, get_workload
 
 #: Seeds Hypothesis draws: 4 base-100 digits, 0 to 99,999,999 (shrinking towards 0).
@@ -117,10 +118,17 @@ class PlanCase:
         return f"seed {self.seed}, rates {format_rates(self.rates)}"
 
     def run(
-        self, workload: str | Workload, profile: str | Profile = "lite", *, trace: bool = False
+        self,
+        workload: str | Workload,
+        profile: str | Profile = "lite",
+        *,
+        trace: bool = False,
+        rules: Rules | None = None,
     ) -> RunOutput:
-        """`run_seed` of this seed under this plan."""
-        return run_seed(workload, self.seed, profile=profile, rates=self.rates, trace=trace)
+        """`run_seed` of this seed under this plan (and `rules`: a planted bug's)."""
+        return run_seed(
+            workload, self.seed, profile=profile, rates=self.rates, trace=trace, rules=rules
+        )
 
     def replay_command(
         self, workload: str, profile: str, faults: Iterable[FaultIdentity | str] | None = None
@@ -237,13 +245,13 @@ def search(
 ) -> SearchResult:
     """Run up to `examples` Hypothesis-drawn plans of `workload`; shrink the first that
     fails (keeping its failure class, at most `max_shrink_runs` more runs), then ddmin its
-    faults (at most `max_replays` replays). `mutant`: with that planted bug in effect."""
+    faults (at most `max_replays` replays). `mutant`: with that planted bug."""
     if examples < 1:
         raise ValueError(f"examples must be at least 1, not {examples}")
     spec = get_workload(workload) if isinstance(workload, str) else workload
     prof = _profile(profile)
 
-    planted(mutant)  # an unknown mutant fails here, before any run
+    rules = planted(mutant)  # an unknown mutant fails here, before any run
     runs = drawn = 0
     wanted: str | None = None
     first: tuple[PlanCase, SeedResult] | None = None
@@ -263,8 +271,7 @@ def search(
             if wanted is not None and runs - first_at >= max_shrink_runs:
                 return False  # the shrink budget is spent: refuse every further step
             runs += 1
-            with planted(mutant):
-                result = case.run(spec, prof).result
+            result = case.run(spec, prof, rules=rules).result
             results[key(case)] = result
         if result.ok:
             return False
@@ -299,7 +306,7 @@ def search(
     )
     if not minimize:
         return found
-    test = still_fails_planted(mutant, spec, shrunk.seed, prof, wanted)
+    test = still_fails(spec, shrunk.seed, prof, wanted, rules=rules)
     cut = ddmin(shrunk_result.fired_identities(), test, max_replays=max_replays)
     return attrs.evolve(
         found,

@@ -2,12 +2,13 @@
 
 A workload is `async def workload(ctx: SimContext) -> None`. It opens producers through
 `ctx.open_producer(...)` (the real client, wired to the simulated network, the virtual
-clock, a seeded generator and the run's BUGGIFY hook), performs operations, and records
-each one in `ctx.history` (`ctx.track_send` does it for a `send()`). It should keep
-sending during the fault phase (`ctx.fault_phase_end`, virtual seconds) and return once
-every operation has settled; the runner then heals the cluster, reads every partition
-back and checks the history against the brokers' logs. Values must be unique in a run
-(`ctx.value(writer, n)`): the checker maps log records back to operations by value.
+clock, a seeded generator, and the run's rules and BUGGIFY hook), performs operations,
+and records each one in `ctx.history` (`ctx.track_send` does it for a `send()`). It
+should keep sending during the fault phase (`ctx.fault_phase_end`, virtual seconds) and
+return once every operation has settled; the runner then heals the cluster, reads every
+partition back and checks the history against the brokers' logs. Values must be unique
+in a run (`ctx.value(writer, n)`): the checker maps log records back to operations by
+value.
 
 Register it by name so `trio-kafka simulate --workload NAME` finds it:
 
@@ -35,7 +36,7 @@ import attrs
 import trio
 
 from trio_kafka.client import Producer
-from trio_kafka.core import DeliveryHandle
+from trio_kafka.core import DeliveryHandle, Rules
 from trio_kafka.net import KafkaSelector
 from trio_kafka.sim.faults import Profile
 from trio_kafka.sim.history import Fail, History, Produce, outcome_from_delivery
@@ -53,6 +54,13 @@ class SimContext(Protocol):
     fault_phase_end: float
     #: True when this run's plan may fire COMPETING_INSTANCE (a workload decides when).
     competing_instances: bool
+
+    @property
+    def rules(self) -> Rules:
+        """The rules the run's client follows (a planted bug's, or `Rules()`): every
+        producer `open_producer` opens has them; a client a workload builds itself takes
+        them in a `Harness` (`BulkLoader(harness=Harness(ctx.rules))`)."""
+        ...
 
     def open_producer(
         self, name: str = "p0", **options: Any

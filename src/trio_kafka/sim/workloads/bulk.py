@@ -43,7 +43,7 @@ import trio
 
 from trio_kafka.broker import CAS_CONFIG
 from trio_kafka.client import BulkLoader, partition_of
-from trio_kafka.core import Row
+from trio_kafka.core import Harness, Row
 from trio_kafka.errors import KafkaError
 from trio_kafka.net import group_leaves
 from trio_kafka.sim.faults import BUGGIFY_SITES
@@ -227,6 +227,9 @@ async def _process(load: _Load, run: int) -> RunEnd:
                     request_timeout=2.0,
                     retry_timeout=timeout,
                     wall_clock=ctx.wall_clock,
+                    # The run's rules; no BUGGIFY in the loader's own producers (the
+                    # workload's fault is `_SMALL_BATCHES`).
+                    harness=Harness(ctx.rules),
                 )
                 await loader.run(load.rows)
                 return RunEnd.DONE
