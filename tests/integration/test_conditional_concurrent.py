@@ -410,3 +410,45 @@ async def test_a_cas_append_made_while_one_before_it_is_read_back_is_never_sent(
         records = committed(cluster)
     assert [r.value for r in records] == [b"theirs"]
     assert all(isinstance(outcomes[n], ConcurrentWriteError) for n in range(2)), outcomes
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])  # the hook waits on the test's event
+async def test_a_cas_append_cancelled_while_queued_is_never_sent_nor_those_behind_it() -> None:
+    """Append 0 is held at the broker and fills the producer's buffer, so append 1's
+    hand-over waits for room and appends 2 and 3 queue behind it. 2 is cancelled while
+    it waits: it is never sent, 3 (which expected the offset after 2's) fails unsent
+    with ConcurrentWriteError, and 0 and 1 land."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        outcomes: dict[int, object] = {}
+        async with open_conditional_writer(
+            "log", 0, bootstrap=cluster.bootstrap, buffer_memory=300
+        ) as log:
+            async for _ in log.read_to_end():
+                pass
+            held = _Hold(cluster, ProduceRequest, 1)
+            scopes = {n: anyio.CancelScope() for n in range(4)}
+
+            async def append(n: int) -> None:
+                with scopes[n]:
+                    try:
+                        outcomes[n] = (await log.append(b"%d" % n * 200)).offset
+                    except ConcurrentWriteError as exc:
+                        outcomes[n] = exc
+                    return
+                outcomes[n] = "cancelled"
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(append, 0)
+                await held.reached.wait()
+                for n in (1, 2, 3):
+                    tasks.start_soon(append, n)
+                    await anyio.sleep(0.01)
+                assert len(log._outbox) == 2  # 1 waits for room; 2 and 3 are queued
+                scopes[2].cancel()
+                await anyio.sleep(0.01)
+                held.go.set()
+        records = committed(cluster)
+    assert outcomes[0] == 0 and outcomes[1] == 1 and outcomes[2] == "cancelled"
+    assert isinstance(outcomes[3], ConcurrentWriteError), outcomes
+    assert [r.value for r in records] == [b"0" * 200, b"1" * 200]
