@@ -199,6 +199,9 @@ class _Link:
     #: An attempt was answered with anything but a success: until it is settled, no one
     #: knows whether it is written, so no append may be sent behind it (`in_doubt`).
     doubted: bool = False
+    #: The producer's handle of its first attempt (answered before its task has run:
+    #: `in_doubt` reads it).
+    handle: Any = None
 
 
 @attrs.define(eq=False)
@@ -227,7 +230,15 @@ class _Chain:
         written, and if it is not (another writer took its offset, or its attempts never
         land), the log end may be exactly there, with a record the writer never read
         before it (the cas workload's C5, once its appends came at staggered times)."""
-        return any(link.doubted and not link.settled.done for link in self.links)
+        for link in self.links:
+            if link.settled.done:
+                continue
+            if link.doubted:
+                return True
+            handle = link.handle  # answered, and its task has not run yet
+            if handle is not None and handle.done() and not handle.succeeded():
+                return True
+        return False
 
     async def before(self, link: _Link) -> str:
         """How the appends sent before `link` ended, once all of them have (those no
@@ -472,7 +483,7 @@ class ConditionalWriter:
                 if chain.broken is not None:
                     raise self._behind_failure(chain, expected, sequence)
                 self.attempts += 1
-                handle = await self._send_cas(value, key, headers, expected)
+                handle = link.handle = await self._send_cas(value, key, headers, expected)
                 chain.links.append(link)
             except BaseException:
                 chain.break_at(expected, "the append before it could not be sent")
@@ -579,6 +590,7 @@ class ConditionalWriter:
             chain.break_at(out.expected, "the append before it could not be sent")
             out.error = exc
         else:
+            out.link.handle = out.handle
             chain.links.append(out.link)
         return out
 
