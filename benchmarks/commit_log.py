@@ -19,9 +19,11 @@ Each case opens a fresh writer on a fresh one-partition topic, reads it to its e
 times N appends of SIZE bytes made by A tasks at once (A = 1 and 16), each append awaited
 by its task: the window ends when every append has returned. An append that raises is
 counted as an error (and its task reads the log to its end before going on, as the docs'
-loop does). Latency is each append call's own time. Runs alternate, REPEAT times; the
-table shows medians, p50 and p99 over all runs' appends, and appends/s with A tasks over
-appends/s with one.
+loop does). Latency is each append call's own time. Each run also prints the Produce
+requests the writer's producer sent per 1,000 appends (how many appends shared a
+request) and this process's CPU time per append (the broker's is its own process's).
+Runs alternate, REPEAT times; the table shows medians, p50 and p99 over all runs'
+appends, and appends/s with A tasks over appends/s with one.
 
     .venv/bin/python benchmarks/commit_log.py [--appends N] [--size BYTES] [--repeat R]
         [--appenders 1,16] [--backends cas,transactional,txn-mock] [--max-in-flight N]
@@ -98,12 +100,20 @@ async def one_run(
                             pass
                 latencies.append(time.perf_counter() - started)
 
-        started = time.perf_counter()
+        requests_before = writer.producer.metrics().requests_sent
+        started, cpu = time.perf_counter(), time.process_time()
         async with trio.open_nursery() as nursery:
             for count in share:
                 nursery.start_soon(appender, count)
-        elapsed = time.perf_counter() - started
-    return {"seconds": elapsed, "latencies": latencies, "errors": errors}
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        requests = writer.producer.metrics().requests_sent - requests_before
+    return {
+        "seconds": elapsed,
+        "latencies": latencies,
+        "errors": errors,
+        "requests": requests,
+        "cpu": cpu,
+    }
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -150,7 +160,10 @@ def main() -> None:
                     print(
                         f"{backend} appenders={a} run={run}: {rate:,.0f} appends/s, "
                         f"p50 {1000 * percentile(lat, 0.5):.2f} ms, "
-                        f"p99 {1000 * percentile(lat, 0.99):.2f} ms, {result['errors']} errors",
+                        f"p99 {1000 * percentile(lat, 0.99):.2f} ms, {result['errors']} errors, "
+                        f"{1000 * result['requests'] / args.appends:,.0f} Produce requests "
+                        f"per 1,000 appends, client CPU {1e6 * result['cpu'] / args.appends:.0f} "
+                        "us per append",
                         flush=True,
                     )
     print()
@@ -161,9 +174,9 @@ def main() -> None:
     print()
     print(
         "| backend | broker | appenders | appends/s | p50 ms | p99 ms | errors | "
-        "appends/s / one appender's |"
+        "Produce requests / 1,000 appends | appends/s / one appender's |"
     )
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for backend in backends:
         base = None
         for a in appenders:
@@ -172,10 +185,11 @@ def main() -> None:
             base = base or rate
             lat = [x for r in runs for x in r["latencies"]]
             errors = sum(r["errors"] for r in runs)
+            requests = statistics.median(1000 * r["requests"] / args.appends for r in runs)
             print(
                 f"| {backend} | {BACKENDS[backend][1]} | {a} | {rate:,.0f} | "
                 f"{1000 * percentile(lat, 0.5):.2f} | {1000 * percentile(lat, 0.99):.2f} | "
-                f"{errors} | {rate / base:.2f}x |"
+                f"{errors} | {requests:,.0f} | {rate / base:.2f}x |"
             )
 
 

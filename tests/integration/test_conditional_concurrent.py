@@ -13,6 +13,7 @@ from trio_kafka.broker import DROP, Cluster, HookCall
 from trio_kafka.client import open_conditional_writer, open_producer, writer_of
 from trio_kafka.errors import ConcurrentWriteError, WriterFencedError
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
+from trio_kafka.protocol.messages.fetch import FetchRequest
 from trio_kafka.protocol.messages.produce import ProduceRequest
 from trio_kafka.records import Record
 
@@ -37,6 +38,22 @@ def committed(cluster: Cluster) -> list[Record]:
         else:
             records.extend(batch.records)
     return sorted(records, key=lambda r: r.offset)
+
+
+class _Hold:
+    """Holds the `nth` request of `kind` at the broker, before it is applied, until
+    `go` is set (`reached` once it is held); `count` counts every request of `kind`."""
+
+    def __init__(self, cluster: Cluster, kind: type, nth: int) -> None:
+        self.reached, self.go = anyio.Event(), anyio.Event()
+        self.nth, self.count = nth, 0
+        cluster.add_hook(kind, self._hook)
+
+    async def _hook(self, call: HookCall) -> None:
+        self.count += 1
+        if self.count == self.nth:
+            self.reached.set()
+            await self.go.wait()
 
 
 async def _appends_at_once(log: object, count: int) -> dict[int, int]:
@@ -77,12 +94,7 @@ async def test_concurrent_cas_appends_share_produce_round_trips() -> None:
     took 16), and land in the order they were called."""
     async with mock_cluster() as cluster:
         cluster.create_topic("log", 1, CAS)
-        produces = [0]
-
-        def count(call: HookCall) -> None:
-            produces[0] += 1
-
-        cluster.add_hook(ProduceRequest, count)
+        produces = _Hold(cluster, ProduceRequest, 0)
         async with open_conditional_writer("log", 0, bootstrap=cluster.bootstrap) as log:
             async for _ in log.read_to_end():
                 pass
@@ -100,18 +112,71 @@ async def test_concurrent_cas_appends_share_produce_round_trips() -> None:
             # every one until the next read).
             assert log._chain.links == []
     assert [acks[n] for n in called] == list(range(APPENDERS))
-    assert produces[0] < APPENDERS
+    assert produces.count < APPENDERS
+
+
+async def test_cas_appends_made_at_once_ride_one_produce_request() -> None:
+    """16 appends called in one go enter the producer back to back (no checkpoint
+    between them) and go out as one batch, expecting the first one's offset."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        async with open_conditional_writer("log", 0, bootstrap=cluster.bootstrap) as log:
+            async for _ in log.read_to_end():
+                pass
+            await log.append(b"first")  # the producer id and connection, before counting
+            produces = _Hold(cluster, ProduceRequest, 0)
+            called: list[int] = []
+            acks: dict[int, int] = {}
+
+            async def append(n: int) -> None:
+                called.append(n)  # no checkpoint before the call: its order
+                acks[n] = (await log.append(b"%d" % n)).offset
+
+            async with anyio.create_task_group() as tasks:
+                for n in range(APPENDERS):
+                    tasks.start_soon(append, n)
+        batches = [len(batch.records) for batch in cluster.decoded("log", 0)]
+    assert produces.count == 1, batches
+    assert [acks[n] for n in called] == list(range(1, APPENDERS + 1))
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])  # the hook waits on the test's event
+async def test_cas_appends_made_while_a_request_is_out_ride_the_next_one_together() -> None:
+    """One append is held at the broker; the 15 made meanwhile wait in one batch and go
+    out together when it is answered, each at its own offset in call order."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        async with open_conditional_writer("log", 0, bootstrap=cluster.bootstrap) as log:
+            async for _ in log.read_to_end():
+                pass
+            await log.append(b"first")
+            held = _Hold(cluster, ProduceRequest, 1)
+            called: list[int] = []
+            acks: dict[int, int] = {}
+
+            async def append(n: int) -> None:
+                called.append(n)
+                acks[n] = (await log.append(b"%d" % n)).offset
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(append, 0)
+                await held.reached.wait()
+                for n in range(1, APPENDERS):
+                    tasks.start_soon(append, n)
+                await anyio.sleep(0.05)
+                held.go.set()
+        records = committed(cluster)
+        batches = [len(batch.records) for batch in cluster.decoded("log", 0)]
+    assert held.count == 2, batches
+    assert batches == [1, 1, APPENDERS - 1]
+    assert [acks[n] for n in called] == list(range(1, APPENDERS + 1))
+    assert [r.value for r in records[1:]] == [b"%d" % n for n in called]
 
 
 async def test_concurrent_transactional_appends_are_committed_in_groups() -> None:
     async with mock_cluster() as cluster:
         cluster.create_topic("log", 1)
-        commits = [0]
-
-        def count(call: HookCall) -> None:
-            commits[0] += 1
-
-        cluster.add_hook(EndTxnRequest, count)
+        commits = _Hold(cluster, EndTxnRequest, 0)
         async with open_conditional_writer(
             "log", 0, bootstrap=cluster.bootstrap, guarantee="transactional"
         ) as log:
@@ -119,25 +184,20 @@ async def test_concurrent_transactional_appends_are_committed_in_groups() -> Non
                 pass
             acks = await _appends_at_once(log, APPENDERS)
     assert sorted(acks.values()) == sorted(set(acks.values()))
-    assert commits[0] <= 3  # the first alone, then the others queued behind it
+    assert commits.count <= 3  # the first alone, then the others queued behind it
 
 
 async def test_a_group_is_bounded_by_max_group() -> None:
     async with mock_cluster() as cluster:
         cluster.create_topic("log", 1)
-        commits = [0]
-
-        def count(call: HookCall) -> None:
-            commits[0] += 1
-
-        cluster.add_hook(EndTxnRequest, count)
+        commits = _Hold(cluster, EndTxnRequest, 0)
         async with open_conditional_writer(
             "log", 0, bootstrap=cluster.bootstrap, guarantee="transactional", max_group=4
         ) as log:
             async for _ in log.read_to_end():
                 pass
             await _appends_at_once(log, APPENDERS)
-    assert commits[0] >= APPENDERS // 4
+    assert commits.count >= APPENDERS // 4
 
 
 async def test_a_group_whose_commit_answer_was_lost_is_settled_by_reading_back() -> None:
@@ -168,16 +228,7 @@ async def test_a_fence_mid_group_fails_every_append_of_the_group() -> None:
     WriterFencedError and none of them is in the committed log."""
     async with mock_cluster() as cluster:
         cluster.create_topic("log", 1)
-        reached, go = anyio.Event(), anyio.Event()
-        calls = [0]
-
-        async def hold_second(call: HookCall) -> None:
-            calls[0] += 1
-            if calls[0] == 2:
-                reached.set()
-                await go.wait()
-
-        cluster.add_hook(EndTxnRequest, hold_second)
+        held = _Hold(cluster, EndTxnRequest, 2)
         outcomes: dict[int, object] = {}
         async with open_conditional_writer(
             "log", 0, bootstrap=cluster.bootstrap, guarantee="transactional"
@@ -196,11 +247,11 @@ async def test_a_fence_mid_group_fails_every_append_of_the_group() -> None:
                 await anyio.sleep(0)
                 for n in range(1, 5):
                     tasks.start_soon(append, n)
-                await reached.wait()  # the group of 1-4 is at its EndTxn
+                await held.reached.wait()  # the group of 1-4 is at its EndTxn
                 async with open_conditional_writer(
                     "log", 0, bootstrap=cluster.bootstrap, guarantee="transactional"
                 ):
-                    go.set()
+                    held.go.set()
         records = committed(cluster)
     assert outcomes[0] == 0
     assert all(isinstance(outcomes[n], WriterFencedError) for n in range(1, 5))
@@ -210,14 +261,7 @@ async def test_a_fence_mid_group_fails_every_append_of_the_group() -> None:
 async def test_a_waiting_append_cancelled_before_its_group_is_never_written() -> None:
     async with mock_cluster() as cluster:
         cluster.create_topic("log", 1)
-        reached, go = anyio.Event(), anyio.Event()
-
-        async def hold_first(call: HookCall) -> None:
-            if not reached.is_set():
-                reached.set()
-                await go.wait()
-
-        cluster.add_hook(EndTxnRequest, hold_first)
+        held = _Hold(cluster, EndTxnRequest, 1)
         acks: dict[int, int] = {}
         async with open_conditional_writer(
             "log", 0, bootstrap=cluster.bootstrap, guarantee="transactional"
@@ -232,14 +276,14 @@ async def test_a_waiting_append_cancelled_before_its_group_is_never_written() ->
             cancelled = anyio.CancelScope()
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(append, 0)
-                await reached.wait()  # 0 is committing; 1-3 queue behind it
+                await held.reached.wait()  # 0 is committing; 1-3 queue behind it
                 tasks.start_soon(append, 1)
                 tasks.start_soon(append, 2, cancelled)
                 tasks.start_soon(append, 3)
                 await anyio.sleep(0.05)
                 cancelled.cancel()
                 await anyio.sleep(0.05)
-                go.set()
+                held.go.set()
         records = committed(cluster)
     assert sorted(acks) == [0, 1, 3]
     assert sorted(r.value for r in records) == [b"0", b"1", b"3"]
@@ -290,16 +334,7 @@ async def test_cas_appends_behind_a_failed_one_never_land_when_another_writer_fi
     idempotence (5 requests in flight) they are not sent before the held one's answer."""
     async with mock_cluster() as cluster:
         cluster.create_topic("log", 1, CAS)
-        reached, go = anyio.Event(), anyio.Event()
-        produces = [0]
-
-        async def hold_first(call: HookCall) -> None:
-            produces[0] += 1
-            if produces[0] == 1:
-                reached.set()
-                await go.wait()
-
-        cluster.add_hook(ProduceRequest, hold_first)
+        held = _Hold(cluster, ProduceRequest, 1)
         outcomes: dict[int, object] = {}
         async with contextlib.AsyncExitStack() as stack:
             options: dict[str, object] = {"bootstrap": cluster.bootstrap}
@@ -331,12 +366,89 @@ async def test_cas_appends_behind_a_failed_one_never_land_when_another_writer_fi
 
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(append, 0)
-                await reached.wait()  # A's append 0 is at the broker, not appended yet
+                await held.reached.wait()  # A's append 0 is at the broker, not appended yet
                 for n in range(1, 4):
                     tasks.start_soon(append, n)
                 assert (await b.append(b"theirs")).offset == 0
-                go.set()
+                held.go.set()
             assert a.next_offset is None  # stale: read again before appending
         records = committed(cluster)
     assert [r.value for r in records] == [b"theirs"]
     assert all(isinstance(outcomes[n], ConcurrentWriteError) for n in range(4)), outcomes
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])  # the hook waits on the test's event
+async def test_a_cas_append_made_while_one_before_it_is_read_back_is_never_sent() -> None:
+    """Another writer took offset 0: A's append 0 meets a mismatch and reads offset 0
+    back to learn whose record is there. A's append 1, made during that read, expects
+    offset 1, where the log end is: sent, it would land after a record A never read.
+    It fails unsent with append 0."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        outcomes: dict[int, object] = {}
+        async with (
+            open_conditional_writer("log", 0, bootstrap=cluster.bootstrap) as log,
+            open_producer(cluster.bootstrap, linger=0) as other,
+        ):
+            async for _ in log.read_to_end():
+                pass
+            await (await other.send("log", b"theirs", partition=0, expected_offset=0))
+            held = _Hold(cluster, FetchRequest, 1)  # the read of offset 0
+
+            async def append(n: int) -> None:
+                try:
+                    outcomes[n] = (await log.append(b"%d" % n)).offset
+                except ConcurrentWriteError as exc:
+                    outcomes[n] = exc
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(append, 0)
+                await held.reached.wait()
+                tasks.start_soon(append, 1)
+                await anyio.sleep(0.05)
+                held.go.set()
+        records = committed(cluster)
+    assert [r.value for r in records] == [b"theirs"]
+    assert all(isinstance(outcomes[n], ConcurrentWriteError) for n in range(2)), outcomes
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])  # the hook waits on the test's event
+async def test_a_cas_append_cancelled_while_queued_is_never_sent_nor_those_behind_it() -> None:
+    """Append 0 is held at the broker and fills the producer's buffer, so append 1's
+    hand-over waits for room and appends 2 and 3 queue behind it. 2 is cancelled while
+    it waits: it is never sent, 3 (which expected the offset after 2's) fails unsent
+    with ConcurrentWriteError, and 0 and 1 land."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        outcomes: dict[int, object] = {}
+        async with open_conditional_writer(
+            "log", 0, bootstrap=cluster.bootstrap, buffer_memory=300
+        ) as log:
+            async for _ in log.read_to_end():
+                pass
+            held = _Hold(cluster, ProduceRequest, 1)
+            scopes = {n: anyio.CancelScope() for n in range(4)}
+
+            async def append(n: int) -> None:
+                with scopes[n]:
+                    try:
+                        outcomes[n] = (await log.append(b"%d" % n * 200)).offset
+                    except ConcurrentWriteError as exc:
+                        outcomes[n] = exc
+                    return
+                outcomes[n] = "cancelled"
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(append, 0)
+                await held.reached.wait()
+                for n in (1, 2, 3):
+                    tasks.start_soon(append, n)
+                    await anyio.sleep(0.01)
+                assert len(log._outbox) == 2  # 1 waits for room; 2 and 3 are queued
+                scopes[2].cancel()
+                await anyio.sleep(0.01)
+                held.go.set()
+        records = committed(cluster)
+    assert outcomes[0] == 0 and outcomes[1] == 1 and outcomes[2] == "cancelled"
+    assert isinstance(outcomes[3], ConcurrentWriteError), outcomes
+    assert [r.value for r in records] == [b"0" * 200, b"1" * 200]

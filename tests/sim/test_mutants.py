@@ -58,7 +58,7 @@ QUICK = [
     (_mutants.REORDER_RETRIES, 3, 1),
     (_mutants.EXPIRE_IN_FLIGHT, 367, 1),
     (_mutants.BULK_WITHOUT_CAS, 138, 1),
-    (_mutants.CAS_PIPELINED_SAME_OFFSET, 61, 1),
+    (_mutants.CAS_PIPELINED_SAME_OFFSET, 53, 1),
     (_mutants.CAS_RESEND_BEHIND_FAILED, 3, 1),
     # The seed that found the bug (simulations/regressions/idempotent-lite-904005.toml),
     # and the first the full search finds through BUGGIFY client.forced_epoch_bump.

@@ -13,6 +13,7 @@ import weakref
 
 import pytest
 import trio
+import trio.testing
 
 from trio_kafka.client import open_selector
 from trio_kafka.client._cas import CasGate, cas_gate
@@ -45,3 +46,18 @@ def test_a_gate_whose_selector_is_gone_says_so() -> None:
     gc.collect()
     with pytest.raises(RuntimeError, match="selector is gone"):
         gate.selector  # noqa: B018
+
+
+async def test_a_partition_checked_before_is_checked_again_without_a_request_or_a_yield() -> None:
+    """A commit log's appends each pass the gate: once the topic's config, the leader's
+    connection and its ApiVersions are known, the check is answered from them, without
+    a round of the event loop (so a burst of CAS sends fills one batch)."""
+    cluster = make_cluster(1)
+    cluster.create_topic("log", 1, {"expected.offset.check.enable": "true"})
+    async with trio.open_nursery() as nursery:
+        async with open_selector(BOOTSTRAP, transport=MemoryTransport(cluster, nursery)) as sel:
+            gate = cas_gate(sel)
+            leader = await gate.check("log", 0)
+            with trio.testing.assert_no_checkpoints():
+                assert await gate.check("log", 0) == leader
+        nursery.cancel_scope.cancel()

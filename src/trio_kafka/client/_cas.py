@@ -94,6 +94,9 @@ class CasGate:
         the leader's node id. `instead`: what the caller can do without CAS, on the broker
         it has (the error's remedy; Apache Kafka has no CAS)."""
         selector = self.selector
+        leader = self._checked_leader(selector, topic, partition)
+        if leader is not None:
+            return leader
         meta = await selector.wait_for_topic(topic, timeout=timeout)
         if not 0 <= partition < meta.partition_count:
             raise InvalidPartitionError(
@@ -124,6 +127,26 @@ class CasGate:
                 f"`create_topic(selector, {topic!r}, partitions, cas=True)`), or {instead}."
             )
         return leader
+
+    def _checked_leader(self, selector: KafkaSelector, topic: str, partition: int) -> int | None:
+        """The partition's leader when everything `check` asks is already known and
+        passed (the topic's metadata, its leader with an open connection that advertised
+        the feature, the topic's config): the same answer without an await, so a run of
+        CAS sends (a commit log's pipelined appends) costs no round of the event loop
+        each. None: ask `check`'s slow way."""
+        metadata = selector.metadata
+        meta = metadata.partition(topic, partition)
+        if (
+            meta is None
+            or not self._topics.get(topic)
+            or metadata.leader_for(topic, partition) is None
+        ):
+            return None
+        leader = meta.leader
+        if not selector.is_ready(leader):
+            return None
+        info = selector.api_versions(leader)
+        return leader if info is not None and info.supports_cas else None
 
 
 # One gate per selector, for as long as the selector lives (the gate refers to it weakly).

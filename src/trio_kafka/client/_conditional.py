@@ -34,11 +34,19 @@ them, a balance of 65 where the log said 35).
 Concurrent appends of one writer share the work and keep their call order (issue 35).
 On CAS they are pipelined: each claims, before any checkpoint, the offset after those
 claimed before it (`next_offset` is the pipeline's tail; `Rules.pipelined_offset`) and
-is sent in claim order (`_Turns`) without waiting for their answers; each is settled on
-its own as above. Where one fails (a foreign record, or it could not be sent), the
-chain since the last read is broken (`_Chain`): every append behind it must fail, its
-expected offset being a prediction that is now false (another writer's records may fill
-exactly the failed one's place, and the log end is then where the next one expects it).
+is handed to the producer in claim order without waiting for their answers: queued
+(`_outbox`), and handed over by the first append that finds no hand-over running
+(`_flush`). The hand-over does not yield (`Producer.send` checkpoints once in 64
+calls, the CAS gate answers a known partition without an await), so the appends made
+at once ride one record batch, one Produce request, whose expected offset is the
+first's (consecutive offsets join the open batch); those made while a request is out
+wait in the next batch. Each is settled on its own as above. Where one fails (a
+foreign record, or it could not be sent), the chain since the last read is broken
+(`_Chain`): every append behind it must fail, its expected offset being a prediction
+that is now false (another writer's records may fill exactly the failed one's place,
+and the log end is then where the next one expects it). An append made while one
+before it is being settled after an answer other than a success (`_Chain.in_doubt`)
+breaks the chain the same way, unsent: that one may be about to fail.
 Those not yet sent fail with `ConcurrentWriteError` unsent; the producer never resends a
 CAS batch behind a failed one (`CoreRules.behind_failed_cas`); and an append sent that
 did not succeed waits for those sent before it, then, behind a failure, is ours only if
@@ -106,7 +114,7 @@ from trio_kafka.errors import (
     ProducerFencedError,
     WriterFencedError,
 )
-from trio_kafka.net import SaslConfig
+from trio_kafka.net import Event, SaslConfig, primitives
 from trio_kafka.records import Record
 
 WRITER_HEADER = "tk.writer"
@@ -160,14 +168,40 @@ class _Pending:
 
 
 @attrs.define(eq=False)
+class _Signal:
+    """A one-shot event whose backend event is made only when a task waits before it is
+    set: most CAS appends are never waited for (`_Link.settled`, `_Outgoing.sent`)."""
+
+    done: bool = False
+    _event: Event | None = None
+
+    def set(self) -> None:
+        self.done = True
+        if self._event is not None:
+            self._event.set()
+
+    async def wait(self) -> None:
+        if not self.done:
+            if self._event is None:
+                self._event = primitives().event()
+            await self._event.wait()
+
+
+@attrs.define(eq=False)
 class _Link:
     """One CAS append of a chain: `settled` once it has its outcome: acknowledged,
     `failed` (not written: `ConcurrentWriteError`) or `unknown` (any other error: it may
     have been written, or may still be)."""
 
-    settled: anyio.Event = attrs.field(factory=anyio.Event)
+    settled: _Signal = attrs.field(factory=_Signal)
     failed: bool = False
     unknown: bool = False
+    #: An attempt was answered with anything but a success: until it is settled, no one
+    #: knows whether it is written, so no append may be sent behind it (`in_doubt`).
+    doubted: bool = False
+    #: The producer's handle of its first attempt (answered before its task has run:
+    #: `in_doubt` reads it).
+    handle: Any = None
 
 
 @attrs.define(eq=False)
@@ -189,6 +223,23 @@ class _Chain:
     def cancelled(self) -> None:
         self.break_at(-1, "an append queued before it was cancelled")
 
+    def in_doubt(self) -> bool:
+        """Whether an append sent is being settled after an answer other than a success
+        (reading its offset back, or retrying it after a lost answer). An append made
+        meanwhile cannot be sent: it would expect the log end that one leaves if it is
+        written, and if it is not (another writer took its offset, or its attempts never
+        land), the log end may be exactly there, with a record the writer never read
+        before it (the cas workload's C5, once its appends came at staggered times)."""
+        for link in self.links:
+            if link.settled.done:
+                continue
+            if link.doubted:
+                return True
+            handle = link.handle  # answered, and its task has not run yet
+            if handle is not None and handle.done() and not handle.succeeded():
+                return True
+        return False
+
     async def before(self, link: _Link) -> str:
         """How the appends sent before `link` ended, once all of them have (those no
         longer in `links` were acknowledged): "failed" if one was not written, else
@@ -199,6 +250,26 @@ class _Chain:
         if any(earlier.failed for earlier in before):
             return "failed"
         return "unknown" if any(earlier.unknown for earlier in before) else "ok"
+
+
+@attrs.define(eq=False)
+class _Outgoing:
+    """A CAS append queued to be handed to the producer by the writer's flush
+    (`ConditionalWriter._flush`): `sent` once it is in the producer (`handle`) or could
+    not be (`error`)."""
+
+    value: bytes | None
+    key: bytes | None
+    headers: Headers
+    sequence: int
+    expected: int
+    chain: _Chain
+    link: _Link = attrs.field(factory=_Link)
+    sent: _Signal = attrs.field(factory=_Signal)
+    handle: Any = None
+    error: BaseException | None = None
+    #: Its task was cancelled while the flush was handing it over: no one settles it.
+    abandoned: bool = False
 
 
 @attrs.define(eq=False)
@@ -272,6 +343,11 @@ class ConditionalWriter:
     #: CAS appends since the last complete read, and the order they are sent in.
     _chain: _Chain = attrs.field(factory=_Chain, init=False, repr=False)
     _turns: _Turns = attrs.field(factory=_Turns, init=False, repr=False)
+    #: CAS appends waiting to be handed to the producer, and whether a flush runs.
+    _outbox: collections.deque[_Outgoing] = attrs.field(
+        factory=collections.deque, init=False, repr=False
+    )
+    _flushing: bool = attrs.field(default=False, init=False, repr=False)
     #: Transactional appends waiting for a group, and whether a group is committing.
     _queue: list[_Pending] = attrs.field(factory=list, init=False, repr=False)
     _committing: bool = attrs.field(default=False, init=False, repr=False)
@@ -393,34 +469,30 @@ class ConditionalWriter:
     async def _append_pipelined(
         self, value: bytes | None, key: bytes | None, headers: Headers, sequence: int, expected: int
     ) -> Acknowledged:
-        """A CAS append at `expected`, sent in call order after the appends claimed
-        before it (`_turns`), not waiting for their answers: the idempotent producer
-        never lets a CAS batch behind a failed one land. Without idempotence it cannot
-        recall one already in flight, so each append then waits for the answer before
-        it (no pipelining)."""
+        """A CAS append at `expected`, handed to the producer in call order after the
+        appends claimed before it (`_hand_over`), not waiting for their answers: the
+        idempotent producer never lets a CAS batch behind a failed one land. Without
+        idempotence it cannot recall one already in flight, so each append then waits
+        for the answer before it (`_turns`: no pipelining)."""
         chain = self._chain
-        await self._turns.take(on_cancel=chain.cancelled)
         serial = not self.producer.config.enable_idempotence
-        link = _Link()
-        try:
-            if chain.broken is not None:
-                raise self._behind_failure(chain, expected, sequence)
-            self.attempts += 1
-            handle = await self.producer.send(
-                self.topic,
-                value,
-                key=key,
-                headers=headers,
-                partition=self.partition,
-                expected_offset=expected,
-            )
-            chain.links.append(link)
-        except BaseException:
-            chain.break_at(expected, "the append before it could not be sent")
-            self._turns.release()
-            raise
-        if not serial:
-            self._turns.release()
+        if serial:
+            await self._turns.take(on_cancel=chain.cancelled)
+            link = _Link()
+            try:
+                if chain.broken is not None:
+                    raise self._behind_failure(chain, expected, sequence)
+                self.attempts += 1
+                handle = link.handle = await self._send_cas(value, key, headers, expected)
+                chain.links.append(link)
+            except BaseException:
+                chain.break_at(expected, "the append before it could not be sent")
+                self._turns.release()
+                raise
+        else:
+            outgoing = _Outgoing(value, key, headers, sequence, expected, chain)
+            handle = await self._hand_over(outgoing)
+            link = outgoing.link
         try:
             ack = await self._settle_cas(
                 handle, value, key, headers, sequence, expected, chain, link
@@ -446,6 +518,96 @@ class ConditionalWriter:
         if chain is self._chain and self.next_offset is not None and self.next_offset <= ack.offset:
             self.next_offset = ack.offset + 1  # an offset rule moved the append
         return ack
+
+    async def _send_cas(
+        self, value: bytes | None, key: bytes | None, headers: Headers, expected: int
+    ) -> Any:
+        return await self.producer.send(
+            self.topic,
+            value,
+            key=key,
+            headers=headers,
+            partition=self.partition,
+            expected_offset=expected,
+        )
+
+    async def _hand_over(self, out: _Outgoing) -> Any:
+        """Queue `out` and return its handle once the producer has it. The append that
+        finds no flush running flushes (`_flush`): it hands every queued append to the
+        producer, its own first, while the others wait; so a burst of appends (those
+        woken by one answer) enters the producer back to back and rides one batch."""
+        self._outbox.append(out)
+        if self._flushing:
+            try:
+                await out.sent.wait()
+            except BaseException:
+                if out in self._outbox:  # never sent: those behind it must not be
+                    self._outbox.remove(out)
+                    out.chain.cancelled()
+                elif out.sent.done:
+                    self._abandon(out)
+                else:
+                    out.abandoned = True  # the flush is handing it over: it abandons it
+                raise
+        else:
+            await self._flush()
+        if out.error is not None:
+            raise out.error
+        return out.handle
+
+    async def _flush(self) -> None:
+        """Hand the queued appends to the producer, oldest first, until none is left: the
+        flusher's own append (the first), then those queued while it was being sent.
+
+        Those are other tasks' appends, so their sends are shielded (each stops on its
+        own, `max_block`): a cancelled flusher's own append fails unsent or is cancelled
+        while it waits for its answer, as any other append would be, and the others go
+        on. A send rarely yields (`Producer.send` checkpoints once in 64 calls), so
+        usually nothing else is queued and no shield is made."""
+        self._flushing = True
+        outbox = self._outbox
+        try:
+            self._send_queued(await self._send_one(outbox.popleft()))
+            if outbox:
+                with anyio.CancelScope(shield=True):
+                    while outbox:
+                        self._send_queued(await self._send_one(outbox.popleft()))
+        finally:
+            self._flushing = False
+
+    async def _send_one(self, out: _Outgoing) -> _Outgoing:
+        """Hand `out` to the producer unless the chain it belongs to is broken."""
+        chain = out.chain
+        if chain.broken is None and chain.in_doubt():
+            chain.break_at(out.expected, "an append before it was being settled")
+        if chain.broken is not None:
+            out.error = self._behind_failure(chain, out.expected, out.sequence)
+            return out
+        self.attempts += 1
+        try:
+            out.handle = await self._send_cas(out.value, out.key, out.headers, out.expected)
+        except BaseException as exc:  # (a cancelled send appended nothing)
+            chain.break_at(out.expected, "the append before it could not be sent")
+            out.error = exc
+        else:
+            out.link.handle = out.handle
+            chain.links.append(out.link)
+        return out
+
+    def _send_queued(self, out: _Outgoing) -> None:
+        """`out` is handed over (or failed): wake its task, or settle it if it left."""
+        if out.abandoned:
+            self._abandon(out)
+        out.sent.set()
+
+    def _abandon(self, out: _Outgoing) -> None:
+        """`out` was handed over but its task was cancelled first: no one waits for its
+        answer, so its outcome is unknown (those behind it are settled as behind one
+        that may have been written)."""
+        if out.error is None:
+            out.link.unknown = True
+            out.chain.break_at(out.expected, "the append before it ended without an answer")
+            out.link.settled.set()
 
     def _behind_failure(self, chain: _Chain, expected: int, sequence: int) -> ConcurrentWriteError:
         if chain is self._chain:
@@ -490,6 +652,7 @@ class ConditionalWriter:
             try:
                 ack: Acknowledged = await handle
             except ExpectedOffsetMismatchError as exc:
+                link.doubted = True
                 before = await chain.before(link)
                 if before == "failed":
                     return await self._settle_behind(chain, expected, sequence)
@@ -502,6 +665,7 @@ class ConditionalWriter:
                     expected = elsewhere
             except AmbiguousError as exc:
                 self.ambiguous += 1
+                link.doubted = True
                 before = await chain.before(link)
                 if before == "failed":
                     return await self._settle_behind(chain, expected, sequence)
@@ -516,6 +680,7 @@ class ConditionalWriter:
                 # land, and an earlier one may still (seed 1025).
                 lost = True
             except KafkaError as exc:
+                link.doubted = True
                 before = await chain.before(link)
                 if before == "failed":
                     return await self._settle_behind(chain, expected, sequence)
@@ -527,14 +692,7 @@ class ConditionalWriter:
                     ack = Acknowledged(ack.topic, ack.partition, expected, ack.timestamp)
                 return ack
             self.attempts += 1
-            handle = await self.producer.send(
-                self.topic,
-                value,
-                key=key,
-                headers=headers,
-                partition=self.partition,
-                expected_offset=expected,
-            )
+            handle = await self._send_cas(value, key, headers, expected)
 
     async def _settle_behind(self, chain: _Chain, expected: int, sequence: int) -> Acknowledged:
         """An append sent behind one that failed: its attempts can no longer land (the

@@ -604,7 +604,11 @@ class Producer:
             topic, partition, timeout=max(deadline - self._now(), 0.0)
         )
         size = len(value or b"") + len(key or b"")
-        await self._checkpoint()  # before the append (see the module doc)
+        self._calls += 1
+        if not self._calls & _CHECKPOINT_MASK:
+            # Before the append (see the module doc); not every call, as for the other
+            # sends: a run of CAS sends (a commit log's appends) then fills one batch.
+            await self._checkpoint()
         while True:
             if self._closing or self._sender.fatal_error is not None:
                 self._refuse()
@@ -620,7 +624,6 @@ class Producer:
             await self._wait_for_room(deadline, size, None)
         if handle.index == 0:
             self._opened(handle.batch)
-        self._calls += 1
         return handle  # type: ignore[return-value]  # the core makes RecordHandles
 
     # -- many records in one call ----------------------------------------------------

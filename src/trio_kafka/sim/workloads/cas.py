@@ -39,6 +39,10 @@ TXN_TOPIC = "cas-txn"
 _SIZES = {"lite": (6, 3), "standard": (40, 4)}
 #: Appends one writer makes at once (tasks on one ConditionalWriter), by profile.
 _APPENDERS = {"lite": 3, "standard": 4}
+#: How late an append of a round may come (seconds: a uniform draw times `_STAGGER`,
+#: less `_PROMPT`, so about 40% come at once and the rest within a few round trips).
+_STAGGER = 0.01
+_PROMPT = 0.004
 #: Sessions a writer may start (each after a failure), and the pause before the next.
 _MAX_SESSIONS = 50
 _SESSION_BACKOFF = 0.5
@@ -156,8 +160,12 @@ async def _appends(
         assert conditional.next_offset is not None
         last = min(appends, state.next + concurrency)
         async with trio.open_nursery() as nursery:
-            for _ in range(state.next, last):
-                nursery.start_soon(_append, ctx, conditional, topic, writer, last, state)
+            for i in range(state.next, last):
+                # Some appends of a round come later: on CAS they then ride a batch
+                # behind the one in flight instead of sharing it (a failure of the
+                # first must fail them too), on transactions they join the next group.
+                late = max(0.0, _STAGGER * ctx.draws.uniform("cas.stagger", writer, i) - _PROMPT)
+                nursery.start_soon(_append, ctx, conditional, topic, writer, last, state, late)
         if state.error is not None:
             raise state.error
         if state.fenced:
@@ -181,10 +189,14 @@ async def _append(
     writer: str,
     last: int,
     state: _Round,
+    late: float,
 ) -> None:
-    """One of a round's concurrent appends: the writer's next index, recorded with the
-    offset it expects (claimed by the call, with no checkpoint in between). None when
-    an append of the round already failed (the writer must read first)."""
+    """One of a round's concurrent appends, `late` seconds after the round began: the
+    writer's next index, recorded with the offset it expects (claimed by the call, with
+    no checkpoint in between). None when an append of the round already failed (the
+    writer must read first)."""
+    if late > 0:
+        await ctx.sleep(late)
     cas = conditional.guarantee == "exactly_once_cas"
     expected = conditional.next_offset
     if expected is None or state.next >= last or state.error is not None:
