@@ -68,6 +68,8 @@ from trio_kafka.core._sequencer import SequencingPolicy, TopicPartition
 from trio_kafka.errors import InvalidPartitionError, RecordTooLargeError, UnknownTopicError
 
 _KEY_CACHE = 65536
+# Makes a handle without running its __init__ (the per-record path sets its two slots).
+_new_object = object.__new__
 
 
 class BatchSpan(NamedTuple):
@@ -132,6 +134,8 @@ class RecordAccumulator:
         self.config = config
         # The class of the handles `append` returns (the trio driver's awaitable
         # subclass: made directly, rather than converted, on the per-record path).
+        # The fast paths make them without calling `__init__` (a Python call, the
+        # handle's costliest part) and set the two slots: a subclass adds no state.
         self.handle_class = handle_class
         self.rng = rng
         self.sequencing = sequencing
@@ -225,7 +229,10 @@ class RecordAccumulator:
                         batch.stamp(index, now)
                     if key is not None or headers or timestamp_ms is not None:
                         batch.set_extras(index, timestamp_ms, key, headers)
-                    return self.handle_class(batch, index)
+                    handle = _new_object(self.handle_class)  # (as in append_value)
+                    handle.batch = batch
+                    handle.index = index
+                    return handle
         elif partition is not None and expected_offset < 0:
             # An explicit partition: straight into its open batch when it has room and
             # the partition is still below the topic's known count (metadata may have
@@ -247,7 +254,10 @@ class RecordAccumulator:
                     open_batch.stamp(index, now)
                 if key is not None or headers or timestamp_ms is not None:
                     open_batch.set_extras(index, timestamp_ms, key, headers)
-                return self.handle_class(open_batch, index)
+                handle = _new_object(self.handle_class)  # (as in append_value)
+                handle.batch = open_batch
+                handle.index = index
+                return handle
         return self._append_slow(
             topic, value, key, headers, partition, timestamp_ms, now, expected_offset, size
         )
@@ -272,7 +282,11 @@ class RecordAccumulator:
                     values.append(value)
                     if now >= batch.tick:
                         batch.stamp(index, now)
-                    return self.handle_class(batch, index)
+                    # The handle without its __init__ (a Python call per record).
+                    handle = _new_object(self.handle_class)
+                    handle.batch = batch
+                    handle.index = index
+                    return handle
         return self.append(topic, value, now=now)
 
     def append_record(self, record: ProducerRecord, now: float) -> DeliveryHandle | None:
