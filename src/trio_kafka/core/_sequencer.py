@@ -67,7 +67,7 @@ class PartitionPhase(enum.Enum):
 
     | phase | new batches | retried batches | left when |
     | --- | --- | --- | --- |
-    | SEQUENCING | take the next sequences, pipelined | (none) | a batch is retried, ends ambiguous, or the epoch moves on |
+    | SEQUENCING | take the next sequences, pipelined once one is acknowledged | (none) | a batch is retried, ends ambiguous, or the epoch moves on |
     | RETRYING | held | lowest sequence first, one request at a time | the retried batches settle |
     | UNRESOLVED | held | lowest sequence first | its other batches settle: the sequences line up (SEQUENCING) or the epoch is bumped |
     | OLD_EPOCH | held | lowest sequence first | its old-epoch batches settle: it restarts at sequence 0 |
@@ -75,6 +75,14 @@ class PartitionPhase(enum.Enum):
     Above all of them: nothing is drained without a producer id, while an epoch bump is
     due (every partition waits; the partitions with a gap are then rewritten from 0) or
     after a fatal error, and a transaction's hooks may hold a partition back.
+
+    A partition's first batch under an id and epoch (a new partition, after an epoch
+    bump or a sequence reset) goes alone: no second one is sequenced until a batch of
+    that epoch is acknowledged (`PartitionSequence.awaiting_first_ack`). Kafka stores
+    any first sequence from a producer it holds no state for on the partition, so if the
+    first request were refused (NOT_LEADER_OR_FOLLOWER right after the topic's creation)
+    and the second landed, the first could never land after it (franz-go's `okOnSink`
+    gate, its issue 223; Java's producer has no such rule).
     """
 
     SEQUENCING = "sequencing"
@@ -273,6 +281,12 @@ class PartitionSequence:
         # Where its sequences stand (the table in `PartitionPhase`); moved by `move`.
         self.phase = PartitionPhase.SEQUENCING
 
+    def awaiting_first_ack(self) -> bool:
+        """A batch under the partition's id and epoch is out and none is acknowledged
+        yet: the broker may hold no state for us here (the rule in `PartitionPhase`).
+        (`last_acked_sequence` is -1 from each new epoch or sequence reset on.)"""
+        return self.last_acked_sequence < 0 and bool(self.inflight)
+
     def first_sequence(self) -> int:
         return self.inflight[0].base_sequence if self.inflight else -1
 
@@ -405,7 +419,7 @@ class Sequencer:
             return True
         e = self.entry((batch.topic, batch.partition))
         if batch.base_sequence < 0:  # a new batch
-            return e.phase is not PartitionPhase.SEQUENCING
+            return e.phase is not PartitionPhase.SEQUENCING or e.awaiting_first_ack()
         if batch.base_sequence != e.first_sequence():
             return True  # a retry waits until every lower sequence is settled
         # One request at a time while retrying.
