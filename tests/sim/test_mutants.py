@@ -63,12 +63,12 @@ QUICK = [
     (_mutants.COMMIT_AFTER_FAILED_SEND, 15, 3),
     # Found with `trio-kafka simulate --mutants --mutant NAME --jobs 1 --seeds 1000`.
     (_mutants.RESEND_AFTER_BUMP, 13, 1),
-    (_mutants.CAS_MISMATCH_NO_READ, 13, 1),
+    (_mutants.CAS_MISMATCH_NO_READ, 30, 1),
     (_mutants.REORDER_RETRIES, 3, 1),
     (_mutants.EXPIRE_IN_FLIGHT, 367, 1),
     (_mutants.BULK_WITHOUT_CAS, 138, 1),
     (_mutants.CAS_PIPELINED_SAME_OFFSET, 61, 1),
-    (_mutants.CAS_RESEND_BEHIND_FAILED, 3, 1),
+    (_mutants.CAS_RESEND_BEHIND_FAILED, 4, 1),
     # The seed that found the bug (simulations/regressions/idempotent-lite-904005.toml),
     # and the first the full search finds through BUGGIFY client.forced_epoch_bump.
     (_mutants.NEW_PRODUCER_ID_ON_BUMP, 904005, 1),
