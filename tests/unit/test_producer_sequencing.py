@@ -279,13 +279,25 @@ def test_a_partitions_first_batch_goes_alone_until_it_is_acknowledged() -> None:
     assert [[b.base_sequence for b in r] for r in pipelined] == [[1], [2]]
 
 
-def test_after_an_epoch_bump_a_partitions_first_batch_goes_alone_again() -> None:
+def test_after_an_epoch_bump_a_partition_the_broker_knows_pipelines_at_once() -> None:
+    # Kafka holds the producer id's state for the partition: a newer epoch must start
+    # at sequence 0, so a later batch cannot land first (transactions v2 bump at every
+    # commit and must not pay a round trip per partition each time).
     core = make_core(max_in_flight=5)
     acknowledge_a_first_batch(core, VALUE)
     core.set_producer_id(1000, 1, 0.0)  # an epoch bump (as after another partition's gap)
     send(core, 3)
+    assert [(b.base_sequence, b.producer_epoch) for b in drain_one(core, 0.0)] == [(0, 1)]
+    assert [b.base_sequence for b in drain_one(core, 0.0)] == [1]
+
+
+def test_under_a_new_producer_id_a_partitions_first_batch_goes_alone_again() -> None:
+    core = make_core(max_in_flight=5)
+    acknowledge_a_first_batch(core, VALUE)
+    core.set_producer_id(2000, 0, 0.0)  # a new id: the broker holds no state for it
+    send(core, 3)
     first = drain_one(core, 0.0)
-    assert [(b.base_sequence, b.producer_epoch) for b in first] == [(0, 1)]
+    assert [(b.base_sequence, b.producer_id) for b in first] == [(0, 2000)]
     assert drain_one(core, 0.0) == []
     answer(core, first, 0.01, base_offset=1)
     assert [b.base_sequence for b in drain_one(core, 0.01)] == [1]
