@@ -35,24 +35,13 @@ def consume_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[t
 
 
 async def test_100k_idempotent_zstd_records_are_read_back_once_in_order(
-    real_broker: RealBroker, anyio_backend: str, request: pytest.FixtureRequest
+    real_broker: RealBroker,
 ) -> None:
-    if real_broker.is_kafka and anyio_backend == "asyncio":
-        # Open: on a loaded machine the first Produce to a partition of the topic just
-        # created is sometimes refused NOT_LEADER_OR_FOLLOWER (the node has not taken up
-        # its leadership yet) while the next request of that partition lands, and Kafka
-        # takes it as the producer's first (any sequence, from a producer it has no
-        # state for). The refused batch can then never land: since 0244bf9 it ends
-        # Ambiguous at once (before, it was retried for 120 s and held the partition:
-        # 42,866 records expired). Sending a partition's first batch alone until it is
-        # acknowledged would avoid it; not done yet. Seen on asyncio only, by timing.
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=False,
-                reason="Kafka took a partition's second batch first (NOT_LEADER_OR_FOLLOWER "
-                "after the topic's creation): the first ends Ambiguous",
-            )
-        )
+    # Right after the topic's creation Kafka can refuse a partition's first Produce
+    # NOT_LEADER_OR_FOLLOWER (the node has not taken up its leadership yet) and stores
+    # any first sequence from a producer it has no state for: a second batch out with
+    # the first could land before it and the first never (it was an xfail on asyncio
+    # until a partition's first batch went alone, core/_sequencer.py).
     topic = real_broker.name("producer-readback")
     await create_topic(real_broker.bootstrap, topic, PARTITIONS)
     async with open_producer(bootstrap=real_broker.bootstrap, compression="zstd") as producer:

@@ -22,3 +22,17 @@ def answer(core: ProducerCore, batches: list[ProducerBatch], now: float, **respo
     """Node 1 answers every batch of the request with the same partition response."""
     answers = {(b.topic, b.partition): PartitionResponse(**response) for b in batches}
     core.handle_response(1, batches, answers, now)
+
+
+def acknowledge_a_first_batch(
+    core: ProducerCore, value: bytes, now: float = 0.0, *, topic: str = "t", partition: int = 0
+) -> None:
+    """Send one record to `topic`-`partition` and acknowledge it (offset 0): a
+    partition's first batch under an epoch goes alone, so a test that pipelines batches
+    starts with one acknowledged (its sequence 0 is taken)."""
+    handle = core.append(topic, value, partition=partition, now=now)
+    assert handle is not None
+    batches = drain_one(core, now)
+    assert [b.base_sequence for b in batches] == [0], batches
+    answer(core, batches, now, base_offset=0)
+    assert handle.done()

@@ -177,6 +177,23 @@ def test_lenient_table_accepts_any_first_sequence_like_modern_kafka() -> None:
     assert table.check(9, 0, 5, 1).verdict is Verdict.APPEND
 
 
+def test_lenient_table_stores_a_later_batch_first_and_refuses_the_skipped_one() -> None:
+    # Kafka 2.5+ (ProducerAppendInfo.checkSequence): with no state for the producer, its
+    # first batch is stored whatever its sequence; the batches before it can then never
+    # land. Why the producer sends a partition's first batch alone.
+    table = ProducerStateTable(strict_unknown_producer=False)
+    assert table.check(9, 0, 1, 1).verdict is Verdict.APPEND
+    table.record(9, 0, 1, first_offset=0, last_offset=0, now_ms=NOW)
+    assert table.check(9, 0, 0, 1).error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_lenient_table_still_wants_a_known_producers_new_epoch_at_zero() -> None:
+    table = ProducerStateTable(strict_unknown_producer=False)
+    table.record(9, 0, 0, first_offset=0, last_offset=0, now_ms=NOW)
+    assert table.check(9, 1, 3, 1).error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert table.check(9, 1, 0, 1).verdict is Verdict.APPEND
+
+
 def test_producers_are_independent() -> None:
     p = part()
     p.produce(batch(1, pid=1, epoch=0, seq=0), PLAIN, NOW)

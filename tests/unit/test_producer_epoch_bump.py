@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit._core_steps import answer, drain_one
+from tests.unit._core_steps import acknowledge_a_first_batch, answer, drain_one
 from trio_kafka.broker._producer_state import ProducerStateTable, Verdict
 from trio_kafka.core import (
     Ambiguous,
@@ -61,8 +61,9 @@ def test_after_a_lost_request_the_core_bumps_its_epoch_and_keeps_its_producer_id
     # land (a zombie); its retry finds a gap; the producer must fence the zombie.
     core = make_core()
     handles = send(core, 3)
-    b0, b1 = drain_one(core, 0.0)[0], drain_one(core, 0.0)[0]
+    b0 = drain_one(core, 0.0)[0]
     answer(core, [b0], 0.01, base_offset=0)
+    b1 = drain_one(core, 0.01)[0]
     core.handle_request_failure(1, [b1], ConnectionLostError("reset"), 0.02)
     retry = drain_one(core, 1.0)
     assert ids(retry) == [(PID, 0, 1)]
@@ -83,8 +84,9 @@ def test_a_batch_that_expired_in_flight_is_fenced_by_a_bump_of_the_same_producer
     # (a network stall); t0-2 must go under a bumped epoch of the same producer id.
     core = make_core(delivery_timeout=5.0, request_timeout=1.0)
     handles = send(core, 2)
-    b0, b1 = drain_one(core, 0.0)[0], drain_one(core, 0.0)[0]
+    b0 = drain_one(core, 0.0)[0]
     answer(core, [b0], 0.01, base_offset=0)
+    b1 = drain_one(core, 0.01)[0]
     core.handle_request_failure(1, [b1], ConnectionLostError("stalled"), 6.0)
     assert isinstance(handles[1].outcome, Ambiguous)
     (late,) = send(core, 1, 6.0)
@@ -113,8 +115,9 @@ def test_the_broker_fences_the_old_epochs_zombie_but_not_a_new_producer_ids() ->
 def test_the_bump_waits_until_no_request_of_the_old_epoch_is_in_flight() -> None:
     core = make_core()
     send(core, 3)
-    b0, b1, b2 = (drain_one(core, 0.0)[0] for _ in range(3))
+    b0 = drain_one(core, 0.0)[0]
     answer(core, [b0], 0.01, base_offset=0)
+    b1, b2 = (drain_one(core, 0.01)[0] for _ in range(2))
     answer(core, [b1], 0.02, error_code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
     assert drain_one(core, 0.5) == []
     assert core.sequencing.producer_epoch == 0  # b2 is still out
@@ -158,8 +161,9 @@ def test_a_transactional_policy_never_bumps_locally() -> None:
 def test_a_pending_bump_refuses_a_new_producer_id_from_the_driver() -> None:
     core = make_core()
     send(core, 2)
-    b0, b1 = drain_one(core, 0.0)[0], drain_one(core, 0.0)[0]
+    b0 = drain_one(core, 0.0)[0]
     answer(core, [b0], 0.01, base_offset=0)
+    b1 = drain_one(core, 0.01)[0]
     answer(core, [b1], 0.02, error_code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
     assert core.epoch_bump_due
     with pytest.raises(ValueError, match="cannot install producer id 1001"):
@@ -191,12 +195,13 @@ def test_a_request_split_in_two_keeps_a_bump_waiting_for_both_halves() -> None:
     cluster = ClusterView.from_leaders({"t": [1, 1]})
     core = ProducerCore(config, random.Random(3), cluster=cluster)
     core.set_producer_id(PID, 0, 0.0)
+    acknowledge_a_first_batch(core, VALUE)  # (else the next batch waits for the zombie)
     first = core.append("t", VALUE, partition=0, now=0.0)
     (zombie,) = drain_one(core, 0.0)
     late = core.append("t", VALUE, partition=0, now=0.0)
     other = core.append("t", VALUE, partition=1, now=0.0)
     pair = drain_one(core, 0.0)
-    assert sorted((b.partition, b.base_sequence) for b in pair) == [(0, 1), (1, 0)]
+    assert sorted((b.partition, b.base_sequence) for b in pair) == [(0, 2), (1, 0)]
     core.split_request(1, 2)  # sent as two requests: each settles on its own
     (p0,) = [b for b in pair if b.partition == 0]
     (p1,) = [b for b in pair if b.partition == 1]
@@ -209,7 +214,7 @@ def test_a_request_split_in_two_keeps_a_bump_waiting_for_both_halves() -> None:
     core.handle_request_failure(1, [p0], ConnectionLostError("reset"), 0.04)
     ended = core.expire(0.05)  # now the bump: both possibly-written batches end
     assert core.sequencing.producer_epoch == 1
-    assert sorted(b.base_sequence for b in ended) == [0, 1] and p0 in ended
+    assert sorted(b.base_sequence for b in ended) == [1, 2] and p0 in ended
     assert first is not None and late is not None and other is not None
     assert isinstance(first.outcome, Ambiguous) and isinstance(late.outcome, Ambiguous)
     assert other.outcome is not None and not isinstance(other.outcome, Ambiguous)

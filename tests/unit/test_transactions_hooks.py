@@ -108,8 +108,9 @@ def test_the_driver_is_never_asked_for_init_producer_id_before_the_manager_inits
 
 def test_a_sequence_gap_in_a_transaction_is_no_epoch_bump_for_the_driver() -> None:
     txn, core = in_transaction(2)
-    b0, b1 = drain(core)[0], drain(core)[0]
+    b0 = drain(core)[0]
     answer(core, b0, 0.0, base_offset=0)
+    b1 = drain(core)[0]
     answer(core, b1, 0.0, error_code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
     assert txn.state is TxnState.ABORTABLE_ERROR_THEN_BUMP
     assert txn.state.abort_plan is AbortPlan.END_TXN_THEN_BUMP
@@ -196,11 +197,12 @@ def test_unknown_producer_after_retention_restarts_the_sequences_without_a_bump(
 
 
 def test_no_reset_while_another_request_for_the_partition_is_out() -> None:
-    txn, core = in_transaction(2)
+    txn, core = in_transaction(3)
+    answer(core, drain(core)[0], 0.0, base_offset=5)  # our last acknowledged write
     b0, b1 = drain(core)[0], drain(core)[0]  # both in flight
     answer(core, b0, 0.1, error_code=ErrorCode.UNKNOWN_PRODUCER_ID, log_start_offset=20)
     # b1's old sequence may still land: the safe path (abortable, bump after abort).
-    assert b1.base_sequence == 1 and not b1.sequence_reset
+    assert b1.base_sequence == 2 and not b1.sequence_reset
     assert txn.state is TxnState.ABORTABLE_ERROR_THEN_BUMP
     assert txn.state.abort_plan is AbortPlan.END_TXN_THEN_BUMP
 

@@ -66,7 +66,7 @@ class PartitionPhase(enum.Enum):
 
     | phase | new batches | retried batches | left when |
     | --- | --- | --- | --- |
-    | SEQUENCING | take the next sequences, pipelined | (none) | a batch is retried, ends ambiguous, or the epoch moves on |
+    | SEQUENCING | take the next sequences, pipelined once one is acknowledged | (none) | a batch is retried, ends ambiguous, or the epoch moves on |
     | RETRYING | held | lowest sequence first, one request at a time | the retried batches settle |
     | UNRESOLVED | held | lowest sequence first | its other batches settle: the sequences line up (SEQUENCING) or the epoch is bumped |
     | OLD_EPOCH | held | lowest sequence first | its old-epoch batches settle: it restarts at sequence 0 |
@@ -74,6 +74,16 @@ class PartitionPhase(enum.Enum):
     Above all of them: nothing is drained without a producer id, while an epoch bump is
     due (every partition waits; the partitions with a gap are then rewritten from 0) or
     after a fatal error, and a transaction's hooks may hold a partition back.
+
+    A partition's first batch under a producer id (a new partition, a new id, or after a
+    sequence reset because the broker lost our state) goes alone: no second one is
+    sequenced until one is acknowledged (`PartitionSequence.awaiting_first_ack`; an
+    epoch bump keeps the broker's state, so transactions v2, which bump at every
+    commit, pay it once per partition). Kafka stores
+    any first sequence from a producer it holds no state for on the partition, so if the
+    first request were refused (NOT_LEADER_OR_FOLLOWER right after the topic's creation)
+    and the second landed, the first could never land after it (franz-go's `okOnSink`
+    gate, its issue 223; Java's producer has no such rule).
     """
 
     SEQUENCING = "sequencing"
@@ -245,6 +255,7 @@ class PartitionSequence:
     """Sequence state of one partition (owned by the Sequencer)."""
 
     __slots__ = (
+        "acked_producer_id",
         "inflight",
         "last_acked_offset",
         "last_acked_sequence",
@@ -263,6 +274,9 @@ class PartitionSequence:
         self.next_sequence = 0
         self.last_acked_sequence = -1
         self.last_acked_offset = -1
+        # The producer id under which a batch of this partition was acknowledged: the
+        # broker then holds our state here (-1: none yet, or the broker lost it).
+        self.acked_producer_id = -1
         # Unfinished sequenced batches, sorted by base_sequence.
         self.inflight: list[ProducerBatch] = []
         # Those of them waiting for, or in, a retry.
@@ -271,6 +285,14 @@ class PartitionSequence:
         self.unresolved_next: int | None = None
         # Where its sequences stand (the table in `PartitionPhase`); moved by `move`.
         self.phase = PartitionPhase.SEQUENCING
+
+    def awaiting_first_ack(self) -> bool:
+        """A batch is out and none under the partition's producer id was acknowledged
+        since the broker may last have lost our state: the broker may hold no state for
+        us here (the rule in `PartitionPhase`). An epoch bump keeps the broker's state
+        (a newer epoch of a producer it knows must start at sequence 0, so a later batch
+        cannot land first); a new producer id or a sequence reset does not."""
+        return self.acked_producer_id != self.producer_id and bool(self.inflight)
 
     def first_sequence(self) -> int:
         return self.inflight[0].base_sequence if self.inflight else -1
@@ -404,7 +426,7 @@ class Sequencer:
             return True
         e = self.entry((batch.topic, batch.partition))
         if batch.base_sequence < 0:  # a new batch
-            return e.phase is not PartitionPhase.SEQUENCING
+            return e.phase is not PartitionPhase.SEQUENCING or e.awaiting_first_ack()
         if batch.base_sequence != e.first_sequence():
             return True  # a retry waits until every lower sequence is settled
         # One request at a time while retrying.
@@ -437,6 +459,7 @@ class Sequencer:
             return
         e = self.entry((batch.topic, batch.partition))
         if batch.producer_id == e.producer_id and batch.producer_epoch == e.producer_epoch:
+            e.acked_producer_id = batch.producer_id
             e.last_acked_sequence = max(e.last_acked_sequence, batch.last_sequence)
             if batch.base_offset >= 0:
                 e.last_acked_offset = max(
@@ -534,6 +557,7 @@ class Sequencer:
             sequence += len(batch.records)
         e.next_sequence = sequence
         e.last_acked_sequence = -1
+        e.acked_producer_id = -1  # the broker lost our state: the first goes alone again
         return True
 
     def unknown_producer(
@@ -544,6 +568,9 @@ class Sequencer:
         removed, after restarting the partition's sequences in place); failed in a
         transaction that cannot bump (it becomes abortable)."""
         tp = (batch.topic, batch.partition)
+        # The broker holds no state for us here: whatever follows, its first batch goes
+        # alone (the rule in `PartitionPhase`).
+        e.acked_producer_id = -1
         if log_start_offset == -1 or batch.sequence_reset:
             return SequenceVerdict.RETRY
         if e.last_acked_offset < log_start_offset:
