@@ -95,6 +95,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import attrs
 
 from trio_kafka.client._cas import cas_gate
@@ -723,10 +724,7 @@ class ConditionalWriter:
         else:
             self._committing = True
         try:
-            if self.group_linger > 0:
-                await anyio.sleep(self.group_linger)
-            group = queue[: self.max_group]
-            del queue[: len(group)]
+            group = await self._gather()
             # Shielded: the group is the others' appends too; a cancelled leader leaves
             # once it is committed (or not), its own append's outcome in the log.
             with anyio.CancelScope(shield=True):
@@ -736,6 +734,29 @@ class ConditionalWriter:
                 queue.remove(pending)
             self._hand_off()
         return pending.outcome()
+
+    async def _gather(self) -> list[_Pending]:
+        """The leader's group: the appends queued (at most `max_group`) once they stop
+        arriving. The appends of the group before were woken with this leader, and
+        their tasks append again as soon as they run: a leader that took the queue at
+        once would commit alone and leave them to the next transaction, groups then
+        alternating small and large at two commits per round of appenders. So it waits
+        `group_linger`, then scheduling rounds (no time) until one brings no append:
+        at least two, as trio runs a round's tasks in order or reversed, the leader
+        possibly before those woken with it."""
+        queue = self._queue
+        if self.group_linger > 0:
+            await anyio.sleep(self.group_linger)
+        rounds = 0
+        while len(queue) < self.max_group:
+            queued = len(queue)
+            await anyio.lowlevel.checkpoint()
+            rounds += 1
+            if len(queue) == queued and rounds >= 2:
+                break
+        group = queue[: self.max_group]
+        del queue[: len(group)]
+        return group
 
     def _hand_off(self) -> None:
         """The next group's leader is the first append queued, if any."""
