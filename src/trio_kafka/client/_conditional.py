@@ -336,7 +336,8 @@ class ConditionalWriter:
     #: `WriterFencedError` from it. Never set on a CAS writer (it only goes stale).
     fenced: WriterFencedError | None = None
     #: Transactional appends per commit (a group), and how long a group's leader waits
-    #: for more before committing (0: what queued up during the commit before).
+    #: for more before committing (0: what queued up during the commit before, and the
+    #: appends of the tasks woken with the leader: `_gather`).
     max_group: int = 128
     group_linger: float = 0.0
     #: The offset after the last acknowledged CAS append or complete read.
@@ -984,7 +985,7 @@ async def open_conditional_writer(
     `max_group` and `group_linger` bound a transactional writer's group commit: the
     appends made while a commit runs are committed together in the next transaction, at
     most `max_group` of them, after waiting `group_linger` seconds for more (default 0:
-    no added wait). A CAS writer pipelines its concurrent appends instead.
+    no added wait beyond letting the tasks woken with the leader append again). A CAS writer pipelines its concurrent appends instead.
     """
     if isinstance(max_group, bool) or not isinstance(max_group, int) or max_group < 1:
         raise ConfigError(f"max_group={max_group!r}: appends per commit, an int >= 1")
