@@ -95,8 +95,12 @@ class VirtualClock(trio.abc.Clock):
         # Never sleep in real time: the timers jump the clock before the I/O poll. But
         # while a task waits in `wait_all_tasks_blocked` and nothing is due, say "far",
         # as `MockClock` does, so that trio wakes it (it waits its cushion instead).
-        if deadline > self._now and self.timers is not None and self.timers.idle_waiters():
-            return _FAR
+        # (`idle_waiters` inlined: trio asks once per scheduler round that has no task
+        # to run.)
+        if deadline > self._now and self.timers is not None:
+            runner = self.timers._runner
+            if runner is not None and runner.waiting_for_idle:
+                return _FAR
         return 0.0
 
     def jump(self, seconds: float) -> None:
