@@ -88,7 +88,7 @@ class Delivery:
         window = self.profile.window
         for i, piece in enumerate(self._fragment(conn, pipe.direction, write_no, data)):
             while pipe.unacked and pipe.unacked + len(piece) > window:
-                await pipe.lot.park()
+                await pipe.wait()
                 writer.check_send()
                 if pipe.discard:
                     return
@@ -237,7 +237,7 @@ class Delivery:
                 pipe.eof_received = True
                 if self._tracing:  # (no text to build when untraced: hot)
                     self._note(f"c{conn.serial} {pipe.direction} eof")
-                pipe.lot.unpark_all()
+                pipe.wake_all()
             case Action.RESET:
                 self.reset(conn, f"fault on {pipe.direction} write {chunk.write_no}")
             case Action.BLACKHOLE:

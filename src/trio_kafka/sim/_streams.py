@@ -4,9 +4,11 @@ Theory of operation: see `network.py`. A `Pipe` is one direction of a `Connectio
 writer's `SimStream` appends chunks (each with its delivery time and what happens when it
 arrives), the network's delivery timer for that pipe moves due chunks into `readable`,
 and the reader's `SimStream` consumes `readable`. Every waiter on a pipe (reader, writer)
-parks on the pipe's one `ParkingLot` and re-checks its condition when woken, so a state
-change only has to `unpark_all`. Decisions (faults, latencies) are the network's
-(`_delivery.py`); this module only keeps state and implements the
+waits on the pipe (`Pipe.wait`) and re-checks its condition when woken, so a state change
+only has to `Pipe.wake_all`. (A pipe keeps its waiters itself, as a `ParkingLot` would,
+in the order they came, and wakes them in that order: the same scheduling, without the
+lot's generator and calls, on the path of every chunk.) Decisions (faults, latencies)
+are the network's (`_delivery.py`); this module only keeps state and implements the
 `trio.abc.HalfCloseableStream` contract.
 """
 
@@ -30,6 +32,11 @@ Address = tuple[str, int]
 
 C2S = "c2s"
 S2C = "s2c"
+
+_current_task = trio.lowlevel.current_task
+_reschedule = trio.lowlevel.reschedule
+_wait_task_rescheduled = trio.lowlevel.wait_task_rescheduled
+_ABORT_SUCCEEDED = trio.lowlevel.Abort.SUCCEEDED
 
 
 class Action(enum.Enum):
@@ -93,9 +100,9 @@ class Pipe:
     black_holed: bool = False
     #: Writes are accepted and dropped (the reader is a zombie request's vanished client).
     discard: bool = False
-    #: The reader and the writer wait here; woken when bytes arrive or are consumed and
-    #: on every state change.
-    lot: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
+    #: The tasks in `wait` (the reader, the writer), in the order they came; woken when
+    #: bytes arrive or are consumed and on every state change.
+    waiters: dict[trio.lowlevel.Task, None] = attrs.field(factory=dict)
     #: The network's timer that delivers the head chunk when it is due (None: nothing
     #: queued, or delivery stopped by a clog, a black hole or the end of the pipe).
     timer: Timer | None = None
@@ -104,8 +111,24 @@ class Pipe:
     key_head: str = ""
 
     def wake_all(self) -> None:
-        if self.lot:
-            self.lot.unpark_all()
+        """Wake every task in `wait`, in the order they came (`ParkingLot.unpark_all`)."""
+        waiters = self.waiters
+        if waiters:
+            self.waiters = {}
+            for task in waiters:
+                _reschedule(task)
+
+    async def wait(self) -> None:
+        """Wait until `wake_all` (cancellable; `ParkingLot.park`)."""
+        task = _current_task()
+        self.waiters[task] = None
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            # Still waiting, so still in `waiters` (`wake_all` empties it as it wakes).
+            del self.waiters[task]
+            return _ABORT_SUCCEEDED
+
+        await _wait_task_rescheduled(abort)
 
     @property
     def finished(self) -> bool:
@@ -232,7 +255,7 @@ class SimStream(trio.abc.HalfCloseableStream):
                 out = self._out
                 if self.broken or out.finished or out.unacked < self._net.window:
                     return
-                await out.lot.park()
+                await out.wait()
         finally:
             self._sending = False
 
@@ -263,8 +286,8 @@ class SimStream(trio.abc.HalfCloseableStream):
                         data = bytes(readable[:max_bytes])
                         del readable[:max_bytes]
                     inp.unacked -= len(data)
-                    if inp.lot:  # a writer waits for room
-                        inp.lot.unpark_all()
+                    if inp.waiters:  # a writer waits for room
+                        inp.wake_all()
                     if not parked:
                         await trio.lowlevel.cancel_shielded_checkpoint()
                     return data
@@ -273,7 +296,7 @@ class SimStream(trio.abc.HalfCloseableStream):
                         await trio.lowlevel.cancel_shielded_checkpoint()
                     return b""
                 parked = True
-                await inp.lot.park()
+                await inp.wait()
         finally:
             self._receiving = False
 

@@ -79,6 +79,9 @@ class VirtualClock(trio.abc.Clock):
 
     def __init__(self) -> None:
         self._now = 0.0
+        #: The next deadline trio asked about (`deadline_to_sleep_time`), which
+        #: `VirtualTimers.poll` reads in the same round instead of asking again.
+        self.deadline = math.inf
         #: Set by `VirtualTimers` when it is created for this clock.
         self.timers: VirtualTimers | None = None
 
@@ -95,8 +98,13 @@ class VirtualClock(trio.abc.Clock):
         # Never sleep in real time: the timers jump the clock before the I/O poll. But
         # while a task waits in `wait_all_tasks_blocked` and nothing is due, say "far",
         # as `MockClock` does, so that trio wakes it (it waits its cushion instead).
-        if deadline > self._now and self.timers is not None and self.timers.idle_waiters():
-            return _FAR
+        # trio asks once per scheduler round that starts with no task to run, right
+        # before its I/O poll (`VirtualTimers.poll`). (`idle_waiters` inlined.)
+        self.deadline = deadline
+        if deadline > self._now and self.timers is not None:
+            runner = self.timers._runner
+            if runner is not None and runner.waiting_for_idle:
+                return _FAR
         return 0.0
 
     def jump(self, seconds: float) -> None:
@@ -137,6 +145,10 @@ class VirtualTimers(trio.abc.Instrument):
         #: Timers fired at the current instant (`_instant`), for the livelock check.
         self._instant = -math.inf
         self._firings = 0
+        #: trio's I/O manager and entry queue (`before_run`): `poll` polls the manager
+        #: only when the queue has work.
+        self._io: Any = None
+        self._entry_queue: Any = None
         #: Scheduler rounds so far, and the alarm `on_rounds` set.
         self.rounds = 0
         self._round_limit = -1
@@ -188,13 +200,20 @@ class VirtualTimers(trio.abc.Instrument):
 
         runner: Any = _run.GLOBAL_RUN_CONTEXT.runner
         self._runner = runner
-        runner.io_manager = _SimulatedIO(runner.io_manager, self, runner.entry_queue)
+        self._io = runner.io_manager
+        self._entry_queue = runner.entry_queue
+        runner.io_manager = _SimulatedIO(runner.io_manager, self)
         runner.instruments = _Instruments(runner.instruments)
 
-    def round(self, entry_pending: bool = False) -> None:
-        """One scheduler round, where trio polls for I/O (see the module doc).
-        `entry_pending`: trio's entry queue has work, which this round's poll reports (so
-        every task waiting is no deadlock)."""
+    def poll(self, timeout: float) -> Any:
+        """One scheduler round, where trio polls for I/O (`get_events`: see the module
+        doc); returns the round's I/O events. `timeout` is never waited in real time: the
+        clock is virtual, and a task in `wait_all_tasks_blocked` is woken by trio when a
+        round reports no event."""
+        queue = self._entry_queue
+        # Trio's entry queue has work (which this round's real poll reports): every task
+        # waiting is no deadlock.
+        entry_pending = bool(queue.queue or queue.idempotent_queue)
         self.rounds += 1
         if self.rounds == self._round_limit and self._round_alarm is not None:
             self._round_alarm()
@@ -206,12 +225,15 @@ class VirtualTimers(trio.abc.Instrument):
         now = clock._now
         if not runner.runq and not runner.waiting_for_idle:
             # (With a task in `wait_all_tasks_blocked`, time stands still: trio wakes it.)
-            target = runner.deadlines.next_deadline()
+            # No task was runnable when this round began, so trio asked the clock about
+            # its next deadline (`VirtualClock.deadline_to_sleep_time`), and nothing has
+            # run since.
+            target = clock.deadline
             if heap and heap[0][0] < target:
                 target = heap[0][0]
             if target == math.inf:
                 if entry_pending:
-                    return
+                    return self._io.get_events(0)
                 # Nothing can ever wake a task (a simulated run does no real I/O): say so
                 # rather than spin in the run loop forever.
                 self._fail(
@@ -220,12 +242,13 @@ class VirtualTimers(trio.abc.Instrument):
                         "deadline or timer can wake one"
                     )
                 )
-                return
+                return _NO_EVENTS
             if now < target:
                 clock.jump(target - now)
                 now = clock._now
         if heap and heap[0][0] <= now:
             self._fire(now)
+        return self._io.get_events(0) if entry_pending else _NO_EVENTS
 
     def idle_waiters(self) -> bool:
         """A task waits in `trio.testing.wait_all_tasks_blocked`."""
@@ -297,29 +320,19 @@ _NO_EVENTS: list[Any] = []
 
 
 class _SimulatedIO:
-    """trio's I/O manager in a simulated run: `get_events` runs the timers' round and
-    polls the real manager (without waiting) only when trio's entry queue has work; all
-    else is the real manager's (registering the wake-up socket, closing)."""
+    """trio's I/O manager in a simulated run: `get_events` is the timers' round
+    (`VirtualTimers.poll`, itself, not a call more per round), which polls the real
+    manager (without waiting) only when trio's entry queue has work; all else is the
+    real manager's (registering the wake-up socket, closing)."""
 
-    __slots__ = ("_entry_queue", "_io", "_timers")
+    __slots__ = ("_io", "get_events")
 
-    def __init__(self, io: Any, timers: VirtualTimers, entry_queue: Any) -> None:
+    def __init__(self, io: Any, timers: VirtualTimers) -> None:
         self._io = io
-        self._timers = timers
-        self._entry_queue = entry_queue
+        self.get_events = timers.poll
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._io, name)
-
-    def get_events(self, timeout: float) -> Any:
-        # `timeout` is never waited in real time: the clock is virtual, and a task in
-        # `wait_all_tasks_blocked` is woken by trio when this round reports no event.
-        queue = self._entry_queue
-        if queue.queue or queue.idempotent_queue:
-            self._timers.round(entry_pending=True)
-            return self._io.get_events(0)
-        self._timers.round()
-        return _NO_EVENTS
 
     def process_events(self, events: Any) -> None:
         if events:
