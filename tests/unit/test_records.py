@@ -399,6 +399,28 @@ def test_append_keyed_values_of_one_timestamp_encodes_exactly_what_append_does(
     assert bulk.build(base_sequence=3) == one_by_one.build(base_sequence=3)
 
 
+@pytest.mark.parametrize(
+    "steps", [(0, 3_000, 1), (0, 40, 90, 1), (0, 5, -1), (0, 2), tuple(range(0, 3_000, 3))]
+)
+def test_append_keyed_values_in_runs_of_one_timestamp_encodes_what_append_does(
+    steps: tuple[int, ...],
+) -> None:
+    # Runs of one timestamp each (the producer's bulk sends into one batch) are laid out
+    # run by run; a timestamp below the batch's first and runs of fewer than 16 records
+    # on average take the loop.
+    count = 3_000
+    timestamps = [1_700_000_000_000 + steps[i * len(steps) // count] for i in range(count)]
+    keys: list[bytes | None] = [b"key-%d" % (i * 7919 % 100_003) for i in range(count)]
+    values: list[bytes | None] = [bytes([i % 251]) * 100 for i in range(count)]
+    one_by_one = BatchBuilder()
+    bulk = BatchBuilder()
+    for key, value, timestamp in zip(keys, values, timestamps, strict=True):
+        one_by_one.append(timestamp, key, value)
+    bulk.append_keyed_values(timestamps, keys, values)
+    assert bulk.record_count == one_by_one.record_count == count
+    assert bulk.build(base_sequence=3) == one_by_one.build(base_sequence=3)
+
+
 def test_append_keyed_values_refuses_lists_of_other_lengths() -> None:
     with pytest.raises(ValueError, match="2 timestamps and 1 keys for 2 values"):
         BatchBuilder().append_keyed_values([1, 2], [b"k"], [b"a", b"b"])

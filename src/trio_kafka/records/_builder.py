@@ -52,6 +52,7 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Sequence
+from itertools import groupby, islice
 from operator import add, itemgetter
 
 from crc32c import crc32c
@@ -444,15 +445,14 @@ class BatchBuilder:
                 f"{len(timestamps)} timestamps and {len(keys)} keys for {count} values"
             )
         first = timestamps[0]
-        if count > _FEW and timestamps.count(first) == count:
-            # One timestamp (a load's batch): laid out without a Python step per record.
-            ts = first - self._timestamps_seen(first, first)
-            if 0 <= ts < _ZIGZAG_CACHED:
-                laid = _keyed_layout(_ATTRIBUTES + _ZIGZAG[ts], self._count, keys, values)
-                if laid is not None:
-                    self._extend(laid)
-                    self._count += count
-                    return
+        if count > _FEW:
+            # A few runs of one timestamp (a load's batch, the producer's bulk sends):
+            # laid out without a Python step per record.
+            laid = self._keyed_runs(timestamps, keys, values)
+            if laid is not None:
+                self._extend(laid)
+                self._count += count
+                return
         base = self._timestamps_seen(first, max(timestamps))
         table = _ZIGZAG
         cached = _ZIGZAG_CACHED
@@ -483,6 +483,45 @@ class BatchBuilder:
             delta += 1
         self._extend(parts)
         self._count = delta
+
+    def _keyed_runs(
+        self,
+        timestamps: Sequence[int],
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+    ) -> list[bytes] | None:
+        """`_keyed_layout` of each run of one timestamp, joined; None (nothing changed
+        but the batch's timestamps, as the loop sets them) where runs are many (more
+        than one in 16 records), a timestamp is below the batch's base or the layout
+        does not apply."""
+        count = len(values)
+        if timestamps.count(timestamps[0]) == count:
+            runs = [(timestamps[0], count)]
+        else:
+            runs = [
+                (ms, len(list(run))) for ms, run in islice(groupby(timestamps), count // 16 + 1)
+            ]
+            if sum(length for _, length in runs) != count:
+                return None  # (more runs than that)
+        base = self._timestamps_seen(timestamps[0], max(ms for ms, _ in runs))
+        pieces: list[bytes] = []
+        at = 0
+        for ms, length in runs:
+            ts = ms - base
+            if not 0 <= ts < _ZIGZAG_CACHED:
+                return None
+            whole = length == count
+            laid = _keyed_layout(
+                _ATTRIBUTES + _ZIGZAG[ts],
+                self._count + at,
+                keys if whole else keys[at : at + length],
+                values if whole else values[at : at + length],
+            )
+            if laid is None:
+                return None
+            pieces += laid  # (each run's pieces end with its last "no headers" byte)
+            at += length
+        return pieces
 
     def append_runs(
         self, run_starts: Sequence[int], run_ms: Sequence[int], values: Sequence[bytes | None]
