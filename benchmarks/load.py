@@ -314,6 +314,8 @@ def spark_runs(
     """The Spark loads, A B B A (`--spark-rounds` times) in one warmed session, then
     Spark's floors: (rows/s of each run, peak worker RSS in MiB) by backend."""
     rates: dict[str, list[float]] = {name: [] for name, _ in backends(args)}
+    # CPU seconds of each load: Spark's (JVM and Python workers) and the broker's.
+    cpus: dict[str, list[float]] = {name: [] for name, _ in BACKENDS}
     peaks: dict[str, float] = {name: 0.0 for name, _ in BACKENDS}
     order = abba(backends(args), args.spark_rounds)
     if args.spark_guarantee != "both":
@@ -328,6 +330,7 @@ def spark_runs(
             )
             assert guarantee == name, (guarantee, name)
             rates[name].append(args.rows / elapsed)
+            cpus[name].append(cpu["spark"] + cpu["broker"])
             peaks[name] = max(peaks[name], peak)
             print(
                 f"Spark run {run + 1}: {args.master} {name:17} {shape}: {elapsed:6.2f} s, "
@@ -347,8 +350,14 @@ def spark_runs(
                 flush=True,
             )
             for name, runs in rates.items():
-                mean = statistics.fmean(runs)
-                print(f"  write_dataframe {name}: {mean:,.0f} rows/s = {mean / rate:.2f}x this")
+                mean, median = statistics.fmean(runs), statistics.median(runs)
+                spent = statistics.median(cpus[name])
+                print(
+                    f"  write_dataframe {name}: {mean:,.0f} rows/s = {mean / rate:.2f}x this "
+                    f"(median {median:,.0f} = {median / rate:.2f}x; by CPU s, this floor's "
+                    f"{cpu['spark']:.2f} / write_dataframe's median {spent:.2f} with the "
+                    f"broker's = {cpu['spark'] / spent:.2f}x)"
+                )
     finally:
         spark.stop()
     return rates, peaks

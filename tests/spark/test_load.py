@@ -380,3 +380,18 @@ def test_write_dataframe_refuses_bad_options_before_spark_runs(
         write_dataframe(
             Untouchable(), topic="t", load_id=load_id, bootstrap="127.0.0.1:9", **options
         )
+
+
+def test_keyed_shaping_sends_only_the_key_and_row_to_python(spark: Any) -> None:
+    """The keyed partition column is an Arrow UDF of (key, row): the values stay in the
+    JVM until the task (a `mapInArrow` there sent every row whole to Python and back)."""
+    from trio_kafka.spark import prepare_dataframe
+
+    prepared = prepare_dataframe(_frame(spark, 10), PARTITIONS, key="key")
+    plan = prepared._jdf.queryExecution().executedPlan().toString()
+    assert "ArrowEvalPython" in plan, plan
+    assert "MapInArrow" not in plan, plan
+    rows = prepared.collect()
+    assert [r["partition"] for r in rows] == [
+        kafka_partition(r["row"], r["key"], PARTITIONS) for r in rows
+    ]

@@ -361,6 +361,66 @@ def test_append_keyed_values_encodes_exactly_what_append_does(size: int, key_siz
     assert [(r.key, r.value) for r in batch.records[1:]] == list(zip(keys, values, strict=True))
 
 
+@pytest.mark.parametrize(
+    ("count", "value_size", "vary", "none_at"),
+    [
+        (9_000, 100, 0, -1),
+        (70, 0, 0, -1),
+        (200, 70, 50, -1),
+        (200, 40, 50, -1),
+        (5, 16_380, 0, -1),
+        (300, 40, 0, 150),
+        (6, 3, 0, -1),
+    ],
+)
+def test_append_keyed_values_of_one_timestamp_encodes_exactly_what_append_does(
+    count: int, value_size: int, vary: int, none_at: int
+) -> None:
+    # One timestamp (a load's batch) takes the layout without a step per record: keys
+    # of several lengths, values of one length or of several (`vary`), offset deltas
+    # past 64 and 8,192 (wider varints). Lengths of two varint widths, a record past
+    # the varint table and a None key fall back to the loop.
+    timestamp = 1_700_000_000_123
+    keys: list[bytes | None] = [b"key-%d" % (i * 7919 % 100_003) for i in range(count)]
+    values: list[bytes | None] = [
+        bytes([i % 251]) * (value_size + (i * 31 % vary if vary else 0)) for i in range(count)
+    ]
+    if none_at >= 0:
+        keys[none_at] = None
+    one_by_one = BatchBuilder()
+    one_by_one.append(timestamp - 5, b"k", b"first", [("h", b"v")])
+    bulk = BatchBuilder()
+    bulk.append(timestamp - 5, b"k", b"first", [("h", b"v")])
+    for key, value in zip(keys, values, strict=True):
+        one_by_one.append(timestamp, key, value)
+    bulk.append_keyed_values([timestamp] * count, keys, values)
+    assert bulk.record_count == one_by_one.record_count == count + 1
+    assert bulk.size_in_bytes() == one_by_one.size_in_bytes()
+    assert bulk.build(base_sequence=3) == one_by_one.build(base_sequence=3)
+
+
+@pytest.mark.parametrize(
+    "steps", [(0, 3_000, 1), (0, 40, 90, 1), (0, 5, -1), (0, 2), tuple(range(0, 3_000, 3))]
+)
+def test_append_keyed_values_in_runs_of_one_timestamp_encodes_what_append_does(
+    steps: tuple[int, ...],
+) -> None:
+    # Runs of one timestamp each (the producer's bulk sends into one batch) are laid out
+    # run by run; a timestamp below the batch's first and runs of fewer than 16 records
+    # on average take the loop.
+    count = 3_000
+    timestamps = [1_700_000_000_000 + steps[i * len(steps) // count] for i in range(count)]
+    keys: list[bytes | None] = [b"key-%d" % (i * 7919 % 100_003) for i in range(count)]
+    values: list[bytes | None] = [bytes([i % 251]) * 100 for i in range(count)]
+    one_by_one = BatchBuilder()
+    bulk = BatchBuilder()
+    for key, value, timestamp in zip(keys, values, timestamps, strict=True):
+        one_by_one.append(timestamp, key, value)
+    bulk.append_keyed_values(timestamps, keys, values)
+    assert bulk.record_count == one_by_one.record_count == count
+    assert bulk.build(base_sequence=3) == one_by_one.build(base_sequence=3)
+
+
 def test_append_keyed_values_refuses_lists_of_other_lengths() -> None:
     with pytest.raises(ValueError, match="2 timestamps and 1 keys for 2 values"):
         BatchBuilder().append_keyed_values([1, 2], [b"k"], [b"a", b"b"])

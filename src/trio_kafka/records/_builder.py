@@ -52,6 +52,8 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Sequence
+from itertools import groupby, islice
+from operator import add, itemgetter
 
 from crc32c import crc32c
 
@@ -185,6 +187,79 @@ def _encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
             parts.append(_zigzag(len(value)))
             parts.append(value)
     return b"".join(parts)
+
+
+def _varint_width(value: int) -> int:
+    """The bytes of the zigzag varint of `0 <= value < 1 << 20`."""
+    return 1 if value < 64 else 2 if value < 8192 else 3
+
+
+def _lookup(table: dict[int, bytes], keys: list[int]) -> list[bytes]:
+    """`[table[k] for k in keys]` in one C call."""
+    if len(keys) == 1:
+        return [table[keys[0]]]
+    return list(itemgetter(*keys)(table))
+
+
+def _keyed_layout(
+    head: bytes, first: int, keys: Sequence[bytes | None], values: Sequence[bytes | None]
+) -> list[bytes] | None:
+    """The pieces of records with keys and values (no None) and no headers, offset
+    deltas from `first`, each record's attributes and timestamp delta `head`, for one
+    join; None when a key or value is None, or the keys' (or values') lengths differ in
+    varint width, or a length or delta is outside `_ZIGZAG`.
+
+    No Python step per record: each record is six pieces (the previous record's "no
+    headers" byte, its length and `head`; its offset delta; the key's length; the key;
+    the value's length; the value), and the pieces that depend on a length are looked
+    up (`itemgetter`) in small tables of the lengths the run has. Where all keys' and
+    all values' length varints are one width, a record's length is its key's and
+    value's lengths plus a constant within each stretch of one offset-delta width."""
+    count = len(values)
+    try:
+        key_lengths = list(map(len, keys))  # type: ignore[arg-type]
+        value_lengths = list(map(len, values))  # type: ignore[arg-type]
+    except TypeError:  # a None key or value
+        return None
+    low_key, high_key = min(key_lengths), max(key_lengths)
+    low_value, high_value = min(value_lengths), max(value_lengths)
+    top = high_key + high_value + len(head) + 16
+    if (
+        first + count > _ZIGZAG_CACHED
+        or top >= _ZIGZAG_CACHED
+        or _varint_width(low_key) != _varint_width(high_key)
+        or _varint_width(low_value) != _varint_width(high_value)
+    ):
+        return None
+    varint = _ZIGZAG
+    if low_value == high_value:  # (fixed-size values: the length is the key's)
+        sums, fixed_value = key_lengths, low_value
+    else:
+        sums, fixed_value = list(map(add, key_lengths, value_lengths)), 0
+    # After the length: head, delta, key varint, key, value varint, value, no headers.
+    widths = _varint_width(high_key) + _varint_width(high_value) + len(head) + 1
+    leads: list[bytes] = []
+    at = 0
+    while at < count:
+        width = len(varint[first + at])
+        end = min(count, _WIDTH_ENDS[width] - first)
+        fixed = widths + width + fixed_value
+        part = sums[at:end] if (at, end) != (0, count) else sums
+        table = {n: _NO_HEADERS + varint[n + fixed] + head for n in set(part)}
+        leads += _lookup(table, part)
+        at = end
+    parts: list[bytes] = [_NO_HEADERS] * (6 * count + 1)
+    parts[0:-1:6] = leads
+    parts[0] = leads[0][1:]  # (no record before the first)
+    parts[1::6] = varint[first : first + count]
+    parts[2::6] = _lookup({n: varint[n] for n in set(key_lengths)}, key_lengths)
+    parts[3::6] = keys  # type: ignore[assignment]
+    if low_value == high_value:
+        parts[4::6] = [varint[low_value]] * count
+    else:
+        parts[4::6] = _lookup({n: varint[n] for n in set(value_lengths)}, value_lengths)
+    parts[5::6] = values  # type: ignore[assignment]
+    return parts
 
 
 _CODEC_OF = {codec.value: codec for codec in Compression}
@@ -369,7 +444,16 @@ class BatchBuilder:
             raise ValueError(
                 f"{len(timestamps)} timestamps and {len(keys)} keys for {count} values"
             )
-        base = self._timestamps_seen(timestamps[0], max(timestamps))
+        first = timestamps[0]
+        if count > _FEW:
+            # A few runs of one timestamp (a load's batch, the producer's bulk sends):
+            # laid out without a Python step per record.
+            laid = self._keyed_runs(timestamps, keys, values)
+            if laid is not None:
+                self._extend(laid)
+                self._count += count
+                return
+        base = self._timestamps_seen(first, max(timestamps))
         table = _ZIGZAG
         cached = _ZIGZAG_CACHED
         delta = self._count
@@ -399,6 +483,45 @@ class BatchBuilder:
             delta += 1
         self._extend(parts)
         self._count = delta
+
+    def _keyed_runs(
+        self,
+        timestamps: Sequence[int],
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+    ) -> list[bytes] | None:
+        """`_keyed_layout` of each run of one timestamp, joined; None (nothing changed
+        but the batch's timestamps, as the loop sets them) where runs are many (more
+        than one in 16 records), a timestamp is below the batch's base or the layout
+        does not apply."""
+        count = len(values)
+        if timestamps.count(timestamps[0]) == count:
+            runs = [(timestamps[0], count)]
+        else:
+            runs = [
+                (ms, len(list(run))) for ms, run in islice(groupby(timestamps), count // 16 + 1)
+            ]
+            if sum(length for _, length in runs) != count:
+                return None  # (more runs than that)
+        base = self._timestamps_seen(timestamps[0], max(ms for ms, _ in runs))
+        pieces: list[bytes] = []
+        at = 0
+        for ms, length in runs:
+            ts = ms - base
+            if not 0 <= ts < _ZIGZAG_CACHED:
+                return None
+            whole = length == count
+            laid = _keyed_layout(
+                _ATTRIBUTES + _ZIGZAG[ts],
+                self._count + at,
+                keys if whole else keys[at : at + length],
+                values if whole else values[at : at + length],
+            )
+            if laid is None:
+                return None
+            pieces += laid  # (each run's pieces end with its last "no headers" byte)
+            at += length
+        return pieces
 
     def append_runs(
         self, run_starts: Sequence[int], run_ms: Sequence[int], values: Sequence[bytes | None]

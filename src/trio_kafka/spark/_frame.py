@@ -9,8 +9,8 @@ DataFrame and the same rows given to `BulkLoader` make the same log:
    given): a first job counts the rows of each Spark partition (what `zipWithIndex`
    does), then row = the rows of the partitions before + the index within its own;
 3. `partition` is the Kafka partition by the one rule: murmur2 of the key (Java's
-   default partitioner; in `mapInArrow`, vectorized over the Arrow buffers:
-   spark/_arrow.py), else `row % partitions` (in SQL);
+   default partitioner; an Arrow UDF of the key and row columns, vectorized over the
+   Arrow buffers: spark/_arrow.py), else `row % partitions` (in SQL);
 4. `repartitionById(n, partition)` makes Spark partition i exactly Kafka partition i,
    one task each (Spark 4.1+), and `sortWithinPartitions(row)` streams each task's rows
    in order (Spark sorts in the JVM, spilling to disk: the Python task holds one Arrow
@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -65,20 +66,24 @@ def kafka_partition(row: int, key: bytes | None, partitions: int) -> int:
 
 
 def _partitioner(partitions: int) -> Any:
-    def add_partition(batches: Iterator[Any]) -> Iterator[Any]:
+    """The Kafka partition of each row, an Arrow UDF of (key, row): only those two
+    columns go to Python and back, while the JVM keeps the rest of each row (through
+    `mapInArrow` every row made the trip whole, values included, twice)."""
+    from pyspark.sql.pandas.functions import ArrowUDFType, arrow_udf
+
+    def partition(keys: Any, rows: Any) -> Any:
         import pyarrow as pa  # type: ignore[import-untyped]
 
         from trio_kafka.spark._arrow import partitions_of
 
-        for batch in batches:
-            # Over the Arrow buffers (spark/_arrow.py): no Python object per row.
-            parts = partitions_of(batch.column("row"), batch.column("key"), partitions)
-            yield pa.RecordBatch.from_arrays(
-                [*batch.columns, pa.array(parts, pa.int32())],
-                names=[*batch.schema.names, "partition"],
-            )
+        # Over the Arrow buffers (spark/_arrow.py): no Python object per row.
+        return pa.array(partitions_of(rows, keys, partitions), pa.int32())
 
-    return add_partition
+    with warnings.catch_warnings():
+        # Spark prefers the kind named by type hints, which are strings in this module
+        # (`from __future__ import annotations`): it is named outright instead.
+        warnings.filterwarnings("ignore", "It is preferred to specify type hints")
+        return arrow_udf(partition, "int", ArrowUDFType.SCALAR)
 
 
 def number_rows(df: Any) -> Any:
@@ -146,8 +151,8 @@ def prepare_dataframe(
             "partition", F.pmod(F.col("row"), F.lit(partitions)).cast("int")
         )
     else:
-        shaped = numbered.mapInArrow(
-            _partitioner(partitions), "key binary, value binary, row long, partition int"
+        shaped = numbered.withColumn(
+            "partition", _partitioner(partitions)(F.col("key"), F.col("row"))
         )
     return shaped.repartitionById(partitions, F.col("partition")).sortWithinPartitions("row")
 

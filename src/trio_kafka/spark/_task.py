@@ -144,7 +144,7 @@ def chunks_of(batch: Any, partitions: int | None = None) -> Iterator[tuple[int, 
         yield (
             int(partition),
             RowChunk(
-                rows.column("row").to_pylist(),
+                rows.column("row").to_numpy().tolist(),
                 None if keys is None or keys.null_count == len(keys) else _binary(keys),
                 _binary(rows.column("value")),
                 routed=partitions is not None,
