@@ -269,6 +269,17 @@ async def test_open_producer_refuses_a_metrics_interval_that_is_not_a_number() -
             pass
 
 
+async def test_open_producer_refuses_a_harness_that_is_not_a_harness() -> None:
+    # It failed inside the producer's task group, an ExceptionGroup naming nothing.
+    from trio_kafka.errors import ConfigError
+
+    with pytest.raises(
+        ConfigError, match=r"harness=3 is not allowed: it must be a trio_kafka\.Harness"
+    ):
+        async with open_producer("127.0.0.1:1", harness=3):  # type: ignore[arg-type]
+            pass
+
+
 @pytest.mark.parametrize("codec", ["snappy", "lz4"])
 async def test_snappy_or_lz4_without_cramjam_is_refused_at_open(
     codec: str, monkeypatch: pytest.MonkeyPatch

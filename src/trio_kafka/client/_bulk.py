@@ -312,7 +312,7 @@ class BulkLoader:
         self._backoff = LOAD_BACKOFF
         # A test harness's rules and fault hook (core/_rules.py): the pipelines' rules,
         # and its transactional producers'.
-        self._harness = harness = Harness() if harness is None else harness
+        self._harness = harness = Harness.given(harness)
         # Which checkpoints count on resume.
         self._checkpoint_committed = harness.rules.checkpoint_committed
 

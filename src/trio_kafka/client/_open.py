@@ -101,6 +101,7 @@ async def open_producer(
         )
     if config.telemetry:
         require_opentelemetry()  # refused now, before any connection
+    harness = Harness.given(harness)
     if isinstance(metrics_interval, bool) or not isinstance(metrics_interval, int | float):
         raise ConfigError(
             f"metrics_interval={metrics_interval!r} is not allowed: it must be a number of "

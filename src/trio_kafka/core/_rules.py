@@ -42,6 +42,7 @@ import attrs
 from trio_kafka.core._core import CoreRules
 from trio_kafka.core._load import LoadRules
 from trio_kafka.core._transaction import TransactionRules
+from trio_kafka.errors import ConfigError
 
 if TYPE_CHECKING:
     from trio_kafka.errors import ExpectedOffsetMismatchError
@@ -93,6 +94,19 @@ class Harness:
     rules: Rules = attrs.field(factory=Rules)
     #: `buggify(site) -> fire?`, asked at the sender's fault sites (None: never).
     buggify: Callable[[str], bool] | None = None
+
+    @classmethod
+    def given(cls, harness: object) -> Harness:
+        """The `harness=` an entry point was given: the default for None, refused
+        (`ConfigError`, before anything is opened) when it is not a `Harness`."""
+        if harness is None:
+            return cls()
+        if not isinstance(harness, Harness):
+            raise ConfigError(
+                f"harness={harness!r} is not allowed: it must be a trio_kafka.Harness (the "
+                "rules and fault hook a test harness plants), or left out"
+            )
+        return harness
 
 
 __all__ = ["Harness", "MismatchSettler", "Rules"]
