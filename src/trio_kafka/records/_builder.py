@@ -175,16 +175,22 @@ _WIDTH_ENDS = {1: 64, 2: 8192, 3: 1 << 20}
 
 
 def _encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
-    """headersCount followed by each header (key length, UTF-8 key, value length, value)."""
-    parts = [_zigzag(len(headers))]
+    """headersCount followed by each header (key length, UTF-8 key, value length, value).
+    Lengths come from the zigzag table (a tuple index, not an encoding loop, per length:
+    a commit log's two headers on every append made this a tenth of its client CPU)."""
+    table, cached = _ZIGZAG, _ZIGZAG_CACHED
+    count = len(headers)
+    parts = [table[count] if count < cached else _zigzag(count)]
     for name, value in headers:
         encoded = name.encode("utf-8")
-        parts.append(_zigzag(len(encoded)))
+        size = len(encoded)
+        parts.append(table[size] if size < cached else _zigzag(size))
         parts.append(encoded)
         if value is None:
             parts.append(_NULL)
         else:
-            parts.append(_zigzag(len(value)))
+            size = len(value)
+            parts.append(table[size] if size < cached else _zigzag(size))
             parts.append(value)
     return b"".join(parts)
 
