@@ -70,6 +70,22 @@ async def _appends_at_once(log: object, count: int) -> dict[int, int]:
     return acks
 
 
+async def _offsets_in_call_order(log: object, count: int) -> list[int]:
+    """`count` tasks append b"<n>" at once; the offsets in the order the calls were made
+    (each task records its call before any checkpoint)."""
+    called: list[int] = []
+    acks: dict[int, int] = {}
+
+    async def append(n: int) -> None:
+        called.append(n)  # no checkpoint before the call: its order
+        acks[n] = (await log.append(b"%d" % n)).offset  # type: ignore[attr-defined]
+
+    async with anyio.create_task_group() as tasks:
+        for n in range(count):
+            tasks.start_soon(append, n)
+    return [acks[n] for n in called]
+
+
 @pytest.mark.parametrize("cas", [True, False], ids=["cas", "transactional"])
 async def test_concurrent_appends_are_each_acknowledged_once_at_their_own_offset(
     cas: bool,
@@ -98,20 +114,11 @@ async def test_concurrent_cas_appends_share_produce_round_trips() -> None:
         async with open_conditional_writer("log", 0, bootstrap=cluster.bootstrap) as log:
             async for _ in log.read_to_end():
                 pass
-            called: list[int] = []
-            acks: dict[int, int] = {}
-
-            async def append(n: int) -> None:
-                called.append(n)  # no checkpoint before the call: its order
-                acks[n] = (await log.append(b"%d" % n)).offset
-
-            async with anyio.create_task_group() as tasks:
-                for n in range(APPENDERS):
-                    tasks.start_soon(append, n)
+            offsets = await _offsets_in_call_order(log, APPENDERS)
             # A long-lived writer keeps nothing per acknowledged append (97abd6d kept
             # every one until the next read).
             assert log._chain.links == []
-    assert [acks[n] for n in called] == list(range(APPENDERS))
+    assert offsets == list(range(APPENDERS))
     assert produces.count < APPENDERS
 
 
@@ -125,19 +132,10 @@ async def test_cas_appends_made_at_once_ride_one_produce_request() -> None:
                 pass
             await log.append(b"first")  # the producer id and connection, before counting
             produces = _Hold(cluster, ProduceRequest, 0)
-            called: list[int] = []
-            acks: dict[int, int] = {}
-
-            async def append(n: int) -> None:
-                called.append(n)  # no checkpoint before the call: its order
-                acks[n] = (await log.append(b"%d" % n)).offset
-
-            async with anyio.create_task_group() as tasks:
-                for n in range(APPENDERS):
-                    tasks.start_soon(append, n)
+            offsets = await _offsets_in_call_order(log, APPENDERS)
         batches = [len(batch.records) for batch in cluster.decoded("log", 0)]
     assert produces.count == 1, batches
-    assert [acks[n] for n in called] == list(range(1, APPENDERS + 1))
+    assert offsets == list(range(1, APPENDERS + 1))
 
 
 @pytest.mark.parametrize("anyio_backend", ["trio"])  # the hook waits on the test's event
