@@ -5,7 +5,7 @@ declares every API (one module per API), headers, whole frames and the splitting
 stream into frames. `_produce.py` is the producer's fast path for its one hot request,
 byte for byte what the codec writes and reads: `ProduceFrame` (a Produce request from the
 producer's data) and `read_produce_answer` (its answer). The varint readers
-(`read_uvarint`, `read_uvarlong`, raising `Malformed`) also serve the record batch
+(`read_uvarint`, `read_uvarlong`, raising `Malformed`; `write_uvarint`) also serve the record batch
 decoder (records/), whose varints are the same encoding. See `docs/design.md` for where
 this layer sits.
 """
@@ -25,6 +25,7 @@ from ._codec import (
     encode_response,
     read_uvarint,
     read_uvarlong,
+    write_uvarint,
 )
 from ._produce import ProduceAnswer, ProduceFrame, read_produce_answer
 from .messages import REQUEST_CLASSES, decode_request
@@ -47,4 +48,5 @@ __all__ = [
     "read_produce_answer",
     "read_uvarint",
     "read_uvarlong",
+    "write_uvarint",
 ]

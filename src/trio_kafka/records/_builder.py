@@ -57,6 +57,7 @@ from operator import add, itemgetter
 
 from crc32c import crc32c
 
+from trio_kafka.protocol import write_uvarint
 from trio_kafka.records._codecs import Compression, compress, resolve_level
 
 # === the layout ==========================================================================
@@ -144,12 +145,9 @@ _INT64_MAX = (1 << 63) - 1
 
 
 def _encode_unsigned(value: int) -> bytes:
-    """The unsigned LEB128 encoding of a non-negative integer."""
+    """The unsigned LEB128 encoding of a non-negative integer (the protocol's writer)."""
     out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+    write_uvarint(out, value)
     return bytes(out)
 
 
