@@ -15,6 +15,7 @@ import trio.testing
 
 from trio_kafka.broker import BLACKHOLE, Cluster
 from trio_kafka.client import Acknowledged, Ambiguous, Producer, ProducerRecord, open_producer
+from trio_kafka.client._producer import SEND_CHECKPOINT_EVERY
 from trio_kafka.core import Failed
 from trio_kafka.errors import (
     BrokerConnectionError,
@@ -75,7 +76,7 @@ async def test_a_producer_opened_with_anothers_seams_keeps_its_wall_clock(
         assert ack.timestamp == int(sent_at * 1000) == 5_003_000
 
 
-async def test_send_yields_to_trio_only_every_64_calls(
+async def test_send_yields_to_trio_only_every_256_calls(
     autojump_clock: trio.testing.MockClock,
     cluster_and_transport: tuple[Cluster, MemoryTransport],
 ) -> None:
@@ -96,11 +97,11 @@ async def test_send_yields_to_trio_only_every_64_calls(
         trio.lowlevel.add_instrument(Steps())
         await trio.lowlevel.checkpoint()
         before = Steps.count
-        for _ in range(63 - producer._calls % 64):
+        for _ in range(SEND_CHECKPOINT_EVERY - 1 - producer._calls % SEND_CHECKPOINT_EVERY):
             await producer.send("t", b"x")
         assert Steps.count == before  # no yield yet
         await producer.send("t", b"x")
-        assert Steps.count == before + 1  # the 64th call checkpointed once
+        assert Steps.count == before + 1  # the 256th call checkpointed once
 
 
 async def test_buffer_full_blocks_for_max_block_then_raises(

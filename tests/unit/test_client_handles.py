@@ -16,6 +16,7 @@ import trio.testing
 from trio_kafka.broker import Cluster
 from trio_kafka.client import Acknowledged, ProducerRecord
 from trio_kafka.client._handles import AWAIT_CHECKPOINT_EVERY
+from trio_kafka.client._producer import SEND_CHECKPOINT_EVERY
 from trio_kafka.testing import MemoryTransport, producer_for
 
 
@@ -109,7 +110,7 @@ async def test_awaiting_a_pending_handle_can_be_cancelled_and_the_record_lives_o
     assert ack.offset == 0
 
 
-async def test_send_of_a_producer_record_yields_only_every_64_calls(
+async def test_send_of_a_producer_record_yields_only_every_256_calls(
     autojump_clock: trio.testing.MockClock,
     cluster_and_transport: tuple[Cluster, MemoryTransport],
 ) -> None:
@@ -119,11 +120,11 @@ async def test_send_of_a_producer_record_yields_only_every_64_calls(
         record = ProducerRecord("t", b"x")
         steps = await _steps()
         before = steps.count
-        for _ in range(63 - producer._calls % 64):
+        for _ in range(SEND_CHECKPOINT_EVERY - 1 - producer._calls % SEND_CHECKPOINT_EVERY):
             await producer.send(record)
         assert steps.count == before  # no yield yet
         await producer.send(record)
-        assert steps.count == before + 1  # the 64th call checkpointed once
+        assert steps.count == before + 1  # the 256th call checkpointed once
 
 
 async def test_send_of_a_producer_record_keeps_key_headers_partition_and_timestamp(

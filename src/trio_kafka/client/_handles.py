@@ -16,9 +16,8 @@ README teaches (send everything, then `await` each handle) awaits mostly done ha
 Like `send()`, it checkpoints once every `AWAIT_CHECKPOINT_EVERY` (256) awaits instead
 (a counter shared by the process), so a loop over done handles still lets other tasks
 run and still sees a cancellation, within that many awaits: at ~0.3 us an await, within
-~0.1 ms. Not every 64th, as `send()`: a trio checkpoint costs ~6 us of CPU, ~0.1 us
-per record at 64, and a done await has nothing to wait for (`send()` does: its
-checkpoints are where the sender task drains). That checkpoint is
+~0.1 ms, as `send()` does (`SEND_CHECKPOINT_EVERY`): a trio checkpoint costs ~4-6 us
+of CPU, ~0.1 us per record at 64. That checkpoint is
 `anyio.lowlevel.checkpoint` (trio's or asyncio's, looked up then): the other 255 awaits
 make no anyio call at all, on either backend.
 
@@ -52,7 +51,7 @@ from trio_kafka.errors import KafkaError
 from trio_kafka.net import primitives
 
 # `await handle` on a done handle checkpoints once per this many awaits (a power of two:
-# the test is a mask), as send() does every 64 calls; see the module doc.
+# the test is a mask), as send() does; see the module doc.
 AWAIT_CHECKPOINT_EVERY = 256
 _AWAIT_MASK = AWAIT_CHECKPOINT_EVERY - 1
 _checkpoint = anyio.lowlevel.checkpoint
@@ -98,7 +97,7 @@ class RecordHandle(DeliveryHandle):
     record alone, it is still delivered and the handle can be awaited again). Awaiting a handle that is
     already done returns its outcome without a trip through the scheduler, except every
     `AWAIT_CHECKPOINT_EVERY` (256) awaits, when it checkpoints: the trade-off `send()`
-    makes too (every 64th). A loop over many done handles is then cheap per record and
+    makes too (every 256th call). A loop over many done handles is then cheap per record and
     still yields to other tasks and sees a cancellation within 256 awaits; a single await
     of a done handle may return without noticing a pending cancellation.
     """

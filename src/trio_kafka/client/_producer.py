@@ -6,7 +6,7 @@ Theory of operation
 `Producer` is the user-facing half: `send()` appends to the core's accumulator and
 returns a `RecordHandle` at once; the `Sender` task (`_sender.py`) does all I/O. The hot
 path of `send()` is a core append and a counter, with no anyio call: it yields to the
-event loop only every 64 calls (DESIGN.md: a checkpoint per call caps at ~215k calls/s
+event loop only every 256 calls (`SEND_CHECKPOINT_EVERY`; DESIGN.md: a checkpoint per call caps at ~215k calls/s
 on trio), through the backend's own checkpoint looked up once at open, or when it must
 wait (buffer full, topic metadata). That checkpoint comes before the append, so a
 cancelled `send()` (trio, or asyncio's `task.cancel()`) has appended nothing: a record
@@ -111,13 +111,18 @@ from trio_kafka.net import (
     check_topic_name,
     checkpoint_function,
     loop_time,
+    loop_time_parts,
 )
 
 logger = logging.getLogger("trio_kafka.producer")
 
-# send() checkpoints once per this many calls (a power of two: the test is a mask).
-_CHECKPOINT_EVERY = 64
-_CHECKPOINT_MASK = _CHECKPOINT_EVERY - 1
+# send() checkpoints once per this many calls (a power of two: the test is a mask), as
+# an await of a done handle does (`AWAIT_CHECKPOINT_EVERY`). 256, not 64: a trio
+# checkpoint is a scheduler round (~4-6 us with the sender's tasks), and at 64 the rounds
+# and the sender's wakes they bring cost ~13% of a record's CPU (benchmarks.md, "A
+# cheaper record"); 256 sends are still well under a millisecond.
+SEND_CHECKPOINT_EVERY = 256
+_CHECKPOINT_MASK = SEND_CHECKPOINT_EVERY - 1
 # send_many's values per bulk append.
 _BULK_CHUNK = 8192
 _BYTES_OR_NONE = frozenset((bytes, type(None)))
@@ -156,6 +161,9 @@ class Producer:
         self.selector = selector
         self._clock = clock
         self._now = _fast_now(clock)
+        # The same reading for send()'s fast path as a C function and an offset to add
+        # (`loop_time_parts`): no Python frame per record on trio's own clock.
+        self._time, self._time_offset = _fast_now_parts(clock)
         # The running backend's checkpoint, looked up once (no anyio dispatch per send).
         self._checkpoint = checkpoint_function()
         # The task group of the producer's own tasks (closing cancels it).
@@ -209,7 +217,7 @@ class Producer:
         self._new_event = self._sender.primitives.event
         # Set when batches reach a final state (replaced each time: `_notify_progress`).
         self._progress = self._new_event()
-        # send() calls so far (it checkpoints every 64).
+        # send() calls so far (it checkpoints every SEND_CHECKPOINT_EVERY).
         self._calls = 0
         # Set once close begins: send() refuses from then on.
         self._closing = False
@@ -339,9 +347,17 @@ class Producer:
             await self._checkpoint()
         try:
             if extras:
-                handle = self._append(topic, value, key, headers, partition, timestamp, self._now())
+                handle = self._append(
+                    topic,
+                    value,
+                    key,
+                    headers,
+                    partition,
+                    timestamp,
+                    self._time() + self._time_offset,
+                )
             else:  # the commonest record: three arguments, no tests for what it lacks
-                handle = self._append_value(topic, value, self._now())
+                handle = self._append_value(topic, value, self._time() + self._time_offset)
         except UnknownTopicError:
             handle = None
         except KafkaError as exc:
@@ -389,7 +405,7 @@ class Producer:
             if headers is not None or partition is not None or timestamp is not None:
                 headers = _check_extras(headers, partition, timestamp)
             self._calls += 1
-            if not self._calls & (_CHECKPOINT_EVERY - 1):
+            if not self._calls & _CHECKPOINT_MASK:
                 await self._checkpoint()  # before the append (see the module doc)
             try:
                 handle = await self._append_waiting(
@@ -1040,6 +1056,13 @@ def _fast_now(clock: Clock) -> Callable[[], float]:
     if isinstance(clock, LoopClock):
         return loop_time()
     return clock.now
+
+
+def _fast_now_parts(clock: Clock) -> tuple[Callable[[], float], float]:
+    """`_fast_now(clock)` as a function and an offset to add (`loop_time_parts`)."""
+    if isinstance(clock, LoopClock):
+        return loop_time_parts()
+    return clock.now, 0.0
 
 
 def _merge_spans(spans: list[BatchSpan]) -> list[BatchSpan]:

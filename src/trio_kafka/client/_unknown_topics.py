@@ -44,7 +44,7 @@ is waited out with the one backoff (`ExponentialBackoff`, `retry_backoff` growin
 
 So per partition, records are written in the order of their `send()` calls, whatever
 the metadata state. A `send()` takes its place when it is called (past its one
-checkpoint every 64 calls, which comes before anything is appended), except when the
+checkpoint every 256 calls, which comes before anything is appended), except when the
 buffer is full: it takes its place once room is found, as Java's does.
 
 The sends that cannot be kept (CAS, `send_many`, `wait_for_topics`) wait here too

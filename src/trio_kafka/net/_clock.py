@@ -91,6 +91,26 @@ def loop_time() -> Callable[[], float]:
     return loop.time  # uvloop and others keep their own clock
 
 
+def loop_time_parts() -> tuple[Callable[[], float], float]:
+    """`loop_time()` as a function and an offset to add to what it returns, for the
+    per-record path: trio's own `SystemClock` reads `offset + time.perf_counter()` in a
+    Python method, so there the pair is `(time.perf_counter, offset)`, one C call a
+    reading instead of a Python frame around it; every other clock (`MockClock`, a
+    simulated one, asyncio's loops) is `(loop_time(), 0.0)`."""
+    if backend_name() == "trio":
+        clock = trio.lowlevel.current_clock()
+        kind = type(clock)
+        offset = getattr(clock, "offset", None)
+        if (
+            kind.__name__ == "SystemClock"
+            and kind.__module__.startswith("trio.")
+            and offset.__class__ is float
+        ):
+            return time.perf_counter, offset
+        return clock.current_time, 0.0
+    return loop_time(), 0.0
+
+
 def checkpoint_function() -> Callable[[], Awaitable[None]]:
     """The running backend's checkpoint (yield, and raise if cancelled), resolved once."""
     if backend_name() == "trio":
