@@ -9,8 +9,15 @@ profile_produce.py` beside a plain run. `--profile` adds a cProfile of the secon
 
 `--backend asyncio` (or `uvloop`) runs the same rounds under `asyncio.run`.
 
+`--floor` runs, before each round in the same process (the same heap, so the same
+collector work), the floor of this API: a `send()` coroutine that appends the value to a
+list and returns a two-slot handle, and an `await handle` that builds the
+`Acknowledged` from its batch, nothing else (no network, no encoding, no checks): what
+any pure-Python producer with `handle = await send(...)` / `await handle` pays per
+record on this interpreter, kept handles and the collector included.
+
     .venv/bin/python benchmarks/profile_produce.py [--records N] [--rounds R]
-        [--record-form | --send-many] [--profile] [--backend trio|asyncio|uvloop]
+        [--record-form | --send-many] [--profile] [--backend trio|asyncio|uvloop] [--floor]
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from produce import _create_topic
 
-from trio_kafka.client import ProducerRecord, open_producer
+from trio_kafka.client import Acknowledged, ProducerRecord, open_producer
 from trio_kafka.testing import tansu_broker
 
 
@@ -104,6 +111,67 @@ async def one_round(
     )
 
 
+class _FloorBatch:
+    __slots__ = ("base_offset", "partition", "times", "topic", "values")
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.partition = 0
+        self.base_offset = 0
+        self.values: list[bytes] = []
+        self.times = [1_700_000_000_000] * 4096
+
+
+_new_tuple = tuple.__new__
+
+
+class _FloorHandle:
+    __slots__ = ("batch", "index")
+
+    def __await__(self) -> Any:
+        batch, index = self.batch, self.index
+        return _new_tuple(
+            Acknowledged,
+            (batch.topic, batch.partition, batch.base_offset + index, batch.times[index]),
+        )
+        yield  # (a generator, as any __await__ written in Python)
+
+
+class _FloorProducer:
+    """The least a `send()` can do: append, make the handle; a new batch every 4,096."""
+
+    def __init__(self, topic: str) -> None:
+        self.batch = _FloorBatch(topic)
+
+    async def send(self, topic: str, value: bytes) -> _FloorHandle:
+        batch = self.batch
+        values = batch.values
+        index = len(values)
+        values.append(value)
+        handle = object.__new__(_FloorHandle)
+        handle.batch = batch
+        handle.index = index
+        if index == 4095:
+            self.batch = _FloorBatch(topic)
+        return handle
+
+
+async def floor_round(topic: str, records: int, gc_timer: GcTimer) -> str:
+    """`one_round` against `_FloorProducer`: the floor of the API (module doc)."""
+    value = b"x" * 100
+    gc_timer.reset()
+    cpu = time.process_time()
+    send = _FloorProducer(topic).send
+    handles = [await send(topic, value) for _ in range(records)]
+    for handle in handles:
+        await handle
+    cpu = time.process_time() - cpu
+    return (
+        f"CPU {cpu:.3f} s ({cpu / records * 1e6:.2f} us/record), GC CPU "
+        f"{gc_timer.cpu_seconds:.3f} s ({gc_timer.cpu_seconds / records * 1e6:.2f} us/record)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=300_000)
@@ -114,6 +182,9 @@ def main() -> None:
     )
     parser.add_argument("--profile", action="store_true", help="cProfile the second round")
     parser.add_argument("--backend", choices=("trio", "asyncio", "uvloop"), default="trio")
+    parser.add_argument(
+        "--floor", action="store_true", help="also the API's floor before each round"
+    )
     args = parser.parse_args()
     run_on = _runner(args.backend)
     gc_timer = GcTimer()
@@ -129,6 +200,9 @@ def main() -> None:
                 gc_timer,
                 args.send_many,
             )
+            if args.floor:
+                floor = run_on(floor_round, topic, args.records, gc_timer)
+                print(f"round {round_} floor: {floor}", flush=True)
             if args.profile and round_ == 1:
                 profiler = cProfile.Profile()
                 line = profiler.runcall(run_on, one_round, *run)
