@@ -26,7 +26,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeAlias
 
 import attrs
-import scramp
 
 from trio_kafka.errors import AuthenticationError, ConfigError, ErrorCode, error_info
 from trio_kafka.net._connection import BrokerConnection
@@ -144,6 +143,12 @@ async def authenticate(connection: BrokerConnection, sasl: SaslConfig, rng: rand
                     f"{challenge.decode(errors='replace')}"
                 )
         case SaslMechanism.SCRAM_SHA_256 | SaslMechanism.SCRAM_SHA_512:
+            # Imported here, by the connections that use SCRAM: scramp brings asn1crypto
+            # and importlib.metadata, ~15,000 objects that every process importing the
+            # client would carry, and that the garbage collector's full collections
+            # walk again each time (docs/benchmarks.md, "A cheaper record").
+            import scramp
+
             client = scramp.ScramClient(
                 [sasl.mechanism.value],
                 sasl.username,
