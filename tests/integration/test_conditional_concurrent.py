@@ -117,7 +117,7 @@ async def test_concurrent_cas_appends_share_produce_round_trips() -> None:
             offsets = await _offsets_in_call_order(log, APPENDERS)
             # A long-lived writer keeps nothing per acknowledged append (97abd6d kept
             # every one until the next read).
-            assert log._chain.links == []
+            assert not log._chain.links
     assert offsets == list(range(APPENDERS))
     assert produces.count < APPENDERS
 
