@@ -464,7 +464,8 @@ class ConditionalWriter:
         they are pipelined, each expecting the offset after those before it; on
         transactions they are committed in groups (`max_group`, `group_linger`).
         docs/cas.md, "Concurrent appends", says what an application may assume."""
-        self._check_alive("append")
+        if self.fenced is not None:
+            self._check_alive("append")
         if self.next_offset is None:
             raise RuntimeError(
                 f"{self!r} must read the partition to its end first: iterate "
@@ -474,7 +475,7 @@ class ConditionalWriter:
         self.sequence += 1
         all_headers = [
             (WRITER_HEADER, self.writer_id),
-            (SEQUENCE_HEADER, str(sequence).encode()),
+            (SEQUENCE_HEADER, b"%d" % sequence),
             *headers,
         ]
         if self.guarantee == "transactional":
@@ -612,7 +613,7 @@ class ConditionalWriter:
     async def _send_one(self, link: _Link) -> None:
         """Hand `link` to the producer unless the chain it belongs to is broken."""
         chain = link.chain
-        if chain.broken is None and chain.doubts:  # (`_Chain.in_doubt`)
+        if chain.broken is None and chain.in_doubt():
             chain.break_at(link.expected, "an append before it was being settled")
         if chain.broken is not None:
             link.error = self._behind_failure(chain, link.expected, link.sequence)
