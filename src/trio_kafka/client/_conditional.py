@@ -40,12 +40,15 @@ is handed to the producer in claim order without waiting for their answers: queu
 calls, the CAS gate answers a known partition without an await), so the appends made
 at once ride one record batch, one Produce request, whose expected offset is the
 first's (consecutive offsets join the open batch); those made while a request is out
-wait in the next batch. Each is settled on its own as above. Where one fails (a
+wait in the next batch. An append queued behind a running hand-over wakes once, on its
+answer (not once handed over and again for the answer). Each is settled on its own as
+above. Where one fails (a
 foreign record, or it could not be sent), the chain since the last read is broken
 (`_Chain`): every append behind it must fail, its expected offset being a prediction
 that is now false (another writer's records may fill exactly the failed one's place,
 and the log end is then where the next one expects it). An append made while one
-before it is being settled after an answer other than a success (`_Chain.in_doubt`)
+before it is being settled after an answer other than a success (`_Chain.in_doubt`,
+a count its batch's answer and its settling keep, not a walk of the appends in flight)
 breaks the chain the same way, unsent: that one may be about to fail.
 Those not yet sent fail with `ConcurrentWriteError` unsent; the producer never resends a
 CAS batch behind a failed one (`CoreRules.behind_failed_cas`); and an append sent that
