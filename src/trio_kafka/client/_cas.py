@@ -47,6 +47,7 @@ from trio_kafka.errors import (
 from trio_kafka.net import (
     CAS_FEATURE,
     ApiVersionsInfo,
+    ClusterMetadata,
     KafkaSelector,
     check_topic_name,
     find_leader,
@@ -80,6 +81,10 @@ class CasGate:
         # The last ApiVersions answer seen to advertise the CAS feature (a connection's
         # answer does not change: `checked_leader` need not ask it again).
         self._advertised: ApiVersionsInfo | None = None
+        # The metadata snapshot, topic, partition and leader `checked_leader` last found
+        # checked (the topic's config on, its leader known): a run of CAS sends goes to
+        # one partition.
+        self._known: tuple[ClusterMetadata, str, int, int] | None = None
 
     @property
     def selector(self) -> KafkaSelector:
@@ -147,11 +152,23 @@ class CasGate:
         if selector is None:
             return None
         metadata = selector.metadata
-        meta = metadata.partition(topic, partition)
-        if meta is None or not self._topics.get(topic):
-            return None
-        leader = meta.leader
-        if leader < 0 or leader not in metadata.brokers or not selector.is_ready(leader):
+        known = self._known
+        if (
+            known is not None
+            and known[0] is metadata  # (a snapshot never changes: a refresh makes a new one)
+            and known[2] == partition
+            and known[1] == topic
+        ):
+            leader = known[3]
+        else:
+            meta = metadata.partition(topic, partition)
+            if meta is None or not self._topics.get(topic):
+                return None
+            leader = meta.leader
+            if leader < 0 or leader not in metadata.brokers:
+                return None
+            self._known = (metadata, topic, partition, leader)
+        if not selector.is_ready(leader):
             return None
         info = selector.api_versions(leader)
         if info is not self._advertised:  # (asked once per connection, not per send)
