@@ -36,7 +36,7 @@ On CAS they are pipelined: each claims, before any checkpoint, the offset after 
 claimed before it (`next_offset` is the pipeline's tail; `Rules.pipelined_offset`) and
 is handed to the producer in claim order without waiting for their answers: queued
 (`_outbox`), and handed over by the first append that finds no hand-over running
-(`_flush`). The hand-over does not yield (`Producer.send` checkpoints once in 64
+(`_flush`). The hand-over does not yield (`Producer.send` checkpoints once in many
 calls, the CAS gate answers a known partition without an await), so the appends made
 at once ride one record batch, one Produce request, whose expected offset is the
 first's (consecutive offsets join the open batch); those made while a request is out
@@ -574,7 +574,7 @@ class ConditionalWriter:
         Those queued are other tasks' appends, so their sends are shielded (each stops
         on its own, `max_block`): a cancelled flusher's own append fails unsent or is
         cancelled while it waits for its answer, as any other append would be, and the
-        others go on. A send rarely yields (`Producer.send` checkpoints once in 64
+        others go on. A send rarely yields (`Producer.send` checkpoints once in many
         calls), so usually nothing is queued and no shield is made."""
         self._flushing = True
         outbox = self._outbox
