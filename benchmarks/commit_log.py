@@ -21,7 +21,8 @@ by its task: the window ends when every append has returned. An append that rais
 counted as an error (and its task reads the log to its end before going on, as the docs'
 loop does). Latency is each append call's own time. Each run also prints the Produce
 requests the writer's producer sent per 1,000 appends (how many appends shared a
-request) and this process's CPU time per append (the broker's is its own process's).
+request), this process's CPU time per append, and the broker's (its process's, read
+from /proc: on Linux only).
 Runs alternate, REPEAT times; the table shows medians, p50 and p99 over all runs'
 appends, and appends/s with A tasks over appends/s with one.
 
@@ -34,9 +35,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import statistics
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -61,6 +64,24 @@ def broker_for(backend: str) -> Iterator[str]:
     else:
         with kafka_broker(log_level="WARN", heap="1g") as node:
             yield node.bootstrap
+
+
+def broker_cpu() -> float | None:
+    """CPU seconds used so far by this process's child processes (the broker: the mock
+    broker's process, or the Kafka node's JVM), from /proc; None where there is none."""
+    try:
+        children = [
+            child
+            for task in os.listdir("/proc/self/task")
+            for child in Path(f"/proc/self/task/{task}/children").read_text().split()
+        ]
+        total = 0
+        for child in children:
+            fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (clock ticks)
+    except OSError:
+        return None
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 async def one_run(
@@ -101,11 +122,13 @@ async def one_run(
                 latencies.append(time.perf_counter() - started)
 
         requests_before = writer.producer.metrics().requests_sent
+        broker_before = broker_cpu()
         started, cpu = time.perf_counter(), time.process_time()
         async with trio.open_nursery() as nursery:
             for count in share:
                 nursery.start_soon(appender, count)
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+        broker_after = broker_cpu()
         requests = writer.producer.metrics().requests_sent - requests_before
     return {
         "seconds": elapsed,
@@ -113,6 +136,9 @@ async def one_run(
         "errors": errors,
         "requests": requests,
         "cpu": cpu,
+        "broker_cpu": None
+        if broker_before is None or broker_after is None
+        else broker_after - broker_before,
     }
 
 
@@ -157,13 +183,19 @@ def main() -> None:
                     results.setdefault((backend, a), []).append(result)
                     rate = args.appends / result["seconds"]
                     lat = result["latencies"]
+                    broker = result["broker_cpu"]
                     print(
                         f"{backend} appenders={a} run={run}: {rate:,.0f} appends/s, "
                         f"p50 {1000 * percentile(lat, 0.5):.2f} ms, "
                         f"p99 {1000 * percentile(lat, 0.99):.2f} ms, {result['errors']} errors, "
                         f"{1000 * result['requests'] / args.appends:,.0f} Produce requests "
                         f"per 1,000 appends, client CPU {1e6 * result['cpu'] / args.appends:.0f} "
-                        "us per append",
+                        "us per append"
+                        + (
+                            ""
+                            if broker is None
+                            else f", broker CPU {1e6 * broker / args.appends:.0f} us per append"
+                        ),
                         flush=True,
                     )
     print()
@@ -174,9 +206,10 @@ def main() -> None:
     print()
     print(
         "| backend | broker | appenders | appends/s | p50 ms | p99 ms | errors | "
-        "Produce requests / 1,000 appends | appends/s / one appender's |"
+        "Produce requests / 1,000 appends | client CPU us / append | broker CPU us / append | "
+        "appends/s / one appender's |"
     )
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for backend in backends:
         base = None
         for a in appenders:
@@ -186,10 +219,17 @@ def main() -> None:
             lat = [x for r in runs for x in r["latencies"]]
             errors = sum(r["errors"] for r in runs)
             requests = statistics.median(1000 * r["requests"] / args.appends for r in runs)
+            client = statistics.median(1e6 * r["cpu"] / args.appends for r in runs)
+            brokers = [r["broker_cpu"] for r in runs if r["broker_cpu"] is not None]
+            broker = (
+                f"{statistics.median(1e6 * b / args.appends for b in brokers):.0f}"
+                if brokers
+                else "-"
+            )
             print(
                 f"| {backend} | {BACKENDS[backend][1]} | {a} | {rate:,.0f} | "
                 f"{1000 * percentile(lat, 0.5):.2f} | {1000 * percentile(lat, 0.99):.2f} | "
-                f"{errors} | {requests:,.0f} | {rate / base:.2f}x |"
+                f"{errors} | {requests:,.0f} | {client:.0f} | {broker} | {rate / base:.2f}x |"
             )
 
 

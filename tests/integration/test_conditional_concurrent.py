@@ -117,7 +117,7 @@ async def test_concurrent_cas_appends_share_produce_round_trips() -> None:
             offsets = await _offsets_in_call_order(log, APPENDERS)
             # A long-lived writer keeps nothing per acknowledged append (97abd6d kept
             # every one until the next read).
-            assert log._chain.links == []
+            assert not log._chain.links
     assert offsets == list(range(APPENDERS))
     assert produces.count < APPENDERS
 
@@ -475,3 +475,54 @@ async def test_a_cas_append_cancelled_while_queued_is_never_sent_nor_those_behin
     assert outcomes[0] == 0 and outcomes[1] == 1 and outcomes[2] == "cancelled"
     assert isinstance(outcomes[3], ConcurrentWriteError), outcomes
     assert [r.value for r in records] == [b"0" * 200, b"1" * 200]
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])  # the hook waits on the test's event
+async def test_a_queued_cas_append_cancelled_while_its_answer_is_out_fails_the_next_append() -> (
+    None
+):
+    """Append 0 is held at the broker and fills the producer's buffer, so append 1's
+    hand-over waits for room and append 2 queues behind it; both are handed over once
+    room is free, in one request, which is held in turn. 2 is cancelled meanwhile: its
+    task no longer learns the answer, so whether it landed is unknown to the writer, and
+    the next append (expecting the offset after 2's) fails unsent with
+    ConcurrentWriteError. The writer is stale until it reads the log again, where 2 is."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        outcomes: dict[int, object] = {}
+        async with open_conditional_writer(
+            "log", 0, bootstrap=cluster.bootstrap, buffer_memory=300
+        ) as log:
+            async for _ in log.read_to_end():
+                pass
+            first = _Hold(cluster, ProduceRequest, 1)
+            second = _Hold(cluster, ProduceRequest, 2)  # appends 1 and 2
+            scopes = {n: anyio.CancelScope() for n in range(3)}
+
+            async def append(n: int, size: int) -> None:
+                with scopes[n]:
+                    outcomes[n] = (await log.append(b"%d" % n * size)).offset
+                    return
+                outcomes[n] = "cancelled"
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(append, 0, 200)
+                await first.reached.wait()
+                for n in (1, 2):
+                    tasks.start_soon(append, n, 10)
+                    await anyio.sleep(0.01)
+                assert len(log._outbox) == 1  # 1 waits for room; 2 is queued
+                first.go.set()
+                await second.reached.wait()
+                scopes[2].cancel()
+                await anyio.sleep(0.01)
+                second.go.set()
+            with pytest.raises(ConcurrentWriteError):
+                await log.append(b"3")
+            assert log.next_offset is None  # stale: read again before appending
+            values = [record.value async for record in log.read_to_end()]
+            assert (await log.append(b"3")).offset == 3
+        records = committed(cluster)
+    assert outcomes == {0: 0, 1: 1, 2: "cancelled"}
+    assert values == [b"0" * 200, b"1" * 10, b"2" * 10]
+    assert [r.value for r in records] == [*values, b"3"]

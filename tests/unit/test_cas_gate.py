@@ -61,3 +61,23 @@ async def test_a_partition_checked_before_is_checked_again_without_a_request_or_
             with trio.testing.assert_no_checkpoints():
                 assert await gate.check("log", 0) == leader
         nursery.cancel_scope.cancel()
+
+
+async def test_a_partition_whose_leader_moved_is_answered_for_its_new_leader() -> None:
+    """The gate remembers the partition it checked last with the metadata it checked it
+    from; metadata that names another leader is a new snapshot, so the answer is the
+    new leader's (once its connection advertised the feature), never the old one."""
+    cluster = make_cluster(2)
+    cluster.create_topic("log", 1, {"expected.offset.check.enable": "true"})
+    async with trio.open_nursery() as nursery:
+        async with open_selector(BOOTSTRAP, transport=MemoryTransport(cluster, nursery)) as sel:
+            gate = cas_gate(sel)
+            old = await gate.check("log", 0)
+            assert gate.checked_leader("log", 0) == old
+            new = 1 - old
+            cluster.move_leader("log", 0, new)
+            await sel.refresh_metadata(["log"])
+            assert gate.checked_leader("log", 0) is None  # no connection to it yet
+            assert await gate.check("log", 0) == new
+            assert gate.checked_leader("log", 0) == new
+        nursery.cancel_scope.cancel()

@@ -44,7 +44,14 @@ from trio_kafka.errors import (
     KafkaError,
     error_for_code,
 )
-from trio_kafka.net import CAS_FEATURE, KafkaSelector, check_topic_name, find_leader
+from trio_kafka.net import (
+    CAS_FEATURE,
+    ApiVersionsInfo,
+    ClusterMetadata,
+    KafkaSelector,
+    check_topic_name,
+    find_leader,
+)
 from trio_kafka.protocol.messages.create_topics import (
     CreatableTopic,
     CreatableTopicConfig,
@@ -71,6 +78,13 @@ class CasGate:
         self._selector = weakref.ref(selector)
         # Topic -> whether its CAS config is on (learned once from DescribeConfigs).
         self._topics: dict[str, bool] = {}
+        # The last ApiVersions answer seen to advertise the CAS feature (a connection's
+        # answer does not change: `checked_leader` need not ask it again).
+        self._advertised: ApiVersionsInfo | None = None
+        # The metadata snapshot, topic, partition and leader `checked_leader` last found
+        # checked (the topic's config on, its leader known): a run of CAS sends goes to
+        # one partition.
+        self._known: tuple[ClusterMetadata, str, int, int] | None = None
 
     @property
     def selector(self) -> KafkaSelector:
@@ -94,7 +108,7 @@ class CasGate:
         the leader's node id. `instead`: what the caller can do without CAS, on the broker
         it has (the error's remedy; Apache Kafka has no CAS)."""
         selector = self.selector
-        leader = self._checked_leader(selector, topic, partition)
+        leader = self.checked_leader(topic, partition)
         if leader is not None:
             return leader
         meta = await selector.wait_for_topic(topic, timeout=timeout)
@@ -128,36 +142,59 @@ class CasGate:
             )
         return leader
 
-    def _checked_leader(self, selector: KafkaSelector, topic: str, partition: int) -> int | None:
+    def checked_leader(self, topic: str, partition: int) -> int | None:
         """The partition's leader when everything `check` asks is already known and
         passed (the topic's metadata, its leader with an open connection that advertised
         the feature, the topic's config): the same answer without an await, so a run of
         CAS sends (a commit log's pipelined appends) costs no round of the event loop
-        each. None: ask `check`'s slow way."""
-        metadata = selector.metadata
-        meta = metadata.partition(topic, partition)
-        if (
-            meta is None
-            or not self._topics.get(topic)
-            or metadata.leader_for(topic, partition) is None
-        ):
+        each, nor a coroutine. None: ask `check`, the slow way."""
+        selector = self._selector()
+        if selector is None:
             return None
-        leader = meta.leader
+        metadata = selector.metadata
+        known = self._known
+        if (
+            known is not None
+            and known[0] is metadata  # (a snapshot never changes: a refresh makes a new one)
+            and known[2] == partition
+            and known[1] == topic
+        ):
+            leader = known[3]
+        else:
+            meta = metadata.partition(topic, partition)
+            if meta is None or not self._topics.get(topic):
+                return None
+            leader = meta.leader
+            if leader < 0 or leader not in metadata.brokers:
+                return None
+            self._known = (metadata, topic, partition, leader)
         if not selector.is_ready(leader):
             return None
         info = selector.api_versions(leader)
-        return leader if info is not None and info.supports_cas else None
+        if info is not self._advertised:  # (asked once per connection, not per send)
+            if info is None or not info.supports_cas:
+                return None
+            self._advertised = info
+        return leader
 
 
 # One gate per selector, for as long as the selector lives (the gate refers to it weakly).
 _GATES: weakref.WeakKeyDictionary[KafkaSelector, CasGate] = weakref.WeakKeyDictionary()
+#: The gate `cas_gate` returned last (weakly, as `_GATES` holds it): a process usually has
+#: one selector that sends CAS.
+_last_gate: weakref.ref[CasGate] | None = None
 
 
 def cas_gate(selector: KafkaSelector) -> CasGate:
     """The selector's gate (made on first use)."""
+    global _last_gate
+    last = _last_gate() if _last_gate is not None else None
+    if last is not None and last._selector() is selector:  # (no weakref made per CAS send)
+        return last
     gate = _GATES.get(selector)
     if gate is None:
         gate = _GATES[selector] = CasGate(selector)
+    _last_gate = weakref.ref(gate)
     return gate
 
 

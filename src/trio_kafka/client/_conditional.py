@@ -36,16 +36,19 @@ On CAS they are pipelined: each claims, before any checkpoint, the offset after 
 claimed before it (`next_offset` is the pipeline's tail; `Rules.pipelined_offset`) and
 is handed to the producer in claim order without waiting for their answers: queued
 (`_outbox`), and handed over by the first append that finds no hand-over running
-(`_flush`). The hand-over does not yield (`Producer.send` checkpoints once in 64
+(`_flush`). The hand-over does not yield (`Producer.send` checkpoints once in many
 calls, the CAS gate answers a known partition without an await), so the appends made
 at once ride one record batch, one Produce request, whose expected offset is the
 first's (consecutive offsets join the open batch); those made while a request is out
-wait in the next batch. Each is settled on its own as above. Where one fails (a
+wait in the next batch. An append queued behind a running hand-over wakes once, on its
+answer (not once handed over and again for the answer). Each is settled on its own as
+above. Where one fails (a
 foreign record, or it could not be sent), the chain since the last read is broken
 (`_Chain`): every append behind it must fail, its expected offset being a prediction
 that is now false (another writer's records may fill exactly the failed one's place,
 and the log end is then where the next one expects it). An append made while one
-before it is being settled after an answer other than a success (`_Chain.in_doubt`)
+before it is being settled after an answer other than a success (`_Chain.in_doubt`,
+a count its batch's answer and its settling keep, not a walk of the appends in flight)
 breaks the chain the same way, unsent: that one may be about to fail.
 Those not yet sent fail with `ConcurrentWriteError` unsent; the producer never resends a
 CAS batch behind a failed one (`CoreRules.behind_failed_cas`); and an append sent that
@@ -90,6 +93,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import itertools
 import ssl
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -102,7 +106,7 @@ from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._open import new_writer_id, open_producer
 from trio_kafka.client._producer import Producer, transaction_commit_sent
 from trio_kafka.client._reader import CommittedInOrder, PartitionReader, committed_newest_first
-from trio_kafka.core import Acknowledged, Headers, Rules
+from trio_kafka.core import Acknowledged, Headers, Result, Rules
 from trio_kafka.errors import (
     AbortableError,
     AmbiguousError,
@@ -169,53 +173,63 @@ class _Pending:
 
 
 @attrs.define(eq=False)
-class _Signal:
-    """A one-shot event whose backend event is made only when a task waits before it is
-    set: most CAS appends are never waited for (`_Link.settled`, `_Outgoing.sent`)."""
-
-    done: bool = False
-    _event: Event | None = None
-
-    def set(self) -> None:
-        self.done = True
-        if self._event is not None:
-            self._event.set()
-
-    async def wait(self) -> None:
-        if not self.done:
-            if self._event is None:
-                self._event = primitives().event()
-            await self._event.wait()
-
-
-@attrs.define(eq=False)
 class _Link:
-    """One CAS append of a chain: `settled` once it has its outcome: acknowledged,
-    `failed` (not written: `ConcurrentWriteError`) or `unknown` (any other error: it may
-    have been written, or may still be)."""
+    """One CAS append, from its call to its outcome: queued for a flush (`_outbox`),
+    handed to the producer (`handle`, its first attempt) or not (`error`), then settled:
+    acknowledged, `failed` (not written: `ConcurrentWriteError`) or `unknown` (any other
+    error: it may have been written, or may still be)."""
 
-    settled: _Signal = attrs.field(factory=_Signal)
+    value: bytes | None
+    key: bytes | None
+    headers: Headers
+    sequence: int
+    expected: int
+    chain: _Chain
+    handle: Any = None
+    error: BaseException | None = None
+    #: The flush is done with it: `handle` or `error` is final.
+    handed: bool = False
+    settled: bool = False
     failed: bool = False
     unknown: bool = False
-    #: An attempt was answered with anything but a success: until it is settled, no one
-    #: knows whether it is written, so no append may be sent behind it (`in_doubt`).
+    #: An attempt was answered with anything but a success (counted in
+    #: `_Chain.doubts` until it is settled).
     doubted: bool = False
-    #: The producer's handle of its first attempt (answered before its task has run:
-    #: `in_doubt` reads it).
-    handle: Any = None
+    #: Its task was cancelled while the flush was handing it over: no one settles it.
+    abandoned: bool = False
+    #: Made only when a task waits, as most appends are never waited for: `answered`
+    #: by its own task while another task's flush hands it over (set once its answer
+    #: came, or it could not be sent), `_settled` by appends behind it (`_Chain.before`).
+    answered: Event | None = None
+    _settled: Event | None = attrs.field(default=None, init=False)
+
+    def wake(self, _handle: object = None) -> None:
+        assert self.answered is not None
+        self.answered.set()
+
+    async def wait_settled(self) -> None:
+        if not self.settled:
+            if self._settled is None:
+                self._settled = primitives().event()
+            await self._settled.wait()
 
 
 @attrs.define(eq=False)
 class _Chain:
     """CAS appends pipelined since the last complete read: those sent and not
-    settled, or failed, in the order they were sent (`links`; one that succeeded
-    leaves). Once one of them failed, those behind it fail: not sent, if they were not
-    yet (`broken`), and settled as behind a failure if they were (they expected the log
-    end it would have left)."""
+    settled, or failed, in the order they were sent (`links`, an ordered set; one that
+    succeeded leaves). Once one of them failed, those behind it fail: not sent, if they
+    were not yet (`broken`), and settled as behind a failure if they were (they expected
+    the log end it would have left)."""
 
     broken: str | None = None
     failed_at: int = -1
-    links: list[_Link] = attrs.field(factory=list)
+    links: dict[_Link, None] = attrs.field(factory=dict)
+    #: Links not settled whose attempt was answered with anything but a success, by
+    #: their task (`doubt`) or, before their task has run, by their batch (`_answered`).
+    doubts: int = 0
+    #: The batch of the last link sent, watched by `_answered`.
+    _watched: Any = None
 
     def break_at(self, offset: int, why: str) -> None:
         if self.broken is None:
@@ -226,51 +240,57 @@ class _Chain:
 
     def in_doubt(self) -> bool:
         """Whether an append sent is being settled after an answer other than a success
-        (reading its offset back, or retrying it after a lost answer). An append made
-        meanwhile cannot be sent: it would expect the log end that one leaves if it is
-        written, and if it is not (another writer took its offset, or its attempts never
-        land), the log end may be exactly there, with a record the writer never read
-        before it (the cas workload's C5, once its appends came at staggered times)."""
+        (reading its offset back, or retrying it after a lost answer), or was answered
+        so and its task has not run yet. An append made meanwhile cannot be sent: it
+        would expect the log end that one leaves if it is written, and if it is not
+        (another writer took its offset, or its attempts never land), the log end may be
+        exactly there, with a record the writer never read before it (the cas workload's
+        C5, once its appends came at staggered times). A count, not a walk of the
+        appends in flight: it is asked once per append."""
+        return self.doubts > 0
+
+    def sent(self, link: _Link) -> None:
+        """`link` is in the producer (`link.handle`): watch its batch's answer."""
+        self.links[link] = None
+        batch = link.handle.batch
+        if batch is not self._watched:  # (a pipelined run shares one batch: one hook)
+            self._watched = batch
+            batch.add_done_hook(self._answered)
+
+    def _answered(self, batch: Any) -> None:
+        """A batch of this chain's appends was answered: those it did not acknowledge
+        are in doubt from now, before their tasks run."""
+        if batch.result is Result.ACKNOWLEDGED and not batch.record_errors:
+            return
         for link in self.links:
-            if link.settled.done:
-                continue
-            if link.doubted:
-                return True
-            handle = link.handle  # answered, and its task has not run yet
-            if handle is not None and handle.done() and not handle.succeeded():
-                return True
-        return False
+            if link.handle.batch is batch and not link.handle.succeeded():
+                self.doubt(link)
+
+    def doubt(self, link: _Link) -> None:
+        if not (link.doubted or link.settled):
+            link.doubted = True
+            self.doubts += 1
+
+    def settle(self, link: _Link) -> None:
+        """`link` has its outcome (`failed`, `unknown` or acknowledged)."""
+        link.settled = True
+        if link.doubted:
+            self.doubts -= 1
+        if link._settled is not None:
+            link._settled.set()
+        if not (link.failed or link.unknown):
+            self.links.pop(link, None)  # nothing behind it waits on a success
 
     async def before(self, link: _Link) -> str:
         """How the appends sent before `link` ended, once all of them have (those no
         longer in `links` were acknowledged): "failed" if one was not written, else
         "unknown" if one may have been, else "ok"."""
-        before = self.links[: self.links.index(link)]
+        before = list(itertools.takewhile(lambda earlier: earlier is not link, self.links))
         for earlier in before:
-            await earlier.settled.wait()
+            await earlier.wait_settled()
         if any(earlier.failed for earlier in before):
             return "failed"
         return "unknown" if any(earlier.unknown for earlier in before) else "ok"
-
-
-@attrs.define(eq=False)
-class _Outgoing:
-    """A CAS append queued to be handed to the producer by the writer's flush
-    (`ConditionalWriter._flush`): `sent` once it is in the producer (`handle`) or could
-    not be (`error`)."""
-
-    value: bytes | None
-    key: bytes | None
-    headers: Headers
-    sequence: int
-    expected: int
-    chain: _Chain
-    link: _Link = attrs.field(factory=_Link)
-    sent: _Signal = attrs.field(factory=_Signal)
-    handle: Any = None
-    error: BaseException | None = None
-    #: Its task was cancelled while the flush was handing it over: no one settles it.
-    abandoned: bool = False
 
 
 @attrs.define(eq=False)
@@ -346,7 +366,7 @@ class ConditionalWriter:
     _chain: _Chain = attrs.field(factory=_Chain, init=False, repr=False)
     _turns: _Turns = attrs.field(factory=_Turns, init=False, repr=False)
     #: CAS appends waiting to be handed to the producer, and whether a flush runs.
-    _outbox: collections.deque[_Outgoing] = attrs.field(
+    _outbox: collections.deque[_Link] = attrs.field(
         factory=collections.deque, init=False, repr=False
     )
     _flushing: bool = attrs.field(default=False, init=False, repr=False)
@@ -447,7 +467,8 @@ class ConditionalWriter:
         they are pipelined, each expecting the offset after those before it; on
         transactions they are committed in groups (`max_group`, `group_linger`).
         docs/cas.md, "Concurrent appends", says what an application may assume."""
-        self._check_alive("append")
+        if self.fenced is not None:
+            self._check_alive("append")
         if self.next_offset is None:
             raise RuntimeError(
                 f"{self!r} must read the partition to its end first: iterate "
@@ -457,7 +478,7 @@ class ConditionalWriter:
         self.sequence += 1
         all_headers = [
             (WRITER_HEADER, self.writer_id),
-            (SEQUENCE_HEADER, str(sequence).encode()),
+            (SEQUENCE_HEADER, b"%d" % sequence),
             *headers,
         ]
         if self.guarantee == "transactional":
@@ -472,33 +493,27 @@ class ConditionalWriter:
         self, value: bytes | None, key: bytes | None, headers: Headers, sequence: int, expected: int
     ) -> Acknowledged:
         """A CAS append at `expected`, handed to the producer in call order after the
-        appends claimed before it (`_hand_over`), not waiting for their answers: the
+        appends claimed before it (`_flush`), not waiting for their answers: the
         idempotent producer never lets a CAS batch behind a failed one land. Without
         idempotence it cannot recall one already in flight, so each append then waits
-        for the answer before it (`_turns`: no pipelining)."""
+        for the answer before it (`_send_serial`: no pipelining)."""
         chain = self._chain
+        link = _Link(value, key, headers, sequence, expected, chain)
         serial = not self.producer.config.enable_idempotence
         if serial:
-            await self._turns.take(on_cancel=chain.cancelled)
-            link = _Link()
-            try:
-                if chain.broken is not None:
-                    raise self._behind_failure(chain, expected, sequence)
-                self.attempts += 1
-                handle = link.handle = await self._send_cas(value, key, headers, expected)
-                chain.links.append(link)
-            except BaseException:
-                chain.break_at(expected, "the append before it could not be sent")
-                self._turns.release()
-                raise
+            handle = await self._send_serial(link)
+        elif self._flushing:
+            handle = await self._wait_queued(link)
         else:
-            outgoing = _Outgoing(value, key, headers, sequence, expected, chain)
-            handle = await self._hand_over(outgoing)
-            link = outgoing.link
+            handle = await self._flush(link)
         try:
-            ack = await self._settle_cas(
-                handle, value, key, headers, sequence, expected, chain, link
-            )
+            try:
+                ack: Acknowledged = await handle
+            except KafkaError:
+                ack = await self._settle_cas(handle, link)
+            else:
+                if ack.offset != expected:  # dedup without the original offset (-1)
+                    ack = Acknowledged(ack.topic, ack.partition, expected, ack.timestamp)
         except ConcurrentWriteError as exc:
             link.failed = True
             chain.break_at(expected, str(exc))
@@ -510,16 +525,32 @@ class ConditionalWriter:
             chain.break_at(expected, "the append before it ended without an answer")
             raise
         finally:
-            link.settled.set()
-            if not (link.failed or link.unknown) and link in chain.links:
-                chain.links.remove(link)  # nothing behind it waits on a success
+            chain.settle(link)
             if serial:
                 self._turns.release()
-        self._settled_end = max(self._settled_end, ack.offset + 1)
-        self.last_read_end = max(self.last_read_end, ack.offset + 1)
-        if chain is self._chain and self.next_offset is not None and self.next_offset <= ack.offset:
-            self.next_offset = ack.offset + 1  # an offset rule moved the append
+        end = ack.offset + 1
+        self._settled_end = max(self._settled_end, end)
+        self.last_read_end = max(self.last_read_end, end)
+        if chain is self._chain and self.next_offset is not None and self.next_offset < end:
+            self.next_offset = end  # an offset rule moved the append
         return ack
+
+    async def _send_serial(self, link: _Link) -> Any:
+        """Hand `link` to the producer once the append before it has its outcome
+        (`_turns`, released when this one has its own)."""
+        chain = link.chain
+        await self._turns.take(on_cancel=chain.cancelled)
+        try:
+            if chain.broken is not None:
+                raise self._behind_failure(chain, link.expected, link.sequence)
+            self.attempts += 1
+            link.handle = await self._send_cas(link.value, link.key, link.headers, link.expected)
+            chain.sent(link)
+        except BaseException:
+            chain.break_at(link.expected, "the append before it could not be sent")
+            self._turns.release()
+            raise
+        return link.handle
 
     async def _send_cas(
         self, value: bytes | None, key: bytes | None, headers: Headers, expected: int
@@ -533,83 +564,99 @@ class ConditionalWriter:
             expected_offset=expected,
         )
 
-    async def _hand_over(self, out: _Outgoing) -> Any:
-        """Queue `out` and return its handle once the producer has it. The append that
-        finds no flush running flushes (`_flush`): it hands every queued append to the
-        producer, its own first, while the others wait; so a burst of appends (those
-        woken by one answer) enters the producer back to back and rides one batch."""
-        self._outbox.append(out)
-        if self._flushing:
-            try:
-                await out.sent.wait()
-            except BaseException:
-                if out in self._outbox:  # never sent: those behind it must not be
-                    self._outbox.remove(out)
-                    out.chain.cancelled()
-                elif out.sent.done:
-                    self._abandon(out)
-                else:
-                    out.abandoned = True  # the flush is handing it over: it abandons it
-                raise
-        else:
-            await self._flush()
-        if out.error is not None:
-            raise out.error
-        return out.handle
+    async def _flush(self, own: _Link) -> Any:
+        """Hand `own` to the producer, then the appends queued meanwhile (`_outbox`),
+        oldest first, until none is left; return `own`'s handle. Run by the append that
+        finds no flush running, while the others wait (`_wait_queued`): so a burst of
+        appends (those woken by one answer) enters the producer back to back and rides
+        one batch.
 
-    async def _flush(self) -> None:
-        """Hand the queued appends to the producer, oldest first, until none is left: the
-        flusher's own append (the first), then those queued while it was being sent.
-
-        Those are other tasks' appends, so their sends are shielded (each stops on its
-        own, `max_block`): a cancelled flusher's own append fails unsent or is cancelled
-        while it waits for its answer, as any other append would be, and the others go
-        on. A send rarely yields (`Producer.send` checkpoints once in 64 calls), so
-        usually nothing else is queued and no shield is made."""
+        Those queued are other tasks' appends, so their sends are shielded (each stops
+        on its own, `max_block`): a cancelled flusher's own append fails unsent or is
+        cancelled while it waits for its answer, as any other append would be, and the
+        others go on. A send rarely yields (`Producer.send` checkpoints once in many
+        calls), so usually nothing is queued and no shield is made."""
         self._flushing = True
         outbox = self._outbox
         try:
-            self._send_queued(await self._send_one(outbox.popleft()))
+            await self._send_one(own)
             if outbox:
                 with anyio.CancelScope(shield=True):
                     while outbox:
-                        self._send_queued(await self._send_one(outbox.popleft()))
+                        queued = outbox.popleft()
+                        await self._send_one(queued)
+                        self._handed(queued)
         finally:
             self._flushing = False
+        if own.error is not None:
+            raise own.error
+        return own.handle
 
-    async def _send_one(self, out: _Outgoing) -> _Outgoing:
-        """Hand `out` to the producer unless the chain it belongs to is broken."""
-        chain = out.chain
+    async def _wait_queued(self, link: _Link) -> Any:
+        """Queue `link` for the running flush and return its handle once it is answered
+        (or raise why it could not be sent): its task wakes once, not once to learn
+        that it was sent and again for the answer."""
+        link.answered = primitives().event()
+        self._outbox.append(link)
+        try:
+            await link.answered.wait()
+        except BaseException:
+            if link.handed:
+                self._abandon(link)
+            elif link in self._outbox:  # never sent: those behind it must not be
+                self._outbox.remove(link)
+                link.chain.cancelled()
+            else:
+                link.abandoned = True  # the flush is handing it over: it abandons it
+            raise
+        if link.error is not None:
+            raise link.error
+        return link.handle
+
+    async def _send_one(self, link: _Link) -> None:
+        """Hand `link` to the producer unless the chain it belongs to is broken."""
+        chain = link.chain
         if chain.broken is None and chain.in_doubt():
-            chain.break_at(out.expected, "an append before it was being settled")
+            chain.break_at(link.expected, "an append before it was being settled")
         if chain.broken is not None:
-            out.error = self._behind_failure(chain, out.expected, out.sequence)
-            return out
+            link.error = self._behind_failure(chain, link.expected, link.sequence)
+            return
         self.attempts += 1
         try:
-            out.handle = await self._send_cas(out.value, out.key, out.headers, out.expected)
+            link.handle = await self.producer.send(
+                self.topic,
+                link.value,
+                key=link.key,
+                headers=link.headers,
+                partition=self.partition,
+                expected_offset=link.expected,
+            )
         except BaseException as exc:  # (a cancelled send appended nothing)
-            chain.break_at(out.expected, "the append before it could not be sent")
-            out.error = exc
+            chain.break_at(link.expected, "the append before it could not be sent")
+            link.error = exc
         else:
-            out.link.handle = out.handle
-            chain.links.append(out.link)
-        return out
+            chain.sent(link)
 
-    def _send_queued(self, out: _Outgoing) -> None:
-        """`out` is handed over (or failed): wake its task, or settle it if it left."""
-        if out.abandoned:
-            self._abandon(out)
-        out.sent.set()
+    def _handed(self, link: _Link) -> None:
+        """A queued `link` is handed over (or failed): wake its task once it is answered,
+        or settle it if its task left."""
+        link.handed = True
+        if link.abandoned:
+            self._abandon(link)
+            return
+        if link.error is None:
+            link.handle.add_done_callback(link.wake)  # (at once if already answered)
+        else:
+            link.wake()
 
-    def _abandon(self, out: _Outgoing) -> None:
-        """`out` was handed over but its task was cancelled first: no one waits for its
+    def _abandon(self, link: _Link) -> None:
+        """`link` was handed over but its task was cancelled first: no one waits for its
         answer, so its outcome is unknown (those behind it are settled as behind one
         that may have been written)."""
-        if out.error is None:
-            out.link.unknown = True
-            out.chain.break_at(out.expected, "the append before it ended without an answer")
-            out.link.settled.set()
+        if link.error is None:
+            link.unknown = True
+            link.chain.break_at(link.expected, "the append before it ended without an answer")
+            link.chain.settle(link)
 
     def _behind_failure(self, chain: _Chain, expected: int, sequence: int) -> ConcurrentWriteError:
         if chain is self._chain:
@@ -633,28 +680,20 @@ class ConditionalWriter:
             "nor settled now. Read the partition again (read_to_end) to know."
         )
 
-    async def _settle_cas(
-        self,
-        handle: Any,
-        value: bytes | None,
-        key: bytes | None,
-        headers: Headers,
-        sequence: int,
-        expected: int,
-        chain: _Chain,
-        link: _Link,
-    ) -> Acknowledged:
-        """The answer to a CAS append sent at `expected` (see the module doc, steps 2-4).
+    async def _settle_cas(self, handle: Any, link: _Link) -> Acknowledged:
+        """The answer to a CAS append sent at `link.expected` other than a success (see
+        the module doc, steps 3-4): it may be retried with a new `handle`.
 
         Any answer but a success first waits for the appends sent before it: when one
         of them failed, this one's expected offset is a prediction that is now false,
         and it is settled as behind a failure (`_settle_behind`), never sent again."""
+        chain, expected, sequence = link.chain, link.expected, link.sequence
         lost = False  # an attempt of this append met an ambiguous outcome
         while True:
             try:
                 ack: Acknowledged = await handle
             except ExpectedOffsetMismatchError as exc:
-                link.doubted = True
+                chain.doubt(link)
                 before = await chain.before(link)
                 if before == "failed":
                     return await self._settle_behind(chain, expected, sequence)
@@ -667,7 +706,7 @@ class ConditionalWriter:
                     expected = elsewhere
             except AmbiguousError as exc:
                 self.ambiguous += 1
-                link.doubted = True
+                chain.doubt(link)
                 before = await chain.before(link)
                 if before == "failed":
                     return await self._settle_behind(chain, expected, sequence)
@@ -682,7 +721,7 @@ class ConditionalWriter:
                 # land, and an earlier one may still (seed 1025).
                 lost = True
             except KafkaError as exc:
-                link.doubted = True
+                chain.doubt(link)
                 before = await chain.before(link)
                 if before == "failed":
                     return await self._settle_behind(chain, expected, sequence)
@@ -694,7 +733,7 @@ class ConditionalWriter:
                     ack = Acknowledged(ack.topic, ack.partition, expected, ack.timestamp)
                 return ack
             self.attempts += 1
-            handle = await self._send_cas(value, key, headers, expected)
+            handle = await self._send_cas(link.value, link.key, link.headers, expected)
 
     async def _settle_behind(self, chain: _Chain, expected: int, sequence: int) -> Acknowledged:
         """An append sent behind one that failed: its attempts can no longer land (the

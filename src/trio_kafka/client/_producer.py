@@ -616,9 +616,9 @@ class Producer:
             _check_types(value, key)
         headers = _check_extras(headers, partition, timestamp)
         deadline = self._now() + self.config.max_block
-        await cas_gate(self.selector).check(
-            topic, partition, timeout=max(deadline - self._now(), 0.0)
-        )
+        gate = cas_gate(self.selector)
+        if gate.checked_leader(topic, partition) is None:  # (known and passed: no await)
+            await gate.check(topic, partition, timeout=max(deadline - self._now(), 0.0))
         size = len(value or b"") + len(key or b"")
         self._calls += 1
         if not self._calls & _CHECKPOINT_MASK:
