@@ -93,7 +93,15 @@ from trio_kafka.errors import (
     RequestTimeoutError,
     error_for_code,
 )
-from trio_kafka.net._clock import Clock, Event, LoopClock, Primitives, TaskGroup, primitives
+from trio_kafka.net._clock import (
+    Clock,
+    Event,
+    LoopClock,
+    Primitives,
+    Scope,
+    TaskGroup,
+    primitives,
+)
 from trio_kafka.protocol import (
     REQUEST_CLASSES,
     FrameSplitter,
@@ -483,9 +491,9 @@ class BrokerConnection:
     _write_lock: anyio.Lock = attrs.field(init=False)
     _next_correlation_id: int = attrs.field(default=0, init=False)
     # The reader's wait for bytes; its deadline is the earliest request deadline.
-    _receive_scope: anyio.CancelScope | None = attrs.field(default=None, init=False)
+    _receive_scope: Scope | None = attrs.field(default=None, init=False)
     # Cancels the reader when the connection closes.
-    _reader_scope: anyio.CancelScope = attrs.field(init=False)
+    _reader_scope: Scope = attrs.field(init=False)
     _closed_event: anyio.Event = attrs.field(init=False)
     # Called once, synchronously, when the connection closes (`on_close`).
     _close_callbacks: list[Callable[[BrokerConnection], None]] = attrs.field(
@@ -499,7 +507,7 @@ class BrokerConnection:
         self._primitives = primitives()
         self._slots = anyio.Semaphore(self.max_in_flight)
         self._write_lock = anyio.Lock()
-        self._reader_scope = anyio.CancelScope()
+        self._reader_scope = self._primitives.scope()
         self._closed_event = anyio.Event()
         self.last_activity = self.clock.now()
 
@@ -716,7 +724,7 @@ class BrokerConnection:
                 # receive): its deadline follows the earliest request deadline in flight
                 # (`_register` lowers it, each response read moves it on). Only
                 # `receive_some` waits inside it, so it fires only there.
-                with anyio.CancelScope(deadline=self._earliest_deadline()) as scope:
+                with self._primitives.scope(deadline=self._earliest_deadline()) as scope:
                     self._receive_scope = scope
                     while data := await self.stream.receive_some(_RECEIVE_SIZE):
                         self.last_activity = self.clock.now()
@@ -860,7 +868,7 @@ class BrokerConnection:
             callback(self)
         # Closing a broken stream may complain; there is nothing left to save on it.
         with contextlib.suppress(*STREAM_ERRORS, anyio.BusyResourceError):
-            with anyio.CancelScope() as scope:
+            with self._primitives.scope() as scope:
                 scope.cancel()  # forceful: never wait on the network
                 await self.stream.aclose()
 
