@@ -867,10 +867,12 @@ class BrokerConnection:
         for callback in callbacks:
             callback(self)
         # Closing a broken stream may complain; there is nothing left to save on it.
-        with contextlib.suppress(*STREAM_ERRORS, anyio.BusyResourceError):
-            with self._primitives.scope() as scope:
-                scope.cancel()  # forceful: never wait on the network
-                await self.stream.aclose()
+        with (
+            contextlib.suppress(*STREAM_ERRORS, anyio.BusyResourceError),
+            self._primitives.scope() as scope,
+        ):
+            scope.cancel()  # forceful: never wait on the network
+            await self.stream.aclose()
 
 
 @contextlib.asynccontextmanager
