@@ -65,8 +65,32 @@ def test_a_worker_runs_its_seeds_with_what_it_started_with_frozen() -> None:
     assert frozen > 10_000, frozen
 
 
-def test_a_run_in_this_process_gives_back_what_it_froze() -> None:
+def test_a_run_in_this_process_gives_back_what_it_froze_and_its_thresholds() -> None:
     assert gc.get_freeze_count() == 0
+    thresholds = gc.get_threshold()
     results = list(run_many("idempotent", range(40, 42), "lite", 1))
     assert [r.seed for r in results] == [40, 41]
     assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == thresholds
+
+
+def test_seeds_run_without_a_collection_and_each_seeds_garbage_is_collected_after_it() -> None:
+    collections: list[int] = []
+
+    def note(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.callbacks.append(note)
+    try:
+        results = list(run_many("idempotent", range(40, 43), "lite", 1))
+    finally:
+        gc.callbacks.remove(note)
+    assert [r.seed for r in results] == [40, 41, 42]
+    assert collections == [1, 1, 1]  # one young collection after each seed, none during
+
+
+def test_a_worker_collects_between_seeds_not_during_them() -> None:
+    with simulate_workers._worker_pool(1, ()) as pool:
+        thresholds = pool.submit(gc.get_threshold).result()
+    assert thresholds[0] == simulate_workers._SEED_GC_THRESHOLD

@@ -19,7 +19,13 @@ from trio_kafka.errors import (
     FatalError,
     UnknownTopicError,
 )
-from trio_kafka.net import CAS_FEATURE, TRANSACTION_VERSION_FEATURE, SaslConfig, open_selector
+from trio_kafka.net import (
+    CAS_FEATURE,
+    TRANSACTION_VERSION_FEATURE,
+    SaslConfig,
+    _connection,
+    open_selector,
+)
 from trio_kafka.protocol import REQUEST_CLASSES, FrameSplitter, decode_request, encode_response
 from trio_kafka.protocol.messages.api_versions import (
     ApiVersion,
@@ -241,6 +247,43 @@ async def test_api_versions_falls_back_to_v0_when_the_broker_names_no_range(
         info = selector.api_versions(-1)
         assert info is not None and info.api_versions_version == 0
         assert info.version_for(3) is not None
+
+
+async def test_the_same_api_versions_answer_is_decoded_once_for_every_connection(
+    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decoded: list[str] = []
+    decode = _connection.decode_response
+
+    def counting(request_class: Any, version: int, frame: bytes) -> Any:
+        decoded.append(request_class.__name__)
+        return decode(request_class, version, frame)
+
+    monkeypatch.setattr(_connection, "decode_response", counting)
+    # An answer no other test gives (Metadata up to v7 only), so none is remembered yet.
+    brokers = {("b1", 9092): 1, ("b2", 9092): 2, ("b3", 9092): 3}
+    cluster = FakeCluster(nursery, brokers=brokers, max_versions={3: 7})
+    async with open_selector("b1:9092,b2:9092,b3:9092", transport=cluster) as selector:
+        for node_id in (-1, -2, -3):
+            await selector.connection(node_id)
+        infos = [selector.api_versions(node_id) for node_id in (-1, -2, -3)]
+    assert cluster.count("ApiVersionsRequest") == 3  # every connection still asks
+    assert decoded.count("ApiVersionsRequest") == 1
+    assert all(info is not None and info.version_for(3) == 7 for info in infos)
+
+
+async def test_a_different_api_versions_answer_is_negotiated_afresh(
+    nursery: trio.Nursery,
+) -> None:
+    negotiated = []
+    for metadata_max in (6, 5, 6):
+        cluster = FakeCluster(nursery, max_versions={3: metadata_max})
+        async with open_selector("b1:9092", transport=cluster) as selector:
+            connection = await selector.connection(-1)
+            info = selector.api_versions(-1)
+            assert info is not None
+            negotiated.append((info.version_for(3), connection.api_versions[3]))
+    assert negotiated == [(6, 6), (5, 5), (6, 6)]
 
 
 async def test_idle_connections_are_closed_after_connections_max_idle(

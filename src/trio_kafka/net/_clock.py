@@ -234,9 +234,13 @@ def open_task_group() -> AbstractAsyncContextManager[TaskGroup]:
 
 async def sleep_until(deadline: float) -> None:
     """Sleep until `deadline` on the loop's clock, exactly as trio's `sleep_until` does (a
-    cancel scope at that deadline). anyio's `sleep_until` sleeps `deadline - now`, which
-    can land an ulp away from `deadline` and reorder two wakeups due at the same instant
-    (seen in the simulator's traces)."""
+    cancel scope at that deadline): on trio, trio's own (anyio's scope and its
+    `sleep_forever` add a second scope and a backend lookup to every timed wait). anyio's
+    `sleep_until` sleeps `deadline - now`, which can land an ulp away from `deadline` and
+    reorder two wakeups due at the same instant (seen in the simulator's traces)."""
+    if backend_name() == "trio":
+        await trio.sleep_until(deadline)
+        return
     with anyio.CancelScope(deadline=deadline):
         await anyio.sleep_forever()
 

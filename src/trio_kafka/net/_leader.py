@@ -35,6 +35,7 @@ from trio_kafka.errors import (
     RequestTimeoutError,
     error_for_code,
 )
+from trio_kafka.net._clock import primitives
 from trio_kafka.net._metadata import PartitionMetadata, TopicMetadata
 from trio_kafka.net._selector import KafkaSelector
 
@@ -72,7 +73,7 @@ async def retrying(
     deadline = selector.clock.now() + timeout if timeout is not None else float("inf")
     failures = 0
     last: BaseException | None = None
-    with anyio.CancelScope(deadline=deadline):
+    with primitives().scope(deadline=deadline):
         while attempts is None or failures < attempts:
             try:
                 return await attempt()

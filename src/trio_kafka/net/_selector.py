@@ -343,7 +343,7 @@ class KafkaSelector:
         self._closed = True
         # Shielded: under cancellation the first close would raise Cancelled and leave
         # the other sockets open (each close is forceful: it never waits on the network).
-        with anyio.CancelScope(shield=True):
+        with primitives().scope(shield=True):
             for node in list(self._nodes.values()):
                 if node.connection is not None:
                     node.deliberate.add(id(node.connection))
@@ -540,7 +540,7 @@ class KafkaSelector:
         unknown_since: float | None = None
         last_error: BaseException | None = None
         while found is None or not found.is_usable:
-            with anyio.CancelScope(deadline=deadline):
+            with primitives().scope(deadline=deadline):
                 try:
                     await self.refresh_metadata([topic])
                 except BrokerConnectionError as exc:
