@@ -4,13 +4,19 @@ in groups on transactions; each append keeps its own guarantee (mock broker)."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator
 
 import anyio
 import pytest
 
 from tests.integration._backends import mock_cluster
 from trio_kafka.broker import DROP, Cluster, HookCall
-from trio_kafka.client import open_conditional_writer, open_producer, writer_of
+from trio_kafka.client import (
+    ConditionalWriter,
+    open_conditional_writer,
+    open_producer,
+    writer_of,
+)
 from trio_kafka.errors import ConcurrentWriteError, WriterFencedError
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.fetch import FetchRequest
@@ -54,6 +60,20 @@ class _Hold:
         if self.count == self.nth:
             self.reached.set()
             await self.go.wait()
+
+
+@contextlib.asynccontextmanager
+async def _read_writer(cluster: Cluster, **options: object) -> AsyncIterator[ConditionalWriter]:
+    """A writer of "log"-0 on `cluster`, read to its end (ready to append)."""
+    async with open_conditional_writer(
+        "log",
+        0,
+        bootstrap=cluster.bootstrap,
+        **options,  # type: ignore[arg-type]
+    ) as log:
+        async for _ in log.read_to_end():
+            pass
+        yield log
 
 
 async def _appends_at_once(log: object, count: int) -> dict[int, int]:
@@ -111,9 +131,7 @@ async def test_concurrent_cas_appends_share_produce_round_trips() -> None:
     async with mock_cluster() as cluster:
         cluster.create_topic("log", 1, CAS)
         produces = _Hold(cluster, ProduceRequest, 0)
-        async with open_conditional_writer("log", 0, bootstrap=cluster.bootstrap) as log:
-            async for _ in log.read_to_end():
-                pass
+        async with _read_writer(cluster) as log:
             offsets = await _offsets_in_call_order(log, APPENDERS)
             # A long-lived writer keeps nothing per acknowledged append (97abd6d kept
             # every one until the next read).
@@ -127,9 +145,7 @@ async def test_cas_appends_made_at_once_ride_one_produce_request() -> None:
     between them) and go out as one batch, expecting the first one's offset."""
     async with mock_cluster() as cluster:
         cluster.create_topic("log", 1, CAS)
-        async with open_conditional_writer("log", 0, bootstrap=cluster.bootstrap) as log:
-            async for _ in log.read_to_end():
-                pass
+        async with _read_writer(cluster) as log:
             await log.append(b"first")  # the producer id and connection, before counting
             produces = _Hold(cluster, ProduceRequest, 0)
             offsets = await _offsets_in_call_order(log, APPENDERS)
@@ -144,9 +160,7 @@ async def test_cas_appends_made_while_a_request_is_out_ride_the_next_one_togethe
     out together when it is answered, each at its own offset in call order."""
     async with mock_cluster() as cluster:
         cluster.create_topic("log", 1, CAS)
-        async with open_conditional_writer("log", 0, bootstrap=cluster.bootstrap) as log:
-            async for _ in log.read_to_end():
-                pass
+        async with _read_writer(cluster) as log:
             await log.append(b"first")
             held = _Hold(cluster, ProduceRequest, 1)
             called: list[int] = []
@@ -444,11 +458,7 @@ async def test_a_cas_append_cancelled_while_queued_is_never_sent_nor_those_behin
     async with mock_cluster() as cluster:
         cluster.create_topic("log", 1, CAS)
         outcomes: dict[int, object] = {}
-        async with open_conditional_writer(
-            "log", 0, bootstrap=cluster.bootstrap, buffer_memory=300
-        ) as log:
-            async for _ in log.read_to_end():
-                pass
+        async with _read_writer(cluster, buffer_memory=300) as log:
             held = _Hold(cluster, ProduceRequest, 1)
             scopes = {n: anyio.CancelScope() for n in range(4)}
 
@@ -490,11 +500,7 @@ async def test_a_queued_cas_append_cancelled_while_its_answer_is_out_fails_the_n
     async with mock_cluster() as cluster:
         cluster.create_topic("log", 1, CAS)
         outcomes: dict[int, object] = {}
-        async with open_conditional_writer(
-            "log", 0, bootstrap=cluster.bootstrap, buffer_memory=300
-        ) as log:
-            async for _ in log.read_to_end():
-                pass
+        async with _read_writer(cluster, buffer_memory=300) as log:
             first = _Hold(cluster, ProduceRequest, 1)
             second = _Hold(cluster, ProduceRequest, 2)  # appends 1 and 2
             scopes = {n: anyio.CancelScope() for n in range(3)}

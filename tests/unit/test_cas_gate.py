@@ -8,14 +8,17 @@ grew by about 170 KB a seed, and so would a service that opens a selector per jo
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import weakref
+from collections.abc import AsyncIterator
 
 import pytest
 import trio
 import trio.testing
 
-from trio_kafka.client import open_selector
+from trio_kafka.broker import Cluster
+from trio_kafka.client import KafkaSelector, open_selector
 from trio_kafka.client._cas import CasGate, cas_gate
 from trio_kafka.testing import BOOTSTRAP, MemoryTransport, make_cluster
 
@@ -54,13 +57,10 @@ async def test_a_partition_checked_before_is_checked_again_without_a_request_or_
     a round of the event loop (so a burst of CAS sends fills one batch)."""
     cluster = make_cluster(1)
     cluster.create_topic("log", 1, {"expected.offset.check.enable": "true"})
-    async with trio.open_nursery() as nursery:
-        async with open_selector(BOOTSTRAP, transport=MemoryTransport(cluster, nursery)) as sel:
-            gate = cas_gate(sel)
-            leader = await gate.check("log", 0)
-            with trio.testing.assert_no_checkpoints():
-                assert await gate.check("log", 0) == leader
-        nursery.cancel_scope.cancel()
+    async with _gate_on(cluster) as (_, gate):
+        leader = await gate.check("log", 0)
+        with trio.testing.assert_no_checkpoints():
+            assert await gate.check("log", 0) == leader
 
 
 async def test_a_partition_whose_leader_moved_is_answered_for_its_new_leader() -> None:
@@ -69,15 +69,21 @@ async def test_a_partition_whose_leader_moved_is_answered_for_its_new_leader() -
     new leader's (once its connection advertised the feature), never the old one."""
     cluster = make_cluster(2)
     cluster.create_topic("log", 1, {"expected.offset.check.enable": "true"})
+    async with _gate_on(cluster) as (sel, gate):
+        old = await gate.check("log", 0)
+        assert gate.checked_leader("log", 0) == old
+        new = 1 - old
+        cluster.move_leader("log", 0, new)
+        await sel.refresh_metadata(["log"])
+        assert gate.checked_leader("log", 0) is None  # no connection to it yet
+        assert await gate.check("log", 0) == new
+        assert gate.checked_leader("log", 0) == new
+
+
+@contextlib.asynccontextmanager
+async def _gate_on(cluster: Cluster) -> AsyncIterator[tuple[KafkaSelector, CasGate]]:
+    """A selector on the in-memory `cluster`, and its CAS gate."""
     async with trio.open_nursery() as nursery:
         async with open_selector(BOOTSTRAP, transport=MemoryTransport(cluster, nursery)) as sel:
-            gate = cas_gate(sel)
-            old = await gate.check("log", 0)
-            assert gate.checked_leader("log", 0) == old
-            new = 1 - old
-            cluster.move_leader("log", 0, new)
-            await sel.refresh_metadata(["log"])
-            assert gate.checked_leader("log", 0) is None  # no connection to it yet
-            assert await gate.check("log", 0) == new
-            assert gate.checked_leader("log", 0) == new
+            yield sel, cas_gate(sel)
         nursery.cancel_scope.cancel()

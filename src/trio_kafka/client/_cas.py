@@ -180,21 +180,13 @@ class CasGate:
 
 # One gate per selector, for as long as the selector lives (the gate refers to it weakly).
 _GATES: weakref.WeakKeyDictionary[KafkaSelector, CasGate] = weakref.WeakKeyDictionary()
-#: The gate `cas_gate` returned last (weakly, as `_GATES` holds it): a process usually has
-#: one selector that sends CAS.
-_last_gate: weakref.ref[CasGate] | None = None
 
 
 def cas_gate(selector: KafkaSelector) -> CasGate:
     """The selector's gate (made on first use)."""
-    global _last_gate
-    last = _last_gate() if _last_gate is not None else None
-    if last is not None and last._selector() is selector:  # (no weakref made per CAS send)
-        return last
     gate = _GATES.get(selector)
     if gate is None:
         gate = _GATES[selector] = CasGate(selector)
-    _last_gate = weakref.ref(gate)
     return gate
 
 

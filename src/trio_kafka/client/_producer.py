@@ -69,7 +69,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 
-from trio_kafka.client._cas import cas_gate
+from trio_kafka.client._cas import CasGate, cas_gate
 from trio_kafka.client._handles import BulkDelivery, RecordHandle
 from trio_kafka.client._sender import Sender
 from trio_kafka.client._telemetry import telemetry_for
@@ -217,6 +217,8 @@ class Producer:
         self._new_event = self._sender.primitives.event
         # Set when batches reach a final state (replaced each time: `_notify_progress`).
         self._progress = self._new_event()
+        # The selector's CAS gate, once a CAS send has asked for it (client/_cas.py).
+        self._cas_gate: CasGate | None = None
         # send() calls so far (it checkpoints every SEND_CHECKPOINT_EVERY).
         self._calls = 0
         # Set once close begins: send() refuses from then on.
@@ -616,7 +618,9 @@ class Producer:
             _check_types(value, key)
         headers = _check_extras(headers, partition, timestamp)
         deadline = self._now() + self.config.max_block
-        gate = cas_gate(self.selector)
+        gate = self._cas_gate
+        if gate is None:  # (looked up once: a lookup per CAS send made a weak reference)
+            gate = self._cas_gate = cas_gate(self.selector)
         if gate.checked_leader(topic, partition) is None:  # (known and passed: no await)
             await gate.check(topic, partition, timeout=max(deadline - self._now(), 0.0))
         size = len(value or b"") + len(key or b"")
