@@ -180,7 +180,7 @@ class _State:
         pass
 
     #: Updates past `updates` at most while waiting for the copies to meet.
-    CAP = 5_000
+    CAP = 20_000
 
     def __init__(self, name: str, updates: int, met: list[bool]) -> None:
         self.name, self.left, self.made, self.met = name, updates, 0, met
@@ -212,7 +212,10 @@ async def test_cas_two_commit_log_writers_apply_every_entry_once(cas: bool) -> N
     # Each copy makes 60 updates, and goes on until one copy has read the other's
     # entries after writing its own (`_State`): with a fixed count the first copy could
     # finish before the second began writing (2 of 6 runs with 15 updates on a loaded
-    # machine; once with 60, transactional, in a fresh-clone run).
+    # machine; once with 60, transactional, in a fresh-clone run). Transactional, the
+    # page's pause before reopening makes the copies take turns (about a second each);
+    # without it the fenced copy took the log back inside the other's InitProducerId
+    # backoff, and the other starved past the cap (a fresh-clone run, session 21).
     met = [False]
     states = [_State("a", 60, met), _State("b", 60, met)]
     async with open_cluster() as cluster:

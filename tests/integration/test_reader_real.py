@@ -73,6 +73,19 @@ def write_transactions(bootstrap: str, topic: str) -> None:
             producer.abort_transaction(10)
 
 
+async def markers_written(selector: KafkaSelector, topic: str, end: int) -> None:
+    """Until the transactions' markers are in the log: Kafka answers a commit once the
+    coordinator has decided it and writes the COMMIT and ABORT markers afterwards, so a
+    read right after commit_transaction() returned may find the last marker missing."""
+    committed = PartitionReader(selector, isolation="read_committed")
+    with anyio.fail_after(30):
+        while True:
+            result = await committed.fetch(topic, 0, 0)
+            if result.last_stable_offset == result.high_watermark == end:
+                return
+            await anyio.sleep(0.02)
+
+
 async def test_reads_back_what_confluent_kafka_wrote(real_broker: RealBroker) -> None:
     async with open_selector(real_broker.bootstrap) as selector:
         topic = await create_topic(selector)
@@ -100,6 +113,7 @@ async def test_read_at_record_marker_and_beyond_end(real_broker: RealBroker) -> 
     async with open_selector(real_broker.bootstrap) as selector:
         topic = await create_topic(selector)
         await anyio.to_thread.run_sync(write_transactions, real_broker.bootstrap, topic)
+        await markers_written(selector, topic, 6)
         # committed 0, COMMIT 1, aborted 2, ABORT 3, late 4, COMMIT 5.
         reader = PartitionReader(selector)
         assert await reader.log_end_offset(topic, 0) == 6
@@ -119,6 +133,7 @@ async def test_read_committed_hides_the_records_of_an_aborted_transaction(
     async with open_selector(real_broker.bootstrap) as selector:
         topic = await create_topic(selector)
         await anyio.to_thread.run_sync(write_transactions, real_broker.bootstrap, topic)
+        await markers_written(selector, topic, 6)
         reader = PartitionReader(selector, isolation="read_committed")
         result = await reader.fetch(topic, 0, 0)
         assert result.last_stable_offset == result.high_watermark == 6
