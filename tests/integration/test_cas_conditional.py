@@ -59,6 +59,24 @@ async def test_send_with_expected_offset_lands_exactly_there() -> None:
         assert [v for _, v, _ in log_of(cluster, "log")] == [b"a", b"b"]
 
 
+async def test_a_cas_send_behind_plain_records_of_its_partition_keeps_its_expectation() -> None:
+    """Five plain records wait in their batch (linger), then a CAS send expects offset
+    4: -1 (a plain batch's "no expectation") + 5 records made it join the plain batch,
+    so it was sent without its expectation and acknowledged at offset 6. It is refused
+    instead: the plain records take 1-5, so the log end is 6, not 4."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, CAS)
+        async with open_producer(cluster.bootstrap, linger=0.5) as producer:
+            await (await producer.send("log", b"first", partition=0))
+            plain = [await producer.send("log", b"p%d" % n, partition=0) for n in range(5)]
+            handle = await producer.send("log", b"cas", partition=0, expected_offset=4)
+            with pytest.raises(ExpectedOffsetMismatchError) as info:
+                await handle
+            assert (info.value.expected_offset, info.value.log_end_offset) == (4, 6)
+            assert [(await h).offset for h in plain] == [1, 2, 3, 4, 5]
+        assert b"cas" not in [v for _, v, _ in log_of(cluster, "log")]
+
+
 async def test_send_with_expected_offset_needs_a_partition() -> None:
     async with mock_cluster() as cluster:
         cluster.create_topic("log", 1, CAS)

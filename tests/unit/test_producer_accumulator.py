@@ -425,6 +425,25 @@ def test_records_with_an_expected_offset_share_a_batch_only_when_contiguous() ->
     assert h4.batch.expected_offset == -1
 
 
+@pytest.mark.parametrize("plain", [1, 5])
+def test_a_record_with_an_expected_offset_never_joins_a_batch_without_one(plain: int) -> None:
+    """A plain batch's `expected_offset` is -1, so with n records in it, -1 + n equals
+    the offset a CAS record expecting n - 1 would need: it joined the plain batch, was
+    sent without an expectation and acknowledged wherever it landed (expecting 4, it
+    was acknowledged at 6 on the mock broker). It opens a CAS batch of its own."""
+    core = make_core(leaders={"t": [1]}, linger=5.0)
+    for _ in range(plain):
+        core.append("t", VALUE, partition=0, now=0.0)
+    handle = core.append("t", VALUE, partition=0, now=0.0, expected_offset=plain - 1)
+    assert handle is not None
+    assert handle.batch.expected_offset == plain - 1 and handle.index == 0
+    # The next contiguous CAS record joins it, and a plain record does not.
+    after = core.append("t", VALUE, partition=0, now=0.0, expected_offset=plain)
+    assert after is not None and after.batch is handle.batch and after.index == 1
+    last = core.append("t", VALUE, partition=0, now=0.0)
+    assert last is not None and last.batch.expected_offset == -1 and last.index == 0
+
+
 def test_drain_keeps_a_request_under_max_request_size() -> None:
     core = make_core(leaders={"t": [1, 1, 1, 1]}, batch_size=1000, linger=0.0)
     for p in range(4):

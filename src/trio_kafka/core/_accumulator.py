@@ -88,6 +88,19 @@ class BatchSpan(NamedTuple):
         return self.stop - self.start
 
 
+def _joins(batch: ProducerBatch, expected_offset: int) -> bool:
+    """Whether a record with `expected_offset` (-1: none) may join open `batch`: a CAS
+    record only a CAS batch whose next record is expected exactly there, a plain record
+    only a plain batch. (A plain batch's `expected_offset` is -1: the sum alone would let
+    a CAS record expecting n - 1 into a plain batch of n records, sent without its
+    expectation.)"""
+    if expected_offset < 0:
+        return batch.expected_offset < 0
+    return batch.expected_offset >= 0 and (
+        batch.expected_offset + len(batch.values) == expected_offset
+    )
+
+
 def _add_span(spans: list[BatchSpan], batch: ProducerBatch, start: int, stop: int) -> None:
     """Append a span, joined to the last one when it continues it."""
     if spans and spans[-1].batch is batch and spans[-1].stop == start:
@@ -233,16 +246,18 @@ class RecordAccumulator:
                     handle.batch = batch
                     handle.index = index
                     return handle
-        elif partition is not None and expected_offset < 0:
-            # An explicit partition: straight into its open batch when it has room and
-            # the partition is still below the topic's known count (metadata may have
-            # shrunk it); anything else (no open batch, full, CAS, a bad or unknown
-            # partition) takes the slow path, which opens batches and raises.
+        elif partition is not None:
+            # An explicit partition: straight into its open batch when it has room, the
+            # record may join it (`_joins`: a CAS record continues a CAS batch, a plain
+            # record a plain one) and the partition is still below the topic's known
+            # count (metadata may have shrunk it); anything else (no open batch, full, a
+            # CAS record that does not continue it, a bad or unknown partition) takes
+            # the slow path, which opens batches and raises.
             open_batch = self._open.get((topic, partition))
             if (
                 open_batch is not None
-                and open_batch.expected_offset < 0
                 and open_batch.room >= size
+                and _joins(open_batch, expected_offset)
                 and partition < len(self.cluster.leaders.get(topic, ()))
             ):
                 open_batch.room -= size
@@ -486,15 +501,7 @@ class RecordAccumulator:
                 self._switch_at = self.partitioner.switch_at
         tp = (topic, partition)
         batch = self._open.get(tp)
-        if (
-            batch is None
-            or size > batch.room
-            or (
-                expected_offset >= 0
-                and batch.expected_offset + len(batch.values) != expected_offset
-            )
-            or (expected_offset < 0 and batch.expected_offset >= 0)
-        ):
+        if batch is None or size > batch.room or not _joins(batch, expected_offset):
             if batch is not None:
                 batch.seal()
             batch = ProducerBatch(
