@@ -20,6 +20,7 @@ from trio_kafka.errors import (
     ConfigError,
     ExpectedOffsetMismatchError,
 )
+from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.produce import ProduceRequest
 
 #: Each test runs on trio, then on asyncio (issue 16; tests/conftest.py).
@@ -136,6 +137,43 @@ async def test_lost_response_without_idempotence_is_settled_by_reading_the_offse
             assert ack.offset == 1
         assert dropped == [1]
         assert log_of(cluster, "log") == [(0, b"state-1", (b"w1", 0)), (1, b"state-2", (b"w1", 1))]
+
+
+@pytest.mark.parametrize("transactional", [False, True], ids=["cas", "transactional"])
+async def test_an_append_carrying_another_writers_headers_is_still_known_as_ours(
+    transactional: bool,
+) -> None:
+    """An append whose headers came from another conditional log (a copy keeps its
+    record's `tk.writer` and `tk.seq`): its answer is lost, and the writer settles it by
+    reading the record back. The record's own headers come first; read last-wins, the
+    copied pair made it someone else's, and the append failed (CAS:
+    `ConcurrentWriteError` for the writer's own record; transactions: retried, written
+    twice)."""
+    copied = [("tk.writer", b"the-source-log-writer"), ("tk.seq", b"41"), ("kind", b"copy")]
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, {} if transactional else CAS)
+        if transactional:
+            cluster.add_hook(EndTxnRequest, lambda call: DROP, after=True, times=1)
+        else:
+            cluster.add_hook(ProduceRequest, lambda call: DROP, after=True, times=1)
+        async with open_conditional_writer(
+            "log",
+            0,
+            bootstrap=cluster.bootstrap,
+            guarantee="transactional" if transactional else "exactly_once_cas",
+            enable_idempotence=transactional,  # (CAS: the read-back path, not dedup)
+            retry_backoff=0.01,
+            writer_ids=lambda: "copier",
+        ) as log:
+            assert [r async for r in log.read_to_end()] == []
+            ack = await log.append(b"copied", headers=copied)
+            assert ack.offset == 0
+            # (Transactional: the first append's COMMIT marker is offset 1.)
+            assert (await log.append(b"next")).offset == (2 if transactional else 1)
+        assert [(v, w) for _, v, w in log_of(cluster, "log")] == [
+            (b"copied", (b"copier", 0)),
+            (b"next", (b"copier", 1)),
+        ]
 
 
 async def test_a_foreign_write_is_reported_and_the_writer_must_reread() -> None:

@@ -127,18 +127,25 @@ SEQUENCE_HEADER = "tk.seq"
 
 
 def writer_of(record: Record) -> tuple[bytes | None, int | None]:
-    """The (writer id, sequence) headers of a record written by a ConditionalWriter."""
+    """The (writer id, sequence) headers of a record written by a ConditionalWriter: the
+    first `tk.writer` and the first `tk.seq`, which the writer puts before the
+    application's headers. An append may carry another log's pair among its own
+    headers (a copied record); read last-wins, that pair made the writer's own record
+    someone else's when an append was settled by reading it back."""
     writer: bytes | None = None
-    sequence: int | None = None
+    sequence: bytes | None = None
+    seen_writer = seen_sequence = False
     for name, value in record.headers:
-        if name == WRITER_HEADER:
-            writer = value
-        elif name == SEQUENCE_HEADER and value is not None:
-            try:
-                sequence = int(value)
-            except ValueError:
-                sequence = None
-    return writer, sequence
+        if name == WRITER_HEADER and not seen_writer:
+            writer, seen_writer = value, True
+        elif name == SEQUENCE_HEADER and not seen_sequence:
+            sequence, seen_sequence = value, True
+    if sequence is None:
+        return writer, None
+    try:
+        return writer, int(sequence)
+    except ValueError:
+        return writer, None
 
 
 @attrs.define(eq=False)
