@@ -19,6 +19,7 @@ from trio_kafka.errors import (
     ConcurrentWriteError,
     ConfigError,
     ExpectedOffsetMismatchError,
+    RecordTooLargeError,
 )
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.produce import ProduceRequest
@@ -173,6 +174,50 @@ async def test_an_append_carrying_another_writers_headers_is_still_known_as_ours
         assert [(v, w) for _, v, w in log_of(cluster, "log")] == [
             (b"copied", (b"copier", 0)),
             (b"next", (b"copier", 1)),
+        ]
+
+
+@pytest.mark.parametrize("transactional", [False, True], ids=["cas", "transactional"])
+async def test_a_bad_append_fails_alone_and_the_next_lands_where_it_would_have(
+    transactional: bool,
+) -> None:
+    """Bad input to `append` (a header that cannot be sent, a record over
+    `max_request_size`) raises what `send()` raises, naming it, before the append takes
+    a sequence or an offset: nothing is written and the writer goes on. Before, on CAS
+    the error came from the send after the append had claimed its offset, and broke the
+    writer's chain: the next, good append failed with `ConcurrentWriteError` and every
+    later one until a re-read. Headers may be a dict, as `send()` takes them."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, {} if transactional else CAS)
+        async with open_conditional_writer(
+            "log",
+            0,
+            bootstrap=cluster.bootstrap,
+            guarantee="transactional" if transactional else "exactly_once_cas",
+            max_request_size=10_000,
+            writer_ids=lambda: "w",
+        ) as log:
+            assert [r async for r in log.read_to_end()] == []
+            first = await log.append(b"one", headers={"kind": "text"})
+            with pytest.raises(TypeError, match="header 'n' value must be bytes, str or None"):
+                await log.append(b"bad", headers=[("n", 5)])  # type: ignore[list-item]
+            with pytest.raises(TypeError, match="header 0 must be a"):
+                await log.append(b"bad", headers=["kind"])  # type: ignore[list-item]
+            with pytest.raises(TypeError, match="value must be bytes or None, not str"):
+                await log.append("text")  # type: ignore[arg-type]
+            with pytest.raises(RecordTooLargeError, match="max_request_size=10000"):
+                await log.append(b"x" * 20_000)
+            # Under the limit alone, over it with the writer's own two headers (a
+            # record's estimate: 16 bytes, the value, and each header's bytes + 4).
+            with pytest.raises(RecordTooLargeError, match="max_request_size=10000"):
+                await log.append(b"x" * (10_000 - 16 - 10))
+            second = await log.append(b"two")
+            assert log.sequence == 2  # the refused appends took no sequence
+        step = 2 if transactional else 1  # (a COMMIT marker after each transaction)
+        assert (first.offset, second.offset) == (0, step)
+        assert [(v, w) for _, v, w in log_of(cluster, "log")] == [
+            (b"one", (b"w", 0)),
+            (b"two", (b"w", 1)),
         ]
 
 

@@ -104,9 +104,9 @@ import attrs
 
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._open import new_writer_id, open_producer
-from trio_kafka.client._producer import Producer, transaction_commit_sent
+from trio_kafka.client._producer import Producer, checked_record, transaction_commit_sent
 from trio_kafka.client._reader import CommittedInOrder, PartitionReader, committed_newest_first
-from trio_kafka.core import Acknowledged, Headers, Result, Rules
+from trio_kafka.core import Acknowledged, Headers, Result, Rules, headers_size
 from trio_kafka.errors import (
     AbortableError,
     AmbiguousError,
@@ -369,6 +369,14 @@ class ConditionalWriter:
     group_linger: float = 0.0
     #: The offset after the last acknowledged CAS append or complete read.
     _settled_end: int = attrs.field(default=0, init=False, repr=False)
+    #: At most the bytes its own two headers add to a record (a sequence of up to 20
+    #: digits), counted when an append's size is checked (`checked_record`).
+    _own_headers_size: int = attrs.field(init=False, repr=False)
+
+    @_own_headers_size.default
+    def _own_headers_size_default(self) -> int:
+        return headers_size([(WRITER_HEADER, self.writer_id), (SEQUENCE_HEADER, b"9" * 20)])
+
     #: CAS appends since the last complete read, and the order they are sent in.
     _chain: _Chain = attrs.field(factory=_Chain, init=False, repr=False)
     _turns: _Turns = attrs.field(factory=_Turns, init=False, repr=False)
@@ -470,6 +478,10 @@ class ConditionalWriter:
         every append of this writer queued behind that one, and `WriterFencedError` when
         a newer transactional writer took the log (this writer is dead: open a new one).
 
+        `headers` as `send()` takes them (pairs, or a dict). Bad input raises what
+        `send()` raises (`TypeError` naming the field or header, `RecordTooLargeError`)
+        before the append takes a sequence or an offset: it fails alone.
+
         Concurrent calls share the work and keep the order they were made in: on CAS
         they are pipelined, each expecting the offset after those before it; on
         transactions they are committed in groups (`max_group`, `group_linger`).
@@ -481,12 +493,18 @@ class ConditionalWriter:
                 f"{self!r} must read the partition to its end first: iterate "
                 "`read_to_end()` completely (again after a ConcurrentWriteError)"
             )
+        # Bad input fails here, alone, before the append takes a sequence or an offset
+        # (raised by the send instead, it left a claimed offset no record would fill,
+        # and broke the appends behind it).
+        checked = checked_record(
+            self.producer.config, value, key, headers or None, self._own_headers_size
+        )
         sequence = self.sequence
         self.sequence += 1
         all_headers = [
             (WRITER_HEADER, self.writer_id),
             (SEQUENCE_HEADER, b"%d" % sequence),
-            *headers,
+            *(checked or ()),
         ]
         if self.guarantee == "transactional":
             return await self._append_grouped(_Pending(value, key, all_headers, sequence))

@@ -94,6 +94,7 @@ from trio_kafka.core import (
     ProducerRecord,
     Sequencer,
     TxnState,
+    record_size,
 )
 from trio_kafka.errors import (
     AbortableError,
@@ -101,6 +102,7 @@ from trio_kafka.errors import (
     ConfigError,
     KafkaError,
     ProducerClosedError,
+    RecordTooLargeError,
     UnknownTopicError,
 )
 from trio_kafka.net import (
@@ -1222,6 +1224,31 @@ def _record_fields(
         record.partition if partition is None else partition,
         record.timestamp if timestamp is None else timestamp,
     )
+
+
+def checked_record(
+    config: ProducerConfig, value: Any, key: Any, headers: Any, added: int = 0
+) -> Any:
+    """What `send()` would refuse of a record with this value, key and headers, raised
+    before anything is sent (`TypeError` naming the field or header, and
+    `RecordTooLargeError` over `max_request_size`, with `added` bytes of headers the
+    caller adds counted); returns the headers as the encoder takes them. For a caller
+    that commits to a record before it sends it (a `ConditionalWriter` claims the
+    record's offset): a bad record then fails alone. A value or key with a serializer
+    configured is the serializer's to check."""
+    if config.value_serializer is None and not isinstance(value, _VALUE_TYPES):
+        _check_types(value, None)
+    if config.key_serializer is None and not isinstance(key, _VALUE_TYPES):
+        _check_types(None, key)
+    checked = None if headers is None else _check_headers(headers)
+    if config.value_serializer is None and config.key_serializer is None:
+        size = record_size(value, key, checked) + added
+        if size > config.max_request_size:
+            raise RecordTooLargeError(
+                f"a record of {size} bytes is larger than max_request_size="
+                f"{config.max_request_size}"
+            )
+    return checked
 
 
 def _check_types(value: Any, key: Any) -> None:

@@ -104,6 +104,7 @@ from trio_kafka.core._record import (
     Outcome,
     ProducerRecord,
     Result,
+    headers_size,
     record_size,
 )
 from trio_kafka.core._rules import Harness, MismatchSettler, Rules
@@ -181,6 +182,7 @@ __all__ = [
     "TxnResult",
     "TxnState",
     "encode_routing",
+    "headers_size",
     "must_be_flag",
     "must_be_positive",
     "must_be_str",
