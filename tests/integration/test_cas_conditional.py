@@ -221,6 +221,33 @@ async def test_a_bad_append_fails_alone_and_the_next_lands_where_it_would_have(
         ]
 
 
+@pytest.mark.parametrize("transactional", [False, True], ids=["cas", "transactional"])
+async def test_read_to_end_refuses_a_start_that_is_not_an_offset_and_the_writer_goes_on(
+    transactional: bool,
+) -> None:
+    """`read_to_end(start=)` must be None or an int >= 0, on both backends alike, and
+    refusing it leaves the writer as it was. Before, the transactional writer sent -1 to
+    the broker (OFFSET_OUT_OF_RANGE) and a str to the Fetch encoder (`ProtocolError`),
+    and both writers forgot their next offset first, so the next append asked for a
+    re-read."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, {} if transactional else CAS)
+        async with open_conditional_writer(
+            "log",
+            0,
+            bootstrap=cluster.bootstrap,
+            guarantee="transactional" if transactional else "exactly_once_cas",
+        ) as log:
+            assert [r async for r in log.read_to_end()] == []
+            with pytest.raises(ValueError, match=r"start must be an offset \(>= 0\), not -1"):
+                [r async for r in log.read_to_end(start=-1)]
+            with pytest.raises(TypeError, match=r"start must be an offset .* not str"):
+                [r async for r in log.read_to_end(start="0")]  # type: ignore[arg-type]
+            with pytest.raises(TypeError, match=r"start must be an offset .* not bool"):
+                [r async for r in log.read_to_end(start=True)]
+            assert (await log.append(b"goes on")).offset == 0
+
+
 async def test_a_foreign_write_is_reported_and_the_writer_must_reread() -> None:
     async with mock_cluster() as cluster:
         cluster.create_topic("log", 1, CAS)

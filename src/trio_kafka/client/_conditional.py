@@ -105,7 +105,12 @@ import attrs
 from trio_kafka.client._cas import cas_gate
 from trio_kafka.client._open import new_writer_id, open_producer
 from trio_kafka.client._producer import Producer, checked_record, transaction_commit_sent
-from trio_kafka.client._reader import CommittedInOrder, PartitionReader, committed_newest_first
+from trio_kafka.client._reader import (
+    CommittedInOrder,
+    PartitionReader,
+    check_offset,
+    committed_newest_first,
+)
 from trio_kafka.core import Acknowledged, Headers, Result, Rules, headers_size
 from trio_kafka.errors import (
     AbortableError,
@@ -421,6 +426,7 @@ class ConditionalWriter:
         from the transaction markers in it (`_committed_by_markers`); a fenced one
         raises `WriterFencedError` (open a new writer)."""
         self._check_alive("read_to_end")
+        check_offset("start", start)
         self.next_offset = None
         if self.guarantee == "transactional":
             async for record in self._committed_by_markers(start, timeout):

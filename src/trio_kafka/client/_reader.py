@@ -353,6 +353,20 @@ def check_code(code: int, where: str) -> None:
 # -- the I/O part ----------------------------------------------------------------------
 
 
+def check_offset(name: str, offset: object) -> None:
+    """Refuse an offset argument that is not None or an int >= 0, naming it (before, a
+    str reached the Fetch encoder and a negative one the broker)."""
+    if offset is None:
+        return
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise TypeError(
+            f"{name} must be an offset (an int >= 0) or None, not "
+            f"{type(offset).__name__} ({offset!r})"
+        )
+    if offset < 0:
+        raise ValueError(f"{name} must be an offset (>= 0), not {offset}")
+
+
 @attrs.define(eq=False)
 class PartitionReader:
     """Reads one partition at a time through `selector`. Times are seconds.
@@ -484,10 +498,8 @@ class PartitionReader:
         last batch's base offset + 1). An `end` beyond the log end waits for records to
         arrive (bounded by `timeout` without progress).
         """
-        if start is not None and start < 0:
-            raise ValueError(f"start must be an offset (>= 0), not {start}")
-        if end is not None and end < 0:
-            raise ValueError(f"end must be an offset (>= 0), not {end}")
+        check_offset("start", start)
+        check_offset("end", end)
         return PartitionRead(
             self, topic, partition, start, end, self.timeout if timeout is None else timeout
         )
