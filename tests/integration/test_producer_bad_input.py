@@ -8,6 +8,7 @@ still acknowledged, so the producer lives.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -16,10 +17,20 @@ from tests.integration._backends import mock_cluster
 from trio_kafka import ProducerRecord, open_producer
 from trio_kafka.client import Producer
 from trio_kafka.core import Acknowledged
+from trio_kafka.errors import InvalidTopicError
 from trio_kafka.records import decode_batches
 
 #: Each test runs on trio, then on asyncio (issue 16; tests/conftest.py).
 pytestmark = pytest.mark.anyio
+
+
+def _values(cluster: Any, topic: str) -> list[bytes | None]:
+    """The values in partition 0 of `topic` on the mock broker."""
+    partition = cluster.state.partition(topic, 0)
+    if partition is None:
+        return []
+    data = b"".join(stored.data for stored in partition.log.batches)
+    return [r.value for batch in decode_batches(data) for r in batch.records]
 
 
 async def _healthy(producer: Producer, topic: str = "healthy") -> None:
@@ -147,6 +158,51 @@ async def test_send_many_of_values_without_a_topic_says_so() -> None:
         with pytest.raises(TypeError, match="record 0 is a bytes, not a ProducerRecord"):
             await producer.send_many([b"a", b"b"])
         await _healthy(producer)
+
+
+@pytest.mark.parametrize(
+    ("records", "error", "message"),
+    [
+        (
+            [ProducerRecord("t", b"a"), ProducerRecord("t", 5), ProducerRecord("t", b"c")],
+            TypeError,
+            "send_many: record 1: value must be bytes or None, not int",
+        ),
+        (
+            [ProducerRecord("t", b"a"), ProducerRecord("bad topic!", b"b")],
+            InvalidTopicError,
+            "'bad topic!' is not a valid Kafka topic name",
+        ),
+        (
+            [ProducerRecord("t", b"a"), ProducerRecord("t", b"b", headers=[("h", 1)])],
+            TypeError,
+            "send_many: record 1: header 'h' value must be bytes, str or None, not int",
+        ),
+        (
+            [ProducerRecord("t", b"a"), ProducerRecord("t", b"b", timestamp=-1)],
+            ValueError,
+            "send_many: record 1: timestamp=-1 is not allowed",
+        ),
+    ],
+    ids=["value", "topic", "header", "timestamp"],
+)
+async def test_send_many_with_a_bad_record_appends_none_of_them(
+    records: list[ProducerRecord], error: type[Exception], message: str
+) -> None:
+    """Records were appended one by one, so the good ones before a bad one were sent
+    while the call raised, and the `BulkDelivery` that would have reported them was
+    lost: a retry of the call wrote them twice. Now every record is checked first,
+    and the error names the bad one."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("t", 1)
+        async with open_producer(cluster.bootstrap) as producer:
+            with pytest.raises(error, match=re.escape(message)):
+                await producer.send_many(records)
+            with pytest.raises(TypeError, match=re.escape("send_many: record 2: value must")):
+                await producer.send_many([b"a", b"b", "c"], topic="t")
+            await producer.flush()
+            await _healthy(producer)
+        assert _values(cluster, "t") == []
 
 
 async def test_a_serializer_that_raises_fails_its_record_only() -> None:

@@ -666,6 +666,13 @@ class Producer:
         to `batch_size` (then `keys=`, one key or None per value, gives them keys; they
         choose no partition). Without `topic`, `records` are `ProducerRecord`s. Returns a
         `BulkDelivery` (`await` it for the acknowledged count).
+
+        Every record is checked before the first is appended: a record `send()` would
+        refuse (a value, key, header, topic name, partition or timestamp it cannot send)
+        refuses the whole call, naming the record ("send_many: record 3: ..."), and
+        nothing of it is appended. What a serializer, an interceptor or the metadata
+        (a partition the topic lacks) refuses of a `ProducerRecord` is found as it is
+        appended: the records before it are then sent.
         """
         if topic is None:
             if partition is not None or keys is not None:
@@ -685,12 +692,18 @@ class Producer:
             self._txn.check_send()
         _check_extras(None, partition, None)
         if not {*map(type, values)} <= _BYTES_OR_NONE:
-            for value in values:
-                _check_types(value, None)
+            for index, value in enumerate(values):
+                try:
+                    _check_types(value, None)
+                except TypeError as exc:
+                    raise TypeError(f"send_many: record {index}: {exc}") from None
             values = _as_bytes(values)  # bytearray, memoryview: copied, as send() does
         if keys is not None and not {*map(type, keys)} <= _BYTES_OR_NONE:
-            for key in keys:
-                _check_types(b"", key)
+            for index, key in enumerate(keys):
+                try:
+                    _check_types(b"", key)
+                except TypeError as exc:
+                    raise TypeError(f"send_many: record {index}: {exc}") from None
             keys = _as_bytes(keys)
         spans: list[BatchSpan] = []
         position = 0
@@ -735,15 +748,11 @@ class Producer:
         partition: int | None = None,
         keys: Sequence[bytes | None] | None = None,
     ) -> BulkDelivery:
+        records = records if isinstance(records, list) else list(records)
+        self._check_many(records, topic, partition, keys)
         spans: list[BatchSpan] = []
         for index, record in enumerate(records):
             if topic is None:
-                if not isinstance(record, ProducerRecord):
-                    raise TypeError(
-                        f"send_many: record {index} is a {type(record).__name__}, not a "
-                        "ProducerRecord: without topic=, records are ProducerRecords "
-                        "(pass topic= to send values)"
-                    )
                 handle = await self.send(record)
             else:
                 key = None if keys is None else keys[index]
@@ -754,6 +763,49 @@ class Producer:
             else:
                 spans.append(BatchSpan(handle.batch, handle.index, handle.index + 1))
         return BulkDelivery(spans)
+
+    def _check_many(
+        self,
+        records: list[Any],
+        topic: str | None,
+        partition: int | None,
+        keys: Sequence[bytes | None] | None,
+    ) -> None:
+        """What `send()` would refuse of any of `records`, raised before the first is
+        appended and naming it: a bad record refuses the call, so a retry of the whole
+        call cannot write the good ones twice (they were appended one by one, the
+        BulkDelivery lost with the error). Not checked here: what a serializer or an
+        interceptor does (they run as each record is sent)."""
+        config = self.config
+        for index, record in enumerate(records):
+            if topic is None:
+                if not isinstance(record, ProducerRecord):
+                    raise TypeError(
+                        f"send_many: record {index} is a {type(record).__name__}, not a "
+                        "ProducerRecord: without topic=, records are ProducerRecords "
+                        "(pass topic= to send values)"
+                    )
+                value, key, headers = record.value, record.key, record.headers or None
+                part, timestamp, name = record.partition, record.timestamp, record.topic
+            else:
+                value, key, headers = record, None if keys is None else keys[index], None
+                part, timestamp, name = partition, None, topic
+            try:
+                if not isinstance(name, str):
+                    raise TypeError(f"topic must be a str, not {type(name).__name__}")
+                check_topic_name(name)
+                _check_types(
+                    None if config.value_serializer is not None else value,
+                    None if config.key_serializer is not None else key,
+                )
+                _check_extras(headers, part, timestamp)
+            except KafkaError as exc:  # (InvalidTopicError: its message names the topic)
+                exc.add_note(f"send_many: record {index}; nothing of the call was appended")
+                raise
+            except TypeError as exc:
+                raise TypeError(f"send_many: record {index}: {exc}") from None
+            except ValueError as exc:
+                raise ValueError(f"send_many: record {index}: {exc}") from None
 
     # -- topics ----------------------------------------------------------------------
 
