@@ -8,6 +8,7 @@ confluent-kafka (in a worker thread, the broker stays in this trio run).
 from __future__ import annotations
 
 import contextlib
+import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -153,6 +154,39 @@ async def test_reads_a_range_that_starts_and_ends_inside_batches() -> None:
         assert got == [4, 5, 6]
         assert await reader.read_all(topic, 0, start=9) == []  # start == end: nothing
         assert await reader.read_all(topic, 0, start=2, end=2) == []
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        ("read_at", TypeError, "offset must be an offset (an int >= 0), not bool (True)"),
+        ("read_at", TypeError, "offset must be an offset (an int >= 0), not str ('2')"),
+        ("read_at", ValueError, "offset must be an offset (>= 0), not -1"),
+        ("fetch", TypeError, "offset must be an offset (an int >= 0), not str ('2')"),
+        ("fetch", ValueError, "offset must be an offset (>= 0), not -5"),
+        ("read_all", TypeError, "end must be an offset (an int >= 0) or None, not float"),
+    ],
+)
+async def test_an_offset_that_is_not_one_is_refused_by_name(
+    call: str, error: type[Exception], message: str
+) -> None:
+    """A bool was read as offset 0 or 1 (`read_at(t, 0, True)` returned record 1), a
+    str reached the Fetch encoder (`ProtocolError`), a negative offset the broker."""
+    given = {
+        "offset must be an offset (an int >= 0), not bool (True)": True,
+        "offset must be an offset (an int >= 0), not str ('2')": "2",
+        "offset must be an offset (>= 0), not -1": -1,
+        "offset must be an offset (>= 0), not -5": -5,
+    }
+    async with one_topic() as (topic, _, selector):
+        await produce_values(selector, topic, [3])
+        reader = PartitionReader(selector)
+        with pytest.raises(error, match=re.escape(message)):
+            if call == "read_all":
+                await reader.read_all(topic, 0, end=2.0)  # type: ignore[arg-type]
+            else:
+                await getattr(reader, call)(topic, 0, given[message])
+        assert (await reader.read_at(topic, 0, 1)) is not None  # the reader goes on
 
 
 async def test_an_empty_partition_reads_as_nothing() -> None:

@@ -353,16 +353,15 @@ def check_code(code: int, where: str) -> None:
 # -- the I/O part ----------------------------------------------------------------------
 
 
-def check_offset(name: str, offset: object) -> None:
-    """Refuse an offset argument that is not None or an int >= 0, naming it (before, a
-    str reached the Fetch encoder and a negative one the broker)."""
-    if offset is None:
+def check_offset(name: str, offset: object, *, optional: bool = True) -> None:
+    """Refuse an offset argument that is not an int >= 0 (or None, when `optional`),
+    naming it: a str reached the Fetch encoder, a negative one the broker, and a bool
+    was read as offset 0 or 1."""
+    if offset is None and optional:
         return
     if isinstance(offset, bool) or not isinstance(offset, int):
-        raise TypeError(
-            f"{name} must be an offset (an int >= 0) or None, not "
-            f"{type(offset).__name__} ({offset!r})"
-        )
+        allowed = "an offset (an int >= 0) or None" if optional else "an offset (an int >= 0)"
+        raise TypeError(f"{name} must be {allowed}, not {type(offset).__name__} ({offset!r})")
     if offset < 0:
         raise ValueError(f"{name} must be an offset (>= 0), not {offset}")
 
@@ -525,8 +524,7 @@ class PartitionReader:
         read_committed). Below the log start offset raises `OffsetOutOfRangeError`: the
         record was there once, and "not there" would be a wrong answer to "was it mine?".
         """
-        if offset < 0:
-            raise ValueError(f"offset must be >= 0, not {offset}")
+        check_offset("offset", offset, optional=False)
 
         async def attempt() -> Record | None:
             try:
@@ -612,6 +610,8 @@ class PartitionReader:
     ) -> FetchResult:
         """One Fetch from `offset` (retried on stale metadata and lost connections): the
         building block of `read`, for callers that want the bounds too."""
+        check_offset("offset", offset, optional=False)
+        check_offset("end", end)
         wait = self.max_wait if max_wait is None else max_wait
         return await self._retrying(
             f"fetching {topic}-{partition} at {offset}",
