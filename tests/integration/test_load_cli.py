@@ -45,6 +45,27 @@ def test_a_rerun_without_the_key_field_is_refused_naming_it(
     assert "--load-id" in again.output  # how to start a fresh load instead
 
 
+def test_a_rerun_of_the_same_path_and_size_with_other_content_is_refused(
+    cluster: ThreadedCluster, rows: Path
+) -> None:
+    """The default load id comes from the path and size: a file rewritten with other
+    rows of the same size (a corrected value, the next export of fixed-width rows) had
+    the finished load's id, so the rerun said "done: 0 records loaded, 500 already
+    there" and loaded none of the new rows (or, cut short, resumed by row numbers that
+    now name other rows). The load records the file's SHA-256 with its routing."""
+    assert load(cluster, rows).exit_code == 0
+    before = rows.stat().st_size
+    rows.write_text(rows.read_text().replace('"n": 7}', '"n": 8}'))
+    assert rows.stat().st_size == before
+    again = load(cluster, rows)
+    assert again.exit_code == 1, again.output
+    assert "input: 'sha256:" in again.output and "then, 'sha256:" in again.output
+    assert "--load-id" in again.output  # how to load the new content instead
+    fresh = load(cluster, rows, "--load-id", "rows-corrected")
+    assert fresh.exit_code == 0, fresh.output
+    assert "done: 500 records loaded" in fresh.output
+
+
 def test_a_rerun_with_another_format_is_refused_naming_it(
     cluster: ThreadedCluster, rows: Path
 ) -> None:

@@ -29,6 +29,14 @@ from trio_kafka.client import Security
 _DEFAULT_BATCH = 512 * 1024
 
 
+def input_digest(path: Path) -> str:
+    """The file's content as the load records it with its routing ("sha256:..."): a
+    rerun of the same path and size (the same default load id) with other content is
+    refused instead of resuming by row numbers that now name other rows."""
+    with path.open("rb") as data:
+        return "sha256:" + hashlib.file_digest(data, "sha256").hexdigest()
+
+
 def default_load_id(path: Path) -> str:
     resolved = path.resolve()
     digest = hashlib.sha256(f"{resolved}\0{resolved.stat().st_size}".encode()).hexdigest()
@@ -169,7 +177,11 @@ def count_rows(path: Path, fmt: str) -> int:
     type=click.Choice(["jsonl", "csv"]),
     help="Input format (default: from the file name; .csv is CSV, anything else JSON Lines).",
 )
-@click.option("--load-id", help="Names the load in the manifest (default: from path and size).")
+@click.option(
+    "--load-id",
+    help="Names the load in the manifest (default: from path and size; a rerun whose "
+    "file has other content is refused: pass a new --load-id to load it).",
+)
 @click.option(
     "--batch-bytes",
     type=click.IntRange(min=1),
@@ -290,6 +302,7 @@ async def _load(
     from trio_kafka.net import group_leaves, open_selector
 
     total = count_rows(file, fmt)
+    digest = input_digest(file)
     size = file.stat().st_size
     acked = [0, 0]
 
@@ -324,7 +337,7 @@ async def _load(
                     batch_bytes=batch_bytes,
                     on_progress=on_progress,
                     # Recorded with the checkpoints: a resume with others is refused.
-                    routing={"key_field": key_field, "format": fmt},
+                    routing={"key_field": key_field, "format": fmt, "input": digest},
                 )
                 # A finished load is known from its checkpoints: the input is not read
                 # again.
@@ -457,4 +470,4 @@ class _Display:
             self._line(acked)
 
 
-__all__ = ["count_rows", "default_load_id", "load", "read_rows"]
+__all__ = ["count_rows", "default_load_id", "input_digest", "load", "read_rows"]
