@@ -11,6 +11,7 @@ from tests.integration._backends import mock_cluster
 from trio_kafka.broker import DROP, Cluster, HookCall
 from trio_kafka.client import (
     ConditionalWriter,
+    PartitionReader,
     open_conditional_writer,
     open_producer,
     writer_of,
@@ -21,6 +22,7 @@ from trio_kafka.errors import (
     ExpectedOffsetMismatchError,
     RecordTooLargeError,
 )
+from trio_kafka.net import open_selector
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.produce import ProduceRequest
 
@@ -246,6 +248,42 @@ async def test_read_to_end_refuses_a_start_that_is_not_an_offset_and_the_writer_
             with pytest.raises(TypeError, match=r"start must be an offset .* not bool"):
                 [r async for r in log.read_to_end(start=True)]
             assert (await log.append(b"goes on")).offset == 0
+
+
+async def test_a_transactional_append_the_topic_refuses_fails_alone() -> None:
+    """An append over the topic's `max.message.bytes` (under the client's
+    `max_request_size`): the broker refuses its record, the transaction aborts, and the
+    group was retried with it forever, a hot loop of aborts (7,301 epochs in 38 s) that
+    held every other append and ignored cancellation (its commit is shielded). It fails
+    alone with `RecordTooLargeError`; the appends beside it commit, and so does the
+    next one."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, {"max.message.bytes": "1000"})
+        async with open_conditional_writer(
+            "log", 0, bootstrap=cluster.bootstrap, guarantee="transactional"
+        ) as log:
+            assert [r async for r in log.read_to_end()] == []
+            outcomes: dict[int, object] = {}
+
+            async def append(n: int) -> None:
+                try:
+                    outcomes[n] = (await log.append(b"x" * (3000 if n == 5 else 50))).offset
+                except RecordTooLargeError as exc:
+                    outcomes[n] = exc
+
+            with anyio.fail_after(20):
+                async with anyio.create_task_group() as group:
+                    for n in range(10):
+                        group.start_soon(append, n)
+                await log.append(b"after")
+            assert isinstance(outcomes.pop(5), RecordTooLargeError)
+            assert all(isinstance(offset, int) for offset in outcomes.values())
+            with anyio.fail_after(20), pytest.raises(RecordTooLargeError):
+                await log.append(b"y" * 3000)  # alone, as the only append of its group
+        async with open_selector(cluster.bootstrap) as selector:
+            reader = PartitionReader(selector, isolation="read_committed")
+            committed = [r.value for r in await reader.read_all("log", 0)]
+        assert sorted(committed) == sorted([b"x" * 50] * 9 + [b"after"])
 
 
 async def test_a_foreign_write_is_reported_and_the_writer_must_reread() -> None:

@@ -60,7 +60,9 @@ first append queued while no commit runs leads; it commits everything queued (at
 `max_group`, after `group_linger`) in one transaction, hands the lead to the first
 append queued meanwhile, and every append of the group learns its own outcome: its
 offset, all failed on a fence (`WriterFencedError`, unless the log shows the group
-committed), an abort retried, a lost commit answer settled by reading the log back.
+committed), an abort retried (without an append whose record the broker refused for
+itself, e.g. over the topic's `max.message.bytes`: that one fails alone; for at most the
+producer's `delivery_timeout`), a lost commit answer settled by reading the log back.
 A waiting append cancelled before its group took it is never sent.
 
 Without CAS (a topic or broker without the extension: stock Kafka, Tansu), with
@@ -111,7 +113,7 @@ from trio_kafka.client._reader import (
     check_offset,
     committed_newest_first,
 )
-from trio_kafka.core import Acknowledged, Headers, Result, Rules, headers_size
+from trio_kafka.core import Acknowledged, Failed, Headers, Result, Rules, headers_size
 from trio_kafka.errors import (
     AbortableError,
     AmbiguousError,
@@ -122,6 +124,7 @@ from trio_kafka.errors import (
     FatalError,
     KafkaError,
     ProducerFencedError,
+    RetriableError,
     WriterFencedError,
 )
 from trio_kafka.net import Event, SaslConfig, primitives
@@ -844,6 +847,10 @@ class ConditionalWriter:
         commit answer settled by reading the log back)."""
         producer = self.producer
         todo = group
+        # Aborts are retried for at most the producer's delivery_timeout (then the
+        # group fails with the last one): never a loop without end.
+        clock = producer.seams()["clock"]
+        give_up = clock.now() + producer.config.delivery_timeout
         try:
             while todo:
                 self._check_alive("append")
@@ -884,7 +891,17 @@ class ConditionalWriter:
                     todo = [p for p in todo if p.sequence not in found]
                     continue  # the rest were aborted: they did not happen, try again
                 except AbortableError:
-                    continue  # aborted: nothing of it is committed
+                    # Aborted: nothing of it is committed, and the group goes again,
+                    # except an append whose record the broker refused for itself (too
+                    # large for the topic, invalid): it fails alone (again, it would
+                    # abort every retry, a hot loop no cancellation ended).
+                    refused = _refused_alone(handles)
+                    for index, error in refused.items():
+                        todo[index].fail(error)
+                    todo = [p for index, p in enumerate(todo) if index not in refused]
+                    if not refused and clock.now() >= give_up:
+                        raise
+                    continue
                 for p, ack in zip(todo, acks, strict=True):
                     p.resolve(ack)
                 self.next_offset = self.last_read_end = acks[-1].offset + 1
@@ -977,6 +994,21 @@ class ConditionalWriter:
             offset=expected,
             foreign_record=record,
         )
+
+
+def _refused_alone(handles: list[Any]) -> dict[int, KafkaError]:
+    """The records of an aborted transaction that failed for themselves (by index): an
+    error that is neither the transaction's abort nor retriable (`RecordTooLargeError`
+    for a record over the topic's `max.message.bytes`, an invalid record). The others
+    failed because the transaction aborted, or were written into it."""
+    refused: dict[int, KafkaError] = {}
+    for index, handle in enumerate(handles):
+        outcome = handle.outcome
+        if isinstance(outcome, Failed) and not isinstance(
+            outcome.error, AbortableError | RetriableError
+        ):
+            refused[index] = outcome.error
+    return refused
 
 
 def _describe(record: Record) -> str:
