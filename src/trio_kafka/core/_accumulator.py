@@ -257,7 +257,11 @@ class RecordAccumulator:
             if (
                 open_batch is not None
                 and open_batch.room >= size
-                and _joins(open_batch, expected_offset)
+                and (
+                    open_batch.expected_offset < 0  # (`_joins` inline for a plain record)
+                    if expected_offset < 0
+                    else _joins(open_batch, expected_offset)
+                )
                 and partition < len(self.cluster.leaders.get(topic, ()))
             ):
                 open_batch.room -= size
