@@ -20,6 +20,7 @@ from trio_kafka.errors import (
     ConcurrentWriteError,
     ConfigError,
     ExpectedOffsetMismatchError,
+    ProducerClosedError,
     RecordTooLargeError,
 )
 from trio_kafka.net import open_selector
@@ -284,6 +285,28 @@ async def test_a_transactional_append_the_topic_refuses_fails_alone() -> None:
             reader = PartitionReader(selector, isolation="read_committed")
             committed = [r.value for r in await reader.read_all("log", 0)]
         assert sorted(committed) == sorted([b"x" * 50] * 9 + [b"after"])
+
+
+@pytest.mark.parametrize("transactional", [False, True], ids=["cas", "transactional"])
+async def test_a_closed_writer_says_so(transactional: bool) -> None:
+    """Used after its block ended, a writer failed deep in its producer ("Nursery is
+    closed to new arrivals" from `read_to_end`; `ProducerClosedError` from `append`,
+    after a warning that an abort could not run)."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, {} if transactional else CAS)
+        async with open_conditional_writer(
+            "log",
+            0,
+            bootstrap=cluster.bootstrap,
+            guarantee="transactional" if transactional else "exactly_once_cas",
+        ) as log:
+            assert [r async for r in log.read_to_end()] == []
+            await log.append(b"one")
+        assert log.closed
+        with pytest.raises(ProducerClosedError, match="append on a closed writer of log-0"):
+            await log.append(b"late")
+        with pytest.raises(ProducerClosedError, match="read_to_end on a closed writer"):
+            [r async for r in log.read_to_end()]
 
 
 async def test_a_foreign_write_is_reported_and_the_writer_must_reread() -> None:

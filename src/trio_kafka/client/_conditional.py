@@ -123,6 +123,7 @@ from trio_kafka.errors import (
     ExpectedOffsetMismatchError,
     FatalError,
     KafkaError,
+    ProducerClosedError,
     ProducerFencedError,
     RetriableError,
     WriterFencedError,
@@ -370,6 +371,9 @@ class ConditionalWriter:
     #: producer failed for good: every later `append`/`read_to_end` raises a
     #: `WriterFencedError` from it. Never set on a CAS writer (it only goes stale).
     fenced: WriterFencedError | None = None
+    #: Set when its `open_conditional_writer` block ends: every later call raises
+    #: `ProducerClosedError`.
+    closed: bool = False
     #: Transactional appends per commit (a group), and how long a group's leader waits
     #: for more before committing (0: what queued up during the commit before, and the
     #: appends of the tasks woken with the leader: `_gather`).
@@ -405,7 +409,16 @@ class ConditionalWriter:
         )
 
     def _check_alive(self, call: str) -> None:
-        """A dead writer's `append`/`read_to_end` fails at once, saying why and what to do."""
+        """A dead or closed writer's `append`/`read_to_end` fails at once, saying why and
+        what to do (a closed one's used to fail deep in its producer: "Nursery is closed
+        to new arrivals", or an abort that could not run)."""
+        if self.closed:
+            raise ProducerClosedError(
+                f"{call} on a closed writer of {self.topic}-{self.partition} (writer "
+                f"{self.writer_id.decode()}): its `async with open_conditional_writer(...)` "
+                "block has ended; open a new writer, and read on from this one's "
+                f"last_read_end ({self.last_read_end})"
+            )
         if self.fenced is None:
             return
         raise WriterFencedError(
@@ -495,7 +508,7 @@ class ConditionalWriter:
         they are pipelined, each expecting the offset after those before it; on
         transactions they are committed in groups (`max_group`, `group_linger`).
         docs/cas.md, "Concurrent appends", says what an application may assume."""
-        if self.fenced is not None:
+        if self.fenced is not None or self.closed:
             self._check_alive("append")
         if self.next_offset is None:
             raise RuntimeError(
@@ -1128,7 +1141,7 @@ async def open_conditional_writer(
             else:
                 guarantee = "exactly_once_cas"
         if guarantee == "exactly_once_cas":
-            yield ConditionalWriter(
+            writer = ConditionalWriter(
                 producer,
                 PartitionReader(selector),
                 topic,
@@ -1138,6 +1151,10 @@ async def open_conditional_writer(
                 group_linger=group_linger,
                 rules=producer.seams()["harness"].rules,
             )
+            try:
+                yield writer
+            finally:
+                writer.closed = True
             return
         txn_producer = await stack.enter_async_context(
             open_producer(
@@ -1150,7 +1167,7 @@ async def open_conditional_writer(
             )
         )
         await txn_producer.init_transactions()  # fences the previous writer of the log
-        yield ConditionalWriter(
+        writer = ConditionalWriter(
             txn_producer,
             PartitionReader(selector),  # raw: the writer judges the markers itself
             topic,
@@ -1161,6 +1178,10 @@ async def open_conditional_writer(
             group_linger=group_linger,
             rules=txn_producer.seams()["harness"].rules,
         )
+        try:
+            yield writer
+        finally:
+            writer.closed = True
 
 
 __all__ = [
