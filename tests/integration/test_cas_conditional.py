@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 
 import anyio
 import pytest
@@ -307,6 +308,64 @@ async def test_a_closed_writer_says_so(transactional: bool) -> None:
             await log.append(b"late")
         with pytest.raises(ProducerClosedError, match="read_to_end on a closed writer"):
             [r async for r in log.read_to_end()]
+
+
+@pytest.mark.parametrize("transactional", [False, True], ids=["cas", "transactional"])
+async def test_an_append_its_producers_serializer_refuses_fails_alone(
+    transactional: bool,
+) -> None:
+    """A writer on a shared producer with a `value_serializer`: an append the serializer
+    refuses fails with the serializer's error and hurts no other append. Before, on CAS
+    it broke the chain (the next append: `ConcurrentWriteError`), and on transactions
+    every append committed with it failed with its error."""
+
+    def serialize(value: object) -> bytes:
+        if not isinstance(value, dict):
+            raise TypeError(f"not a dict: {value!r}")
+        return json.dumps(value, sort_keys=True).encode()
+
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, {} if transactional else CAS)
+        async with (
+            open_producer(cluster.bootstrap, linger=0, value_serializer=serialize) as shared,
+            open_conditional_writer(
+                "log",
+                0,
+                producer=shared,
+                guarantee="transactional" if transactional else "exactly_once_cas",
+            ) as log,
+        ):
+            assert [r async for r in log.read_to_end()] == []
+            with pytest.raises(TypeError, match="not a dict: 'bad'"):
+                await log.append("bad")  # type: ignore[arg-type]
+            assert (await log.append({"n": 1})).offset == 0  # type: ignore[arg-type]
+            outcomes: dict[int, object] = {}
+
+            async def append(n: int) -> None:
+                value: object = "bad" if n == 3 else {"n": n}
+                try:
+                    outcomes[n] = (await log.append(value)).offset  # type: ignore[arg-type]
+                except (TypeError, ConcurrentWriteError) as exc:
+                    outcomes[n] = exc
+
+            with anyio.fail_after(20):
+                async with anyio.create_task_group() as group:
+                    for n in range(2, 8):
+                        group.start_soon(append, n)
+            assert isinstance(outcomes.pop(3), TypeError)
+            if transactional:
+                assert all(isinstance(offset, int) for offset in outcomes.values())
+            elif any(isinstance(o, ConcurrentWriteError) for o in outcomes.values()):
+                # CAS: appends already claimed behind the refused one expected offsets
+                # past it, and fail with it (as behind any failure): read, go on.
+                async for _ in log.read_to_end(start=log.last_read_end):
+                    pass
+            assert (await log.append({"n": 9})).offset > 0  # type: ignore[arg-type]
+        async with open_selector(cluster.bootstrap) as selector:
+            reader = PartitionReader(selector, isolation="read_committed")
+            values = [json.loads(r.value or b"") for r in await reader.read_all("log", 0)]
+        assert values[0] == {"n": 1} and values[-1] == {"n": 9}
+        assert "bad" not in values
 
 
 async def test_a_foreign_write_is_reported_and_the_writer_must_reread() -> None:

@@ -679,8 +679,19 @@ class ConditionalWriter:
                 expected_offset=link.expected,
             )
         except BaseException as exc:  # (a cancelled send appended nothing)
-            chain.break_at(link.expected, "the append before it could not be sent")
             link.error = exc
+            if (
+                isinstance(exc, Exception)
+                and chain is self._chain
+                and self.sequence == link.sequence + 1
+                and not self._outbox
+                and self.next_offset is not None
+            ):
+                # Refused (what a serializer or an interceptor raised) and nothing
+                # claimed behind it: its offset is free again and the writer goes on.
+                self.next_offset -= 1
+                return
+            chain.break_at(link.expected, "the append before it could not be sent")
         else:
             chain.sent(link)
 
@@ -871,17 +882,27 @@ class ConditionalWriter:
                 try:
                     handles = []
                     async with producer.transaction():
-                        for p in todo:
-                            handles.append(
-                                await producer.send(
+                        for index, p in enumerate(todo):
+                            try:
+                                handle = await producer.send(
                                     self.topic,
                                     p.value,
                                     key=p.key,
                                     headers=p.headers,
                                     partition=self.partition,
                                 )
-                            )
+                            except KafkaError:
+                                raise
+                            except Exception as exc:  # a serializer's, an interceptor's
+                                p.fail(exc)
+                                raise _Refused(index) from exc
+                            handles.append(handle)
                     acks: list[Acknowledged] = [await handle for handle in handles]
+                except _Refused as bad:
+                    # That append fails alone (its transaction aborted): the others go
+                    # again without it.
+                    todo = todo[: bad.index] + todo[bad.index + 1 :]
+                    continue
                 except (ProducerFencedError, FatalError) as exc:
                     # Only our EndTxn(commit) commits the transaction: if none was sent
                     # (fenced at AddPartitionsToTxn, the usual), there is nothing to look for.
@@ -1007,6 +1028,15 @@ class ConditionalWriter:
             offset=expected,
             foreign_record=record,
         )
+
+
+class _Refused(Exception):
+    """Ends a group's transaction when the producer refused append `index` (it failed
+    with that error; the group goes again without it)."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
+        self.index = index
 
 
 def _refused_alone(handles: list[Any]) -> dict[int, KafkaError]:
