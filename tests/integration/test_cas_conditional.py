@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import pytest
@@ -48,6 +51,22 @@ def log_of(
         if not b.is_control
         for r in b.records
     ]
+
+
+@asynccontextmanager
+async def _fresh_log(
+    cluster: Cluster, transactional: bool, **options: Any
+) -> AsyncIterator[ConditionalWriter]:
+    """A writer of a new one-partition topic "log" (with CAS, or a transactional writer
+    of a topic without it), read to its (empty) end; `options` are
+    `open_conditional_writer`'s (`producer=` or, by default, the cluster's bootstrap)."""
+    cluster.create_topic("log", 1, {} if transactional else CAS)
+    if "producer" not in options:
+        options["bootstrap"] = cluster.bootstrap
+    guarantee = "transactional" if transactional else "exactly_once_cas"
+    async with open_conditional_writer("log", 0, guarantee=guarantee, **options) as log:
+        assert [r async for r in log.read_to_end()] == []
+        yield log
 
 
 async def test_send_with_expected_offset_lands_exactly_there() -> None:
@@ -156,21 +175,17 @@ async def test_an_append_carrying_another_writers_headers_is_still_known_as_ours
     twice)."""
     copied = [("tk.writer", b"the-source-log-writer"), ("tk.seq", b"41"), ("kind", b"copy")]
     async with mock_cluster() as cluster:
-        cluster.create_topic("log", 1, {} if transactional else CAS)
         if transactional:
             cluster.add_hook(EndTxnRequest, lambda call: DROP, after=True, times=1)
         else:
             cluster.add_hook(ProduceRequest, lambda call: DROP, after=True, times=1)
-        async with open_conditional_writer(
-            "log",
-            0,
-            bootstrap=cluster.bootstrap,
-            guarantee="transactional" if transactional else "exactly_once_cas",
+        async with _fresh_log(
+            cluster,
+            transactional,
             enable_idempotence=transactional,  # (CAS: the read-back path, not dedup)
             retry_backoff=0.01,
             writer_ids=lambda: "copier",
         ) as log:
-            assert [r async for r in log.read_to_end()] == []
             ack = await log.append(b"copied", headers=copied)
             assert ack.offset == 0
             # (Transactional: the first append's COMMIT marker is offset 1.)
@@ -192,16 +207,9 @@ async def test_a_bad_append_fails_alone_and_the_next_lands_where_it_would_have(
     writer's chain: the next, good append failed with `ConcurrentWriteError` and every
     later one until a re-read. Headers may be a dict, as `send()` takes them."""
     async with mock_cluster() as cluster:
-        cluster.create_topic("log", 1, {} if transactional else CAS)
-        async with open_conditional_writer(
-            "log",
-            0,
-            bootstrap=cluster.bootstrap,
-            guarantee="transactional" if transactional else "exactly_once_cas",
-            max_request_size=10_000,
-            writer_ids=lambda: "w",
+        async with _fresh_log(
+            cluster, transactional, max_request_size=10_000, writer_ids=lambda: "w"
         ) as log:
-            assert [r async for r in log.read_to_end()] == []
             first = await log.append(b"one", headers={"kind": "text"})
             with pytest.raises(TypeError, match="header 'n' value must be bytes, str or None"):
                 await log.append(b"bad", headers=[("n", 5)])  # type: ignore[list-item]
@@ -234,22 +242,14 @@ async def test_read_to_end_refuses_a_start_that_is_not_an_offset_and_the_writer_
     the broker (OFFSET_OUT_OF_RANGE) and a str to the Fetch encoder (`ProtocolError`),
     and both writers forgot their next offset first, so the next append asked for a
     re-read."""
-    async with mock_cluster() as cluster:
-        cluster.create_topic("log", 1, {} if transactional else CAS)
-        async with open_conditional_writer(
-            "log",
-            0,
-            bootstrap=cluster.bootstrap,
-            guarantee="transactional" if transactional else "exactly_once_cas",
-        ) as log:
-            assert [r async for r in log.read_to_end()] == []
-            with pytest.raises(ValueError, match=r"start must be an offset \(>= 0\), not -1"):
-                [r async for r in log.read_to_end(start=-1)]
-            with pytest.raises(TypeError, match=r"start must be an offset .* not str"):
-                [r async for r in log.read_to_end(start="0")]  # type: ignore[arg-type]
-            with pytest.raises(TypeError, match=r"start must be an offset .* not bool"):
-                [r async for r in log.read_to_end(start=True)]
-            assert (await log.append(b"goes on")).offset == 0
+    async with mock_cluster() as cluster, _fresh_log(cluster, transactional) as log:
+        with pytest.raises(ValueError, match=r"start must be an offset \(>= 0\), not -1"):
+            [r async for r in log.read_to_end(start=-1)]
+        with pytest.raises(TypeError, match=r"start must be an offset .* not str"):
+            [r async for r in log.read_to_end(start="0")]  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"start must be an offset .* not bool"):
+            [r async for r in log.read_to_end(start=True)]
+        assert (await log.append(b"goes on")).offset == 0
 
 
 async def test_a_transactional_append_the_topic_refuses_fails_alone() -> None:
@@ -294,14 +294,7 @@ async def test_a_closed_writer_says_so(transactional: bool) -> None:
     closed to new arrivals" from `read_to_end`; `ProducerClosedError` from `append`,
     after a warning that an abort could not run)."""
     async with mock_cluster() as cluster:
-        cluster.create_topic("log", 1, {} if transactional else CAS)
-        async with open_conditional_writer(
-            "log",
-            0,
-            bootstrap=cluster.bootstrap,
-            guarantee="transactional" if transactional else "exactly_once_cas",
-        ) as log:
-            assert [r async for r in log.read_to_end()] == []
+        async with _fresh_log(cluster, transactional) as log:
             await log.append(b"one")
         assert log.closed
         with pytest.raises(ProducerClosedError, match="append on a closed writer of log-0"):
@@ -325,17 +318,10 @@ async def test_an_append_its_producers_serializer_refuses_fails_alone(
         return json.dumps(value, sort_keys=True).encode()
 
     async with mock_cluster() as cluster:
-        cluster.create_topic("log", 1, {} if transactional else CAS)
         async with (
             open_producer(cluster.bootstrap, linger=0, value_serializer=serialize) as shared,
-            open_conditional_writer(
-                "log",
-                0,
-                producer=shared,
-                guarantee="transactional" if transactional else "exactly_once_cas",
-            ) as log,
+            _fresh_log(cluster, transactional, producer=shared) as log,
         ):
-            assert [r async for r in log.read_to_end()] == []
             with pytest.raises(TypeError, match="not a dict: 'bad'"):
                 await log.append("bad")  # type: ignore[arg-type]
             assert (await log.append({"n": 1})).offset == 0  # type: ignore[arg-type]

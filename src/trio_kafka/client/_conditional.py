@@ -1170,43 +1170,30 @@ async def open_conditional_writer(
                 guarantee = "transactional"
             else:
                 guarantee = "exactly_once_cas"
-        if guarantee == "exactly_once_cas":
-            writer = ConditionalWriter(
-                producer,
-                PartitionReader(selector),
-                topic,
-                partition,
-                source().encode(),
-                max_group=max_group,
-                group_linger=group_linger,
-                rules=producer.seams()["harness"].rules,
+        writer_producer = producer
+        if guarantee == "transactional":
+            writer_producer = await stack.enter_async_context(
+                open_producer(
+                    selector=selector,
+                    # The producer's clocks, generator and harness: under the simulator,
+                    # records stamped by time.time() would differ run to run.
+                    **producer.seams(),
+                    **transactional_options(producer),
+                    transactional_id=log_transactional_id(topic, partition),
+                )
             )
-            try:
-                yield writer
-            finally:
-                writer.closed = True
-            return
-        txn_producer = await stack.enter_async_context(
-            open_producer(
-                selector=selector,
-                # The producer's clocks, generator and harness: under the simulator,
-                # records stamped by time.time() would differ run to run.
-                **producer.seams(),
-                **transactional_options(producer),
-                transactional_id=log_transactional_id(topic, partition),
-            )
-        )
-        await txn_producer.init_transactions()  # fences the previous writer of the log
+            await writer_producer.init_transactions()  # fences the previous writer
         writer = ConditionalWriter(
-            txn_producer,
-            PartitionReader(selector),  # raw: the writer judges the markers itself
+            writer_producer,
+            # Raw: a transactional writer judges the markers itself.
+            PartitionReader(selector),
             topic,
             partition,
             source().encode(),
-            guarantee="transactional",
+            guarantee=guarantee,
             max_group=max_group,
             group_linger=group_linger,
-            rules=txn_producer.seams()["harness"].rules,
+            rules=writer_producer.seams()["harness"].rules,
         )
         try:
             yield writer

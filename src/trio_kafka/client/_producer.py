@@ -692,18 +692,10 @@ class Producer:
             self._txn.check_send()
         _check_extras(None, partition, None)
         if not {*map(type, values)} <= _BYTES_OR_NONE:
-            for index, value in enumerate(values):
-                try:
-                    _check_types(value, None)
-                except TypeError as exc:
-                    raise TypeError(f"send_many: record {index}: {exc}") from None
+            _check_each(values, lambda value: _check_types(value, None))
             values = _as_bytes(values)  # bytearray, memoryview: copied, as send() does
         if keys is not None and not {*map(type, keys)} <= _BYTES_OR_NONE:
-            for index, key in enumerate(keys):
-                try:
-                    _check_types(b"", key)
-                except TypeError as exc:
-                    raise TypeError(f"send_many: record {index}: {exc}") from None
+            _check_each(keys, lambda key: _check_types(b"", key))
             keys = _as_bytes(keys)
         spans: list[BatchSpan] = []
         position = 0
@@ -794,11 +786,8 @@ class Producer:
                 if not isinstance(name, str):
                     raise TypeError(f"topic must be a str, not {type(name).__name__}")
                 check_topic_name(name)
-                _check_types(
-                    None if config.value_serializer is not None else value,
-                    None if config.key_serializer is not None else key,
-                )
-                _check_extras(headers, part, timestamp)
+                checked_record(config, value, key, headers)
+                _check_extras(None, part, timestamp)
             except KafkaError as exc:  # (InvalidTopicError: its message names the topic)
                 exc.add_note(f"send_many: record {index}; nothing of the call was appended")
                 raise
@@ -1301,6 +1290,16 @@ def checked_record(
                 f"{config.max_request_size}"
             )
     return checked
+
+
+def _check_each(items: Sequence[Any], check: Callable[[Any], None]) -> None:
+    """`check` each of a `send_many` call's values or keys; its `TypeError` names the
+    record."""
+    for index, item in enumerate(items):
+        try:
+            check(item)
+        except TypeError as exc:
+            raise TypeError(f"send_many: record {index}: {exc}") from None
 
 
 def _check_types(value: Any, key: Any) -> None:
