@@ -9,9 +9,13 @@ starts a thread and returns. That thread calls `close(timeout)`, which refuses n
 (`ProducerClosedError` naming the signal), flushes for up to `timeout`, and settles
 whatever is left (`Failed` if never sent, `Ambiguous` if in flight): every record handed
 over is acknowledged or reported failed through its future and callbacks. Then the
-signal takes the course it had before: the closing thread signals the process again,
-and the handler, back in the main thread (only it may), puts the earlier handler back
-and raises the signal once more. By default the process then ends killed by SIGTERM
+signal takes the course it had before: the closing thread signals the main thread again
+(`pthread_kill`: a signal sent to the process may be taken by any thread, and then the
+main thread stays blocked in its sleep or join until that call returns by itself), and
+the handler, back in the main thread (only it may), puts the earlier handler back and
+raises the signal once more. A signal that arrives just before the main thread enters a
+blocking call does not interrupt that call, so the closing thread signals it again every
+second until the handler has run (or until another handler has replaced it). By default the process then ends killed by SIGTERM
 (status 143 in a shell), as it would have, only later and with nothing unreported. A
 second SIGTERM during the close changes nothing: the close is bounded by `timeout`.
 
@@ -21,7 +25,6 @@ another thread `install_sigterm_handler` raises `ConfigError` and installs nothi
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 from collections.abc import Callable
@@ -54,21 +57,33 @@ def install_sigterm_handler(
             "call it in the main thread, or close the producer from your own shutdown path"
         )
     previous: _Handler = signal.getsignal(signum)
-    # Set by the first signal (a close is under way), and once that close is done.
+    main_thread = threading.main_thread().ident
+    assert main_thread is not None
+    # Set by the first signal (a close is under way), once that close is done, and once
+    # the handler has handed the signal on; `handing` orders the last with a resend.
     started = threading.Event()
     closed = threading.Event()
+    handed_on = threading.Event()
+    handing = threading.Lock()
 
     def closer() -> None:
         try:
             producer.close_on_signal(signal.Signals(signum).name, timeout)
         finally:
             closed.set()
-            # Process-directed, so Linux wakes the main thread (blocked in a sleep, a
-            # join) to run `handler` again, which hands the signal on.
-            os.kill(os.getpid(), signum)
+            # Wake the main thread (blocked in a sleep, a join) to run `handler` again,
+            # which hands the signal on; again each second until it has (module doc).
+            while True:
+                with handing:
+                    if handed_on.is_set() or signal.getsignal(signum) is not handler:
+                        break
+                    signal.pthread_kill(main_thread, signum)
+                handed_on.wait(1.0)
 
     def handler(received: int, frame: Any) -> None:
         if closed.is_set():
+            with handing:
+                handed_on.set()
             restore()
             signal.raise_signal(received)
             return

@@ -5,6 +5,8 @@ this file is serial too (SERIAL_PATHS has "_shutdown.py")."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -26,23 +28,35 @@ def test_the_page_has_its_three_programs() -> None:
 
 
 def _run(source: str, bootstrap: str) -> tuple[int, str]:
-    """Start the program, SIGTERM it a second after it says it is producing."""
+    """Start the program, SIGTERM it a second after it says it is producing. A program
+    still running 60 s later fails the test with every thread's stack (faulthandler, on
+    SIGABRT)."""
     program = source.replace("127.0.0.1:9092", bootstrap)
-    child = subprocess.Popen(
-        [sys.executable, "-c", program], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
-    try:
-        assert child.stdout is not None
-        first = child.stdout.readline().decode()
-        assert first.startswith("producing until SIGTERM"), first
-        time.sleep(1.0)
-        child.send_signal(signal.SIGTERM)
-        rest, _ = child.communicate(timeout=60)
-        return child.returncode, first + rest.decode()
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+    environment = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+    with subprocess.Popen(
+        [sys.executable, "-c", program],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=environment,
+    ) as child:  # leaving it closes the pipe and waits for the child
+        try:
+            assert child.stdout is not None
+            first = child.stdout.readline().decode()
+            assert first.startswith("producing until SIGTERM"), first
+            time.sleep(1.0)
+            child.send_signal(signal.SIGTERM)
+            try:
+                rest, _ = child.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                child.send_signal(signal.SIGABRT)
+                rest = b""
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    rest, _ = child.communicate(timeout=10)
+                pytest.fail(f"still running 60 s after SIGTERM:\n{first}{rest.decode()}")
+            return child.returncode, first + rest.decode()
+        finally:
+            if child.poll() is None:
+                child.kill()
 
 
 @pytest.mark.parametrize("number", [1, 2], ids=["trio", "asyncio"])
