@@ -77,6 +77,31 @@ async def test_a_resume_with_the_same_routing_loads_the_rest_once() -> None:
         assert loaded == sorted(UNKEYED)
 
 
+async def test_a_load_begun_before_its_input_was_recorded_resumes_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`trio-kafka load` began recording its file's digest (`input`) in its routing
+    after loads had begun without it: such a load was refused on resume as if its input
+    had changed ("input: None then, 'sha256:...' now"). It resumes, saying what it
+    could not check."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("t", 3, CAS)
+        async with open_selector(cluster.bootstrap) as selector:
+            before = {"key_field": "user", "format": "jsonl"}
+            await loader(selector, routing=before).run(KEYED[:1000])
+            now = {**before, "input": "sha256:" + "0" * 64}
+            with caplog.at_level("WARNING", logger="trio_kafka.load"):
+                result = await loader(selector, routing=now).run(KEYED)
+            # Once begun with it, the digest is checked like any other entry.
+            with pytest.raises(ConfigError, match=r"input: 'sha256:0+' then, 'sha256:1+' now"):
+                await loader(selector, routing={**before, "input": "sha256:" + "1" * 64}).run(KEYED)
+        assert (result.loaded, result.skipped) == (2000, 1000)
+        loaded = sorted(v for p in range(3) for v in log_values(cluster, "t", p))
+        assert loaded == sorted(UNKEYED)
+        warned = [r.getMessage() for r in caplog.records if r.name == "trio_kafka.load"]
+        assert any("did not record its input" in m for m in warned), warned
+
+
 async def test_a_resume_with_another_partition_count_is_refused() -> None:
     async with mock_cluster() as cluster:
         cluster.create_topic("t", 2, CAS)

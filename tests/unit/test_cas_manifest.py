@@ -12,7 +12,7 @@ from trio_kafka._cli.load import count_rows, default_load_id, read_rows
 from trio_kafka.client import row_of, writer_of
 from trio_kafka.client._bulk import partition_of
 from trio_kafka.core import partition_for_key
-from trio_kafka.core._load import encode_routing, routing_changes
+from trio_kafka.core._load import encode_routing, routing_changes, unrecorded
 from trio_kafka.records import Record
 
 
@@ -85,3 +85,18 @@ def test_routing_changes_name_each_difference_and_take_none_for_unset() -> None:
     ]
     assert routing_changes({"partitions": 6}, {"partitions": 6, "key_field": None}) == []
     assert encode_routing({"b": 1, "a": None, "c": "x"}) == b'{"b":1,"c":"x"}'
+
+
+def test_an_entry_recorded_since_is_not_compared_when_a_load_lacks_it() -> None:
+    then = {"format": "jsonl"}
+    now = {"format": "jsonl", "input": "sha256:ab"}
+    assert routing_changes(then, now) == []
+    assert unrecorded(then, now) == ["input"]
+    assert routing_changes({**then, "input": "sha256:cd"}, now) == [
+        "input: 'sha256:cd' then, 'sha256:ab' now"
+    ]
+    assert unrecorded({**then, "input": "sha256:cd"}, now) == []
+    # Any other missing entry still means None.
+    assert routing_changes(then, {**now, "key_field": "user"}) == [
+        "key_field: None then, 'user' now"
+    ]

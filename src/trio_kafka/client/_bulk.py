@@ -147,6 +147,7 @@ from trio_kafka.core import (
     routing_changes,
     routing_of,
     row_of,
+    unrecorded,
 )
 from trio_kafka.errors import (
     AbortableError,
@@ -447,6 +448,14 @@ class BulkLoader:
                 "Resuming with it would skip rows by numbers that now name other rows, "
                 "loading some twice and others never: run it again with the options it "
                 f"began with, or {_FRESH}"
+            )
+        for name in unrecorded(recorded, routing):
+            logger.warning(
+                "%s was begun by an older trio-kafka, which did not record its %s: this "
+                "run resumes it without checking that (%r now)",
+                where,
+                name,
+                routing[name],
             )
 
     async def finished(self, rows: int) -> LoadResult | None:

@@ -94,6 +94,7 @@ from trio_kafka.core._load import (
     routing_changes,
     routing_of,
     row_of,
+    unrecorded,
 )
 from trio_kafka.core._partitioner import ClusterView, partition_for_key
 from trio_kafka.core._record import (
@@ -193,4 +194,5 @@ __all__ = [
     "routing_changes",
     "routing_of",
     "row_of",
+    "unrecorded",
 ]

@@ -182,12 +182,28 @@ def routing_of(record: Record) -> dict[str, object] | None:
     return routing if isinstance(routing, dict) else None
 
 
+#: Routing entries that trio-kafka began recording after loads were begun without them
+#: (`trio-kafka load`'s `input`, its file's SHA-256): a checkpoint without one says
+#: nothing about it, so it is not compared (`unrecorded`), where any other missing entry
+#: means None (no key field, ...).
+RECORDED_SINCE = frozenset({"input"})
+
+
+def unrecorded(recorded: Routing, now: Routing) -> list[str]:
+    """The entries of this run's routing that the load's checkpoints do not record and
+    so cannot be checked (those of `RECORDED_SINCE` that a load begun before them lacks)."""
+    return sorted(name for name in RECORDED_SINCE if name in now and name not in recorded)
+
+
 def routing_changes(recorded: Routing, now: Routing) -> list[str]:
     """What differs between the routing a load began with and this run's, one entry a
-    name: "key_field: 'user' then, None now" (empty: the same; a missing entry is None)."""
+    name: "key_field: 'user' then, None now" (empty: the same; a missing entry is None,
+    except one of `RECORDED_SINCE`, which is not compared)."""
     changes = []
     for name in sorted({*recorded, *now}):
         then, current = recorded.get(name), now.get(name)
+        if then is None and name in RECORDED_SINCE:
+            continue
         if then != current:
             changes.append(f"{name}: {then!r} then, {current!r} now")
     return changes
@@ -864,5 +880,6 @@ __all__ = [
     "routing_of",
     "row_of",
     "run_size",
+    "unrecorded",
     "unstreamed",
 ]
