@@ -303,14 +303,19 @@ async def test_a_closed_writer_says_so(transactional: bool) -> None:
             [r async for r in log.read_to_end()]
 
 
-@pytest.mark.parametrize("transactional", [False, True], ids=["cas", "transactional"])
+@pytest.mark.parametrize(
+    ("transactional", "idempotent"),
+    [(False, True), (False, False), (True, True)],
+    ids=["cas", "cas-not-idempotent", "transactional"],
+)
 async def test_an_append_its_producers_serializer_refuses_fails_alone(
-    transactional: bool,
+    transactional: bool, idempotent: bool
 ) -> None:
     """A writer on a shared producer with a `value_serializer`: an append the serializer
     refuses fails with the serializer's error and hurts no other append. Before, on CAS
-    it broke the chain (the next append: `ConcurrentWriteError`), and on transactions
-    every append committed with it failed with its error."""
+    it broke the chain (the next append: `ConcurrentWriteError`; still on a producer
+    without idempotence, whose appends go one at a time), and on transactions every
+    append committed with it failed with its error."""
 
     def serialize(value: object) -> bytes:
         if not isinstance(value, dict):
@@ -319,7 +324,12 @@ async def test_an_append_its_producers_serializer_refuses_fails_alone(
 
     async with mock_cluster() as cluster:
         async with (
-            open_producer(cluster.bootstrap, linger=0, value_serializer=serialize) as shared,
+            open_producer(
+                cluster.bootstrap,
+                linger=0,
+                value_serializer=serialize,
+                enable_idempotence=idempotent,
+            ) as shared,
             _fresh_log(cluster, transactional, producer=shared) as log,
         ):
             with pytest.raises(TypeError, match="not a dict: 'bad'"):

@@ -587,16 +587,18 @@ class ConditionalWriter:
         (`_turns`, released when this one has its own)."""
         chain = link.chain
         await self._turns.take(on_cancel=chain.cancelled)
+        if chain.broken is not None:
+            self._turns.release()
+            raise self._behind_failure(chain, link.expected, link.sequence)
+        self.attempts += 1
         try:
-            if chain.broken is not None:
-                raise self._behind_failure(chain, link.expected, link.sequence)
-            self.attempts += 1
             link.handle = await self._send_cas(link.value, link.key, link.headers, link.expected)
-            chain.sent(link)
-        except BaseException:
-            chain.break_at(link.expected, "the append before it could not be sent")
+        except BaseException as exc:
+            if not self._gave_back(link, exc):
+                chain.break_at(link.expected, "the append before it could not be sent")
             self._turns.release()
             raise
+        chain.sent(link)
         return link.handle
 
     async def _send_cas(
@@ -680,20 +682,25 @@ class ConditionalWriter:
             )
         except BaseException as exc:  # (a cancelled send appended nothing)
             link.error = exc
-            if (
-                isinstance(exc, Exception)
-                and chain is self._chain
-                and self.sequence == link.sequence + 1
-                and not self._outbox
-                and self.next_offset is not None
-            ):
-                # Refused (what a serializer or an interceptor raised) and nothing
-                # claimed behind it: its offset is free again and the writer goes on.
-                self.next_offset -= 1
-                return
-            chain.break_at(link.expected, "the append before it could not be sent")
+            if not self._gave_back(link, exc):
+                chain.break_at(link.expected, "the append before it could not be sent")
         else:
             chain.sent(link)
+
+    def _gave_back(self, link: _Link, exc: BaseException) -> bool:
+        """The producer refused `link` (what a serializer or an interceptor raised), so
+        nothing was appended: if no append claimed an offset behind it, its offset is
+        free again and the writer goes on (True); else the chain must break."""
+        if (
+            isinstance(exc, Exception)
+            and link.chain is self._chain
+            and self.sequence == link.sequence + 1
+            and not self._outbox
+            and self.next_offset is not None
+        ):
+            self.next_offset -= 1
+            return True
+        return False
 
     def _handed(self, link: _Link) -> None:
         """A queued `link` is handed over (or failed): wake its task once it is answered,
