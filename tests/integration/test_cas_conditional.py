@@ -288,6 +288,32 @@ async def test_a_transactional_append_the_topic_refuses_fails_alone() -> None:
         assert sorted(committed) == sorted([b"x" * 50] * 9 + [b"after"])
 
 
+async def test_concurrent_appends_to_a_topic_with_a_small_batch_limit_each_land() -> None:
+    """Sixteen appends of 200 B at once on a topic with `max.message.bytes=1000`: each
+    fits alone, but pipelined they joined one CAS batch of 4,358 bytes, which the broker
+    refused and which is never split, so the first failed with `RecordTooLargeError` and
+    the fifteen behind it with `ConcurrentWriteError`. The writer learns the topic's
+    limit with its CAS config and cuts its batches below it."""
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, {**CAS, "max.message.bytes": "1000"})
+        async with open_conditional_writer("log", 0, bootstrap=cluster.bootstrap) as log:
+            assert [r async for r in log.read_to_end()] == []
+            offsets: list[int] = []
+
+            async def append() -> None:
+                offsets.append((await log.append(b"x" * 200)).offset)
+
+            with anyio.fail_after(20):
+                async with anyio.create_task_group() as group:
+                    for _ in range(16):
+                        group.start_soon(append)
+            assert sorted(offsets) == list(range(16))
+            with pytest.raises(RecordTooLargeError):
+                await log.append(b"y" * 2000)  # alone over the limit: fails alone
+            assert (await log.append(b"after")).offset == 16
+        assert len(log_of(cluster, "log")) == 17
+
+
 @pytest.mark.parametrize("transactional", [False, True], ids=["cas", "transactional"])
 async def test_a_closed_writer_says_so(transactional: bool) -> None:
     """Used after its block ended, a writer failed deep in its producer ("Nursery is

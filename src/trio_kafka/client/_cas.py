@@ -64,6 +64,8 @@ from trio_kafka.protocol.messages.describe_configs import (
 
 #: The topic config that turns the broker's check on.
 CAS_TOPIC_CONFIG = "expected.offset.check.enable"
+#: The topic config that bounds a batch: pipelined CAS appends are cut below it.
+MAX_MESSAGE_BYTES = "max.message.bytes"
 #: The remedy `CasGate.check` names for a CAS send refused: what works on any broker.
 SEND_INSTEAD = "send without expected_offset"
 _TOPIC_RESOURCE = 2
@@ -78,6 +80,8 @@ class CasGate:
         self._selector = weakref.ref(selector)
         # Topic -> whether its CAS config is on (learned once from DescribeConfigs).
         self._topics: dict[str, bool] = {}
+        # Topic -> its max.message.bytes (None: not reported), learned with the config.
+        self._limits: dict[str, int | None] = {}
         # The last ApiVersions answer seen to advertise the CAS feature (a connection's
         # answer does not change: `checked_leader` need not ask it again).
         self._advertised: ApiVersionsInfo | None = None
@@ -132,7 +136,9 @@ class CasGate:
             )
         enabled = self._topics.get(topic)
         if enabled is None:
-            enabled = self._topics[topic] = await topic_cas_enabled(selector, topic, leader)
+            enabled, limit = await topic_cas_config(selector, topic, leader)
+            self._topics[topic] = enabled
+            self._limits[topic] = limit
         if not enabled:
             raise CasNotSupportedError(
                 f"refusing a write with expected_offset to {topic}-{partition}: the topic "
@@ -141,6 +147,11 @@ class CasGate:
                 f"`create_topic(selector, {topic!r}, partitions, cas=True)`), or {instead}."
             )
         return leader
+
+    def max_message_bytes(self, topic: str) -> int | None:
+        """The largest batch `topic` takes (its `max.message.bytes`, learned by `check`;
+        None: not reported, or not checked yet)."""
+        return self._limits.get(topic)
 
     def checked_leader(self, topic: str, partition: int) -> int | None:
         """The partition's leader when everything `check` asks is already known and
@@ -195,37 +206,58 @@ async def describe_topic_config(
 ) -> str | None:
     """The value of topic config `name` (DescribeConfigs; None: not reported). A failed
     request or an error answer raises `KafkaError`."""
+    return (await describe_topic_configs(selector, topic, [name], node))[name]
+
+
+async def describe_topic_configs(
+    selector: KafkaSelector, topic: str, names: list[str], node: int | None = None
+) -> dict[str, str | None]:
+    """The values of topic configs `names`, in one DescribeConfigs (None: not
+    reported). A failed request or an error answer raises `KafkaError`."""
     if node is None:
         node = selector.least_loaded_node()
     request = DescribeConfigsRequest(
         resources=[
             DescribeConfigsResource(
-                resource_type=_TOPIC_RESOURCE, resource_name=topic, configuration_keys=[name]
+                resource_type=_TOPIC_RESOURCE, resource_name=topic, configuration_keys=names
             )
         ]
     )
     response = await selector.request(node, request)
+    values: dict[str, str | None] = dict.fromkeys(names)
     for result in response.results:
         if result.resource_name != topic:
             continue
         if result.error_code != ErrorCode.NONE:
             raise error_for_code(result.error_code, result.error_message)
         for config in result.configs:
-            if config.name == name:
-                return str(config.value) if config.value is not None else None
-    return None
+            if config.name in values:
+                values[config.name] = str(config.value) if config.value is not None else None
+    return values
 
 
-async def topic_cas_enabled(selector: KafkaSelector, topic: str, node: int | None = None) -> bool:
-    """Whether `topic` has `expected.offset.check.enable=true` (DescribeConfigs)."""
+async def topic_cas_config(
+    selector: KafkaSelector, topic: str, node: int | None = None
+) -> tuple[bool, int | None]:
+    """Whether `topic` has `expected.offset.check.enable=true`, and its
+    `max.message.bytes` (None: not reported), in one DescribeConfigs."""
     try:
-        value = await describe_topic_config(selector, topic, CAS_TOPIC_CONFIG, node)
+        values = await describe_topic_configs(
+            selector, topic, [CAS_TOPIC_CONFIG, MAX_MESSAGE_BYTES], node
+        )
     except KafkaError as exc:
         raise CasNotSupportedError(
             f"cannot learn whether topic {topic!r} has {CAS_TOPIC_CONFIG}=true: "
             f"DescribeConfigs failed ({exc}); refusing the CAS write"
         ) from exc
-    return (value or "").strip().lower() == "true"
+    enabled = (values[CAS_TOPIC_CONFIG] or "").strip().lower() == "true"
+    limit = values[MAX_MESSAGE_BYTES]
+    return enabled, int(limit) if limit is not None and limit.strip().isdigit() else None
+
+
+async def topic_cas_enabled(selector: KafkaSelector, topic: str, node: int | None = None) -> bool:
+    """Whether `topic` has `expected.offset.check.enable=true` (DescribeConfigs)."""
+    return (await topic_cas_config(selector, topic, node))[0]
 
 
 async def create_topic(
@@ -286,5 +318,6 @@ __all__ = [
     "cas_gate",
     "create_topic",
     "describe_topic_config",
+    "describe_topic_configs",
     "topic_cas_enabled",
 ]

@@ -208,6 +208,9 @@ class _Link:
     settled: bool = False
     failed: bool = False
     unknown: bool = False
+    #: The broker refused it (its `RecordTooLargeError`, ...): not written, and no
+    #: earlier attempt of it may have been.
+    refused: bool = False
     #: An attempt was answered with anything but a success (counted in
     #: `_Chain.doubts` until it is settled).
     doubted: bool = False
@@ -567,9 +570,10 @@ class ConditionalWriter:
             if chain is self._chain:
                 self.next_offset = None
             raise
-        except BaseException:
-            link.unknown = True
-            chain.break_at(expected, "the append before it ended without an answer")
+        except BaseException as exc:
+            if not (link.refused and self._gave_back(link, exc)):
+                link.unknown = True
+                chain.break_at(expected, "the append before it ended without an answer")
             raise
         finally:
             chain.settle(link)
@@ -688,9 +692,10 @@ class ConditionalWriter:
             chain.sent(link)
 
     def _gave_back(self, link: _Link, exc: BaseException) -> bool:
-        """The producer refused `link` (what a serializer or an interceptor raised), so
-        nothing was appended: if no append claimed an offset behind it, its offset is
-        free again and the writer goes on (True); else the chain must break."""
+        """`link` was not written: the producer refused it (what a serializer or an
+        interceptor raised), or the broker did (`link.refused`). If no append claimed an
+        offset behind it, its offset is free again and the writer goes on (True); else
+        the chain must break."""
         if (
             isinstance(exc, Exception)
             and link.chain is self._chain
@@ -792,6 +797,7 @@ class ConditionalWriter:
                     return await self._settle_behind(chain, expected, sequence)
                 if before == "unknown" and not lost:  # (not written)
                     raise self._behind_failure(chain, expected, sequence) from exc
+                link.refused = not lost  # (else an earlier attempt may have landed)
                 raise
             else:
                 if ack.offset != expected:  # dedup without the original offset (-1)

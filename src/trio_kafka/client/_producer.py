@@ -115,6 +115,7 @@ from trio_kafka.net import (
     loop_time,
     loop_time_parts,
 )
+from trio_kafka.records import HEADER_SIZE
 
 logger = logging.getLogger("trio_kafka.producer")
 
@@ -625,6 +626,11 @@ class Producer:
             gate = self._cas_gate = cas_gate(self.selector)
         if gate.checked_leader(topic, partition) is None:  # (known and passed: no await)
             await gate.check(topic, partition, timeout=max(deadline - self._now(), 0.0))
+        cas_batch_bytes = self._core.accumulator.cas_batch_bytes
+        if topic not in cas_batch_bytes:
+            limit = gate.max_message_bytes(topic)
+            if limit is not None:  # the batch's header is not in its records' bytes
+                cas_batch_bytes[topic] = max(limit - HEADER_SIZE, 1)
         size = len(value or b"") + len(key or b"")
         self._calls += 1
         if not self._calls & _CHECKPOINT_MASK:

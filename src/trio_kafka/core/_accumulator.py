@@ -156,6 +156,11 @@ class RecordAccumulator:
         # Seconds to add to `now` to get Unix time for record timestamps (set by the driver).
         self.wall_offset = wall_offset
         self.batch_size = config.batch_size
+        # Topic -> the record bytes a CAS batch of it may hold, below the topic's
+        # max.message.bytes (learned by the client's CAS gate): CAS records sent one by
+        # one join one batch (`_joins`), which is never split, so a batch over the
+        # topic's limit failed every record in it where each alone would have landed.
+        self.cas_batch_bytes: dict[str, int] = {}
         self.batches = BatchQueues(config, sequencing)
         # Queued batches per partition at the last ready() (KIP-794's load stats).
         self._ready_lengths: dict[tuple[str, int], int] = {}
@@ -508,10 +513,13 @@ class RecordAccumulator:
         if batch is None or size > batch.room or not _joins(batch, expected_offset):
             if batch is not None:
                 batch.seal()
+            capacity = self.batch_size
+            if expected_offset >= 0:
+                capacity = min(capacity, self.cas_batch_bytes.get(topic, capacity))
             batch = ProducerBatch(
                 topic,
                 partition,
-                max(self.batch_size, size),
+                max(capacity, size),
                 now,
                 self.wall_offset,
                 expected_offset,
