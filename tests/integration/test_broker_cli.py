@@ -24,7 +24,9 @@ def test_cli_broker_serves_a_producer_and_logs_connections(tmp_path: Path) -> No
     users = tmp_path / "users.txt"
     users.write_text("# users\nalice:secret\n")
     cli = Path(sys.executable).parent / "trio-kafka"
-    proc = subprocess.Popen(
+    # (Leaving the block closes the pipe and reaps the child, killed if it outlived the
+    # test: a pipe left open failed a later test with a ResourceWarning.)
+    with subprocess.Popen(
         [
             str(cli),
             "broker",
@@ -37,32 +39,42 @@ def test_cli_broker_serves_a_producer_and_logs_connections(tmp_path: Path) -> No
         ],
         stderr=subprocess.PIPE,
         text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        banner = proc.stderr.readline()
-        assert f"127.0.0.1:{port}" in banner
-        assert "SASL_PLAINTEXT" in banner
-        producer = confluent_kafka.Producer(
-            {
-                "bootstrap.servers": f"127.0.0.1:{port}",
-                "security.protocol": "SASL_PLAINTEXT",
-                "sasl.mechanism": "SCRAM-SHA-256",
-                "sasl.username": "alice",
-                "sasl.password": "secret",
-                "log_level": 0,
-            }
-        )
-        offsets: list[int] = []
-        producer.produce("cli", value=b"x", on_delivery=lambda e, m: offsets.append(m.offset()))
-        assert producer.flush(10) == 0
-        assert offsets == [0]
-        del producer
-    finally:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=10)
+    ) as proc:
+        try:
+            _serve_a_producer(proc, port)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                _, err = proc.communicate(timeout=10)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
     assert "connection from 127.0.0.1" in err
     assert proc.returncode == 0
+
+
+def _serve_a_producer(proc: subprocess.Popen[str], port: int) -> None:
+    """The broker's banner names its address and SASL; a confluent-kafka producer
+    with SCRAM-SHA-256 gets its record acknowledged at offset 0."""
+    assert proc.stderr is not None
+    banner = proc.stderr.readline()
+    assert f"127.0.0.1:{port}" in banner
+    assert "SASL_PLAINTEXT" in banner
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": f"127.0.0.1:{port}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "alice",
+            "sasl.password": "secret",
+            "log_level": 0,
+        }
+    )
+    offsets: list[int] = []
+    producer.produce("cli", value=b"x", on_delivery=lambda e, m: offsets.append(m.offset()))
+    assert producer.flush(10) == 0
+    assert offsets == [0]
+    del producer
 
 
 def test_mock_broker_process_serves_its_partitions_and_stops() -> None:

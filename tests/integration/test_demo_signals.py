@@ -15,24 +15,27 @@ _DEMO = [sys.executable, "-c", "from trio_kafka.cli import main; main()", "demo"
 
 
 def _stop_at(marker: str, options: list[str]) -> tuple[int, str]:
-    child = subprocess.Popen([*_DEMO, *options], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     output: list[str] = []
-    try:
-        assert child.stdout is not None
-        for raw in child.stdout:
-            line = raw.decode(errors="replace")
-            output.append(line)
-            if marker in line:
-                time.sleep(0.5)
-                child.send_signal(signal.SIGTERM)
-                break
-        rest, _ = child.communicate(timeout=60)
-        output.append(rest.decode(errors="replace"))
-        return child.returncode, "".join(output)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+    # Leaving the block closes the pipe and reaps the child (killed if still running): a
+    # pipe left open failed a later test with a ResourceWarning.
+    with subprocess.Popen(
+        [*_DEMO, *options], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    ) as child:
+        try:
+            assert child.stdout is not None
+            for raw in child.stdout:
+                line = raw.decode(errors="replace")
+                output.append(line)
+                if marker in line:
+                    time.sleep(0.5)
+                    child.send_signal(signal.SIGTERM)
+                    break
+            rest, _ = child.communicate(timeout=60)
+            output.append(rest.decode(errors="replace"))
+            return child.returncode, "".join(output)
+        finally:
+            if child.poll() is None:
+                child.kill()
 
 
 @pytest.mark.parametrize(

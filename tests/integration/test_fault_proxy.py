@@ -410,7 +410,7 @@ def test_proxy_command_runs_a_schedule_and_stops_on_sigint() -> None:
 
     port = free_port()
     cli = Path(sys.executable).parent / "trio-kafka"
-    process = subprocess.Popen(
+    with subprocess.Popen(
         [
             str(cli),
             "proxy",
@@ -432,18 +432,22 @@ def test_proxy_command_runs_a_schedule_and_stops_on_sigint() -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        err = ""
-        assert process.stderr is not None
-        while "schedule done" not in err and time.monotonic() < deadline:
-            err += process.stderr.readline()
-        assert f"trio-kafka proxy: 127.0.0.1:{port} -> 127.0.0.1:1 (seed 3)" in err
-        assert "schedule done" in err
-    finally:
-        process.send_signal(signal.SIGINT)
-        out, rest = process.communicate(timeout=30)
+    ) as process:  # leaving it closes the pipes and reaps the process
+        try:
+            deadline = time.monotonic() + 30
+            err = ""
+            assert process.stderr is not None
+            while "schedule done" not in err and time.monotonic() < deadline:
+                err += process.stderr.readline()
+            assert f"trio-kafka proxy: 127.0.0.1:{port} -> 127.0.0.1:1 (seed 3)" in err
+            assert "schedule done" in err
+        finally:
+            process.send_signal(signal.SIGINT)
+            try:
+                out, rest = process.communicate(timeout=30)
+            finally:
+                if process.poll() is None:
+                    process.kill()
     assert process.returncode == 0, rest
     kinds = {line.split()[1] for line in out.splitlines() if line.strip()}
     assert {"schedule", "heal"} <= kinds and kinds & {"cut", "delay"}
