@@ -12,7 +12,7 @@ import trio
 from tests.spark.conftest import create_topic, read_topic
 from trio_kafka.broker import ThreadedCluster
 from trio_kafka.client import BulkLoader, RowChunk, describe_topic_config, load_partition, row_of
-from trio_kafka.errors import ConcurrentWriteError, ConfigError
+from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError, ConfigError
 from trio_kafka.net import open_selector
 from trio_kafka.spark import (
     LoadState,
@@ -22,6 +22,7 @@ from trio_kafka.spark import (
     read_manifest,
     write_dataframe,
 )
+from trio_kafka.spark._frame import _missing_in_workers
 from trio_kafka.spark._manifest import ensure_control_topic
 from trio_kafka.spark._options import LoadOptions
 
@@ -380,6 +381,56 @@ def test_write_dataframe_refuses_bad_options_before_spark_runs(
         write_dataframe(
             Untouchable(), topic="t", load_id=load_id, bootstrap="127.0.0.1:9", **options
         )
+
+
+@pytest.mark.parametrize("option", ["key", "value"])
+def test_a_column_the_frame_lacks_is_refused_naming_its_columns(
+    spark: Any, broker: ThreadedCluster, option: str
+) -> None:
+    """Before: pyspark's `PySparkKeyError: [KEY_NOT_EXISTS] Key `nope` does not exist.`"""
+    create_topic(broker, f"nocol-{option}", 2, cas=True)
+    with pytest.raises(ConfigError, match=rf"{option}='nope': .*its columns are key, value"):
+        write_dataframe(
+            _frame(spark, 10),
+            topic=f"nocol-{option}",
+            load_id=f"nocol-{option}",
+            bootstrap=broker.bootstrap,
+            **{option: "nope"},
+        )
+
+
+def test_a_load_forced_onto_cas_where_the_topic_lacks_it_is_refused_before_spark_runs(
+    spark: Any, broker: ThreadedCluster
+) -> None:
+    """Before: the data source's writer raised it inside Spark, so the caller got an
+    AnalysisException with the error deep in a Python worker's traceback, and its remedy
+    said "send without expected_offset". Now the driver asks first, and the remedy is a
+    load's."""
+    create_topic(broker, "nocas", 2, cas=False)
+    with pytest.raises(CasNotSupportedError, match=r"or load with guarantee='transactional'"):
+        write_dataframe(
+            _frame(spark, 10),
+            topic="nocas",
+            load_id="nocas",
+            bootstrap=broker.bootstrap,
+            guarantee="exactly_once_cas",
+        )
+
+    async def manifest() -> Manifest | None:
+        async with open_selector(broker.bootstrap) as selector:
+            return await read_manifest(selector, "nocas")
+
+    assert trio.run(manifest) is None  # nothing began
+
+
+def test_a_worker_without_trio_kafka_is_named_from_sparks_error_text() -> None:
+    """Spark's Python workers on another interpreter cannot import trio_kafka; the
+    driver gets that only as text in Spark's exception (`write_dataframe` turns it into
+    a ConfigError naming PYSPARK_PYTHON)."""
+    text = "PythonException: ... ModuleNotFoundError: No module named 'trio_kafka'"
+    assert _missing_in_workers(RuntimeError(text)) == "trio_kafka"
+    assert _missing_in_workers(RuntimeError("No module named 'pyarrow'")) == "pyarrow"
+    assert _missing_in_workers(RuntimeError("No module named 'numpy'")) is None
 
 
 def test_keyed_shaping_sends_only_the_key_and_row_to_python(spark: Any) -> None:

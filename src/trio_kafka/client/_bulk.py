@@ -176,6 +176,12 @@ from trio_kafka.records import Record
 
 logger = logging.getLogger("trio_kafka.load")
 
+#: What a load refused CAS can do on the broker it has (`CasGate.check`'s remedy).
+_LOAD_INSTEAD = (
+    "load with guarantee='transactional' (or 'auto', which takes transactions where "
+    "CAS is not possible)"
+)
+
 _SCAN_WINDOW = 10_000
 #: A partition's resume point as read: (log end offset, the last checkpoint record of
 #: this load or None, whether other records follow it).
@@ -333,7 +339,7 @@ class BulkLoader:
         gate = cas_gate(self.selector)
         try:
             for partition in range(partitions):
-                await gate.check(self.topic, partition)
+                await gate.check(self.topic, partition, instead=_LOAD_INSTEAD)
         except CasNotSupportedError as exc:
             if self.guarantee == Backend.CAS.value:
                 raise

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -31,8 +32,8 @@ import trio
 from trio_kafka.client import open_selector, partition_of
 from trio_kafka.errors import ConfigError
 from trio_kafka.spark._manifest import LoadState, Manifest, read_manifest
-from trio_kafka.spark._options import AUTO, NAME, LoadOptions
-from trio_kafka.spark._source import KafkaDataSource, check_resume
+from trio_kafka.spark._options import AUTO, EXACTLY_ONCE, NAME, LoadOptions
+from trio_kafka.spark._source import KafkaDataSource, check_resume, load_backend
 
 logger = logging.getLogger("trio_kafka.spark")
 
@@ -114,6 +115,11 @@ def _read_manifest(options: LoadOptions, check: bool = False) -> tuple[int, Mani
             manifest = await read_manifest(selector, options.load_id, options.control_topic)
             if check and manifest is not None:
                 check_resume(selector, options, manifest, count)
+            elif check and options.guarantee == EXACTLY_ONCE:
+                # A new load forced onto CAS: refused here, where the data source's
+                # writer (`open_load`) would raise the same error wrapped in Spark's
+                # AnalysisException, deep in a Python worker's traceback.
+                await load_backend(selector, options, count)
             return count, manifest
 
     return trio.run(read)
@@ -130,6 +136,13 @@ def prepare_dataframe(
     """`df` with the columns key, value, row, partition, shaped for the data source."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import BinaryType
+
+    for option, column in (("key", key), ("value", value)):
+        if column is not None and column not in df.columns:
+            raise ConfigError(
+                f"{option}={column!r}: the DataFrame has no such column; its columns are "
+                f"{', '.join(df.columns) or 'none'}"
+            )
 
     def binary(column: str) -> Any:
         if isinstance(df.schema[column].dataType, BinaryType):
@@ -209,7 +222,19 @@ def write_dataframe(
     writer = prepared.write.format(NAME).mode("append")
     for name, setting in given.items():
         writer = writer.option(name, setting)
-    writer.save()
+    try:
+        writer.save()
+    except Exception as exc:
+        missing = _missing_in_workers(exc)
+        if missing is None:
+            raise
+        raise ConfigError(
+            f"Spark's Python workers could not import {missing}: they run another "
+            f"interpreter than this one ({sys.executable}). Set PYSPARK_PYTHON (or "
+            "spark.pyspark.python) to an interpreter with trio-kafka[spark] installed "
+            "before the SparkSession starts (docs/spark.md), then run the load again "
+            "with the same load_id: it resumes, and no row is written twice"
+        ) from exc
     # The driver's hooks may run in other processes: what they did is in the manifest.
     _, after = _read_manifest(parsed)
     if after is None or after.state is not LoadState.COMPLETE:
@@ -230,6 +255,15 @@ def write_dataframe(
         skipped,
     )
     return result
+
+
+def _missing_in_workers(error: BaseException) -> str | None:
+    """The module a Python worker could not import, named in Spark's error text (the
+    worker's exception reaches the driver only as text), or None."""
+    for module in ("trio_kafka", "pyarrow"):
+        if f"No module named '{module}'" in str(error):
+            return module
+    return None
 
 
 def foreach_batch_writer(
