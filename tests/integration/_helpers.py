@@ -5,6 +5,7 @@ called, so a module that needs only `create_topic` does not need confluent-kafka
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -183,3 +184,15 @@ def tansu_per_backend() -> Any:
             yield broker
 
     return tansu
+
+
+def interrupt_and_collect(process: subprocess.Popen[str], signum: int, timeout: float) -> Any:
+    """Send `signum` to `process`, then its (stdout, stderr) once it has ended; killed if
+    it is still running after `timeout` (the `TimeoutExpired` goes on), so a hang fails
+    its own test and leaves no process behind."""
+    process.send_signal(signum)
+    try:
+        return process.communicate(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()

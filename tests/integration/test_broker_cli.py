@@ -10,13 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration._helpers import interrupt_and_collect
+from trio_kafka.testing import free_port
+
 confluent_kafka = pytest.importorskip("confluent_kafka")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_cli_broker_serves_a_producer_and_logs_connections(tmp_path: Path) -> None:
@@ -43,12 +40,7 @@ def test_cli_broker_serves_a_producer_and_logs_connections(tmp_path: Path) -> No
         try:
             _serve_a_producer(proc, port)
         finally:
-            proc.send_signal(signal.SIGINT)
-            try:
-                _, err = proc.communicate(timeout=10)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
+            _, err = interrupt_and_collect(proc, signal.SIGINT, 10)
     assert "connection from 127.0.0.1" in err
     assert proc.returncode == 0
 

@@ -17,6 +17,7 @@ import trio
 import trio.testing
 from click.testing import CliRunner
 
+from tests.integration._helpers import interrupt_and_collect
 from trio_kafka.cli import main
 from trio_kafka.testing import (
     CutMode,
@@ -442,12 +443,7 @@ def test_proxy_command_runs_a_schedule_and_stops_on_sigint() -> None:
             assert f"trio-kafka proxy: 127.0.0.1:{port} -> 127.0.0.1:1 (seed 3)" in err
             assert "schedule done" in err
         finally:
-            process.send_signal(signal.SIGINT)
-            try:
-                out, rest = process.communicate(timeout=30)
-            finally:
-                if process.poll() is None:
-                    process.kill()
+            out, rest = interrupt_and_collect(process, signal.SIGINT, 30)
     assert process.returncode == 0, rest
     kinds = {line.split()[1] for line in out.splitlines() if line.strip()}
     assert {"schedule", "heal"} <= kinds and kinds & {"cut", "delay"}

@@ -255,11 +255,6 @@ async def topic_cas_config(
     return enabled, int(limit) if limit is not None and limit.strip().isdigit() else None
 
 
-async def topic_cas_enabled(selector: KafkaSelector, topic: str, node: int | None = None) -> bool:
-    """Whether `topic` has `expected.offset.check.enable=true` (DescribeConfigs)."""
-    return (await topic_cas_config(selector, topic, node))[0]
-
-
 async def create_topic(
     selector: KafkaSelector,
     topic: str,
@@ -319,5 +314,5 @@ __all__ = [
     "create_topic",
     "describe_topic_config",
     "describe_topic_configs",
-    "topic_cas_enabled",
+    "topic_cas_config",
 ]

@@ -114,7 +114,7 @@ async def open_load(options: LoadOptions) -> Manifest:
                 await write_manifest(sel, manifest, options.control_topic)
             return manifest
         loader = _loader(sel, options, options.guarantee)
-        backend = await load_backend(sel, options, count, loader)
+        backend = await loader.choose_backend(count)
         routing = loader.load_routing(backend.value, count)
         recorded = {name: value for name, value in routing.items() if value is not None}
         manifest = Manifest(options.load_id, options.topic, backend.value, count, routing=recorded)
@@ -122,16 +122,12 @@ async def open_load(options: LoadOptions) -> Manifest:
         return manifest
 
 
-async def load_backend(
-    selector: KafkaSelector, options: LoadOptions, count: int, loader: BulkLoader | None = None
-) -> Backend:
-    """The backend a new load takes (`BulkLoader.choose_backend`: "auto" takes CAS where
-    the topic has it); a forced guarantee the brokers or the topic cannot give raises
-    `CasNotSupportedError` naming what to do instead. `write_dataframe` asks it on the
-    driver before Spark runs anything, for a load forced onto CAS."""
-    if loader is None:
-        loader = _loader(selector, options, options.guarantee)
-    return await loader.choose_backend(count)
+async def load_backend(selector: KafkaSelector, options: LoadOptions, count: int) -> Backend:
+    """The backend a new load takes, as `open_load` chooses it (`BulkLoader.choose_backend`):
+    a forced guarantee the brokers or the topic cannot give raises `CasNotSupportedError`
+    naming what to do instead. `write_dataframe` asks it on the driver before Spark runs
+    anything, for a load forced onto CAS."""
+    return await _loader(selector, options, options.guarantee).choose_backend(count)
 
 
 def check_resume(
