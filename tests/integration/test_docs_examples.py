@@ -59,6 +59,7 @@ OTHERS = {
     ("mock-broker.md", 2),
     ("producer.md", 1),
     ("producer.md", 2),
+    ("producer.md", 3),
     ("security.md", 1),
     ("security.md", 2),
     ("security.md", 3),  # OAUTHBEARER: tests/integration/test_kafka_security.py runs it
@@ -295,6 +296,20 @@ async def test_producer_wait_for_topics_gives_the_counts_its_comment_says() -> N
         left = await run_fragment("producer.md", 2, cluster.bootstrap, producer=p)
     assert left["counts"] == topics
     assert f"# {topics}".replace("'", '"') in block("producer.md", 2)
+
+
+async def test_producer_a_window_of_handles_settles_every_record_in_order() -> None:
+    """More values than the window holds: the window fills and drains, and every value
+    lands once, in call order (one partition); nothing is left in it."""
+    values = [b"w%d" % n for n in range(25_000)]
+    async with open_cluster(topics={"events": 1}) as cluster:
+        async with open_producer(cluster.bootstrap) as producer:
+            left = await run_fragment(
+                "producer.md", 3, cluster.bootstrap, producer=producer, values=values
+            )
+        log = [r.value for b in cluster.decoded("events", 0) for r in b.records]
+    assert not left["window"]
+    assert log == values
 
 
 async def test_mock_broker_a_dropped_answer_is_retried_once() -> None:
