@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import trio
 
+from tests._batches import reframe
 from tests.integration._conformance import (
     ADD_PARTITIONS_V,
     END_TXN_V,
@@ -46,6 +47,8 @@ from trio_kafka.errors import ErrorCode
 from trio_kafka.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from trio_kafka.protocol.messages.find_coordinator import FindCoordinatorRequest
 from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+from trio_kafka.records import HEADER_SIZE, Compression
+from trio_kafka.records._codecs import compress
 from trio_kafka.testing import KafkaNode, kafka_broker
 
 pytestmark = pytest.mark.kafka
@@ -480,6 +483,48 @@ async def bad_requests(peer: Peer, topic: str) -> None:
     )
 
 
+async def corrupt_records(peer: Peer, topic: str) -> None:
+    """Batches whose framing and CRC are right and whose records are not: Kafka reads
+    every record of a batch (decompressing it) before it appends."""
+    await create_topic(peer, topic)
+    one, two = batch([b"r1"]), batch([b"r1", b"r2"])
+    one_records, two_records = one[HEADER_SIZE:], two[HEADER_SIZE:]
+    garbage = b"these bytes are no codec's output" * 3
+    for codec in (Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD):
+        await produce_step(
+            peer,
+            f"{codec.name.lower()}: bytes that do not decompress",
+            produce(topic, reframe(one, garbage, codec=codec, count=1)),
+        )
+    await produce_step(
+        peer, "a record cut short", produce(topic, reframe(two, two_records[:-3], count=2))
+    )
+    await produce_step(
+        peer, "bytes after the last record", produce(topic, reframe(one, one_records + b"\0\0"))
+    )
+    await produce_step(
+        peer, "fewer records than the count", produce(topic, reframe(one, one_records, count=2))
+    )
+    await produce_step(
+        peer,
+        "gzip: fewer records than the count",
+        produce(
+            topic,
+            reframe(one, compress(Compression.GZIP, one_records, 6), codec=1, count=2),
+        ),
+    )
+    await produce_step(
+        peer,
+        "zstd: bytes after the last record",
+        produce(
+            topic,
+            reframe(one, compress(Compression.ZSTD, one_records + b"\0", 3), codec=4, count=1),
+        ),
+    )
+    await produce_step(peer, "produce", produce(topic, batch([b"ok"])))
+    await fetch_all(peer, "fetch", topic, isolation=READ_UNCOMMITTED)
+
+
 SCENARIOS: dict[str, Scenario] = {
     "idempotent_duplicates": idempotent_duplicates,
     "sequence_gaps": sequence_gaps,
@@ -489,6 +534,7 @@ SCENARIOS: dict[str, Scenario] = {
     "fencing": fencing,
     "transaction_timeout": transaction_timeout,
     "bad_requests": bad_requests,
+    "corrupt_records": corrupt_records,
 }
 
 # Differences kept on purpose: (transaction version, scenario, step) -> why. Each is in

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
+from tests._batches import reframe
 from trio_kafka.broker._partition import Partition
 from trio_kafka.broker._producer_state import (
     DEDUP_WINDOW,
@@ -13,7 +16,7 @@ from trio_kafka.broker._producer_state import (
 )
 from trio_kafka.broker._topics import TopicConfig, TopicConfigError
 from trio_kafka.errors import ErrorCode
-from trio_kafka.records import BatchBuilder, decode_batches
+from trio_kafka.records import HEADER_SIZE, BatchBuilder, Compression, decode_batches
 
 NOW = 1_700_000_000_000
 PLAIN = TopicConfig()
@@ -81,6 +84,55 @@ def test_batch_length_lying_is_corrupt_message() -> None:
 def test_two_batches_in_one_partition_are_an_invalid_record() -> None:
     p = part()
     assert p.produce(batch(1) + batch(1), PLAIN, NOW).error is ErrorCode.INVALID_RECORD
+
+
+CODECS = [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name.lower())
+def test_records_that_do_not_decompress_are_refused_as_kafka_refuses_them(
+    codec: Compression,
+) -> None:
+    # Appended before, and every fetch of the partition then failed to decode.
+    p = part()
+    one = batch(1, pid=7, epoch=0, seq=0)
+    out = p.produce(reframe(one, b"not any codec's output" * 3, codec=codec), PLAIN, NOW)
+    assert out.error is ErrorCode.UNKNOWN_SERVER_ERROR
+    assert "does not decompress" in (out.message or "")
+    assert p.log.log_end_offset == 0
+    assert p.produce(one, PLAIN, NOW).base_offset == 0  # its sequence 0 was not taken
+
+
+@pytest.mark.parametrize(
+    ("records", "count", "why"),
+    [
+        (lambda r: r[:-3], 2, "runs 3 bytes past the records"),
+        (lambda r: r + b"\0\0", 0, "2 bytes follow the last of 2 records"),
+        (lambda r: r, 3, "the records end before record 2 of 3"),
+        (lambda r: b"\x02" + r[1:], 0, "record 0 has impossible length 1"),
+    ],
+    ids=["cut short", "bytes after", "fewer than the count", "impossible length"],
+)
+def test_records_that_do_not_add_up_to_the_batch_are_an_invalid_record(
+    records: Callable[[bytes], bytes], count: int, why: str
+) -> None:
+    p = part()
+    two = batch(2)
+    out = p.produce(reframe(two, records(two[HEADER_SIZE:]), count=count), PLAIN, NOW)
+    assert out.error is ErrorCode.INVALID_RECORD
+    assert why in (out.message or "")
+    assert p.log.log_end_offset == 0
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name.lower())
+def test_compressed_batches_are_appended_and_read_back(codec: Compression) -> None:
+    builder = BatchBuilder(codec)
+    for i in range(300):
+        builder.append(NOW, b"k%d" % i, b"value %d" % i, (("h", b"x"),))
+    p = part()
+    assert p.produce(builder.build(base_offset=0), PLAIN, NOW).error is ErrorCode.NONE
+    stored = [r for s in p.log.batches for b in decode_batches(s.data) for r in b.records]
+    assert [r.value for r in stored] == [b"value %d" % i for i in range(300)]
 
 
 def test_max_message_bytes_gives_message_too_large() -> None:

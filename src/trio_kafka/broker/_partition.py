@@ -8,7 +8,10 @@ appended:
 
 1. the bytes: exactly one v2 batch whose batchLength matches, whose CRC matches, that is
    not a control batch and whose record count agrees with its lastOffsetDelta
-   (CORRUPT_MESSAGE, or INVALID_RECORD for several batches or a control batch);
+   (CORRUPT_MESSAGE, or INVALID_RECORD for several batches or a control batch); then its
+   records, decompressed and read by their length prefixes, must add up to the batch
+   (INVALID_RECORD; UNKNOWN_SERVER_ERROR for records that do not decompress, as Kafka
+   answers: `record_framing_error`);
 2. its size against the topic's `max.message.bytes` (MESSAGE_TOO_LARGE);
 3. for an idempotent batch (producer id >= 0), the producer state (`_producer_state`):
    an older epoch, a duplicate (answered with its original offsets, success, nothing
@@ -42,6 +45,7 @@ from trio_kafka.records import (
     ControlType,
     build_control_batch,
     read_batch_header,
+    record_framing_error,
     set_log_append_time,
     verify_batch_crc,
 )
@@ -126,6 +130,12 @@ class Partition:
             )
         if len(data) == HEADER_SIZE and header.record_count:
             return self._fail(ErrorCode.CORRUPT_MESSAGE, "batch has a record count but no records")
+        wrong = record_framing_error(data)
+        if wrong is not None:
+            decompressed, why = wrong
+            if not decompressed:  # Kafka's decompression fails unexpectedly
+                return self._fail(ErrorCode.UNKNOWN_SERVER_ERROR, why)
+            return self._fail(ErrorCode.INVALID_RECORD, f"invalid record batch: {why}")
 
         pid, epoch, seq = header.producer_id, header.producer_epoch, header.base_sequence
         idempotent = pid >= 0

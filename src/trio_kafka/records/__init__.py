@@ -16,6 +16,7 @@ from trio_kafka.records._decoder import (
     RecordBatch,
     decode_batches,
     read_batch_header,
+    record_framing_error,
     set_log_append_time,
     verify_batch_crc,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "decode_batches",
     "parse_control_record",
     "read_batch_header",
+    "record_framing_error",
     "set_log_append_time",
     "verify_batch_crc",
 ]

@@ -453,6 +453,57 @@ def _one_batch(batch: bytes | bytearray | memoryview) -> tuple[bytes, BatchHeade
     return data, header
 
 
+def record_framing_error(batch: bytes | bytearray | memoryview) -> tuple[bool, str] | None:
+    """What a broker finds wrong in a whole batch's records, or None.
+
+    The batch's framing and CRC must already be checked (`read_batch_header`,
+    `verify_batch_crc`). Its records are decompressed and read by their length prefixes,
+    which must chain from the first record to the end of the records with exactly the
+    batch's record count. The fields inside each record are not read: this walk costs
+    ~0.3 us a record, and a full decode ~2.7 us.
+
+    Returns (decompressed, why): `decompressed` is False when the compressed records do
+    not decompress. Kafka answers that UNKNOWN_SERVER_ERROR and the rest INVALID_RECORD
+    (conformance test `corrupt_records`). A codec whose library is missing here (snappy,
+    lz4 without cramjam) is not checked.
+    """
+    data = _as_bytes(batch)
+    header = _unchecked_header(data, 0)
+    records: bytes = data[HEADER_SIZE : header.size]
+    codec = header.compression
+    if codec is not Compression.NONE:
+        try:
+            records = decompress(codec, records)
+        except UnsupportedCodecError:
+            return None
+        except CorruptRecordError as exc:
+            return False, str(exc)
+    count = header.record_count
+    end = len(records)
+    p = 0
+    try:
+        for index in range(count):
+            u = records[p]
+            if u < 0x80:
+                p += 1
+            elif records[p + 1] < 0x80:  # two bytes: a record of 64 to 8,191 bytes
+                u = (u & 0x7F) | (records[p + 1] << 7)
+                p += 2
+            else:
+                u, p = read_uvarint(records, p)
+            length = (u >> 1) ^ -(u & 1)
+            if length < 6:  # attributes, timestamp, offset, key, value, header count
+                return True, f"record {index} has impossible length {length}"
+            p += length
+            if p > end:
+                return True, f"record {index} of {count} runs {p - end} bytes past the records"
+    except (IndexError, Malformed):
+        return True, f"the records end before record {index} of {count} is framed"
+    if p != end:
+        return True, f"{end - p} bytes follow the last of {count} records"
+    return None
+
+
 def set_base_offset(batch: bytes | bytearray | memoryview, base_offset: int) -> bytes:
     """The batch with its baseOffset replaced (outside the CRC: nothing else changes)."""
     data, _ = _one_batch(batch)
