@@ -28,6 +28,7 @@ from tests.integration._conformance import (
     INIT_PID_V,
     LIST_OFFSETS_V,
     METADATA_V,
+    NOW,
     PRODUCE_V,
     Peer,
     Scenario,
@@ -47,7 +48,7 @@ from trio_kafka.errors import ErrorCode
 from trio_kafka.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from trio_kafka.protocol.messages.find_coordinator import FindCoordinatorRequest
 from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
-from trio_kafka.records import HEADER_SIZE, Compression
+from trio_kafka.records import HEADER_SIZE, BatchBuilder, Compression
 from trio_kafka.records._codecs import compress
 from trio_kafka.testing import KafkaNode, kafka_broker
 
@@ -525,6 +526,23 @@ async def corrupt_records(peer: Peer, topic: str) -> None:
     await fetch_all(peer, "fetch", topic, isolation=READ_UNCOMMITTED)
 
 
+async def compacted_topic(peer: Peer, topic: str) -> None:
+    """A compacted topic refuses a batch with a record without a key, naming it
+    (KIP-467 record errors); keyed records land."""
+    await create_topic(peer, topic, **{"cleanup.policy": "compact"})
+
+    def keyed(keys: list[bytes | None]) -> bytes:
+        builder = BatchBuilder()
+        for i, key in enumerate(keys):
+            builder.append(NOW, key, b"v%d" % i)
+        return builder.build(base_offset=0)
+
+    await produce_step(peer, "a record without a key", produce(topic, keyed([b"a", None, b"c"])))
+    await produce_step(peer, "two without", produce(topic, keyed([None, b"b", None])))
+    await produce_step(peer, "every record keyed", produce(topic, keyed([b"a", b"b"])))
+    await fetch_all(peer, "fetch", topic, isolation=READ_UNCOMMITTED)
+
+
 SCENARIOS: dict[str, Scenario] = {
     "idempotent_duplicates": idempotent_duplicates,
     "sequence_gaps": sequence_gaps,
@@ -535,6 +553,7 @@ SCENARIOS: dict[str, Scenario] = {
     "transaction_timeout": transaction_timeout,
     "bad_requests": bad_requests,
     "corrupt_records": corrupt_records,
+    "compacted_topic": compacted_topic,
 }
 
 # Differences kept on purpose: (transaction version, scenario, step) -> why. Each is in

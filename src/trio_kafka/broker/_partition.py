@@ -44,6 +44,7 @@ from trio_kafka.records import (
     HEADER_SIZE,
     ControlType,
     build_control_batch,
+    decode_batches,
     read_batch_header,
     record_framing_error,
     set_log_append_time,
@@ -63,6 +64,8 @@ class ProduceOutcome:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     duplicate: bool = False
+    # (batch index, why) of each record refused (KIP-467: Produce v8+ record_errors).
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 @attrs.define(eq=False)
@@ -81,6 +84,16 @@ class Partition:
         """A refusal from the log's checks (producer state, batch validation): Kafka
         answers those with the partition's log start offset."""
         return ProduceOutcome(error, message, -1, -1, self.log.log_start_offset)
+
+    def _keyless(self, data: bytes) -> tuple[tuple[int, str], ...]:
+        """The records of a batch for a compacted topic that have no key, as Kafka's
+        LogValidator refuses them (each named, the batch refused whole)."""
+        batch = next(decode_batches(data))
+        why = (
+            "Compacted topic cannot accept message without key in topic partition "
+            f"{self.topic}-{self.index}"
+        )
+        return tuple((i, why) for i, record in enumerate(batch.records) if record.key is None)
 
     @staticmethod
     def _refuse(error: ErrorCode, message: str) -> ProduceOutcome:
@@ -136,6 +149,13 @@ class Partition:
             if not decompressed:  # Kafka's decompression fails unexpectedly
                 return self._fail(ErrorCode.UNKNOWN_SERVER_ERROR, why)
             return self._fail(ErrorCode.INVALID_RECORD, f"invalid record batch: {why}")
+        if config.compacted:
+            refused = self._keyless(data)
+            if refused:
+                return attrs.evolve(
+                    self._fail(ErrorCode.INVALID_RECORD, _record_errors_message(refused)),
+                    record_errors=refused,
+                )
 
         pid, epoch, seq = header.producer_id, header.producer_epoch, header.base_sequence
         idempotent = pid >= 0
@@ -250,3 +270,12 @@ class Partition:
         self.log.end_transaction(producer_id, marker_offset=stored.base_offset, committed=commit)
         self.producers.record_marker(producer_id, producer_epoch, coordinator_epoch)
         return ErrorCode.NONE
+
+
+def _record_errors_message(errors: tuple[tuple[int, str], ...]) -> str:
+    """Kafka's top-level message for a batch refused for some of its records."""
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i, why in errors[:3])
+    return (
+        f"One or more records have been rejected due to {len(errors)} record errors in "
+        f"total, and only showing the first three errors at most: [{shown}]"
+    )

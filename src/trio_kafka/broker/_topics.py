@@ -83,6 +83,8 @@ class TopicConfig:
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     log_append_time: bool = False
     expected_offset_check: bool = False
+    # `cleanup.policy` names compact: every record needs a key (Kafka's LogValidator).
+    compacted: bool = False
     # Every config set explicitly at creation, name -> value (DescribeConfigs marks these
     # as dynamic topic configs, the rest as defaults).
     explicit: dict[str, str] = attrs.field(factory=dict)
@@ -92,6 +94,7 @@ class TopicConfig:
         max_bytes = DEFAULT_MAX_MESSAGE_BYTES
         log_append = False
         cas = False
+        compacted = False
         explicit: dict[str, str] = {}
         for name, value in configs.items():
             if value is None:
@@ -106,10 +109,17 @@ class TopicConfig:
                 log_append = value == "LogAppendTime"
             elif name == CAS_CONFIG:
                 cas = _parse_bool(name, value)
+            elif name == "cleanup.policy":
+                policies = {policy.strip() for policy in value.split(",")}
+                if not policies or not policies <= {"compact", "delete"}:
+                    raise TopicConfigError(
+                        f"invalid value {value!r} for {name}: expected compact, delete or both"
+                    )
+                compacted = "compact" in policies
             elif name not in _STORED_DEFAULTS:
                 raise TopicConfigError(f"unknown topic config name: {name}")
             explicit[name] = value
-        return cls(max_bytes, log_append, cas, explicit)
+        return cls(max_bytes, log_append, cas, compacted, explicit)
 
     def describe(self) -> dict[str, tuple[str, bool]]:
         """Every config, name -> (value, is_default)."""

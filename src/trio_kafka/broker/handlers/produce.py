@@ -18,6 +18,7 @@ from trio_kafka.broker._context import RequestContext
 from trio_kafka.broker._partition import ProduceOutcome
 from trio_kafka.errors import ErrorCode
 from trio_kafka.protocol.messages.produce import (
+    BatchIndexAndErrorMessage,
     LeaderIdAndEpoch,
     NodeEndpoint,
     PartitionProduceResponse,
@@ -94,6 +95,10 @@ def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse:
                     log_start_offset=out.log_start_offset,
                     error_message=out.message,
                     current_leader=leader,
+                    record_errors=[
+                        BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=why)
+                        for i, why in out.record_errors
+                    ],
                 )
             )
         responses.append(TopicProduceResponse(name=topic_data.name, partition_responses=partitions))
