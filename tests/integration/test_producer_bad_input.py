@@ -17,7 +17,7 @@ from tests.integration._backends import mock_cluster
 from trio_kafka import ProducerRecord, open_producer
 from trio_kafka.client import Producer
 from trio_kafka.core import Acknowledged
-from trio_kafka.errors import InvalidTopicError
+from trio_kafka.errors import InvalidTopicError, KafkaError
 from trio_kafka.records import decode_batches
 
 #: Each test runs on trio, then on asyncio (issue 16; tests/conftest.py).
@@ -349,3 +349,30 @@ async def test_snappy_or_lz4_without_cramjam_is_refused_at_open(
     with pytest.raises(ConfigError, match=f"compression='{codec}' needs the cramjam library"):
         async with open_producer("127.0.0.1:1", compression=codec):
             pass
+
+
+async def test_a_record_without_a_key_for_a_compacted_topic_fails_alone() -> None:
+    # The broker refuses a whole batch for the records it names (KIP-467); the others
+    # in it failed with them ("One or more records have been rejected ...").
+    topic = "compacted"
+    keyless = {10, 777, 778, 1500}
+    async with mock_cluster() as cluster:
+        cluster.create_topic(topic, 1, {"cleanup.policy": "compact"})
+        # Small batches, several in flight: the refused batch has batches behind it.
+        async with open_producer(cluster.bootstrap, batch_size=2048, linger=0.005) as producer:
+            handles = [
+                await producer.send(topic, b"v%d" % i, key=None if i in keyless else b"k%d" % i)
+                for i in range(2000)
+            ]
+            await producer.flush()
+            metrics = producer.metrics()
+        for i, handle in enumerate(handles):
+            if i in keyless:
+                with pytest.raises(
+                    KafkaError, match="Compacted topic cannot accept message without key"
+                ):
+                    await handle
+            else:
+                assert isinstance(await handle, Acknowledged), i
+        assert metrics.records_failed == len(keyless)
+        assert _values(cluster, topic) == [b"v%d" % i for i in range(2000) if i not in keyless]

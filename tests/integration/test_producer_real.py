@@ -15,7 +15,8 @@ import pytest
 from tests.integration._helpers import create_topic, read_partitions
 from tests.integration._real import RealBroker, real_broker_per_backend, tansu_differs
 from trio_kafka.client import Acknowledged, open_producer
-from trio_kafka.errors import InvalidTopicError, ProducerFencedError, UnknownTopicError
+from trio_kafka.client import create_topic as create_topic_with
+from trio_kafka.errors import InvalidTopicError, KafkaError, ProducerFencedError, UnknownTopicError
 from trio_kafka.net import open_selector
 
 # On trio, then on asyncio (issue 16; tests/conftest.py).
@@ -92,6 +93,36 @@ async def test_every_codec_is_read_back_by_confluent_kafka(real_broker: RealBrok
         assert [ack.offset for ack in acks] == list(range(len(values))), codec
         got = await anyio.to_thread.run_sync(read_partitions, real_broker.bootstrap, topic, 1)
         assert [value for _, _, value in got] == values, codec
+
+
+async def test_a_record_without_a_key_for_a_compacted_topic_fails_alone(
+    real_broker: RealBroker, request: pytest.FixtureRequest
+) -> None:
+    """Kafka refuses the batch for the keyless record and names it (KIP-467); the
+    producer sends the batch's other records again, in order, and fails that one."""
+    tansu_differs(request, real_broker, "takes records without a key on a compacted topic")
+    topic = real_broker.name("producer-compacted")
+    async with open_selector(real_broker.bootstrap) as selector:
+        await create_topic_with(
+            selector, topic, 1, cas=False, configs={"cleanup.policy": "compact"}
+        )
+    keyless = {3, 250, 251}
+    async with open_producer(bootstrap=real_broker.bootstrap, batch_size=1024) as producer:
+        handles = [
+            await producer.send(topic, b"v%d" % i, key=None if i in keyless else b"k%d" % i)
+            for i in range(400)
+        ]
+        outcomes = [
+            await handle.wait() if i not in keyless else None for i, handle in enumerate(handles)
+        ]
+        for i in keyless:
+            with pytest.raises(
+                KafkaError, match="Compacted topic cannot accept message without key"
+            ):
+                await handles[i]
+    assert all(isinstance(o, Acknowledged) for i, o in enumerate(outcomes) if i not in keyless)
+    got = await anyio.to_thread.run_sync(read_partitions, real_broker.bootstrap, topic, 1)
+    assert [value for _, _, value in got] == [b"v%d" % i for i in range(400) if i not in keyless]
 
 
 async def test_send_and_wait_and_callbacks(real_broker: RealBroker) -> None:

@@ -812,10 +812,7 @@ class BatchQueues:
         sizes: list[int] = []
         size = 0
         for index in range(batch.record_count):
-            _, key, value, headers = batch.record(index)
-            record_size = RECORD_OVERHEAD + len(value or b"") + len(key or b"")
-            if headers:
-                record_size += headers_size(headers)
+            record_size = _record_size(batch, index)
             if size and size + record_size > target:
                 bounds.append(index)
                 sizes.append(size)
@@ -829,6 +826,29 @@ class BatchQueues:
         pieces = batch.split(bounds, sizes)
         for piece in reversed(pieces):
             self.reenqueue(piece, now, 0.0)
+        return pieces
+
+    def set_aside(
+        self, batch: ProducerBatch, refused: Sequence[int], now: float
+    ) -> list[ProducerBatch]:
+        """The broker refused `batch` for the records at `refused` (indexes, sorted; not
+        all of them): cut it so that each refused record is a piece of its own, queue
+        the other pieces at the front of its partition in record order, sendable at
+        once, and return every piece in record order (the caller fails the refused
+        ones). The refused batch appended nothing, so its other records are sent again
+        rather than failed with it (Java fails them all: KIP-467)."""
+        count = batch.record_count
+        bounds = sorted({at for index in refused for at in (index, index + 1)} - {0, count})
+        sizes: list[int] = []
+        for start, stop in zip([0, *bounds], [*bounds, count], strict=True):
+            sizes.append(sum(_record_size(batch, index) for index in range(start, stop)))
+        sizes[-1] = max(sizes[-1] + batch.size - sum(sizes), 0)  # the bytes reserved
+        pieces = batch.split(bounds, sizes)
+        starts = [0, *bounds]
+        set_apart = set(refused)
+        for start, piece in reversed(list(zip(starts, pieces, strict=True))):
+            if not (piece.record_count == 1 and start in set_apart):
+                self.reenqueue(piece, now, 0.0)
         return pieces
 
     # -- expiry ----------------------------------------------------------------------
@@ -866,3 +886,13 @@ class BatchQueues:
     @property
     def has_undrained(self) -> bool:
         return bool(self.queues)
+
+
+def _record_size(batch: ProducerBatch, index: int) -> int:
+    """Record `index` of `batch`: its estimated bytes (as appended, `RECORD_OVERHEAD` and
+    its key, value and headers)."""
+    _, key, value, headers = batch.record(index)
+    size = RECORD_OVERHEAD + len(value or b"") + len(key or b"")
+    if headers:
+        size += headers_size(headers)
+    return size

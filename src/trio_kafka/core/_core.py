@@ -814,9 +814,46 @@ class ProducerCore:
         if retriable:
             return self.retry_or_fail(batch, now, error, refresh=refresh)
         record_errors = record_errors_of(response, code, message)
+        if record_errors and self._send_the_others(batch, record_errors, now):
+            return Decision.RETRY
         self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
         self.finish_failed(batch, error, record_errors)
         return Decision.FINAL_REFRESH if refresh else Decision.FINAL
+
+    def _send_the_others(
+        self, batch: ProducerBatch, record_errors: dict[int, KafkaError], now: float
+    ) -> bool:
+        """The broker refused `batch` for some of its records and named them (KIP-467:
+        INVALID_RECORD, e.g. a record without a key for a compacted topic): those fail,
+        each with its own error, and the others are sent again in their order (True).
+        Java fails the whole batch; one bad record should not fail the records that
+        happened to share its batch. Not done (False: the batch fails whole, as before)
+        for a CAS batch (its records land together at the expected offset or not at
+        all), a transactional one (the transaction must abort anyway), a batch an
+        earlier attempt of which may have been written, or when every record is named.
+
+        The refused records leave a hole in the partition's sequences: as for any batch
+        that certainly failed unwritten, the partition is rewritten under a new epoch,
+        the other records first, in their order (`Sequencer.on_final`)."""
+        refused = sorted(i for i in record_errors if 0 <= i < batch.record_count)
+        if (
+            not refused
+            or len(refused) == batch.record_count
+            or batch.expected_offset >= 0
+            or batch.maybe_written
+            or self.sequencing.is_transactional
+            or self.fatal_error is not None
+        ):
+            return False
+        pieces = self.accumulator.batches.set_aside(batch, refused, now)
+        self.sequencing.on_split(batch, pieces)
+        starts = [start for start, _, _ in batch.pieces or ()]
+        for start, piece in zip(starts, pieces, strict=True):
+            if piece.record_count == 1 and start in record_errors:
+                error = record_errors[start]
+                self.sequencing.on_final(piece, gap=True, error=error)
+                self.finish_failed(piece, error)
+        return True
 
     def _too_large(self, batch: ProducerBatch, message: str | None, now: float) -> Decision:
         """MESSAGE_TOO_LARGE (Java's `Sender.completeBatch`): a batch of several records
