@@ -543,6 +543,29 @@ async def compacted_topic(peer: Peer, topic: str) -> None:
     await fetch_all(peer, "fetch", topic, isolation=READ_UNCOMMITTED)
 
 
+async def record_timestamps(peer: Peer, topic: str) -> None:
+    """CreateTime records too far ahead of the broker's clock (Kafka 4: an hour by
+    default) or, where the topic says so, behind it, are named and their batch refused
+    (INVALID_TIMESTAMP)."""
+    await create_topic(peer, topic)
+    future = 4_000_000_000_000  # the year 2096
+
+    def stamped(*timestamps: int) -> bytes:
+        builder = BatchBuilder()
+        for i, timestamp in enumerate(timestamps):
+            builder.append(timestamp, None, b"v%d" % i)
+        return builder.build(base_offset=0)
+
+    await produce_step(
+        peer, "one record from the future", produce(topic, stamped(NOW, future, NOW))
+    )
+    await produce_step(peer, "records from the past", produce(topic, stamped(0, NOW)))
+    strict = f"{topic}-strict"
+    await create_topic(peer, strict, **{"message.timestamp.before.max.ms": "86400000"})
+    await produce_step(peer, "older than the topic allows", produce(strict, stamped(NOW, NOW)))
+    await fetch_all(peer, "fetch", topic, isolation=READ_UNCOMMITTED)
+
+
 SCENARIOS: dict[str, Scenario] = {
     "idempotent_duplicates": idempotent_duplicates,
     "sequence_gaps": sequence_gaps,
@@ -554,6 +577,7 @@ SCENARIOS: dict[str, Scenario] = {
     "bad_requests": bad_requests,
     "corrupt_records": corrupt_records,
     "compacted_topic": compacted_topic,
+    "record_timestamps": record_timestamps,
 }
 
 # Differences kept on purpose: (transaction version, scenario, step) -> why. Each is in

@@ -38,7 +38,7 @@ import attrs
 
 from trio_kafka.broker._log import PartitionLog
 from trio_kafka.broker._producer_state import ProducerStateTable, Verdict
-from trio_kafka.broker._topics import TopicConfig
+from trio_kafka.broker._topics import DEFAULT_TIMESTAMP_BEFORE_MAX_MS, TopicConfig
 from trio_kafka.errors import CorruptRecordError, ErrorCode
 from trio_kafka.records import (
     HEADER_SIZE,
@@ -154,6 +154,16 @@ class Partition:
             if refused:
                 return attrs.evolve(
                     self._fail(ErrorCode.INVALID_RECORD, _record_errors_message(refused)),
+                    record_errors=refused,
+                )
+        if not config.log_append_time and (
+            header.max_timestamp > now_ms + config.timestamp_after_max_ms
+            or config.timestamp_before_max_ms < DEFAULT_TIMESTAMP_BEFORE_MAX_MS
+        ):
+            refused = _out_of_range(data, config, now_ms)
+            if refused:
+                return attrs.evolve(
+                    self._fail(ErrorCode.INVALID_TIMESTAMP, _record_errors_message(refused)),
                     record_errors=refused,
                 )
 
@@ -278,4 +288,22 @@ def _record_errors_message(errors: tuple[tuple[int, str], ...]) -> str:
     return (
         f"One or more records have been rejected due to {len(errors)} record errors in "
         f"total, and only showing the first three errors at most: [{shown}]"
+    )
+
+
+def _out_of_range(data: bytes, config: TopicConfig, now_ms: int) -> tuple[tuple[int, str], ...]:
+    """The records of a CreateTime batch whose timestamps are further from the broker's
+    clock than the topic allows, as Kafka's LogValidator names them (-1, no timestamp,
+    is allowed)."""
+    low = now_ms - config.timestamp_before_max_ms
+    high = now_ms + config.timestamp_after_max_ms
+    batch = next(decode_batches(data))
+    return tuple(
+        (
+            i,
+            f"Timestamp {record.timestamp} of message with offset {record.offset} is out of "
+            f"range. The timestamp should be within [{low}, {high}]",
+        )
+        for i, record in enumerate(batch.records)
+        if record.timestamp != -1 and not low <= record.timestamp <= high
     )

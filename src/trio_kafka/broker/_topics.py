@@ -2,13 +2,17 @@
 
 `TopicConfig.from_configs` validates a CreateTopics config map the way Kafka does (an
 unknown name or a bad value is INVALID_CONFIG naming it) and keeps every explicitly set
-value for DescribeConfigs. Three configs change behaviour:
+value for DescribeConfigs. These configs change behaviour:
 
 - `max.message.bytes` (default 1048588, Kafka's): the largest record batch accepted;
   a bigger one is MESSAGE_TOO_LARGE.
 - `message.timestamp.type` (`CreateTime` or `LogAppendTime`): with LogAppendTime the broker
   overwrites the batch's timestamps with its clock and answers it in `LogAppendTimeMs`.
 - `expected.offset.check.enable` (default false): the CAS extension (docs/cas.md).
+- `cleanup.policy`: with `compact`, a record without a key is refused (INVALID_RECORD).
+- `message.timestamp.after.max.ms` (default 3600000, Kafka 4's) and
+  `message.timestamp.before.max.ms`: a CreateTime record further ahead of (behind) the
+  broker's clock is refused (INVALID_TIMESTAMP).
 
 The others (retention, cleanup policy, segment sizes...) are accepted and stored so
 clients that set them keep working, but have no effect on an in-memory log.
@@ -19,6 +23,10 @@ from __future__ import annotations
 import attrs
 
 DEFAULT_MAX_MESSAGE_BYTES = 1048588
+#: Kafka 4's defaults: a CreateTime record at most an hour ahead of the broker's clock,
+#: and as far behind as it likes.
+DEFAULT_TIMESTAMP_AFTER_MAX_MS = 3_600_000
+DEFAULT_TIMESTAMP_BEFORE_MAX_MS = 9_223_372_036_854_775_807
 CAS_CONFIG = "expected.offset.check.enable"
 
 #: Kafka topic configs accepted and stored (no effect here), with Kafka's defaults.
@@ -35,8 +43,6 @@ _STORED_DEFAULTS: dict[str, str] = {
     "max.compaction.lag.ms": "9223372036854775807",
     "message.downconversion.enable": "true",
     "message.format.version": "3.0-IV1",
-    "message.timestamp.after.max.ms": "9223372036854775807",
-    "message.timestamp.before.max.ms": "9223372036854775807",
     "message.timestamp.difference.max.ms": "9223372036854775807",
     "min.cleanable.dirty.ratio": "0.5",
     "min.compaction.lag.ms": "0",
@@ -85,6 +91,9 @@ class TopicConfig:
     expected_offset_check: bool = False
     # `cleanup.policy` names compact: every record needs a key (Kafka's LogValidator).
     compacted: bool = False
+    # How far a CreateTime record's timestamp may be ahead of (behind) the broker's clock.
+    timestamp_after_max_ms: int = DEFAULT_TIMESTAMP_AFTER_MAX_MS
+    timestamp_before_max_ms: int = DEFAULT_TIMESTAMP_BEFORE_MAX_MS
     # Every config set explicitly at creation, name -> value (DescribeConfigs marks these
     # as dynamic topic configs, the rest as defaults).
     explicit: dict[str, str] = attrs.field(factory=dict)
@@ -95,6 +104,8 @@ class TopicConfig:
         log_append = False
         cas = False
         compacted = False
+        after = DEFAULT_TIMESTAMP_AFTER_MAX_MS
+        before = DEFAULT_TIMESTAMP_BEFORE_MAX_MS
         explicit: dict[str, str] = {}
         for name, value in configs.items():
             if value is None:
@@ -109,6 +120,10 @@ class TopicConfig:
                 log_append = value == "LogAppendTime"
             elif name == CAS_CONFIG:
                 cas = _parse_bool(name, value)
+            elif name == "message.timestamp.after.max.ms":
+                after = _parse_int(name, value, 0)
+            elif name == "message.timestamp.before.max.ms":
+                before = _parse_int(name, value, 0)
             elif name == "cleanup.policy":
                 policies = {policy.strip() for policy in value.split(",")}
                 if not policies or not policies <= {"compact", "delete"}:
@@ -119,7 +134,7 @@ class TopicConfig:
             elif name not in _STORED_DEFAULTS:
                 raise TopicConfigError(f"unknown topic config name: {name}")
             explicit[name] = value
-        return cls(max_bytes, log_append, cas, compacted, explicit)
+        return cls(max_bytes, log_append, cas, compacted, after, before, explicit)
 
     def describe(self) -> dict[str, tuple[str, bool]]:
         """Every config, name -> (value, is_default)."""
@@ -130,6 +145,8 @@ class TopicConfig:
             True,
         )
         out[CAS_CONFIG] = ("true" if self.expected_offset_check else "false", True)
+        out["message.timestamp.after.max.ms"] = (str(self.timestamp_after_max_ms), True)
+        out["message.timestamp.before.max.ms"] = (str(self.timestamp_before_max_ms), True)
         for name, value in self.explicit.items():
             out[name] = (value, False)
         return out
