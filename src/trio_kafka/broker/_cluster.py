@@ -89,6 +89,13 @@ class Cluster:
     async def wait_changed(self) -> None:
         await self._changed.wait()
 
+    @property
+    def connection_count(self) -> int:
+        """Client connections being served now, on every node. A client that died
+        leaves its connections open here until the broker has read what it had sent
+        (its last requests are then served, and appended) and reached the end."""
+        return sum(len(scopes) for scopes in self._connections.values())
+
     async def serve_stream(self, node_id: int, stream: trio.abc.Stream, *, peer: str = "") -> None:
         """Serve one connection to `node_id` over any stream (TLS is applied if set)."""
         if self.ssl_context is not None:
