@@ -8,12 +8,14 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
 
 from tests.conftest import REPO
-from trio_kafka.records import decode_batches
+from trio_kafka.errors import ErrorCode
+from trio_kafka.records import BatchBuilder, decode_batches
 from trio_kafka.sim import runner
 from trio_kafka.sim.runner import run_seed
 
@@ -109,3 +111,29 @@ def test_record_timestamps_come_from_the_virtual_wall_clock(
     low, high = runner.EPOCH * 1000, (runner.EPOCH + out.result.virtual_time) * 1000
     outside = [t for t in stamps if not low <= t <= high]
     assert not outside, f"{len(outside)} of {len(stamps)} records stamped outside [{low}, {high}]"
+
+
+def test_the_simulated_brokers_take_records_stamped_with_the_real_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Their clock is the run's virtual one (2023-11-14 plus its seconds), years behind
+    # the real one. At Kafka 4's default (message.timestamp.after.max.ms, an hour) a user
+    # workload that stamps records with time.time() would be refused in the simulator
+    # and not on a cluster.
+    clusters: list[Any] = []
+    finish = runner.finish
+
+    def keep_cluster(*args: Any) -> Any:
+        clusters.append(args[4].cluster)
+        return finish(*args)
+
+    monkeypatch.setattr(runner, "finish", keep_cluster)
+    assert run_seed("idempotent", 12_000_001, profile="lite").result.ok
+    (cluster,) = clusters
+    topic = next(iter(cluster.state.topics.values()))
+    builder = BatchBuilder()
+    builder.append(int(time.time() * 1000) + 86_400_000, None, b"stamped by the real clock")
+    answer = topic.partitions[0].produce(
+        builder.build(base_offset=0), topic.config, int(runner.EPOCH * 1000)
+    )
+    assert answer.error is ErrorCode.NONE, answer.message

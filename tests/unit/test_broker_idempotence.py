@@ -135,6 +135,24 @@ def test_compressed_batches_are_appended_and_read_back(codec: Compression) -> No
     assert [r.value for r in stored] == [b"value %d" % i for i in range(300)]
 
 
+def test_a_record_too_far_from_the_brokers_clock_is_named_and_its_batch_refused() -> None:
+    # Kafka 4: an hour ahead at most by default, and as far behind as the topic allows.
+    builder = BatchBuilder()
+    for timestamp in (NOW, NOW + 2 * 3_600_000, -1, NOW - 86_400_001):
+        builder.append(timestamp, None, b"v")
+    data = builder.build(base_offset=0)
+    p = part()
+    out = p.produce(data, PLAIN, NOW)
+    assert out.error is ErrorCode.INVALID_TIMESTAMP
+    assert [index for index, _ in out.record_errors] == [1]
+    assert "out of range" in out.record_errors[0][1]
+    strict = TopicConfig.from_configs({"message.timestamp.before.max.ms": "86400000"})
+    assert [i for i, _ in p.produce(data, strict, NOW).record_errors] == [1, 3]
+    lenient = TopicConfig.from_configs({}, after_max_ms=3 * 3_600_000)
+    assert p.produce(data, lenient, NOW).error is ErrorCode.NONE
+    assert p.produce(data, TopicConfig(log_append_time=True), NOW).error is ErrorCode.NONE
+
+
 def test_max_message_bytes_gives_message_too_large() -> None:
     p = part()
     data = batch(1, value=b"x" * 200)

@@ -31,7 +31,12 @@ import attrs
 from trio_kafka.broker._groups import CommittedOffset, GroupCoordinator
 from trio_kafka.broker._partition import Partition
 from trio_kafka.broker._producer_state import ProducerStateTable
-from trio_kafka.broker._topics import TopicConfig, TopicConfigError
+from trio_kafka.broker._topics import (
+    DEFAULT_TIMESTAMP_AFTER_MAX_MS,
+    DEFAULT_TIMESTAMP_BEFORE_MAX_MS,
+    TopicConfig,
+    TopicConfigError,
+)
 from trio_kafka.broker._txn import MarkerJob, TransactionCoordinator
 from trio_kafka.errors import ErrorCode
 
@@ -63,6 +68,13 @@ class ClusterOptions:
     #: pending the transaction is in PrepareCommit/PrepareAbort and the coordinator
     #: answers CONCURRENT_TRANSACTIONS, as Kafka's does while its markers are in flight.
     marker_delay_ms: int = 0
+    #: Kafka's `log.message.timestamp.after.max.ms` and `...before.max.ms`: the
+    #: defaults of the topic configs `message.timestamp.after.max.ms` (Kafka 4: an hour)
+    #: and `message.timestamp.before.max.ms` (unlimited). The simulator's brokers run on
+    #: a virtual clock (2023-11-14 plus the run's seconds) and take any future timestamp,
+    #: so that code stamping records with the real time is not refused there alone.
+    timestamp_after_max_ms: int = DEFAULT_TIMESTAMP_AFTER_MAX_MS
+    timestamp_before_max_ms: int = DEFAULT_TIMESTAMP_BEFORE_MAX_MS
 
 
 @attrs.define(eq=False)
@@ -147,7 +159,11 @@ class ClusterState:
                 f"number of partitions must be positive, got {num_partitions}",
             )
         try:
-            config = TopicConfig.from_configs(configs or {})
+            config = TopicConfig.from_configs(
+                configs or {},
+                after_max_ms=self.options.timestamp_after_max_ms,
+                before_max_ms=self.options.timestamp_before_max_ms,
+            )
         except TopicConfigError as exc:
             return ErrorCode.INVALID_CONFIG, str(exc)
         if validate_only:

@@ -99,13 +99,20 @@ class TopicConfig:
     explicit: dict[str, str] = attrs.field(factory=dict)
 
     @classmethod
-    def from_configs(cls, configs: dict[str, str | None]) -> TopicConfig:
+    def from_configs(
+        cls,
+        configs: dict[str, str | None],
+        *,
+        after_max_ms: int = DEFAULT_TIMESTAMP_AFTER_MAX_MS,
+        before_max_ms: int = DEFAULT_TIMESTAMP_BEFORE_MAX_MS,
+    ) -> TopicConfig:
+        """`after_max_ms`, `before_max_ms`: the broker's defaults for the two timestamp
+        configs (`ClusterOptions`)."""
         max_bytes = DEFAULT_MAX_MESSAGE_BYTES
         log_append = False
         cas = False
         compacted = False
-        after = DEFAULT_TIMESTAMP_AFTER_MAX_MS
-        before = DEFAULT_TIMESTAMP_BEFORE_MAX_MS
+        after, before = after_max_ms, before_max_ms
         explicit: dict[str, str] = {}
         for name, value in configs.items():
             if value is None:

@@ -41,7 +41,7 @@ from typing import Any
 import attrs
 import trio
 
-from trio_kafka.broker import Cluster
+from trio_kafka.broker import Cluster, ClusterOptions
 from trio_kafka.client import PartitionReader, Producer, open_producer
 from trio_kafka.core import Harness, Rules
 from trio_kafka.net import KafkaSelector, open_selector
@@ -233,6 +233,8 @@ async def _simulate(
     nonce = iter(range(1, 1 << 62))
     cluster = Cluster.create(
         BROKERS,
+        # The virtual clock is years behind the real one: take any future timestamp.
+        options=ClusterOptions(timestamp_after_max_ms=2**63 - 1),
         clock=_broker_clock(current_timers().clock),
         sasl_nonce=lambda: f"sim-nonce-{next(nonce)}",
     )
