@@ -376,3 +376,24 @@ async def test_a_record_without_a_key_for_a_compacted_topic_fails_alone() -> Non
                 assert isinstance(await handle, Acknowledged), i
         assert metrics.records_failed == len(keyless)
         assert _values(cluster, topic) == [b"v%d" % i for i in range(2000) if i not in keyless]
+
+
+async def test_a_record_stamped_too_far_ahead_fails_alone_naming_the_setting() -> None:
+    # Kafka 4 refuses a CreateTime record more than an hour ahead of its clock; its own
+    # message does not say which setting decides that.
+    import time
+
+    ahead = int(time.time() * 1000) + 2 * 3_600_000
+    async with mock_cluster() as cluster:
+        cluster.create_topic("stamped", 1)
+        async with open_producer(cluster.bootstrap, linger=0.01) as producer:
+            handles = [
+                await producer.send("stamped", b"v%d" % i, timestamp=ahead if i == 3 else None)
+                for i in range(8)
+            ]
+            await producer.flush()
+        with pytest.raises(KafkaError, match=r"out of range.*message\.timestamp\.after\.max\.ms"):
+            await handles[3]
+        others = [await h for i, h in enumerate(handles) if i != 3]
+        assert all(isinstance(ack, Acknowledged) for ack in others)
+        assert _values(cluster, "stamped") == [b"v%d" % i for i in range(8) if i != 3]

@@ -247,10 +247,21 @@ def record_errors_of(
     """The errors the broker named per record (KIP-467), by index in the batch."""
     if not response.record_errors:
         return None
+    hint = _RECORD_ERROR_HINTS.get(code, "")
     return {
-        e.batch_index: error_for_code(code, e.batch_index_error_message or message)
+        e.batch_index: error_for_code(code, (e.batch_index_error_message or message or "") + hint)
         for e in response.record_errors
     }
+
+
+#: What Kafka's per-record message leaves out: which setting decides it.
+_RECORD_ERROR_HINTS: dict[int, str] = {
+    ErrorCode.INVALID_TIMESTAMP: (
+        " (Kafka refuses a CreateTime timestamp further ahead of its clock than the "
+        "topic's message.timestamp.after.max.ms, an hour by default in Kafka 4, or "
+        "further behind it than message.timestamp.before.max.ms)"
+    ),
+}
 
 
 def expired_error(batch: ProducerBatch, age: float) -> KafkaError:
