@@ -14,7 +14,7 @@ from trio_kafka.client import BulkLoader, open_bulk_loader
 from trio_kafka.client._bulk import TxnPartition
 from trio_kafka.core import partition_for_key
 from trio_kafka.core._load import RECORD_OVERHEAD, Backend
-from trio_kafka.errors import ConfigError, ErrorCode
+from trio_kafka.errors import ConfigError, ErrorCode, KafkaError
 from trio_kafka.net import open_selector
 from trio_kafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
@@ -51,6 +51,23 @@ async def test_auto_loads_a_topic_without_cas_in_transactions() -> None:
             ]
             # Nothing was aborted: the log is each partition's rows in row order.
             assert log_values(cluster, "plain", p) == expected
+
+
+async def test_rows_the_broker_refuses_stop_the_load_at_once_saying_why() -> None:
+    # It retried the aborted chunk until retry_timeout, then said "run the load again to
+    # resume", which would meet the same rows (a compacted topic takes no keyless row).
+    async with mock_cluster() as cluster:
+        cluster.create_topic("compacted", 1, {"cleanup.policy": "compact"})
+        with anyio.fail_after(20):
+            async with open_bulk_loader(
+                "compacted", "L", bootstrap=cluster.bootstrap, batch_bytes=2048
+            ) as loader:
+                with pytest.raises(KafkaError) as refused:
+                    await loader.run([b"v%05d" % i for i in range(500)])
+        message = str(refused.value)
+        assert "compacted-0: the broker refuses rows of the chunk from row 0" in message
+        assert "Compacted topic cannot accept message without key" in message
+        assert log_values(cluster, "compacted", 0) == []
 
 
 async def test_a_transactional_load_run_again_skips_what_committed() -> None:

@@ -152,11 +152,13 @@ from trio_kafka.core import (
 from trio_kafka.errors import (
     AbortableError,
     AmbiguousError,
+    BrokerError,
     CasNotSupportedError,
     ConcurrentWriteError,
     ConfigError,
     ErrorCode,
     KafkaError,
+    error_for_code,
 )
 from trio_kafka.net import (
     KafkaSelector,
@@ -1135,6 +1137,17 @@ class TxnPartition:
                 )
             except AbortableError as exc:
                 # Aborted: nothing of the chunk is visible to read_committed readers.
+                refused = _rows_refused(exc)
+                if refused is not None:
+                    # The broker refuses the rows themselves: every retry would too.
+                    rows = f"after row {pipe.checkpoint}" if pipe.checkpoint >= 0 else "from row 0"
+                    raise error_for_code(
+                        refused.code,
+                        f"{topic}-{partition}: the broker refuses rows of the chunk {rows}, "
+                        f"so the load stops (nothing of that chunk "
+                        f"is visible: its transaction was aborted; a rerun resumes there "
+                        f"and meets the same rows): {refused.error_message}",
+                    ) from exc
                 if clock.now() >= deadline:
                     raise AmbiguousError(
                         f"{topic}-{partition}: the transaction of the rows after row "
@@ -1389,3 +1402,17 @@ __all__ = [
     "row_of",
     "transactional_id_for",
 ]
+
+
+#: Answers that refuse a batch for what its records hold (a record without a key for a
+#: compacted topic, a timestamp out of the topic's range): a retry meets them again.
+_ROWS_REFUSED = frozenset({ErrorCode.INVALID_RECORD, ErrorCode.INVALID_TIMESTAMP})
+
+
+def _rows_refused(error: BaseException) -> BrokerError | None:
+    """The broker's refusal of the rows behind an aborted chunk, if that is its cause."""
+    cause = getattr(error, "cause", None)
+    for candidate in (error, cause):
+        if isinstance(candidate, BrokerError) and candidate.code in _ROWS_REFUSED:
+            return candidate
+    return None
