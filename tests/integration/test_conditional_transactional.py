@@ -16,7 +16,8 @@ from trio_kafka.client import PartitionReader, open_conditional_writer, open_pro
 from trio_kafka.client import _conditional as conditional_module
 from trio_kafka.client._conditional import SEQUENCE_HEADER, WRITER_HEADER
 from trio_kafka.client._reader import IsolationLevel
-from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError
+from trio_kafka.core import Acknowledged
+from trio_kafka.errors import CasNotSupportedError, ConcurrentWriteError, KafkaError
 from trio_kafka.net import open_selector
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.fetch import FetchRequest
@@ -113,6 +114,34 @@ async def test_a_conditional_writer_that_demands_cas_is_refused_without_it() -> 
         with pytest.raises(CasNotSupportedError):
             async with open_conditional_writer("log", 0, bootstrap=cluster.bootstrap):
                 pass
+
+
+async def test_an_append_the_broker_refuses_fails_alone_at_once() -> None:
+    # Its transaction was aborted and the group sent again until the writer gave up: a
+    # keyless append to a compacted log was refused every time, for a minute.
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, {"cleanup.policy": "compact"})
+        async with open_conditional_writer(
+            "log", 0, bootstrap=cluster.bootstrap, guarantee="transactional"
+        ) as writer:
+            async for _ in writer.read_to_end():
+                pass
+            outcomes: dict[str, object] = {}
+
+            async def append(name: str, key: bytes | None) -> None:
+                try:
+                    outcomes[name] = await writer.append(name.encode(), key=key)
+                except KafkaError as exc:
+                    outcomes[name] = exc
+
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as group:  # one group commit
+                    group.start_soon(append, "keyed", b"k")
+                    group.start_soon(append, "keyless", None)
+                    group.start_soon(append, "keyed too", b"k2")
+        assert "Compacted topic cannot accept message without key" in str(outcomes["keyless"])
+        landed = {name: o.offset for name, o in outcomes.items() if isinstance(o, Acknowledged)}
+        assert set(landed) == {"keyed", "keyed too"}, outcomes
 
 
 async def test_the_newest_transactional_writer_takes_over_the_log() -> None:

@@ -1404,15 +1404,11 @@ __all__ = [
 ]
 
 
-#: Answers that refuse a batch for what its records hold (a record without a key for a
-#: compacted topic, a timestamp out of the topic's range): a retry meets them again.
-_ROWS_REFUSED = frozenset({ErrorCode.INVALID_RECORD, ErrorCode.INVALID_TIMESTAMP})
-
-
 def _rows_refused(error: BaseException) -> BrokerError | None:
-    """The broker's refusal of the rows behind an aborted chunk, if that is its cause."""
+    """The broker's refusal of the rows behind an aborted chunk, if that is its cause (a
+    code that `refuses_records`: a retry meets it again)."""
     cause = getattr(error, "cause", None)
     for candidate in (error, cause):
-        if isinstance(candidate, BrokerError) and candidate.code in _ROWS_REFUSED:
+        if isinstance(candidate, BrokerError) and candidate.info.refuses_records:
             return candidate
     return None

@@ -117,6 +117,7 @@ from trio_kafka.core import Acknowledged, Failed, Headers, Result, Rules, header
 from trio_kafka.errors import (
     AbortableError,
     AmbiguousError,
+    BrokerError,
     CasNotSupportedError,
     ConcurrentWriteError,
     ConfigError,
@@ -1055,16 +1056,30 @@ class _Refused(Exception):
 def _refused_alone(handles: list[Any]) -> dict[int, KafkaError]:
     """The records of an aborted transaction that failed for themselves (by index): an
     error that is neither the transaction's abort nor retriable (`RecordTooLargeError`
-    for a record over the topic's `max.message.bytes`, an invalid record). The others
+    for a record over the topic's `max.message.bytes`), or a broker's refusal of the
+    record itself (INVALID_RECORD, INVALID_TIMESTAMP: `refuses_records`). The others
     failed because the transaction aborted, or were written into it."""
     refused: dict[int, KafkaError] = {}
     for index, handle in enumerate(handles):
         outcome = handle.outcome
-        if isinstance(outcome, Failed) and not isinstance(
-            outcome.error, AbortableError | RetriableError
-        ):
-            refused[index] = outcome.error
+        if not isinstance(outcome, Failed):
+            continue
+        error = outcome.error
+        if isinstance(error, BrokerError) and error.info.refuses_records:
+            if _named(handle):
+                refused[index] = error
+        elif not isinstance(error, AbortableError | RetriableError):
+            refused[index] = error
     return refused
+
+
+def _named(handle: Any) -> bool:
+    """A broker refusing a batch for what its records hold named this record (or named
+    none: then every record of the batch is refused). A record it did not name failed
+    only for sharing the batch (KIP-467)."""
+    batch, index = handle.batch.located(handle.index)
+    named = batch.record_errors
+    return not named or index in named
 
 
 def _describe(record: Record) -> str:

@@ -164,6 +164,10 @@ class ErrorInfo:
     abortable: bool
     #: The producer cannot go on and must be closed (KIP-1050 "fatal").
     fatal: bool
+    #: The broker refused a batch for what its records hold (a record without a key
+    #: for a compacted topic, a timestamp out of the topic's range): sent again, the
+    #: same records meet the same answer.
+    refuses_records: bool = False
 
 
 # One row per code of Kafka's error table, in its order (as Java's `Errors` enum):
@@ -343,6 +347,8 @@ _ABORTABLE = frozenset(
     }
 )
 
+_REFUSES_RECORDS = frozenset({"INVALID_RECORD", "INVALID_TIMESTAMP"})
+
 ERRORS: dict[int, ErrorInfo] = {
     code: ErrorInfo(
         code=code,
@@ -352,6 +358,7 @@ ERRORS: dict[int, ErrorInfo] = {
         invalid_metadata=invalid_metadata,
         abortable=name in _ABORTABLE,
         fatal=name in _FATAL,
+        refuses_records=name in _REFUSES_RECORDS,
     )
     for code, name, retriable, invalid_metadata, message in _TABLE
 }
