@@ -17,7 +17,8 @@ from trio_kafka.client import (
     open_producer,
     writer_of,
 )
-from trio_kafka.errors import ConcurrentWriteError, WriterFencedError
+from trio_kafka.core import Acknowledged
+from trio_kafka.errors import ConcurrentWriteError, KafkaError, WriterFencedError
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.fetch import FetchRequest
 from trio_kafka.protocol.messages.produce import ProduceRequest
@@ -532,3 +533,39 @@ async def test_a_queued_cas_append_cancelled_while_its_answer_is_out_fails_the_n
     assert outcomes == {0: 0, 1: 1, 2: "cancelled"}
     assert values == [b"0" * 200, b"1" * 10, b"2" * 10]
     assert [r.value for r in records] == [*values, b"3"]
+
+
+async def test_an_append_the_broker_refuses_fails_alone_and_names_why() -> None:
+    # Concurrent appends share a CAS batch; the broker refuses the batch for the keyless
+    # append of a compacted log. Before, the append ahead of it failed with the broker's
+    # "One or more records have been rejected", and the keyless one was told that "the
+    # append before it ended without an answer".
+    outcomes: dict[str, object] = {}
+
+    async def append(writer: ConditionalWriter, name: str, key: bytes | None) -> None:
+        try:
+            outcomes[name] = await writer.append(name.encode(), key=key)
+        except KafkaError as exc:
+            outcomes[name] = exc
+
+    async with mock_cluster() as cluster:
+        cluster.create_topic("log", 1, {**CAS, "cleanup.policy": "compact"})
+        async with open_conditional_writer("log", 0, bootstrap=cluster.bootstrap) as writer:
+            for round_ in range(5):
+                async for _ in writer.read_to_end():
+                    pass
+                async with anyio.create_task_group() as group:
+                    for name, key in (("ahead", b"a"), ("keyless", None), ("behind", b"b")):
+                        group.start_soon(append, writer, f"{name}-{round_}", key)
+        log = {r.offset: r.value for r in committed(cluster)}
+    acked: dict[int, bytes] = {}
+    for name, outcome in outcomes.items():
+        if name.startswith("keyless"):
+            assert "Compacted topic cannot accept message without key" in str(outcome)
+        elif isinstance(outcome, Acknowledged):
+            acked[outcome.offset] = name.encode()
+        else:  # behind the refused append: told so, never given its refusal
+            assert isinstance(outcome, ConcurrentWriteError), (name, outcome)
+            assert "the broker refused the append before it" in str(outcome)
+    assert acked  # (a round whose keyless append came first acknowledges none)
+    assert log == acked

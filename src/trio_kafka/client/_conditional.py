@@ -572,7 +572,14 @@ class ConditionalWriter:
                 self.next_offset = None
             raise
         except BaseException as exc:
-            if not (link.refused and self._gave_back(link, exc)):
+            if link.refused and not self._gave_back(link, exc):
+                # Refused for itself, certainly not written: those behind it are settled
+                # as behind a failure (they read the log), not as behind an unknown.
+                link.failed = True
+                chain.break_at(expected, f"the broker refused the append before it: {exc}")
+                if chain is self._chain:
+                    self.next_offset = None
+            elif not link.refused:
                 link.unknown = True
                 chain.break_at(expected, "the append before it ended without an answer")
             raise
@@ -798,8 +805,11 @@ class ConditionalWriter:
                     return await self._settle_behind(chain, expected, sequence)
                 if before == "unknown" and not lost:  # (not written)
                     raise self._behind_failure(chain, expected, sequence) from exc
-                link.refused = not lost  # (else an earlier attempt may have landed)
-                raise
+                if lost or not _only_shared_a_refused_batch(handle, exc):
+                    link.refused = not lost  # (else an earlier attempt may have landed)
+                    raise
+                # The broker refused another append of this one's batch and wrote none
+                # of it (KIP-467): every append before it is in, so it goes again alone.
             else:
                 if ack.offset != expected:  # dedup without the original offset (-1)
                     ack = Acknowledged(ack.topic, ack.partition, expected, ack.timestamp)
@@ -1071,6 +1081,12 @@ def _refused_alone(handles: list[Any]) -> dict[int, KafkaError]:
         elif not isinstance(error, AbortableError | RetriableError):
             refused[index] = error
     return refused
+
+
+def _only_shared_a_refused_batch(handle: Any, error: KafkaError) -> bool:
+    """`handle`'s record failed only because the broker refused another record of its
+    batch for what that one holds (the batch refused whole, this record not named)."""
+    return isinstance(error, BrokerError) and error.info.refuses_records and not _named(handle)
 
 
 def _named(handle: Any) -> bool:
