@@ -80,13 +80,8 @@ def test_200_seeds_twice_in_process_and_once_under_another_hash_seed() -> None:
 _BUILT_IN = ["idempotent", "transactional", "cas", "bulk", "bulk-txn", "cas-txn"]
 
 
-@pytest.mark.parametrize("workload", _BUILT_IN)
-def test_record_timestamps_come_from_the_virtual_wall_clock(
-    workload: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The trace leaves timestamps out, so D1 and D2 cannot see a producer that reads the
-    # real clock: every record of a seed must be stamped between the run's virtual start
-    # and end (`runner.EPOCH` plus trio's virtual seconds).
+def _run_keeping_cluster(monkeypatch: pytest.MonkeyPatch, workload: str, seed: int) -> Any:
+    """`run_seed` (lite), which must pass; returns its outcome and its simulated cluster."""
     clusters: list[Any] = []
     finish = runner.finish
 
@@ -95,9 +90,20 @@ def test_record_timestamps_come_from_the_virtual_wall_clock(
         return finish(*args)
 
     monkeypatch.setattr(runner, "finish", keep_cluster)
-    out = run_seed(workload, 12_000_001, profile="lite")
+    out = run_seed(workload, seed, profile="lite")
     assert out.result.ok, out.result.violations
     (cluster,) = clusters
+    return out, cluster
+
+
+@pytest.mark.parametrize("workload", _BUILT_IN)
+def test_record_timestamps_come_from_the_virtual_wall_clock(
+    workload: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The trace leaves timestamps out, so D1 and D2 cannot see a producer that reads the
+    # real clock: every record of a seed must be stamped between the run's virtual start
+    # and end (`runner.EPOCH` plus trio's virtual seconds).
+    out, cluster = _run_keeping_cluster(monkeypatch, workload, 12_000_001)
     stamps = [
         record.timestamp
         for topic in cluster.state.topics.values()
@@ -120,16 +126,7 @@ def test_the_simulated_brokers_take_records_stamped_with_the_real_time(
     # the real one. At Kafka 4's default (message.timestamp.after.max.ms, an hour) a user
     # workload that stamps records with time.time() would be refused in the simulator
     # and not on a cluster.
-    clusters: list[Any] = []
-    finish = runner.finish
-
-    def keep_cluster(*args: Any) -> Any:
-        clusters.append(args[4].cluster)
-        return finish(*args)
-
-    monkeypatch.setattr(runner, "finish", keep_cluster)
-    assert run_seed("idempotent", 12_000_001, profile="lite").result.ok
-    (cluster,) = clusters
+    _, cluster = _run_keeping_cluster(monkeypatch, "idempotent", 12_000_001)
     topic = next(iter(cluster.state.topics.values()))
     builder = BatchBuilder()
     builder.append(int(time.time() * 1000) + 86_400_000, None, b"stamped by the real clock")
