@@ -85,15 +85,50 @@ class Partition:
         answers those with the partition's log start offset."""
         return ProduceOutcome(error, message, -1, -1, self.log.log_start_offset)
 
-    def _keyless(self, data: bytes) -> tuple[tuple[int, str], ...]:
-        """The records of a batch for a compacted topic that have no key, as Kafka's
-        LogValidator refuses them (each named, the batch refused whole)."""
-        batch = next(decode_batches(data))
-        why = (
-            "Compacted topic cannot accept message without key in topic partition "
-            f"{self.topic}-{self.index}"
+    def _refused_records(
+        self, data: bytes, config: TopicConfig, now_ms: int, check_times: bool
+    ) -> ProduceOutcome | None:
+        """Records Kafka's LogValidator refuses for what they hold, each named, their
+        batch refused whole (KIP-467): one without a key for a compacted topic
+        (INVALID_RECORD), and with `check_times` a CreateTime timestamp further from the
+        broker's clock than the topic allows (INVALID_TIMESTAMP; -1, none, passes). The
+        batch is decoded once, only when a check applies."""
+        records = next(decode_batches(data)).records
+        if config.compacted:
+            why = (
+                "Compacted topic cannot accept message without key in topic partition "
+                f"{self.topic}-{self.index}"
+            )
+            keyless = tuple((i, why) for i, record in enumerate(records) if record.key is None)
+            if keyless:
+                return self._refuse_records(ErrorCode.INVALID_RECORD, keyless)
+        if check_times:
+            low = now_ms - config.timestamp_before_max_ms
+            high = now_ms + config.timestamp_after_max_ms
+            late = tuple(
+                (
+                    i,
+                    f"Timestamp {record.timestamp} of message with offset {record.offset} is "
+                    f"out of range. The timestamp should be within [{low}, {high}]",
+                )
+                for i, record in enumerate(records)
+                if record.timestamp != -1 and not low <= record.timestamp <= high
+            )
+            if late:
+                return self._refuse_records(ErrorCode.INVALID_TIMESTAMP, late)
+        return None
+
+    def _refuse_records(
+        self, error: ErrorCode, refused: tuple[tuple[int, str], ...]
+    ) -> ProduceOutcome:
+        """A batch refused for the records named in `refused`, with Kafka's top-level
+        message."""
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i, why in refused[:3])
+        message = (
+            f"One or more records have been rejected due to {len(refused)} record errors in "
+            f"total, and only showing the first three errors at most: [{shown}]"
         )
-        return tuple((i, why) for i, record in enumerate(batch.records) if record.key is None)
+        return attrs.evolve(self._fail(error, message), record_errors=refused)
 
     @staticmethod
     def _refuse(error: ErrorCode, message: str) -> ProduceOutcome:
@@ -149,23 +184,14 @@ class Partition:
             if not decompressed:  # Kafka's decompression fails unexpectedly
                 return self._fail(ErrorCode.UNKNOWN_SERVER_ERROR, why)
             return self._fail(ErrorCode.INVALID_RECORD, f"invalid record batch: {why}")
-        if config.compacted:
-            refused = self._keyless(data)
-            if refused:
-                return attrs.evolve(
-                    self._fail(ErrorCode.INVALID_RECORD, _record_errors_message(refused)),
-                    record_errors=refused,
-                )
-        if not config.log_append_time and (
+        check_times = not config.log_append_time and (
             header.max_timestamp > now_ms + config.timestamp_after_max_ms
             or config.timestamp_before_max_ms < DEFAULT_TIMESTAMP_BEFORE_MAX_MS
-        ):
-            refused = _out_of_range(data, config, now_ms)
-            if refused:
-                return attrs.evolve(
-                    self._fail(ErrorCode.INVALID_TIMESTAMP, _record_errors_message(refused)),
-                    record_errors=refused,
-                )
+        )
+        if config.compacted or check_times:
+            refusal = self._refused_records(data, config, now_ms, check_times)
+            if refusal is not None:
+                return refusal
 
         pid, epoch, seq = header.producer_id, header.producer_epoch, header.base_sequence
         idempotent = pid >= 0
@@ -280,30 +306,3 @@ class Partition:
         self.log.end_transaction(producer_id, marker_offset=stored.base_offset, committed=commit)
         self.producers.record_marker(producer_id, producer_epoch, coordinator_epoch)
         return ErrorCode.NONE
-
-
-def _record_errors_message(errors: tuple[tuple[int, str], ...]) -> str:
-    """Kafka's top-level message for a batch refused for some of its records."""
-    shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i, why in errors[:3])
-    return (
-        f"One or more records have been rejected due to {len(errors)} record errors in "
-        f"total, and only showing the first three errors at most: [{shown}]"
-    )
-
-
-def _out_of_range(data: bytes, config: TopicConfig, now_ms: int) -> tuple[tuple[int, str], ...]:
-    """The records of a CreateTime batch whose timestamps are further from the broker's
-    clock than the topic allows, as Kafka's LogValidator names them (-1, no timestamp,
-    is allowed)."""
-    low = now_ms - config.timestamp_before_max_ms
-    high = now_ms + config.timestamp_after_max_ms
-    batch = next(decode_batches(data))
-    return tuple(
-        (
-            i,
-            f"Timestamp {record.timestamp} of message with offset {record.offset} is out of "
-            f"range. The timestamp should be within [{low}, {high}]",
-        )
-        for i, record in enumerate(batch.records)
-        if record.timestamp != -1 and not low <= record.timestamp <= high
-    )

@@ -159,6 +159,7 @@ from trio_kafka.errors import (
     ErrorCode,
     KafkaError,
     error_for_code,
+    refuses_records,
 )
 from trio_kafka.net import (
     KafkaSelector,
@@ -1405,10 +1406,10 @@ __all__ = [
 
 
 def _rows_refused(error: BaseException) -> BrokerError | None:
-    """The broker's refusal of the rows behind an aborted chunk, if that is its cause (a
-    code that `refuses_records`: a retry meets it again)."""
-    cause = getattr(error, "cause", None)
-    for candidate in (error, cause):
-        if isinstance(candidate, BrokerError) and candidate.info.refuses_records:
+    """The broker's refusal of the rows behind an aborted chunk, if that is its cause
+    (`refuses_records`: a retry meets it again)."""
+    for candidate in (error, getattr(error, "cause", None)):
+        if refuses_records(candidate):
+            assert isinstance(candidate, BrokerError)
             return candidate
     return None

@@ -117,7 +117,6 @@ from trio_kafka.core import Acknowledged, Failed, Headers, Result, Rules, header
 from trio_kafka.errors import (
     AbortableError,
     AmbiguousError,
-    BrokerError,
     CasNotSupportedError,
     ConcurrentWriteError,
     ConfigError,
@@ -128,6 +127,7 @@ from trio_kafka.errors import (
     ProducerFencedError,
     RetriableError,
     WriterFencedError,
+    refuses_records,
 )
 from trio_kafka.net import Event, SaslConfig, primitives
 from trio_kafka.records import Record
@@ -1075,7 +1075,7 @@ def _refused_alone(handles: list[Any]) -> dict[int, KafkaError]:
         if not isinstance(outcome, Failed):
             continue
         error = outcome.error
-        if isinstance(error, BrokerError) and error.info.refuses_records:
+        if refuses_records(error):
             if _named(handle):
                 refused[index] = error
         elif not isinstance(error, AbortableError | RetriableError):
@@ -1086,7 +1086,7 @@ def _refused_alone(handles: list[Any]) -> dict[int, KafkaError]:
 def _only_shared_a_refused_batch(handle: Any, error: KafkaError) -> bool:
     """`handle`'s record failed only because the broker refused another record of its
     batch for what that one holds (the batch refused whole, this record not named)."""
-    return isinstance(error, BrokerError) and error.info.refuses_records and not _named(handle)
+    return refuses_records(error) and not _named(handle)
 
 
 def _named(handle: Any) -> bool:

@@ -830,13 +830,14 @@ class BatchQueues:
 
     def set_aside(
         self, batch: ProducerBatch, refused: Sequence[int], now: float
-    ) -> list[ProducerBatch]:
+    ) -> tuple[list[ProducerBatch], dict[int, ProducerBatch]]:
         """The broker refused `batch` for the records at `refused` (indexes, sorted; not
         all of them): cut it so that each refused record is a piece of its own, queue
         the other pieces at the front of its partition in record order, sendable at
-        once, and return every piece in record order (the caller fails the refused
-        ones). The refused batch appended nothing, so its other records are sent again
-        rather than failed with it (Java fails them all: KIP-467)."""
+        once. Returns every piece in record order, and the refused ones by their index
+        in `batch` (the caller fails those). The refused batch appended nothing, so its
+        other records are sent again rather than failed with it (Java fails them all:
+        KIP-467)."""
         count = batch.record_count
         bounds = sorted({at for index in refused for at in (index, index + 1)} - {0, count})
         sizes: list[int] = []
@@ -844,12 +845,14 @@ class BatchQueues:
             sizes.append(sum(_record_size(batch, index) for index in range(start, stop)))
         sizes[-1] = max(sizes[-1] + batch.size - sum(sizes), 0)  # the bytes reserved
         pieces = batch.split(bounds, sizes)
-        starts = [0, *bounds]
-        set_apart = set(refused)
-        for start, piece in reversed(list(zip(starts, pieces, strict=True))):
-            if not (piece.record_count == 1 and start in set_apart):
+        set_apart = dict.fromkeys(refused)
+        apart: dict[int, ProducerBatch] = {}
+        for start, piece in reversed(list(zip([0, *bounds], pieces, strict=True))):
+            if start in set_apart:  # (a refused record is a piece of its own)
+                apart[start] = piece
+            else:
                 self.reenqueue(piece, now, 0.0)
-        return pieces
+        return pieces, apart
 
     # -- expiry ----------------------------------------------------------------------
 

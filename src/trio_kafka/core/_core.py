@@ -856,14 +856,12 @@ class ProducerCore:
             or self.fatal_error is not None
         ):
             return False
-        pieces = self.accumulator.batches.set_aside(batch, refused, now)
+        pieces, apart = self.accumulator.batches.set_aside(batch, refused, now)
         self.sequencing.on_split(batch, pieces)
-        starts = [start for start, _, _ in batch.pieces or ()]
-        for start, piece in zip(starts, pieces, strict=True):
-            if piece.record_count == 1 and start in record_errors:
-                error = record_errors[start]
-                self.sequencing.on_final(piece, gap=True, error=error)
-                self.finish_failed(piece, error)
+        for index in refused:
+            error = record_errors[index]
+            self.sequencing.on_final(apart[index], gap=True, error=error)
+            self.finish_failed(apart[index], error)
         return True
 
     def _too_large(self, batch: ProducerBatch, message: str | None, now: float) -> Decision:

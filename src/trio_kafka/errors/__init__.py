@@ -60,6 +60,7 @@ from trio_kafka.errors._exceptions import (
     UnsupportedRequestError,
     WriterFencedError,
     error_for_code,
+    refuses_records,
 )
 from trio_kafka.errors._table import ERRORS, ErrorCode, ErrorInfo, error_info
 
@@ -107,6 +108,7 @@ __all__ = [
     "WriterFencedError",
     "error_for_code",
     "error_info",
+    "refuses_records",
 ]
 
 # The public home of every name is `trio_kafka.errors` (reprs, tracebacks, pickles and

@@ -177,6 +177,13 @@ class ExpectedOffsetMismatchError(AbortableBrokerError):
         self.log_end_offset = log_end_offset
 
 
+def refuses_records(error: BaseException | None) -> bool:
+    """`error` is a broker's refusal of a batch for what its records hold
+    (`ErrorInfo.refuses_records`: INVALID_RECORD, INVALID_TIMESTAMP): sent again, the
+    same records meet it again."""
+    return isinstance(error, BrokerError) and error.info.refuses_records
+
+
 def error_for_code(code: int, message: str | None = None) -> BrokerError:
     """The exception for an error code from a response (`code` must not be NONE)."""
     if code == ErrorCode.NONE:
