@@ -23,10 +23,13 @@ The sender task loops over one pass of the core (`ProducerCore`):
 A `NodeSender` owns the requests for one node, in drain order. Its writer task encodes
 each request and writes it (`BrokerConnection.send`, which returns once the bytes are
 out: pipelining up to `max_in_flight`, order kept by the connection's FIFO lock) and
-hands the pending response to its reader task, which awaits responses in the same
-order and feeds them to the core (and a NOT_LEADER_OR_FOLLOWER answer's current leader
-and its endpoint, KIP-951, to the selector's metadata: the retries go there at once), so the core always sees a node's answers in the order
-it sent the requests. A request that never left (no connection) is settled with
+asks the pending response to call back when it ends. The callback (`_answered`, in the
+connection's reader task) feeds the answers to the core in the order the requests were
+written: the oldest unsettled request first, and none before it has its answer (and a
+NOT_LEADER_OR_FOLLOWER answer's current leader and its endpoint, KIP-951, to the
+selector's metadata: the retries go there at once), so the core always sees a node's
+answers in the order it sent the requests. (A reader task per node that awaited each
+answer did the same with two more task switches per request.) A request that never left (no connection) is settled with
 `sent=False` (retried, never ambiguous); one that left and got no answer (connection
 lost, request timeout) with `sent=True` (retried with the same sequence; ambiguous only
 when no retry is possible). `unsettled` lists every request not yet handed back to the
@@ -67,6 +70,7 @@ from trio_kafka.net import (
     ClusterMetadata,
     Event,
     KafkaSelector,
+    PendingResponse,
     TaskGroup,
     TopicMetadata,
     primitives,
@@ -481,6 +485,8 @@ class ProduceAttempt:
     #: The bytes may have reached the broker (set just before the write starts).
     sent: bool = False
     settled: bool = False
+    #: The answer, once written (`NodeSender._answered` reads it).
+    pending: PendingResponse | None = None
 
 
 _T = TypeVar("_T")
@@ -544,10 +550,8 @@ class NodeSender:
         self.throttled_until = -math.inf
         # Requests drained for this node, not yet settled with the core, oldest first.
         self.unsettled: collections.deque[ProduceAttempt] = collections.deque()
-        # Attempts for the writer task, then (attempt, pending response) for the reader.
-        event = sender.primitives.event
-        self._outbox: TaskQueue[ProduceAttempt] = TaskQueue(event)
-        self._written: TaskQueue[tuple[ProduceAttempt, Any]] = TaskQueue(event)
+        # Attempts for the writer task.
+        self._outbox: TaskQueue[ProduceAttempt] = TaskQueue(sender.primitives.event)
 
     def __repr__(self) -> str:
         return (
@@ -569,7 +573,6 @@ class NodeSender:
 
     def start(self, nursery: TaskGroup) -> None:
         nursery.start_soon(self._writer, name=f"kafka-produce-writer-{self.node_id}")
-        nursery.start_soon(self._reader, name=f"kafka-produce-reader-{self.node_id}")
 
     def connect(self, now: float) -> float:
         """Start opening the node's connection in the background (one attempt at a time,
@@ -647,18 +650,28 @@ class NodeSender:
                 attempt.sent = not isinstance(exc, BrokerConnectionError)
                 sender.settle_failure(attempt, exc)
                 continue
-            self._written.put((attempt, pending))
+            attempt.pending = pending
+            pending.on_done(self._answered)  # (at once if the answer is already in)
 
-    async def _reader(self) -> None:
+    def _answered(self) -> None:
+        """An answer is in: settle the requests whose answers are in, oldest first,
+        stopping at the first still waiting for its answer (or not yet written)."""
         sender = self.sender
-        while True:
-            attempt, pending = await self._written.get()
-            try:
-                response = await pending.wait()
-            except KafkaError as exc:
-                sender.settle_failure(attempt, exc)
-            else:
-                sender.settle_response(attempt, response)
+        unsettled = self.unsettled
+        while unsettled:
+            attempt = unsettled[0]
+            pending = attempt.pending
+            if pending is None or not pending.done():
+                return
+            error = pending.error
+            if error is None:
+                sender.settle_response(attempt, pending.result())
+            elif isinstance(error, KafkaError):
+                sender.settle_failure(attempt, error)
+            else:  # (the connection sets only KafkaErrors: anything else is a bug)
+                raise error
+            if unsettled and unsettled[0] is attempt:  # (settling takes it off)
+                raise AssertionError(f"{attempt} was settled but is still unsettled")
 
     def settle_all(self, error: KafkaError) -> None:
         """Closing: tell the core how every unsettled request ended (without waiting)."""

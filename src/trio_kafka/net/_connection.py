@@ -377,9 +377,27 @@ class PendingResponse:
     _event: Event = attrs.field(factory=anyio.Event, alias="event")
     _response: Any = attrs.field(default=None, init=False)
     _error: BaseException | None = attrs.field(default=None, init=False)
+    # Called once, with no arguments, right after the outcome is set (`on_done`).
+    _callback: Callable[[], None] | None = attrs.field(default=None, init=False)
 
     def done(self) -> bool:
         return self._event.is_set()
+
+    @property
+    def error(self) -> BaseException | None:
+        """The error it ended with (None while pending or once answered)."""
+        return self._error
+
+    def on_done(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` once the outcome is set (now if it already is), in the task
+        that sets it (the connection's reader for a response, the writer or the closer
+        for an error), before that task goes on: one callback, set once."""
+        if self._callback is not None:
+            raise RuntimeError("a PendingResponse takes one on_done callback")
+        if self._event.is_set():
+            callback()
+        else:
+            self._callback = callback
 
     def read(self, frame: bytes, version: int) -> Any:
         """The response in `frame` (its reader's, or the generic codec's); raises
@@ -407,11 +425,19 @@ class PendingResponse:
         if not self._event.is_set():
             self._response = response
             self._event.set()
+            self._call_back()
 
     def _set_error(self, error: BaseException) -> None:
         if not self._event.is_set():
             self._error = error
             self._event.set()
+            self._call_back()
+
+    def _call_back(self) -> None:
+        callback = self._callback
+        if callback is not None:
+            self._callback = None
+            callback()
 
     def __repr__(self) -> str:
         if not self._event.is_set():
@@ -827,11 +853,11 @@ class BrokerConnection:
         """Complete `pending` once and give its in-flight slot back."""
         if pending.done():
             return
+        self._slots.release()  # (first: the outcome may call back, see `on_done`)
         if error is not None:
             pending._set_error(error)
         else:
             pending._set_response(response)
-        self._slots.release()
 
     def _timeout_error(self, pending: PendingResponse, doing: str) -> RequestTimeoutError:
         return RequestTimeoutError(
