@@ -23,6 +23,7 @@ import trio
 from tests._batches import reframe
 from tests.integration._conformance import (
     ADD_PARTITIONS_V,
+    CREATE_TOPICS_V,
     END_TXN_V,
     FETCH_V,
     INIT_PID_V,
@@ -45,7 +46,15 @@ from tests.integration._conformance import (
 )
 from trio_kafka.broker import ClusterOptions, open_cluster
 from trio_kafka.errors import ErrorCode
-from trio_kafka.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
+from trio_kafka.protocol.messages.create_topics import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+)
+from trio_kafka.protocol.messages.describe_configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResource,
+)
 from trio_kafka.protocol.messages.find_coordinator import FindCoordinatorRequest
 from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from trio_kafka.records import HEADER_SIZE, BatchBuilder, Compression
@@ -58,6 +67,10 @@ READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 LATEST = -1
 EARLIEST = -2
+
+# DescribeConfigs v2: v3 adds each config's type and documentation, which the mock does
+# not give.
+DESCRIBE_CONFIGS_V = 2
 
 # The coordinator's timeout sweep runs every 10 s by default: the timeout scenario would
 # wait that long on Kafka.
@@ -566,6 +579,75 @@ async def record_timestamps(peer: Peer, topic: str) -> None:
     await fetch_all(peer, "fetch", topic, isolation=READ_UNCOMMITTED)
 
 
+#: One (name, value) per step: what Kafka 4.4 accepts and refuses (INVALID_CONFIG) at
+#: CreateTopics, a type, a range, a list, a name it removed, a feature the broker lacks.
+TOPIC_CONFIG_PROBES = [
+    ("min.insync.replicas", "2"),
+    ("min.insync.replicas", "0"),
+    ("min.insync.replicas", "two"),
+    ("segment.bytes", "1048575"),
+    ("segment.bytes", "2147483648"),
+    ("retention.ms", "-1"),
+    ("retention.ms", "-2"),
+    ("retention.bytes", "-5"),
+    ("min.cleanable.dirty.ratio", "0.25"),
+    ("min.cleanable.dirty.ratio", "1.5"),
+    ("cleanup.policy", ""),
+    ("cleanup.policy", "compact, delete"),
+    ("cleanup.policy", "compacted"),
+    ("compression.type", "lz4"),
+    ("compression.type", "none"),
+    ("compression.gzip.level", "0"),
+    ("compression.zstd.level", "23"),
+    ("preallocate", "TRUE"),
+    ("preallocate", "yes"),
+    ("follower.replication.throttled.replicas", "0:1,1:2"),
+    ("follower.replication.throttled.replicas", "all"),
+    ("remote.storage.enable", "false"),
+    ("remote.storage.enable", "true"),
+    ("message.format.version", "3.0-IV1"),
+    ("message.timestamp.difference.max.ms", "1000"),
+    ("no.such.config", "1"),
+]
+
+
+async def topic_configs(peer: Peer, topic: str) -> None:
+    """Topic configs at creation: each probe alone (validate_only), then the configs a
+    new topic describes, with their defaults."""
+    for name, value in TOPIC_CONFIG_PROBES:
+        await peer.step(
+            f"create with {name}={value!r}",
+            CreateTopicsRequest(
+                topics=[
+                    CreatableTopic(
+                        name=topic,
+                        num_partitions=1,
+                        replication_factor=1,
+                        assignments=[],
+                        configs=[CreatableTopicConfig(name=name, value=value)],
+                    )
+                ],
+                timeout_ms=30_000,
+                validate_only=True,
+            ),
+            CREATE_TOPICS_V,
+        )
+    await create_topic(peer, topic)
+    await peer.step(
+        "describe",
+        DescribeConfigsRequest(
+            resources=[
+                DescribeConfigsResource(
+                    resource_type=2, resource_name=topic, configuration_keys=None
+                )
+            ],
+            include_synonyms=False,
+            include_documentation=False,
+        ),
+        DESCRIBE_CONFIGS_V,
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {
     "idempotent_duplicates": idempotent_duplicates,
     "sequence_gaps": sequence_gaps,
@@ -578,6 +660,7 @@ SCENARIOS: dict[str, Scenario] = {
     "corrupt_records": corrupt_records,
     "compacted_topic": compacted_topic,
     "record_timestamps": record_timestamps,
+    "topic_configs": topic_configs,
 }
 
 # Differences kept on purpose: (transaction version, scenario, step) -> why. Each is in

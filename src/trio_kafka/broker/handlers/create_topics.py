@@ -46,6 +46,15 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsRespons
             validate_only=req.validate_only,
         )
         result = CreatableTopicResult(name=topic.name, error_code=error, error_message=message)
+        if error is ErrorCode.NONE and req.validate_only:
+            # Kafka answers what the topic would be.
+            result = CreatableTopicResult(
+                name=topic.name,
+                error_code=error,
+                error_message=None,
+                num_partitions=num if num > 0 else state.options.default_partitions,
+                replication_factor=max(topic.replication_factor, 1),
+            )
         created = state.topics.get(topic.name)
         if error is ErrorCode.NONE and created is not None:
             for assignment in topic.assignments:
