@@ -195,7 +195,7 @@ async def test_cas_over_the_wire() -> None:
                     CreatableTopic(
                         name="cas",
                         num_partitions=1,
-                        replication_factor=3,
+                        replication_factor=1,
                         configs=[
                             CreatableTopicConfig(name="expected.offset.check.enable", value="true")
                         ],

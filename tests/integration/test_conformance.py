@@ -17,6 +17,7 @@ import pprint
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
@@ -648,6 +649,87 @@ async def topic_configs(peer: Peer, topic: str) -> None:
     )
 
 
+def _create(*topics: tuple[str, int, int], validate_only: bool = False) -> CreateTopicsRequest:
+    return CreateTopicsRequest(
+        topics=[
+            CreatableTopic(
+                name=name,
+                num_partitions=partitions,
+                replication_factor=replication,
+                assignments=[],
+                configs=[],
+            )
+            for name, partitions, replication in topics
+        ],
+        timeout_ms=30_000,
+        validate_only=validate_only,
+    )
+
+
+async def edge_requests(peer: Peer, topic: str) -> None:
+    """Requests at the edges of what a broker takes: topic names, partition counts and
+    replication factors at creation, acks, special ListOffsets timestamps, fetch
+    offsets out of range."""
+    for name in ["", ".", "..", "a" * 249, "a" * 250, "a/b", "a:b", "ä", f"{topic}.dot"]:
+        await peer.step(
+            f"create {name[:12]!r} ({len(name)})",
+            _create((name, 1, 1), validate_only=True),
+            CREATE_TOPICS_V,
+        )
+    for partitions, replication in [(0, 1), (-2, 1), (-1, -1), (1, 0), (1, 2), (1, -2)]:
+        await peer.step(
+            f"create {partitions} partitions x {replication}",
+            _create((topic, partitions, replication), validate_only=True),
+            CREATE_TOPICS_V,
+        )
+    await peer.step(
+        "create twice in one request",
+        _create((topic, 1, 1), (topic, 1, 1), validate_only=True),
+        CREATE_TOPICS_V,
+    )
+    await create_topic(peer, topic)
+    await peer.step("create an existing topic", _create((topic, 1, 1)), CREATE_TOPICS_V)
+    for acks in (2, -2, 0 - 1):
+        request = produce(topic, batch([b"a"]))
+        await produce_step(peer, f"produce acks={acks}", attrs.evolve(request, acks=acks))
+    await produce_step(
+        peer,
+        "produce an idempotent batch with acks=1",
+        attrs.evolve(produce(topic, batch([b"i"], pid=9, epoch=0, seq=0)), acks=1),
+    )
+    await produce_step(
+        peer,
+        "produce a transactional batch without a transactional id",
+        produce(topic, batch([b"t"], pid=9, epoch=0, seq=0, txn=True)),
+    )
+    for label, timestamp in [
+        ("max timestamp", -3),
+        ("earliest local", -4),
+        ("latest tiered", -5),
+        ("a timestamp", 0),
+        ("a future timestamp", NOW + 10**9),
+    ]:
+        await peer.step(
+            f"list {label}",
+            list_offsets(topic, timestamp, isolation=READ_UNCOMMITTED),
+            LIST_OFFSETS_V,
+        )
+    for label, timestamp, version in [
+        ("max timestamp", -3, 6),
+        ("earliest local", -4, 10),
+        ("latest tiered", -5, 10),
+    ]:
+        await peer.step(
+            f"list {label} at v{version}",
+            list_offsets(topic, timestamp, isolation=READ_UNCOMMITTED),
+            version,
+        )
+    await peer.step("fetch at -1", fetch(topic, -1, isolation=READ_UNCOMMITTED), FETCH_V)
+    await peer.step(
+        "fetch far past the end", fetch(topic, 10**6, isolation=READ_UNCOMMITTED), FETCH_V
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {
     "idempotent_duplicates": idempotent_duplicates,
     "sequence_gaps": sequence_gaps,
@@ -661,6 +743,7 @@ SCENARIOS: dict[str, Scenario] = {
     "compacted_topic": compacted_topic,
     "record_timestamps": record_timestamps,
     "topic_configs": topic_configs,
+    "edge_requests": edge_requests,
 }
 
 # Differences kept on purpose: (transaction version, scenario, step) -> why. Each is in

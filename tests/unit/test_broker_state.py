@@ -175,6 +175,21 @@ def test_topic_creation_rules_and_round_robin_leaders() -> None:
     assert state.create_topic("c", 1, {"max.message.bytes": "x"})[0] is ErrorCode.INVALID_CONFIG
 
 
+def test_a_replication_factor_the_brokers_cannot_hold_is_refused_as_kafka_refuses_it() -> None:
+    state = ClusterState([0, 1, 2], clock=lambda: T0)
+    for factor in (-1, 1, 3):
+        assert state.create_topic(f"rf{factor}", 1, replication_factor=factor)[0] is ErrorCode.NONE
+    for factor in (0, -2):
+        error, message = state.create_topic("bad", 1, replication_factor=factor)
+        assert error is ErrorCode.INVALID_REPLICATION_FACTOR
+        assert (
+            message == "Replication factor must be larger than 0, or -1 to use the default value."
+        )
+    error, message = state.create_topic("four", 1, replication_factor=4)
+    assert error is ErrorCode.INVALID_REPLICATION_FACTOR
+    assert message is not None and "only 3 broker(s) are registered" in message
+
+
 # -- groups --------------------------------------------------------------------------
 
 

@@ -145,7 +145,13 @@ class ClusterState:
         configs: dict[str, str | None] | None = None,
         *,
         validate_only: bool = False,
+        replication_factor: int = -1,
     ) -> tuple[ErrorCode, str | None]:
+        """Create (or with `validate_only` only check) a topic, checking what Kafka's
+        controller checks, in its order: the name, that it is new, the partition count,
+        the replication factor (-1: the default, 1; at most the brokers there are: every
+        broker holds the one log here, but Kafka cannot place more replicas than
+        brokers), the configs. Returns the error and its message (NONE, None)."""
         error = topic_name_error(name)
         if error is not None:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, error
@@ -157,6 +163,18 @@ class ClusterState:
             return (
                 ErrorCode.INVALID_PARTITIONS,
                 f"number of partitions must be positive, got {num_partitions}",
+            )
+        if replication_factor < -1 or replication_factor == 0:
+            return (
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                "Replication factor must be larger than 0, or -1 to use the default value.",
+            )
+        if replication_factor > len(self.node_ids):
+            return (
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {replication_factor} time(s): The target "
+                f"replication factor of {replication_factor} cannot be reached because only "
+                f"{len(self.node_ids)} broker(s) are registered.",
             )
         try:
             config = TopicConfig.from_configs(

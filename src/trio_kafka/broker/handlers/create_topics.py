@@ -2,9 +2,10 @@
 
 Creates topics with their partition count (-1: the cluster default) and configs
 (`expected.offset.check.enable`, `max.message.bytes`, `message.timestamp.type`, and the
-other Kafka topic configs stored without effect). The replication factor is accepted
-whatever it is (-1, 1, 3...): there is no replication to honour. Manual replica
-assignments choose the leader (the first broker id listed). `validate_only` checks only.
+other Kafka topic configs stored without effect). The replication factor is checked as
+Kafka checks it (positive or -1, at most the number of brokers), though there is no
+replication to honour. Manual replica assignments choose the leader (the first broker id
+listed). `validate_only` checks only.
 """
 
 from __future__ import annotations
@@ -24,18 +25,13 @@ REQUEST = CreateTopicsRequest
 def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
     state = ctx.state
     results = []
-    seen: set[str] = set()
+    # A name given twice is refused, once, after the others' results, and neither entry
+    # is created (Kafka's controller: "Duplicate topic name.").
+    names = [topic.name for topic in req.topics]
+    twice = list(dict.fromkeys(name for name in names if names.count(name) > 1))
     for topic in req.topics:
-        if topic.name in seen:
-            results.append(
-                CreatableTopicResult(
-                    name=topic.name,
-                    error_code=ErrorCode.INVALID_REQUEST,
-                    error_message=f"topic {topic.name!r} appears twice in the request",
-                )
-            )
+        if topic.name in twice:
             continue
-        seen.add(topic.name)
         num = topic.num_partitions
         if topic.assignments:
             num = len(topic.assignments)
@@ -44,6 +40,7 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsRespons
             num,
             {c.name: c.value for c in topic.configs},
             validate_only=req.validate_only,
+            replication_factor=topic.replication_factor,
         )
         result = CreatableTopicResult(name=topic.name, error_code=error, error_message=message)
         if error is ErrorCode.NONE and req.validate_only:
@@ -73,4 +70,10 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsRespons
                 ],
             )
         results.append(result)
+    results.extend(
+        CreatableTopicResult(
+            name=name, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name."
+        )
+        for name in twice
+    )
     return CreateTopicsResponse(topics=results)

@@ -3,7 +3,8 @@
 Timestamps: -1 latest (the high watermark, or the last stable offset for read_committed),
 -2 earliest (the log start offset), -3 the offset of the largest timestamp (KIP-734),
 -4 the local log start (the same here), -5 the last tiered offset (-1: nothing is
-tiered); any other value, the first batch with a timestamp at or after it.
+tiered); any other value, the first batch with a timestamp at or after it. -3, -4 and
+-5 need versions 7, 8 and 9 (an older request gets UNSUPPORTED_VERSION for it).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from trio_kafka.protocol.messages.list_offsets import (
 REQUEST = ListOffsetsRequest
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+#: The first ListOffsets version that takes each special timestamp; an older request
+#: asking for it is answered UNSUPPORTED_VERSION, as Kafka does.
+_SINCE = {MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 
 
 def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
@@ -42,6 +46,14 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
                     ListOffsetsPartitionResponse(
                         partition_index=p.partition_index,
                         error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    )
+                )
+                continue
+            if ctx.version < _SINCE.get(p.timestamp, 0):
+                parts.append(
+                    ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode.UNSUPPORTED_VERSION,
                     )
                 )
                 continue

@@ -7,7 +7,9 @@ as Kafka's broker does, so a client can go there without a Metadata round trip.
 Each partition is checked and appended on its own (`Partition.produce`): a corrupt batch
 in one partition fails that partition only. acks must be -1, 0 or 1 (INVALID_REQUIRED_ACKS
 otherwise); with no replication every ack level is satisfied at append, and acks=0 gets
-no response at all (the shell sends nothing). Transactional batches are verified with
+no response at all (the shell sends nothing). A request holding a transactional batch
+but no transactional id is refused whole (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as
+Kafka answers: it authorizes the id first). Transactional batches are verified with
 the transaction coordinator when they open a transaction on a partition (KIP-890 part 1);
 with transactions v2 the partition is added to the transaction implicitly instead.
 """
@@ -30,10 +32,31 @@ from trio_kafka.protocol.messages.produce import (
 REQUEST = ProduceRequest
 
 
+#: Where a record batch's attributes are (base offset, length, leader epoch, magic, CRC
+#: before them), and their transactional bit.
+_ATTRIBUTES_AT = 21
+_TRANSACTIONAL = 0x10
+
+
+def _transactional(records: bytes | None) -> bool:
+    """The first batch of a partition's records is transactional (Kafka looks at it to
+    decide whether a Produce writes transactionally)."""
+    return (
+        records is not None
+        and len(records) > _ATTRIBUTES_AT + 1
+        and bool(records[_ATTRIBUTES_AT + 1] & _TRANSACTIONAL)
+    )
+
+
 def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse:
     state = ctx.state
     now = ctx.now_ms()
     acks_ok = req.acks in (-1, 0, 1)
+    # Transactional batches without a transactional id are refused whole, every
+    # partition, before anything else (Kafka authorizes the id first, and there is none).
+    no_txn_id = req.transactional_id is None and any(
+        _transactional(p.records) for t in req.topic_data for p in t.partition_data
+    )
     responses = []
     appended = False
     leaders: set[int] = set()  # named in a CurrentLeader: their endpoints go back too
@@ -43,7 +66,12 @@ def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse:
         for pdata in topic_data.partition_data:
             part = state.partition(topic_data.name, pdata.index)
             leader = LeaderIdAndEpoch()
-            if not acks_ok:
+            if no_txn_id:
+                out = ProduceOutcome(
+                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                    "a transactional batch in a Produce request without a transactional id",
+                )
+            elif not acks_ok:
                 out = ProduceOutcome(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={req.acks}")
             elif topic is None or part is None:
                 out = ProduceOutcome(
