@@ -140,14 +140,22 @@ async def test_bad_crc_is_corrupt_message_and_loses_nothing_else() -> None:
         assert again.responses[0].partition_responses[0].error_code == 0
 
 
-async def test_truncated_batch_and_bad_length_are_corrupt_message() -> None:
+async def test_truncated_batch_and_bad_length_are_refused_as_kafka_refuses_them() -> None:
+    # A batch cut short or claiming more bytes than sent frames no whole batch
+    # (INVALID_RECORD); a length below a record's overhead is CORRUPT_MESSAGE (Kafka's
+    # batch iterator; conformance scenario `produce_edges`).
     async with open_cluster_for_clients(topics={"t": 1}) as cluster:
         stream = await connect(cluster)
         good = batch(3)
         lying = good[:8] + struct.pack(">i", len(good) + 100) + good[12:]
-        for n, data in enumerate([good[:-5], lying, b"\x00" * 70], start=1):
+        cases = [
+            (good[:-5], ErrorCode.INVALID_RECORD),
+            (lying, ErrorCode.INVALID_RECORD),
+            (b"\x00" * 70, ErrorCode.CORRUPT_MESSAGE),
+        ]
+        for n, (data, error) in enumerate(cases, start=1):
             resp = await request(stream, produce("t", {0: data}), 9, correlation=n)
-            assert resp.responses[0].partition_responses[0].error_code == ErrorCode.CORRUPT_MESSAGE
+            assert resp.responses[0].partition_responses[0].error_code == error
         assert cluster.state.partition("t", 0).log.log_end_offset == 0  # type: ignore[union-attr]
 
 

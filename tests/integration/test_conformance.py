@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import difflib
 import pprint
+import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
 import pytest
 import trio
+from crc32c import crc32c
 
 from tests._batches import reframe
 from tests.integration._conformance import (
@@ -730,6 +732,52 @@ async def edge_requests(peer: Peer, topic: str) -> None:
     )
 
 
+def _counted(whole: bytes, *, last_offset_delta: int, count: int) -> bytes:
+    """`whole` (one record) saying other lastOffsetDelta and records count, its CRC
+    made right."""
+    head = bytearray(whole[:HEADER_SIZE])
+    struct.pack_into(">i", head, 23, last_offset_delta)
+    struct.pack_into(">i", head, 57, count)
+    records = whole[HEADER_SIZE:]
+    struct.pack_into(">I", head, 17, crc32c(records, crc32c(bytes(head[21:]))))
+    return bytes(head) + records
+
+
+async def produce_edges(peer: Peer, topic: str) -> None:
+    """Produce requests whose records are not one well-formed v2 batch, or whose batch
+    says something odd. (Not null records: Kafka 4.4 answers none, and keeps the
+    connection.)"""
+    await create_topic(peer, topic)
+    one = batch([b"a"])
+    two = batch([b"b"])
+    cases: list[tuple[str, bytes | None]] = [
+        ("empty records", b""),
+        ("two batches", one + two),
+        ("a batch and a few bytes", one + b"\0\0\0"),
+        ("a batch and the start of another", one + two[:40]),
+        ("a batch and a length too small", one + two[:8] + b"\0\0\0\5" + two[12:]),
+        ("a batch and a bad magic", one + two[:16] + b"\7" + two[17:]),
+        ("the start of a batch", one[:40]),
+        ("a magic 1 batch", one[:16] + b"\1" + one[17:]),
+        ("a count above lastOffsetDelta", _counted(one, last_offset_delta=0, count=2)),
+        ("a lastOffsetDelta above the count", _counted(one, last_offset_delta=1, count=1)),
+        ("a count of 0", _counted(one, last_offset_delta=0, count=0)),
+        ("a producer id without a sequence", batch([b"c"], pid=9, epoch=0, seq=-1)),
+        ("a sequence without a producer id", batch([b"d"], seq=0)),
+        ("a producer id with epoch -1", batch([b"e"], pid=9, epoch=-1, seq=0)),
+    ]
+    for label, records in cases:
+        request = produce(topic, one)
+        data = request.topic_data[0]
+        part_data = attrs.evolve(data.partition_data[0], records=records)
+        await produce_step(
+            peer,
+            f"produce {label}",
+            attrs.evolve(request, topic_data=[attrs.evolve(data, partition_data=[part_data])]),
+        )
+    await fetch_all(peer, "fetch", topic, isolation=READ_UNCOMMITTED)
+
+
 SCENARIOS: dict[str, Scenario] = {
     "idempotent_duplicates": idempotent_duplicates,
     "sequence_gaps": sequence_gaps,
@@ -744,6 +792,7 @@ SCENARIOS: dict[str, Scenario] = {
     "record_timestamps": record_timestamps,
     "topic_configs": topic_configs,
     "edge_requests": edge_requests,
+    "produce_edges": produce_edges,
 }
 
 # Differences kept on purpose: (transaction version, scenario, step) -> why. Each is in

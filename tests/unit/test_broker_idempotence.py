@@ -72,13 +72,20 @@ def test_bad_crc_is_corrupt_message_and_appends_nothing() -> None:
     assert p.log.log_end_offset == 0
 
 
-def test_batch_length_lying_is_corrupt_message() -> None:
+def test_records_that_frame_no_whole_batch_are_refused_as_kafka_refuses_them() -> None:
+    # Kafka's batch iterator stops at bytes too few for a whole batch: no batch at all
+    # is INVALID_RECORD; a length below a record's overhead is CORRUPT_MESSAGE
+    # (conformance scenario `produce_edges`).
     p = part()
     data = batch(2)
-    assert p.produce(data[:-3], PLAIN, NOW).error is ErrorCode.CORRUPT_MESSAGE
-    assert p.produce(b"\x00" * 10, PLAIN, NOW).error is ErrorCode.CORRUPT_MESSAGE
-    assert p.produce(b"", PLAIN, NOW).error is ErrorCode.CORRUPT_MESSAGE
+    assert p.produce(data[:-3], PLAIN, NOW).error is ErrorCode.INVALID_RECORD
+    assert p.produce(b"\x00" * 10, PLAIN, NOW).error is ErrorCode.INVALID_RECORD
+    assert p.produce(b"", PLAIN, NOW).error is ErrorCode.INVALID_RECORD
+    assert p.produce(b"\x00" * 20, PLAIN, NOW).error is ErrorCode.CORRUPT_MESSAGE
     assert p.log.log_end_offset == 0
+    # Bytes after a whole batch, too few to frame another, are ignored.
+    assert p.produce(data + data[:11], PLAIN, NOW).error is ErrorCode.NONE
+    assert p.log.log_end_offset == 2
 
 
 def test_two_batches_in_one_partition_are_an_invalid_record() -> None:

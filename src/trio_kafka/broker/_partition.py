@@ -52,6 +52,36 @@ from trio_kafka.records import (
 )
 
 _LOG_OVERHEAD = 12
+#: The smallest record size Kafka's batch iterator takes (a v0 record's overhead), and
+#: how many bytes it needs to read a batch's magic.
+_MIN_RECORD_SIZE = 14
+_HEADER_UP_TO_MAGIC = 17
+
+
+def _whole_batches(data: bytes) -> tuple[int, int]:
+    """The record batches in a Produce's records as Kafka's batch iterator counts them
+    (`ByteBufferLogInputStream`), and where the last one ends: it stops at bytes too
+    few to hold a batch's length, its magic or the whole batch (ignored), and raises
+    CorruptRecordError for a length below a record's overhead or an unknown magic."""
+    count = pos = 0
+    while True:
+        remaining = len(data) - pos
+        if remaining < _LOG_OVERHEAD:
+            return count, pos
+        size = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
+        if size < _MIN_RECORD_SIZE:
+            raise CorruptRecordError(
+                f"Record size {size} is less than the minimum record overhead ({_MIN_RECORD_SIZE})"
+            )
+        if remaining < _HEADER_UP_TO_MAGIC:
+            return count, pos
+        magic = int.from_bytes(data[pos + 16 : pos + 17], "big", signed=True)
+        if not 0 <= magic <= 2:
+            raise CorruptRecordError(f"Invalid magic found in record: {magic}")
+        if remaining < size + _LOG_OVERHEAD:
+            return count, pos
+        count += 1
+        pos += size + _LOG_OVERHEAD
 
 
 @attrs.frozen
@@ -145,36 +175,60 @@ class Partition:
         *,
         verify_txn: Callable[[int, int], ErrorCode] | None = None,
     ) -> ProduceOutcome:
-        if not data:
-            return self._refuse(ErrorCode.CORRUPT_MESSAGE, "the partition's records are empty")
+        try:
+            batches, end = _whole_batches(data or b"")
+        except CorruptRecordError as exc:
+            return self._refuse(ErrorCode.CORRUPT_MESSAGE, f"corrupt record batch: {exc}")
+        if batches != 1:
+            return self._refuse(
+                ErrorCode.INVALID_RECORD,
+                "Produce requests with version 3+ must have at least one record batch per partition"
+                if not batches
+                else "Produce requests with version 3+ must contain exactly one record batch",
+            )
+        assert data is not None
+        data = data[:end]  # (bytes after the batch too few to frame another are ignored)
+        if data[16] != 2:
+            return self._refuse(
+                ErrorCode.INVALID_RECORD,
+                "Produce requests with version 3+ are only allowed to contain record batches "
+                "with magic version 2",
+            )
         if len(data) > config.max_message_bytes:
             return self._refuse(
                 ErrorCode.MESSAGE_TOO_LARGE,
                 f"batch of {len(data)} bytes exceeds max.message.bytes={config.max_message_bytes}",
             )
         try:
-            header = read_batch_header(data)
-            if header.size > len(data):
-                raise CorruptRecordError(
-                    f"batchLength {header.batch_length} says {header.size} bytes, "
-                    f"{len(data)} were sent"
-                )
-            if header.size < len(data):
-                return self._fail(
-                    ErrorCode.INVALID_RECORD,
-                    "a produce request must carry exactly one record batch per partition",
-                )
+            header = read_batch_header(data)  # (one whole batch: `_whole_batches`)
             if not verify_batch_crc(data):
                 raise CorruptRecordError(f"CRC mismatch (header says {header.crc:#010x})")
         except CorruptRecordError as exc:
             return self._refuse(ErrorCode.CORRUPT_MESSAGE, f"corrupt record batch: {exc}")
         if header.is_control:
             return self._fail(ErrorCode.INVALID_RECORD, "clients may not produce control batches")
-        if header.record_count <= 0 or header.record_count != header.last_offset_delta + 1:
+        if header.producer_id >= 0 and header.base_sequence < 0:
             return self._fail(
-                ErrorCode.CORRUPT_MESSAGE,
-                f"record count {header.record_count} does not match lastOffsetDelta "
-                f"{header.last_offset_delta}",
+                ErrorCode.INVALID_RECORD,
+                f"Invalid sequence number {header.base_sequence} in record batch with "
+                f"producerId {header.producer_id}",
+            )
+        # Kafka's LogValidator on a client's batch: INVALID_RECORD (conformance test).
+        if header.last_offset_delta < 0:
+            return self._fail(
+                ErrorCode.INVALID_RECORD,
+                f"Batch has an invalid offset range: lastOffsetDelta {header.last_offset_delta}",
+            )
+        if header.record_count <= 0:
+            return self._fail(
+                ErrorCode.INVALID_RECORD,
+                f"Invalid reported count for record batch: {header.record_count}",
+            )
+        if header.record_count != header.last_offset_delta + 1:
+            return self._fail(
+                ErrorCode.INVALID_RECORD,
+                f"Inconsistent batch offset range (lastOffsetDelta {header.last_offset_delta}) "
+                f"and count of records {header.record_count}",
             )
         if len(data) == HEADER_SIZE and header.record_count:
             return self._fail(ErrorCode.CORRUPT_MESSAGE, "batch has a record count but no records")
