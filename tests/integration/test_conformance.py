@@ -778,6 +778,61 @@ async def produce_edges(peer: Peer, topic: str) -> None:
     await fetch_all(peer, "fetch", topic, isolation=READ_UNCOMMITTED)
 
 
+async def transaction_edges(peer: Peer, topic: str) -> None:
+    """Transactional requests that name the wrong thing: an id never initialized, the
+    wrong producer id or epoch for an id, a topic that does not exist, an empty
+    transaction's end, a transactional batch under another id."""
+    txn = f"{topic}-txn"
+    stranger = f"{topic}-stranger"
+    await create_topic(peer, topic)
+    ids = await init_until_ready(peer, "init", init_pid(txn))
+    pid, epoch = ids.producer_id, ids.producer_epoch
+    await find_coordinator(peer, stranger)
+    await peer.step(
+        "add, an id never initialized",
+        add_partitions(stranger, pid, epoch, topic),
+        ADD_PARTITIONS_V,
+    )
+    await peer.step(
+        "add, another producer id", add_partitions(txn, pid + 1, epoch, topic), ADD_PARTITIONS_V
+    )
+    await peer.step(
+        "add, an older epoch", add_partitions(txn, pid, epoch - 1, topic), ADD_PARTITIONS_V
+    )
+    await peer.step(
+        "add, a newer epoch", add_partitions(txn, pid, epoch + 1, topic), ADD_PARTITIONS_V
+    )
+    await peer.step(
+        "add, a missing topic",
+        add_partitions(txn, pid, epoch, f"{topic}-missing"),
+        ADD_PARTITIONS_V,
+    )
+    await peer.step(
+        "end, an id never initialized",
+        end_txn(stranger, pid, epoch, commit=True),
+        END_TXN_V,
+    )
+    await peer.step(
+        "end, another producer id", end_txn(txn, pid + 1, epoch, commit=True), END_TXN_V
+    )
+    await peer.step("commit, nothing added", end_txn(txn, pid, epoch, commit=True), END_TXN_V)
+    await peer.step("abort, nothing added", end_txn(txn, pid, epoch, commit=False), END_TXN_V)
+    await add_until_ready(peer, "add", txn, pid, epoch, topic)
+    await produce_step(
+        peer,
+        "produce under another transactional id",
+        produce(topic, batch([b"x"], pid=pid, epoch=epoch, seq=0, txn=True), txn_id=stranger),
+    )
+    await produce_step(
+        peer,
+        "produce under its own id",
+        produce(topic, batch([b"y"], pid=pid, epoch=epoch, seq=0, txn=True), txn_id=txn),
+    )
+    await end_until_ready(peer, "commit", end_txn(txn, pid, epoch, commit=True))
+    await settle(peer, topic)
+    await read_both(peer, topic, "after")
+
+
 SCENARIOS: dict[str, Scenario] = {
     "idempotent_duplicates": idempotent_duplicates,
     "sequence_gaps": sequence_gaps,
@@ -793,6 +848,7 @@ SCENARIOS: dict[str, Scenario] = {
     "topic_configs": topic_configs,
     "edge_requests": edge_requests,
     "produce_edges": produce_edges,
+    "transaction_edges": transaction_edges,
 }
 
 # Differences kept on purpose: (transaction version, scenario, step) -> why. Each is in
