@@ -58,6 +58,7 @@ from trio_kafka.protocol.messages.describe_configs import (
     DescribeConfigsRequest,
     DescribeConfigsResource,
 )
+from trio_kafka.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from trio_kafka.protocol.messages.find_coordinator import FindCoordinatorRequest
 from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from trio_kafka.records import HEADER_SIZE, BatchBuilder, Compression
@@ -845,6 +846,72 @@ async def transaction_edges(peer: Peer, topic: str) -> None:
     await read_both(peer, topic, "after")
 
 
+async def fetch_edges(peer: Peer, topic: str) -> None:
+    """Fetches a consumer may send: limits smaller than a batch, a partition the topic
+    lacks, a missing topic, a current leader epoch from the future, a log start offset
+    past the log's, a session asked for and a session that does not exist."""
+    await create_topic(peer, topic)
+    for n in range(3):
+        await produce_step(peer, f"produce {n}", produce(topic, batch([b"v%d" % n] * 20)))
+
+    def one(
+        *,
+        max_bytes: int = 1 << 20,
+        partition_max_bytes: int = 1 << 20,
+        offset: int = 0,
+        partition: int = 0,
+        name: str = topic,
+        leader_epoch: int = -1,
+        session: tuple[int, int] = (0, -1),
+    ) -> FetchRequest:
+        return FetchRequest(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=max_bytes,
+            isolation_level=READ_UNCOMMITTED,
+            session_id=session[0],
+            session_epoch=session[1],
+            topics=[
+                FetchTopic(
+                    topic=name,
+                    partitions=[
+                        FetchPartition(
+                            partition=partition,
+                            current_leader_epoch=leader_epoch,
+                            fetch_offset=offset,
+                            partition_max_bytes=partition_max_bytes,
+                        )
+                    ],
+                )
+            ],
+        )
+
+    steps = [
+        ("max_bytes 1", one(max_bytes=1)),
+        ("partition_max_bytes 1", one(partition_max_bytes=1)),
+        ("partition_max_bytes 0", one(partition_max_bytes=0)),
+        ("from the middle of a batch", one(offset=25)),
+        ("at the end", one(offset=60)),
+        ("a partition the topic lacks", one(partition=3)),
+        ("a missing topic", one(name=f"{topic}-missing")),
+        ("a leader epoch from the future", one(leader_epoch=1000)),
+        ("a session that does not exist", one(session=(12345, 1))),
+    ]
+    for label, request in steps:
+        await peer.step(f"fetch {label}", request, FETCH_V)
+    listed = list_offsets(topic, LATEST, isolation=READ_UNCOMMITTED)
+    future = attrs.evolve(
+        listed.topics[0],
+        partitions=[attrs.evolve(listed.topics[0].partitions[0], current_leader_epoch=1000)],
+    )
+    await peer.step(
+        "list with a leader epoch from the future",
+        attrs.evolve(listed, topics=[future]),
+        LIST_OFFSETS_V,
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {
     "idempotent_duplicates": idempotent_duplicates,
     "sequence_gaps": sequence_gaps,
@@ -861,6 +928,7 @@ SCENARIOS: dict[str, Scenario] = {
     "edge_requests": edge_requests,
     "produce_edges": produce_edges,
     "transaction_edges": transaction_edges,
+    "fetch_edges": fetch_edges,
 }
 
 # Differences kept on purpose: (transaction version, scenario, step) -> why. Each is in

@@ -110,6 +110,16 @@ class Partition:
     log: PartitionLog = attrs.field(factory=PartitionLog)
     producers: ProducerStateTable = attrs.field(factory=ProducerStateTable)
 
+    def epoch_error(self, current_leader_epoch: int) -> ErrorCode | None:
+        """What a Fetch or ListOffsets naming the leader epoch it believes current (KIP-320;
+        -1: none) gets before anything is read: FENCED_LEADER_EPOCH for an older one,
+        UNKNOWN_LEADER_EPOCH for a newer one, as Kafka answers (conformance test)."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return None
+        if current_leader_epoch < self.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+
     def _fail(self, error: ErrorCode, message: str) -> ProduceOutcome:
         """A refusal from the log's checks (producer state, batch validation): Kafka
         answers those with the partition's log start offset."""

@@ -65,6 +65,17 @@ def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
                     )
                 )
                 continue
+            epoch_error = part.epoch_error(fp.current_leader_epoch)
+            if epoch_error is not None:
+                parts.append(
+                    PartitionData(
+                        partition_index=fp.partition,
+                        error_code=epoch_error,
+                        high_watermark=-1,
+                        aborted_transactions=None,
+                    )
+                )
+                continue
             common = {
                 "partition_index": fp.partition,
                 "high_watermark": log.high_watermark,
@@ -84,7 +95,8 @@ def handle(ctx: RequestContext, req: FetchRequest) -> FetchResponse:
                 )
                 continue
             upper = log.last_stable_offset if committed else log.high_watermark
-            limit = min(fp.partition_max_bytes, budget) if fp.partition_max_bytes > 0 else budget
+            # (0 is a limit too: the response's first batch still comes, KIP-74.)
+            limit = min(max(fp.partition_max_bytes, 0), budget)
             batches = log.read(fp.fetch_offset, limit, upper=upper)
             if batches and given and len(batches[0].data) > limit:
                 # Only the response's first batch may exceed the limits (KIP-74).

@@ -49,6 +49,14 @@ def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
                     )
                 )
                 continue
+            epoch_error = part.epoch_error(p.current_leader_epoch)
+            if epoch_error is not None:
+                parts.append(
+                    ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index, error_code=epoch_error
+                    )
+                )
+                continue
             if ctx.version < _SINCE.get(p.timestamp, 0):
                 parts.append(
                     ListOffsetsPartitionResponse(
