@@ -255,8 +255,10 @@ class _Chain:
         if self.broken is None:
             self.broken, self.failed_at = why, offset
 
-    def cancelled(self) -> None:
-        self.break_at(-1, "an append queued before it was cancelled")
+    def cancelled(self, offset: int = -1) -> None:
+        """An append not yet sent (queued at `offset`; -1: unknown) was cancelled: those
+        behind it cannot be sent."""
+        self.break_at(offset, "an append queued before it was cancelled")
 
     def in_doubt(self) -> bool:
         """Whether an append sent is being settled after an answer other than a success
@@ -666,7 +668,7 @@ class ConditionalWriter:
                 self._abandon(link)
             elif link in self._outbox:  # never sent: those behind it must not be
                 self._outbox.remove(link)
-                link.chain.cancelled()
+                link.chain.cancelled(link.expected)
             else:
                 link.abandoned = True  # the flush is handing it over: it abandons it
             raise
@@ -697,6 +699,28 @@ class ConditionalWriter:
             if not self._gave_back(link, exc):
                 chain.break_at(link.expected, "the append before it could not be sent")
         else:
+            # What the send waited for (a leader check, room in the buffer) let the
+            # appends ahead of this one be answered: look again, as above.
+            if link.chain.broken is None and chain.in_doubt():
+                chain.break_at(link.expected, "an append before it was being settled")
+            if link.chain.broken is not None and chain.failed_at <= link.expected:
+                self._recall(link)
+                return
+            chain.sent(link)
+
+    def _recall(self, link: _Link) -> None:
+        """An append ahead of `link` failed, or is in doubt, while `link`'s send waited
+        inside the producer (a check of a new leader, room in the buffer): `fail_behind`
+        ran before its record was appended, so take it back before it leaves (nothing
+        ran since the append). Sent, it would land wherever the log end happened to be
+        its expected offset, after records this writer never read (the cas workload's
+        C5, seed 102100152). A cancelled append queued behind it breaks the chain too,
+        at its own offset: that one does not concern `link`."""
+        chain = link.chain
+        error = self._behind_failure(chain, link.expected, link.sequence)
+        if self.producer._withdraw_unsent(link.handle, error):
+            link.error, link.handle = error, None
+        else:  # (it left: cannot happen, nothing yields between the append and here)
             chain.sent(link)
 
     def _gave_back(self, link: _Link, exc: BaseException) -> bool:

@@ -468,6 +468,11 @@ class Producer:
         _check_types(value, key)
         return topic, value, key, headers, partition, timestamp
 
+    def _withdraw_unsent(self, handle: RecordHandle, error: KafkaError) -> bool:
+        """For `ConditionalWriter`: fail the CAS batch `handle`'s record went to, unsent,
+        if it has not left yet (`ProducerCore.withdraw`); False once it has."""
+        return self._core.withdraw(handle.batch, error)
+
     def _opened(self, batch: ProducerBatch) -> None:
         """A send opened a new batch: wake the sender (linger starts, or the previous
         batch is full) and hook the interceptors' acknowledgements onto it."""

@@ -905,15 +905,34 @@ class ProducerCore:
                 expected_offset=batch.expected_offset,
                 log_end_offset=-1,  # no broker compared it
             )
-            self.accumulator.batches.remove(batch)
-            batch.seal()
-            self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
-            self.finish_failed(batch, error)
+            self._fail_queued(batch, error)
         sequencing = self.sequencing
         entry = sequencing.partitions.get(tp) if isinstance(sequencing, Sequencer) else None
         for batch in entry.inflight if entry is not None else ():
             if batch.expected_offset > failed.expected_offset:
                 self._behind_failed_cas.add(batch)
+
+    def withdraw(self, batch: ProducerBatch, error: KafkaError) -> bool:
+        """Fail `batch` unsent if it is queued and was never drained (False, and nothing
+        done, once it is in flight or done): for a CAS append whose writer learned, while
+        it waited to append (a leader check, room in the buffer), that an append before
+        it failed. `fail_behind` ran before this one was appended, so it did not see it;
+        sent, it would land if the log end happened to be its expected offset, after
+        records its writer never read."""
+        if batch.result is not None or batch.attempts or batch.maybe_written:
+            return False
+        queue = self.accumulator.batches.queues.get((batch.topic, batch.partition), ())
+        if batch not in queue:
+            return False
+        self._fail_queued(batch, error)
+        return True
+
+    def _fail_queued(self, batch: ProducerBatch, error: KafkaError) -> None:
+        """A queued batch ends now, failed, never sent (again)."""
+        self.accumulator.batches.remove(batch)
+        batch.seal()
+        self.sequencing.on_final(batch, gap=not batch.maybe_written, error=error)
+        self.finish_failed(batch, error)
 
     # -- final states ----------------------------------------------------------------
 
