@@ -30,6 +30,7 @@ from trio_kafka.errors import (
     ErrorCode,
     ExpectedOffsetMismatchError,
     FatalError,
+    KafkaError,
     RequestTimeoutError,
 )
 
@@ -470,6 +471,29 @@ def test_a_cas_batch_in_flight_behind_a_failed_one_is_never_resent() -> None:
     assert [drain_one(core, now) for now in (0.5, 1.0, 2.0)] == [[], [], []]
     assert isinstance(first.outcome, Failed)
     assert isinstance(second.outcome, Failed)
+
+
+def test_a_cas_batch_appended_after_the_one_before_it_failed_can_be_withdrawn_unsent() -> None:
+    """The conditional writer's recall (cas seed 102100152): the batch expecting 6 is
+    appended only after the one expecting 5 failed (its send waited), so `fail_behind`
+    never saw it; `withdraw` fails it unsent while it is queued, and refuses once it is
+    in flight."""
+    core = make_core()
+    acknowledge_a_first_batch(core, VALUE)
+    first = core.append("t", VALUE, partition=0, now=0.0, expected_offset=5)
+    request1 = drain_one(core, 0.0)
+    answer(core, request1, 0.01, error_code=ErrorCode.EXPECTED_OFFSET_MISMATCH, base_offset=6)
+    assert first is not None and isinstance(first.outcome, Failed)
+    late = core.append("t", VALUE, partition=0, now=0.02, expected_offset=6)
+    assert late is not None
+    error = KafkaError("the append before it failed")
+    assert core.withdraw(late.batch, error)
+    assert isinstance(late.outcome, Failed) and late.outcome.error is error
+    assert [drain_one(core, now) for now in (0.5, 1.0, 2.0)] == [[], [], []]
+    sent = core.append("t", VALUE, partition=0, now=2.0, expected_offset=6)
+    assert sent is not None and drain_one(core, 2.0)
+    assert not core.withdraw(sent.batch, error)  # in flight: too late
+    assert sent.outcome is None
 
 
 def test_a_batch_without_expectation_sends_base_offset_minus_one() -> None:
