@@ -54,6 +54,7 @@ from trio_kafka.protocol.messages.create_topics import (
     CreatableTopicConfig,
     CreateTopicsRequest,
 )
+from trio_kafka.protocol.messages.delete_topics import DeleteTopicsRequest
 from trio_kafka.protocol.messages.describe_configs import (
     DescribeConfigsRequest,
     DescribeConfigsResource,
@@ -75,6 +76,8 @@ EARLIEST = -2
 # DescribeConfigs v2: v3 adds each config's type and documentation, which the mock does
 # not give.
 DESCRIBE_CONFIGS_V = 2
+# DeleteTopics v5: by name (v6 adds topic ids).
+DELETE_TOPICS_V = 5
 
 # The coordinator's timeout sweep runs every 10 s by default: the timeout scenario would
 # wait that long on Kafka.
@@ -912,6 +915,66 @@ async def fetch_edges(peer: Peer, topic: str) -> None:
     )
 
 
+async def topic_lifecycle(peer: Peer, topic: str) -> None:
+    """Metadata and DeleteTopics around a topic's life: every topic, one missing among
+    existing ones, an invalid name asked to be auto-created, a topic deleted twice and
+    what a Produce, Fetch and Metadata then get."""
+    await create_topic(peer, topic)
+    await produce_step(peer, "produce", produce(topic, batch([b"a"])))
+    await peer.step(
+        "metadata, the topic and a missing one",
+        MetadataRequest(
+            topics=[
+                MetadataRequestTopic(name=topic),
+                MetadataRequestTopic(name=f"{topic}-missing"),
+            ],
+            allow_auto_topic_creation=False,
+        ),
+        METADATA_V,
+    )
+    await peer.step(
+        "metadata, auto-create an invalid name",
+        MetadataRequest(
+            topics=[MetadataRequestTopic(name="bad name!")], allow_auto_topic_creation=True
+        ),
+        METADATA_V,
+    )
+    await peer.step(
+        "metadata, auto-create a name too long",
+        MetadataRequest(
+            topics=[MetadataRequestTopic(name="x" * 250)], allow_auto_topic_creation=True
+        ),
+        METADATA_V,
+    )
+    for label in ("delete", "delete again"):
+        await peer.step(
+            label, DeleteTopicsRequest(topic_names=[topic], timeout_ms=30_000), DELETE_TOPICS_V
+        )
+    with trio.fail_after(30):
+        while True:  # (Kafka removes the topic from its metadata shortly after)
+            answer = await peer.request(
+                MetadataRequest(
+                    topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
+                ),
+                METADATA_V,
+            )
+            if answer.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                break
+            await trio.sleep(0.1)
+    await peer.step(
+        "metadata after the delete",
+        MetadataRequest(topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False),
+        METADATA_V,
+    )
+    await produce_step(peer, "produce after the delete", produce(topic, batch([b"b"])))
+    await peer.step("fetch after the delete", fetch(topic, 0, isolation=READ_UNCOMMITTED), FETCH_V)
+    await peer.step(
+        "delete a missing topic",
+        DeleteTopicsRequest(topic_names=[f"{topic}-missing"], timeout_ms=30_000),
+        DELETE_TOPICS_V,
+    )
+
+
 SCENARIOS: dict[str, Scenario] = {
     "idempotent_duplicates": idempotent_duplicates,
     "sequence_gaps": sequence_gaps,
@@ -929,6 +992,7 @@ SCENARIOS: dict[str, Scenario] = {
     "produce_edges": produce_edges,
     "transaction_edges": transaction_edges,
     "fetch_edges": fetch_edges,
+    "topic_lifecycle": topic_lifecycle,
 }
 
 # Differences kept on purpose: (transaction version, scenario, step) -> why. Each is in
