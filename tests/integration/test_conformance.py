@@ -975,6 +975,20 @@ async def topic_lifecycle(peer: Peer, topic: str) -> None:
     )
 
 
+async def init_edges(peer: Peer, topic: str) -> None:
+    """InitProducerId with a transaction timeout at and past the broker's limit
+    (`transaction.max.timeout.ms`, 900000 by default), none, a negative one, and an
+    empty transactional id."""
+    for label, txn, timeout_ms in [
+        ("the limit", f"{topic}-a", 900_000),
+        ("past the limit", f"{topic}-b", 900_001),
+        ("zero", f"{topic}-c", 0),
+        ("negative", f"{topic}-d", -1),
+        ("an empty transactional id", "", 60_000),
+    ]:
+        await init_until_ready(peer, f"init, timeout {label}", init_pid(txn, timeout_ms=timeout_ms))
+
+
 SCENARIOS: dict[str, Scenario] = {
     "idempotent_duplicates": idempotent_duplicates,
     "sequence_gaps": sequence_gaps,
@@ -993,6 +1007,7 @@ SCENARIOS: dict[str, Scenario] = {
     "transaction_edges": transaction_edges,
     "fetch_edges": fetch_edges,
     "topic_lifecycle": topic_lifecycle,
+    "init_edges": init_edges,
 }
 
 # Differences kept on purpose: (transaction version, scenario, step) -> why. Each is in

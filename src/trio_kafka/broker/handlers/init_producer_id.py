@@ -5,6 +5,7 @@ the transaction coordinator bumps the epoch, fences an older instance (aborting 
 transaction: CONCURRENT_TRANSACTIONS until the abort is written), checks the producer id
 and epoch a v3+ client names (KIP-360) and allocates a new producer id when the epoch is
 exhausted. PRODUCER_FENCED exists from v4; older versions get INVALID_PRODUCER_EPOCH.
+An empty transactional id is INVALID_REQUEST, as Kafka answers.
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ REQUEST = InitProducerIdRequest
 
 def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
     state = ctx.state
+    if req.transactional_id == "":
+        # Kafka's coordinator refuses an empty id before anything else (conformance).
+        return InitProducerIdResponse(
+            error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1
+        )
     if req.transactional_id is not None and not_txn_coordinator(ctx):
         return InitProducerIdResponse(
             error_code=ErrorCode.NOT_COORDINATOR, producer_id=-1, producer_epoch=-1
