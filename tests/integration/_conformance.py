@@ -24,7 +24,11 @@ from trio_kafka.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
 )
-from trio_kafka.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
+from trio_kafka.protocol.messages.create_topics import (
+    CreatableTopic,
+    CreatableTopicConfig,
+    CreateTopicsRequest,
+)
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
@@ -256,34 +260,43 @@ def end_txn(txn_id: str, pid: int, epoch: int, *, commit: bool) -> EndTxnRequest
     )
 
 
+def create_request(
+    *topics: tuple[str, int, int],
+    configs: dict[str, str] | None = None,
+    validate_only: bool = False,
+    timeout_ms: int = 30_000,
+) -> CreateTopicsRequest:
+    """CreateTopics for (name, partitions, replication factor) each, with `configs`."""
+    return CreateTopicsRequest(
+        topics=[
+            CreatableTopic(
+                name=name,
+                num_partitions=partitions,
+                replication_factor=replication,
+                assignments=[],
+                configs=[CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+            )
+            for name, partitions, replication in topics
+        ],
+        timeout_ms=timeout_ms,
+        validate_only=validate_only,
+    )
+
+
+def metadata_request(*names: str, auto_create: bool = False) -> MetadataRequest:
+    return MetadataRequest(
+        topics=[MetadataRequestTopic(name=name) for name in names],
+        allow_auto_topic_creation=auto_create,
+    )
+
+
 async def create_topic(peer: Peer, topic: str, **configs: str) -> None:
     """Create a one-partition topic and wait until Metadata names its leader."""
-    from trio_kafka.protocol.messages.create_topics import CreatableTopicConfig
-
-    answer = await peer.request(
-        CreateTopicsRequest(
-            topics=[
-                CreatableTopic(
-                    name=topic,
-                    num_partitions=1,
-                    replication_factor=1,
-                    assignments=[],
-                    configs=[CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
-                )
-            ],
-            timeout_ms=30_000,
-        ),
-        CREATE_TOPICS_V,
-    )
+    answer = await peer.request(create_request((topic, 1, 1), configs=configs), CREATE_TOPICS_V)
     assert answer.topics[0].error_code == 0, answer
     with trio.fail_after(30):
         while True:
-            md = await peer.request(
-                MetadataRequest(
-                    topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
-                ),
-                METADATA_V,
-            )
+            md = await peer.request(metadata_request(topic), METADATA_V)
             t = md.topics[0]
             if t.error_code == 0 and t.partitions and t.partitions[0].leader_id >= 0:
                 return

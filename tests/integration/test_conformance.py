@@ -38,22 +38,19 @@ from tests.integration._conformance import (
     Scenario,
     add_partitions,
     batch,
+    create_request,
     create_topic,
     end_txn,
     fetch,
     init_pid,
     list_offsets,
+    metadata_request,
     part,
     plain,
     produce,
 )
 from trio_kafka.broker import CAS_CONFIG, ClusterOptions, open_cluster
 from trio_kafka.errors import ErrorCode
-from trio_kafka.protocol.messages.create_topics import (
-    CreatableTopic,
-    CreatableTopicConfig,
-    CreateTopicsRequest,
-)
 from trio_kafka.protocol.messages.delete_topics import DeleteTopicsRequest
 from trio_kafka.protocol.messages.describe_configs import (
     DescribeConfigsRequest,
@@ -61,7 +58,6 @@ from trio_kafka.protocol.messages.describe_configs import (
 )
 from trio_kafka.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from trio_kafka.protocol.messages.find_coordinator import FindCoordinatorRequest
-from trio_kafka.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from trio_kafka.records import HEADER_SIZE, BatchBuilder, Compression
 from trio_kafka.records._codecs import compress
 from trio_kafka.testing import KafkaNode, kafka_broker
@@ -458,32 +454,17 @@ async def bad_requests(peer: Peer, topic: str) -> None:
     missing = f"{topic}-missing"
     await peer.step(
         "metadata, a missing topic",
-        MetadataRequest(
-            topics=[MetadataRequestTopic(name=missing)], allow_auto_topic_creation=False
-        ),
+        metadata_request(missing),
         METADATA_V,
     )
     await peer.step(
         "metadata, an invalid name",
-        MetadataRequest(
-            topics=[MetadataRequestTopic(name="bad name!")], allow_auto_topic_creation=False
-        ),
+        metadata_request("bad name!"),
         METADATA_V,
     )
     await peer.step(
         "create, an invalid name",
-        CreateTopicsRequest(
-            topics=[
-                CreatableTopic(
-                    name="bad name!",
-                    num_partitions=1,
-                    replication_factor=1,
-                    assignments=[],
-                    configs=[],
-                )
-            ],
-            timeout_ms=10_000,
-        ),
+        create_request(("bad name!", 1, 1), timeout_ms=10_000),
         7,
     )
     await produce_step(peer, "produce, a missing topic", produce(missing, batch([b"m"])))
@@ -624,19 +605,7 @@ async def topic_configs(peer: Peer, topic: str) -> None:
     for name, value in TOPIC_CONFIG_PROBES:
         await peer.step(
             f"create with {name}={value!r}",
-            CreateTopicsRequest(
-                topics=[
-                    CreatableTopic(
-                        name=topic,
-                        num_partitions=1,
-                        replication_factor=1,
-                        assignments=[],
-                        configs=[CreatableTopicConfig(name=name, value=value)],
-                    )
-                ],
-                timeout_ms=30_000,
-                validate_only=True,
-            ),
+            create_request((topic, 1, 1), configs={name: value}, validate_only=True),
             CREATE_TOPICS_V,
         )
     await create_topic(peer, topic)
@@ -667,23 +636,6 @@ async def topic_configs(peer: Peer, topic: str) -> None:
     )
 
 
-def _create(*topics: tuple[str, int, int], validate_only: bool = False) -> CreateTopicsRequest:
-    return CreateTopicsRequest(
-        topics=[
-            CreatableTopic(
-                name=name,
-                num_partitions=partitions,
-                replication_factor=replication,
-                assignments=[],
-                configs=[],
-            )
-            for name, partitions, replication in topics
-        ],
-        timeout_ms=30_000,
-        validate_only=validate_only,
-    )
-
-
 async def edge_requests(peer: Peer, topic: str) -> None:
     """Requests at the edges of what a broker takes: topic names, partition counts and
     replication factors at creation, acks, special ListOffsets timestamps, fetch
@@ -691,22 +643,22 @@ async def edge_requests(peer: Peer, topic: str) -> None:
     for name in ["", ".", "..", "a" * 249, "a" * 250, "a/b", "a:b", "ä", f"{topic}.dot"]:
         await peer.step(
             f"create {name[:12]!r} ({len(name)})",
-            _create((name, 1, 1), validate_only=True),
+            create_request((name, 1, 1), validate_only=True),
             CREATE_TOPICS_V,
         )
     for partitions, replication in [(0, 1), (-2, 1), (-1, -1), (1, 0), (1, 2), (1, -2)]:
         await peer.step(
             f"create {partitions} partitions x {replication}",
-            _create((topic, partitions, replication), validate_only=True),
+            create_request((topic, partitions, replication), validate_only=True),
             CREATE_TOPICS_V,
         )
     await peer.step(
         "create twice in one request",
-        _create((topic, 1, 1), (topic, 1, 1), validate_only=True),
+        create_request((topic, 1, 1), (topic, 1, 1), validate_only=True),
         CREATE_TOPICS_V,
     )
     await create_topic(peer, topic)
-    await peer.step("create an existing topic", _create((topic, 1, 1)), CREATE_TOPICS_V)
+    await peer.step("create an existing topic", create_request((topic, 1, 1)), CREATE_TOPICS_V)
     for acks in (2, -2, 0 - 1):
         request = produce(topic, batch([b"a"]))
         await produce_step(peer, f"produce acks={acks}", attrs.evolve(request, acks=acks))
@@ -923,27 +875,17 @@ async def topic_lifecycle(peer: Peer, topic: str) -> None:
     await produce_step(peer, "produce", produce(topic, batch([b"a"])))
     await peer.step(
         "metadata, the topic and a missing one",
-        MetadataRequest(
-            topics=[
-                MetadataRequestTopic(name=topic),
-                MetadataRequestTopic(name=f"{topic}-missing"),
-            ],
-            allow_auto_topic_creation=False,
-        ),
+        metadata_request(topic, f"{topic}-missing"),
         METADATA_V,
     )
     await peer.step(
         "metadata, auto-create an invalid name",
-        MetadataRequest(
-            topics=[MetadataRequestTopic(name="bad name!")], allow_auto_topic_creation=True
-        ),
+        metadata_request("bad name!", auto_create=True),
         METADATA_V,
     )
     await peer.step(
         "metadata, auto-create a name too long",
-        MetadataRequest(
-            topics=[MetadataRequestTopic(name="x" * 250)], allow_auto_topic_creation=True
-        ),
+        metadata_request("x" * 250, auto_create=True),
         METADATA_V,
     )
     for label in ("delete", "delete again"):
@@ -952,18 +894,13 @@ async def topic_lifecycle(peer: Peer, topic: str) -> None:
         )
     with trio.fail_after(30):
         while True:  # (Kafka removes the topic from its metadata shortly after)
-            answer = await peer.request(
-                MetadataRequest(
-                    topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
-                ),
-                METADATA_V,
-            )
+            answer = await peer.request(metadata_request(topic), METADATA_V)
             if answer.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 break
             await trio.sleep(0.1)
     await peer.step(
         "metadata after the delete",
-        MetadataRequest(topics=[MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False),
+        metadata_request(topic),
         METADATA_V,
     )
     await produce_step(peer, "produce after the delete", produce(topic, batch([b"b"])))

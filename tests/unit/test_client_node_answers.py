@@ -53,16 +53,21 @@ def node_with(count: int) -> tuple[RecordingSender, NodeSender, list[ProduceAtte
     return sender, node, attempts
 
 
-def written(node: NodeSender, attempt: ProduceAttempt) -> PendingResponse:
-    """What the writer does once `connection.send` returned the pending answer."""
-    pending = PendingResponse(
+def pending_answer(correlation_id: int = 0) -> PendingResponse:
+    """A Produce's pending answer, as a connection registers it."""
+    return PendingResponse(
         api_key=ProduceRequest.API_KEY,
         version=11,
-        correlation_id=attempt.batches[0],  # type: ignore[arg-type]
+        correlation_id=correlation_id,
         deadline=math.inf,
         request_class=ProduceRequest,
         event=primitives().event(),
     )
+
+
+def written(node: NodeSender, attempt: ProduceAttempt) -> PendingResponse:
+    """What the writer does once `connection.send` returned the pending answer."""
+    pending = pending_answer(attempt.batches[0])  # type: ignore[arg-type]
     attempt.pending = pending
     pending.on_done(node._answered)
     return pending
@@ -93,14 +98,7 @@ async def test_a_request_not_yet_written_holds_back_the_answers_after_it() -> No
 async def test_an_answer_already_in_when_written_is_settled_at_once() -> None:
     # The response can be read while the writer still waits in its socket write.
     sender, node, attempts = node_with(1)
-    pending = PendingResponse(
-        api_key=ProduceRequest.API_KEY,
-        version=11,
-        correlation_id=0,
-        deadline=math.inf,
-        request_class=ProduceRequest,
-        event=primitives().event(),
-    )
+    pending = pending_answer()
     pending._set_response("early")
     attempts[0].pending = pending
     pending.on_done(node._answered)
@@ -108,14 +106,7 @@ async def test_an_answer_already_in_when_written_is_settled_at_once() -> None:
 
 
 async def test_a_pending_response_takes_one_callback() -> None:
-    pending = PendingResponse(
-        api_key=ProduceRequest.API_KEY,
-        version=11,
-        correlation_id=0,
-        deadline=math.inf,
-        request_class=ProduceRequest,
-        event=primitives().event(),
-    )
+    pending = pending_answer()
     calls: list[str] = []
     pending.on_done(lambda: calls.append("one"))
     with pytest.raises(RuntimeError, match="one on_done callback"):

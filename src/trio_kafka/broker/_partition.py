@@ -49,39 +49,8 @@ from trio_kafka.records import (
     record_framing_error,
     set_log_append_time,
     verify_batch_crc,
+    whole_batches,
 )
-
-_LOG_OVERHEAD = 12
-#: The smallest record size Kafka's batch iterator takes (a v0 record's overhead), and
-#: how many bytes it needs to read a batch's magic.
-_MIN_RECORD_SIZE = 14
-_HEADER_UP_TO_MAGIC = 17
-
-
-def _whole_batches(data: bytes) -> tuple[int, int]:
-    """The record batches in a Produce's records as Kafka's batch iterator counts them
-    (`ByteBufferLogInputStream`), and where the last one ends: it stops at bytes too
-    few to hold a batch's length, its magic or the whole batch (ignored), and raises
-    CorruptRecordError for a length below a record's overhead or an unknown magic."""
-    count = pos = 0
-    while True:
-        remaining = len(data) - pos
-        if remaining < _LOG_OVERHEAD:
-            return count, pos
-        size = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
-        if size < _MIN_RECORD_SIZE:
-            raise CorruptRecordError(
-                f"Record size {size} is less than the minimum record overhead ({_MIN_RECORD_SIZE})"
-            )
-        if remaining < _HEADER_UP_TO_MAGIC:
-            return count, pos
-        magic = int.from_bytes(data[pos + 16 : pos + 17], "big", signed=True)
-        if not 0 <= magic <= 2:
-            raise CorruptRecordError(f"Invalid magic found in record: {magic}")
-        if remaining < size + _LOG_OVERHEAD:
-            return count, pos
-        count += 1
-        pos += size + _LOG_OVERHEAD
 
 
 @attrs.frozen
@@ -186,7 +155,7 @@ class Partition:
         verify_txn: Callable[[int, int], ErrorCode] | None = None,
     ) -> ProduceOutcome:
         try:
-            batches, end = _whole_batches(data or b"")
+            batches, end = whole_batches(data or b"")
         except CorruptRecordError as exc:
             return self._refuse(ErrorCode.CORRUPT_MESSAGE, f"corrupt record batch: {exc}")
         if batches != 1:
@@ -210,7 +179,7 @@ class Partition:
                 f"batch of {len(data)} bytes exceeds max.message.bytes={config.max_message_bytes}",
             )
         try:
-            header = read_batch_header(data)  # (one whole batch: `_whole_batches`)
+            header = read_batch_header(data)  # (one whole batch: `whole_batches`)
             if not verify_batch_crc(data):
                 raise CorruptRecordError(f"CRC mismatch (header says {header.crc:#010x})")
         except CorruptRecordError as exc:

@@ -260,6 +260,14 @@ class _Chain:
         behind it cannot be sent."""
         self.break_at(offset, "an append queued before it was cancelled")
 
+    def stopped_at(self, offset: int) -> int | None:
+        """Whether an append at `offset` may be sent: None if so, else where the chain
+        broke (`failed_at`). An append in doubt (`in_doubt`) breaks it here, at
+        `offset`."""
+        if self.broken is None and self.in_doubt():
+            self.break_at(offset, "an append before it was being settled")
+        return None if self.broken is None else self.failed_at
+
     def in_doubt(self) -> bool:
         """Whether an append sent is being settled after an answer other than a success
         (reading its offset back, or retrying it after a lost answer), or was answered
@@ -679,9 +687,7 @@ class ConditionalWriter:
     async def _send_one(self, link: _Link) -> None:
         """Hand `link` to the producer unless the chain it belongs to is broken."""
         chain = link.chain
-        if chain.broken is None and chain.in_doubt():
-            chain.break_at(link.expected, "an append before it was being settled")
-        if chain.broken is not None:
+        if chain.stopped_at(link.expected) is not None:
             link.error = self._behind_failure(chain, link.expected, link.sequence)
             return
         self.attempts += 1
@@ -701,9 +707,8 @@ class ConditionalWriter:
         else:
             # What the send waited for (a leader check, room in the buffer) let the
             # appends ahead of this one be answered: look again, as above.
-            if link.chain.broken is None and chain.in_doubt():
-                chain.break_at(link.expected, "an append before it was being settled")
-            if link.chain.broken is not None and chain.failed_at <= link.expected:
+            failed_at = chain.stopped_at(link.expected)
+            if failed_at is not None and failed_at <= link.expected:
                 self._recall(link)
                 return
             chain.sent(link)

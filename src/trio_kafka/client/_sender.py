@@ -29,10 +29,10 @@ written: the oldest unsettled request first, and none before it has its answer (
 NOT_LEADER_OR_FOLLOWER answer's current leader and its endpoint, KIP-951, to the
 selector's metadata: the retries go there at once), so the core always sees a node's
 answers in the order it sent the requests. (A reader task per node that awaited each
-answer did the same with two more task switches per request.) A request that never left (no connection) is settled with
-`sent=False` (retried, never ambiguous); one that left and got no answer (connection
-lost, request timeout) with `sent=True` (retried with the same sequence; ambiguous only
-when no retry is possible). `unsettled` lists every request not yet handed back to the
+answer did the same with two more task switches per request.) A request that never
+left (no connection) is settled with `sent=False` (retried, never ambiguous); one that
+left and got no answer (connection lost, request timeout) with `sent=True` (retried
+with the same sequence; ambiguous only when no retry is possible). `unsettled` lists every request not yet handed back to the
 core, so closing can settle them all without waiting.
 """
 

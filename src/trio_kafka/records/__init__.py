@@ -15,10 +15,12 @@ from trio_kafka.records._decoder import (
     Record,
     RecordBatch,
     decode_batches,
+    first_batch_is_transactional,
     read_batch_header,
     record_framing_error,
     set_log_append_time,
     verify_batch_crc,
+    whole_batches,
 )
 
 __all__ = [
@@ -31,9 +33,11 @@ __all__ = [
     "TimestampType",
     "build_control_batch",
     "decode_batches",
+    "first_batch_is_transactional",
     "parse_control_record",
     "read_batch_header",
     "record_framing_error",
     "set_log_append_time",
     "verify_batch_crc",
+    "whole_batches",
 ]

@@ -453,6 +453,52 @@ def _one_batch(batch: bytes | bytearray | memoryview) -> tuple[bytes, BatchHeade
     return data, header
 
 
+#: The smallest record size a broker's batch iterator takes (a v0 record's overhead),
+#: and the bytes it needs to read a batch's magic.
+_MIN_RECORD_SIZE = 14
+_HEADER_UP_TO_MAGIC = MAGIC_OFFSET + 1
+
+
+def whole_batches(data: bytes | bytearray | memoryview) -> tuple[int, int]:
+    """The record batches in a Produce's records as Kafka's batch iterator counts them
+    (`ByteBufferLogInputStream`), and where the last one ends: it stops at bytes too
+    few to hold a batch's length, its magic or the whole batch (ignored), and raises
+    CorruptRecordError for a length below a record's overhead or an unknown magic."""
+    count = pos = 0
+    while True:
+        remaining = len(data) - pos
+        if remaining < LOG_OVERHEAD:
+            return count, pos
+        # batchLength, the last 4 bytes of the overhead
+        size = int.from_bytes(data[pos + 8 : pos + LOG_OVERHEAD], "big", signed=True)
+        if size < _MIN_RECORD_SIZE:
+            raise CorruptRecordError(
+                f"Record size {size} is less than the minimum record overhead ({_MIN_RECORD_SIZE})"
+            )
+        if remaining < _HEADER_UP_TO_MAGIC:
+            return count, pos
+        magic = int.from_bytes(
+            data[pos + MAGIC_OFFSET : pos + _HEADER_UP_TO_MAGIC], "big", signed=True
+        )
+        if not 0 <= magic <= MAGIC:
+            raise CorruptRecordError(f"Invalid magic found in record: {magic}")
+        if remaining < size + LOG_OVERHEAD:
+            return count, pos
+        count += 1
+        pos += size + LOG_OVERHEAD
+
+
+def first_batch_is_transactional(data: bytes | bytearray | memoryview | None) -> bool:
+    """Whether the first batch of a partition's records has the transactional bit (what
+    a broker looks at to decide a Produce writes transactionally; False for records too
+    short to hold the attributes)."""
+    return (
+        data is not None
+        and len(data) > ATTRIBUTES_OFFSET + 1
+        and bool(data[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_BIT)
+    )
+
+
 def record_framing_error(batch: bytes | bytearray | memoryview) -> tuple[bool, str] | None:
     """What a broker finds wrong in a whole batch's records, or None.
 

@@ -10,6 +10,10 @@ listed). `validate_only` checks only.
 
 from __future__ import annotations
 
+import collections
+
+import attrs
+
 from trio_kafka.broker._context import RequestContext
 from trio_kafka.errors import ErrorCode
 from trio_kafka.protocol.messages.create_topics import (
@@ -27,14 +31,14 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsRespons
     results = []
     # A name given twice is refused, once, after the others' results, and neither entry
     # is created (Kafka's controller: "Duplicate topic name.").
-    names = [topic.name for topic in req.topics]
-    twice = list(dict.fromkeys(name for name in names if names.count(name) > 1))
+    counts = collections.Counter(topic.name for topic in req.topics)
+    twice = [name for name, count in counts.items() if count > 1]
     for topic in req.topics:
-        if topic.name in twice:
+        if counts[topic.name] > 1:
             continue
-        num = topic.num_partitions
-        if topic.assignments:
-            num = len(topic.assignments)
+        num = len(topic.assignments) if topic.assignments else topic.num_partitions
+        if num == -1:
+            num = state.options.default_partitions
         error, message = state.create_topic(
             topic.name,
             num,
@@ -42,28 +46,27 @@ def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsRespons
             validate_only=req.validate_only,
             replication_factor=topic.replication_factor,
         )
-        result = CreatableTopicResult(name=topic.name, error_code=error, error_message=message)
-        if error is ErrorCode.NONE and req.validate_only:
-            # Kafka answers what the topic would be.
-            result = CreatableTopicResult(
-                name=topic.name,
-                error_code=error,
-                error_message=None,
-                num_partitions=num if num > 0 else state.options.default_partitions,
-                replication_factor=max(topic.replication_factor, 1),
+        if error is not ErrorCode.NONE:
+            results.append(
+                CreatableTopicResult(name=topic.name, error_code=error, error_message=message)
             )
-        created = state.topics.get(topic.name)
-        if error is ErrorCode.NONE and created is not None:
+            continue
+        # Kafka answers what the topic is (or, validating only, would be).
+        result = CreatableTopicResult(
+            name=topic.name,
+            error_code=error,
+            error_message=None,
+            num_partitions=num,
+            replication_factor=max(topic.replication_factor, 1),
+        )
+        created = None if req.validate_only else state.topics[topic.name]
+        if created is not None:
             for assignment in topic.assignments:
                 if assignment.broker_ids and assignment.broker_ids[0] in state.node_ids:
                     created.partitions[assignment.partition_index].leader = assignment.broker_ids[0]
-            result = CreatableTopicResult(
-                name=topic.name,
+            result = attrs.evolve(
+                result,
                 topic_id=created.topic_id,
-                error_code=error,
-                error_message=None,
-                num_partitions=len(created.partitions),
-                replication_factor=max(topic.replication_factor, 1),
                 configs=[
                     CreatableTopicConfigs(name=name, value=value, config_source=5 if default else 1)
                     for name, (value, default) in sorted(created.config.describe().items())

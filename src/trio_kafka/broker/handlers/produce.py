@@ -28,24 +28,9 @@ from trio_kafka.protocol.messages.produce import (
     ProduceResponse,
     TopicProduceResponse,
 )
+from trio_kafka.records import first_batch_is_transactional
 
 REQUEST = ProduceRequest
-
-
-#: Where a record batch's attributes are (base offset, length, leader epoch, magic, CRC
-#: before them), and their transactional bit.
-_ATTRIBUTES_AT = 21
-_TRANSACTIONAL = 0x10
-
-
-def _transactional(records: bytes | None) -> bool:
-    """The first batch of a partition's records is transactional (Kafka looks at it to
-    decide whether a Produce writes transactionally)."""
-    return (
-        records is not None
-        and len(records) > _ATTRIBUTES_AT + 1
-        and bool(records[_ATTRIBUTES_AT + 1] & _TRANSACTIONAL)
-    )
 
 
 def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse:
@@ -55,7 +40,7 @@ def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse:
     # Transactional batches without a transactional id are refused whole, every
     # partition, before anything else (Kafka authorizes the id first, and there is none).
     no_txn_id = req.transactional_id is None and any(
-        _transactional(p.records) for t in req.topic_data for p in t.partition_data
+        first_batch_is_transactional(p.records) for t in req.topic_data for p in t.partition_data
     )
     responses = []
     appended = False
