@@ -87,6 +87,18 @@ class AuthenticationError(FatalError):
     """SASL or TLS authentication failed."""
 
 
+class RequestTooLargeError(FatalError):
+    """A broker closed the connection at a request, several times in a row, and the
+    request was larger than a broker may take (its `socket.request.max.bytes`, 104,857,600
+    bytes unless set otherwise; past it a broker closes the connection without an
+    answer): `max_request_size` is above the broker's limit. `request_size` is the
+    request's size in bytes."""
+
+    def __init__(self, message: str, *, request_size: int = 0) -> None:
+        super().__init__(message)
+        self.request_size = request_size
+
+
 class BufferFullError(KafkaError):
     """`send()` waited `max_block` seconds for buffer memory and none came free.
 

@@ -504,6 +504,9 @@ class BrokerConnection:
     #: listener that is not plaintext Kafka (TLS, SASL) from a broker (`_selector.py`).
     answered: int = attrs.field(default=0, init=False)
     first_bytes: bytes = attrs.field(default=b"", init=False)
+    #: The largest request written so far, in bytes: a broker closes the connection at a
+    #: request above its `socket.request.max.bytes` (`_selector.py` says so).
+    largest_request: int = attrs.field(default=0, init=False)
     # Requests written and awaiting a response, oldest first. Owned by the writer section
     # (append) and the reader (popleft); the closer empties it.
     _in_flight: collections.deque[PendingResponse] = attrs.field(
@@ -620,6 +623,8 @@ class BrokerConnection:
                     # the registration on the request may reach the broker: ambiguous.
                     pending, frame = self._register(message, version, timeout, reader)
                     registered = True
+                    size = sum(map(len, frame))
+                    self.largest_request = max(self.largest_request, size)
                     await self._write(frame, pending)
                 finally:
                     self._write_lock.release()

@@ -79,6 +79,7 @@ from trio_kafka.errors import (
     InvalidTopicError,
     KafkaError,
     ProtocolError,
+    RequestTooLargeError,
     UnknownTopicError,
     error_info,
 )
@@ -181,6 +182,9 @@ class Node:
     #: met in plaintext closes at once, a SASL one at the first request (`_note_closed`).
     closed_unused: int = 0
     closed_after_api_versions: bool = False
+    #: The largest request the last of them had written (bytes): a broker also closes
+    #: at a request above its socket.request.max.bytes.
+    closed_request_size: int = 0
     # Connections we closed on purpose (idle, address change): no backoff for them.
     deliberate: set[int] = attrs.field(factory=set)
 
@@ -837,6 +841,11 @@ async def _open_node(
 #: Connections in a row a node's peer closes in order, before answering past
 #: ApiVersions, that make it "a TLS or SASL listener" rather than a broker going down.
 LISTENER_CLOSES = 3
+#: Above this many bytes, the request such a peer closed at says "too large for the
+#: broker" rather than "a SASL listener": a client's first requests (Metadata,
+#: InitProducerId, ...) are far smaller, and a broker's socket.request.max.bytes is
+#: rarely set below a megabyte (Kafka's max.request.size default).
+LARGE_REQUEST = 1024 * 1024
 
 _SASL_OPTIONS = "sasl_mechanism, sasl_plain_username and sasl_plain_password"
 
@@ -848,11 +857,14 @@ def _note_closed(node: Node, connection: BrokerConnection) -> None:
     if connection.closed_by_peer and connection.answered <= 1:
         node.closed_unused += 1
         node.closed_after_api_versions = connection.answered == 1
+        node.closed_request_size = connection.largest_request
     else:
         node.closed_unused = 0
 
 
-def _not_plaintext_kafka(node: Node, connection: BrokerConnection) -> AuthenticationError | None:
+def _not_plaintext_kafka(
+    node: Node, connection: BrokerConnection
+) -> AuthenticationError | RequestTooLargeError | None:
     """Why `connection`'s setup failed, when it says the listener is not plaintext
     Kafka: bytes that are not a Kafka answer to ApiVersions (at once), or the closes
     `_note_closed` counts reaching `LISTENER_CLOSES`. None: an ordinary failure."""
@@ -877,13 +889,26 @@ def _not_plaintext_kafka(node: Node, connection: BrokerConnection) -> Authentica
     return _listener_refusal(node)
 
 
-def _listener_refusal(node: Node) -> AuthenticationError | None:
+def _listener_refusal(node: Node) -> AuthenticationError | RequestTooLargeError | None:
     """The error for a node whose peer closed `LISTENER_CLOSES` connections in a row
-    before answering past ApiVersions (the count starts again), else None."""
+    before answering past ApiVersions (the count starts again), else None: a request
+    larger than `LARGE_REQUEST` was too large for the broker, anything else met a TLS
+    or SASL listener."""
     closes = node.closed_unused
     if closes < LISTENER_CLOSES:
         return None
     node.closed_unused = 0
+    size = node.closed_request_size
+    if node.closed_after_api_versions and size > LARGE_REQUEST:
+        return RequestTooLargeError(
+            f"the broker at {node.address} answered ApiVersions, then closed the "
+            f"connection at a request of {size:,} bytes, {closes} times in a row: a "
+            "broker closes a connection whose request is larger than its "
+            "socket.request.max.bytes (104,857,600 bytes unless set otherwise). Lower "
+            "max_request_size below the broker's limit (each request carries at most "
+            "that many bytes of batches), or raise socket.request.max.bytes on the broker",
+            request_size=size,
+        )
     if node.closed_after_api_versions:
         return AuthenticationError(
             f"the broker at {node.address} answered ApiVersions, then closed the "
