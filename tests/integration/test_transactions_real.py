@@ -26,7 +26,7 @@ from tests.integration._real import (
     tansu_differs,
 )
 from trio_kafka.client import GroupMetadata, Producer, open_producer
-from trio_kafka.errors import KafkaError, ProducerFencedError
+from trio_kafka.errors import ErrorCode, FatalBrokerError, KafkaError, ProducerFencedError
 from trio_kafka.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest
 from trio_kafka.protocol.messages.end_txn import EndTxnRequest
 from trio_kafka.protocol.messages.produce import ProduceRequest
@@ -137,6 +137,27 @@ async def test_the_coordinator_aborts_a_transaction_open_past_its_timeout(
         assert seen == []
         with anyio.fail_after(30), pytest.raises(KafkaError):
             await producer.commit_transaction()
+
+
+async def test_a_transaction_timeout_above_the_brokers_maximum_names_both(
+    real_broker: RealBroker, request: pytest.FixtureRequest
+) -> None:
+    """`transaction_timeout` above the brokers' transaction.max.timeout.ms (15 minutes by
+    default): the coordinator answers InitProducerId with INVALID_TRANSACTION_TIMEOUT.
+    The producer stops with an error naming the value, the broker setting and what to
+    change (it said "unexpected INVALID_TRANSACTION_TIMEOUT in InitProducerId response")."""
+    tansu_differs(request, real_broker, "takes any transaction timeout")
+    async with open_producer(
+        bootstrap=real_broker.bootstrap,
+        transactional_id=real_broker.name("txn-too-long"),
+        transaction_timeout=1800.0,  # 30 minutes (an hour would be taken for ms)
+    ) as producer:
+        with anyio.fail_after(30), pytest.raises(FatalBrokerError) as caught:
+            await producer.init_transactions()
+    message = str(caught.value)
+    assert caught.value.code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+    assert "transaction_timeout=1800 s (1,800,000 ms)" in message, message
+    assert "transaction.max.timeout.ms" in message and "unexpected" not in message, message
 
 
 async def test_consumer_offsets_commit_with_the_transaction_and_only_with_it(

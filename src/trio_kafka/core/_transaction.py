@@ -582,6 +582,18 @@ def _find_coordinator(key: str, key_type: CoordinatorType, version: int) -> Find
     return FindCoordinatorRequest(key=key, key_type=key_type)
 
 
+def _timeout_refused(timeout_ms: int) -> FatalBrokerError:
+    """InitProducerId's INVALID_TRANSACTION_TIMEOUT: the configured timeout is above
+    the coordinator's transaction.max.timeout.ms (Java: InvalidTxnTimeoutException)."""
+    return FatalBrokerError(
+        E.INVALID_TRANSACTION_TIMEOUT,
+        f"the transaction coordinator refused transaction_timeout={timeout_ms / 1000:g} s "
+        f"({timeout_ms:,} ms): it is above the brokers' transaction.max.timeout.ms "
+        "(900,000 ms, 15 minutes, unless set otherwise). Lower transaction_timeout, or "
+        "raise transaction.max.timeout.ms on the brokers",
+    )
+
+
 def _read_find_coordinator(
     response: FindCoordinatorResponse, key: str, version: int
 ) -> tuple[int, str | None, Coordinator | None]:
@@ -1621,6 +1633,8 @@ class TransactionManager:
             self.set_fatal(self._bump_refused(request))
         elif code in _FATAL_CODES or code == E.CLUSTER_AUTHORIZATION_FAILED:
             self.set_fatal(error_for_code(code))
+        elif code == E.INVALID_TRANSACTION_TIMEOUT:
+            self.set_fatal(_timeout_refused(request.message.transaction_timeout_ms))
         else:
             self._unexpected(request, code, None)
         return _NO_UPDATE
