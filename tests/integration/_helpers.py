@@ -17,6 +17,7 @@ from trio_kafka.broker import Cluster, open_cluster
 from trio_kafka.errors import ErrorCode
 from trio_kafka.net import open_selector
 from trio_kafka.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
+from trio_kafka.protocol.messages.delete_topics import DeleteTopicsRequest
 
 #: Raw client streams `tcp_client` opened, closed when their `open_cluster_for_clients`
 #: block ends. (An autouse async fixture would not do: pytest-trio runs only the async
@@ -67,6 +68,17 @@ async def create_topic(bootstrap: str, name: str, partitions: int) -> None:
             ),
         )
         assert response.topics[0].error_code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS)
+
+
+async def delete_topic(bootstrap: str, name: str) -> None:
+    """DeleteTopics by name (v5: v6 names topics by id as well)."""
+    async with open_selector(bootstrap) as selector:
+        response = await selector.request(
+            selector.least_loaded_node(),
+            DeleteTopicsRequest(topic_names=[name], timeout_ms=30_000),
+            version=5,
+        )
+        assert response.responses[0].error_code == ErrorCode.NONE, response
 
 
 def read_partitions(bootstrap: str, topic: str, partitions: int) -> list[tuple[int, int, bytes]]:

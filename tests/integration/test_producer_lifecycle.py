@@ -16,9 +16,11 @@ from trio_kafka import (
     Ambiguous,
     ProducerClosedError,
     ProducerRecord,
+    UnknownTopicError,
     open_producer,
 )
 from trio_kafka.broker import BLACKHOLE, ClusterOptions, open_cluster
+from trio_kafka.errors import ErrorCode
 from trio_kafka.protocol.messages.produce import ProduceRequest
 from trio_kafka.records import decode_batches
 from trio_kafka.testing import MemoryTransport, make_cluster, producer_for
@@ -127,3 +129,23 @@ async def test_a_cancelled_block_with_a_request_in_flight_ends_cancelled_not_cra
             await handle
     assert scope.cancelled_caught
     assert isinstance(handle.outcome, Ambiguous)
+
+
+async def test_records_of_a_topic_deleted_under_them_fail_naming_it() -> None:
+    """The mock broker as Kafka (tests/integration/test_producer_real.py): records
+    appended while the producer still had the topic's metadata fail with
+    `UnknownTopicError` within seconds of the topic's deletion, not at
+    `delivery_timeout`; the producer goes on with its other topics."""
+    options = ClusterOptions(auto_create_topics=False)
+    async with open_cluster(options=options, topics={"gone": 2, "kept": 1}) as cluster:
+        async with open_producer(cluster.bootstrap) as producer:
+            await producer.send_and_wait("gone", b"before")
+            assert cluster.state.delete_topic("gone") == ErrorCode.NONE
+            handles = [await producer.send("gone", b"after", partition=p) for p in (0, 1)]
+            started = trio.current_time()
+            with trio.fail_after(30):
+                for handle in handles:
+                    with pytest.raises(UnknownTopicError, match="'gone' no longer exists"):
+                        await handle
+            assert trio.current_time() - started < 10
+            await producer.send_and_wait("kept", b"the producer lives")

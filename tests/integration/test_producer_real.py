@@ -12,7 +12,7 @@ from collections import defaultdict
 import anyio
 import pytest
 
-from tests.integration._helpers import create_topic, read_partitions
+from tests.integration._helpers import create_topic, delete_topic, read_partitions
 from tests.integration._real import RealBroker, real_broker_per_backend, tansu_differs
 from trio_kafka.client import Acknowledged, open_producer
 from trio_kafka.client import create_topic as create_topic_with
@@ -184,6 +184,37 @@ async def test_a_missing_topic_fails_its_send_within_max_block_naming_it(
             await producer.send_and_wait(topic, b"x")
         await producer.send_and_wait(valid, b"the producer lives")
     assert repr(topic) in str(info.value) or topic in str(info.value)
+
+
+async def test_records_of_a_deleted_topic_fail_within_seconds_naming_it(
+    real_broker: RealBroker, request: pytest.FixtureRequest
+) -> None:
+    """Records appended while the producer still had a topic's metadata, after the topic
+    was deleted (on a cluster that does not create topics on demand), fail with
+    `UnknownTopicError` once the metadata has said for a few answers over two seconds
+    that the topic does not exist. They waited for a leader until `delivery_timeout`
+    (two minutes; Java's producer waits so) and ended with `DeliveryTimeoutError`."""
+    tansu_differs(request, real_broker, "acknowledges a Produce to a deleted topic")
+    topic = real_broker.name("producer-deleted")
+    await create_topic(real_broker.bootstrap, topic, 1)
+    async with (
+        open_selector(real_broker.bootstrap, allow_auto_create_topics=False) as selector,
+        open_producer(selector=selector) as producer,
+    ):
+        await producer.send_and_wait(topic, b"before")
+        await delete_topic(real_broker.bootstrap, topic)
+        await anyio.sleep(1)  # the deletion reaches the broker (its metadata is async)
+        handles = [await producer.send(topic, b"after") for _ in range(5)]
+        started = anyio.current_time()
+        errors = []
+        with anyio.fail_after(30):
+            for handle in handles:
+                with pytest.raises(UnknownTopicError) as info:
+                    await handle
+                errors.append(str(info.value))
+        assert anyio.current_time() - started < 15
+    assert all(f"topic {topic!r} no longer exists" in e for e in errors), errors
+    assert all("UNKNOWN_TOPIC_OR_PARTITION" in e and "were not written" in e for e in errors)
 
 
 async def test_kafka_accepts_an_idempotent_epoch_bump_of_the_same_producer_id(

@@ -59,11 +59,14 @@ from trio_kafka.core import (
 )
 from trio_kafka.errors import (
     BrokerConnectionError,
+    ErrorCode,
     FatalError,
     KafkaError,
     ProducerFencedError,
 )
 from trio_kafka.net import (
+    TOPIC_PROPAGATION,
+    UNKNOWN_TOPIC_ANSWERS,
     BrokerConnection,
     BrokerMetadata,
     Clock,
@@ -121,6 +124,9 @@ class Sender:
         self._metadata: ClusterMetadata | None = None
         # Topic -> (its metadata entry, the leaders worked out from it) (sync_metadata).
         self._leaders: dict[str, tuple[TopicMetadata, tuple[int, ...]]] = {}
+        # Topics this producer knew that the metadata now says do not exist: topic ->
+        # (clock time of the first such answer, answers so far, the last answer's entry).
+        self._vanished: dict[str, tuple[float, int, TopicMetadata]] = {}
         # Topics the core must not see yet: records sent before their metadata came wait
         # to be placed first, in order (client/_unknown_topics.py; `release` ends the hold).
         self.held: set[str] = set()
@@ -129,6 +135,8 @@ class Sender:
         self.closing = False
         self._refreshing = False
         self._last_refresh = -math.inf
+        # Refreshes asked in a row for leaderless partitions (their backoff grows).
+        self._leaderless_refreshes = 0
         self._retry = ExponentialBackoff.of(config)
         # Whether the core's fatal error was acted on (logged, sends refused, queue failed).
         self._fatal_handled = False
@@ -178,13 +186,24 @@ class Sender:
                 self.nursery.start_soon(self._init_producer_id)
             if core.expire(now):
                 self.on_progress()
+            if self._vanished and self.fail_vanished(now):
+                self.on_progress()
             ready_nodes, delay, unknown = core.ready(now)
             if self._coordinator_wake is not None and self._coordinator_needed():
                 self._coordinator_wake()
-            if unknown:
-                self.refresh_metadata(unknown)
             # Clock time by which to look again without being woken.
             wake_at = now + delay
+            if unknown:
+                # Leaderless partitions: ask again once the backoff allows (the one
+                # backoff, growing while they stay leaderless, as Java's metadata
+                # refreshes since KIP-580; a refresh in progress wakes the loop).
+                wait = self._retry.backoff(self._leaderless_refreshes, self.core.rng)
+                retry_at = self.refresh_metadata(unknown, wait=wait)
+                if retry_at == math.inf:
+                    self._leaderless_refreshes += 1
+                wake_at = min(wake_at, retry_at)
+            else:
+                self._leaderless_refreshes = 0
             connected = []
             for node_id in sorted(ready_nodes):
                 node = self.node(node_id)
@@ -323,6 +342,44 @@ class Sender:
                 leaders[name] = tuple(nodes)
         self._leaders = {name: (metadata.topics[name], nodes) for name, nodes in leaders.items()}
         self.core.update_metadata(ClusterView(leaders))
+        self._note_vanished(metadata, known)
+
+    def _note_vanished(
+        self,
+        metadata: ClusterMetadata,
+        known: dict[str, tuple[TopicMetadata, tuple[int, ...]]],
+    ) -> None:
+        """Count the answers saying a topic this producer knew does not exist (deleted:
+        its batches would otherwise wait for a leader until `delivery_timeout`)."""
+        vanished = self._vanished
+        for name, topic in metadata.topics.items():
+            if topic.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                continue
+            seen = vanished.get(name)
+            if seen is None:
+                if name in known:
+                    vanished[name] = (self.clock.now(), 1, topic)
+            elif seen[2] is not topic:  # (a new answer about it)
+                vanished[name] = (seen[0], seen[1] + 1, topic)
+        for name in [n for n in vanished if n in self._leaders or n not in metadata.topics]:
+            del vanished[name]  # back (recreated), or no longer asked about
+
+    def fail_vanished(self, now: float) -> bool:
+        """Fail the queued batches of topics the metadata has said do not exist for
+        `UNKNOWN_TOPIC_ANSWERS` answers over `TOPIC_PROPAGATION` seconds (the window in
+        which a missing topic is told at `send()`): they would wait for a leader until
+        `delivery_timeout` (the Java client waits so). Returns whether any failed."""
+        failed = False
+        for name, (since, answers, _) in self._vanished.items():
+            if answers < UNKNOWN_TOPIC_ANSWERS or now - since < TOPIC_PROPAGATION:
+                continue
+            reason = (
+                f"topic {name!r} no longer exists: the brokers have answered "
+                f"UNKNOWN_TOPIC_OR_PARTITION for it for {now - since:.1f} s (was it deleted?)"
+            )
+            if self.core.fail_topic(name, reason):
+                failed = True
+        return failed
 
     def release(self, topics: Iterable[str]) -> None:
         """End the hold on `topics`: the core sees them from the next line on (and sees
@@ -331,17 +388,22 @@ class Sender:
         self._metadata = None
         self.sync_metadata()
 
-    def refresh_metadata(self, topics: Any = ()) -> None:
-        """Refresh in the background, at most once per `retry_backoff`; wakes when done.
-        Not once closing: the task nursery may be closed already (a cancelled body)."""
+    def refresh_metadata(self, topics: Any = (), *, wait: float | None = None) -> float:
+        """Refresh in the background, at most once per `wait` (default `retry_backoff`);
+        wakes when done. Not once closing: the task nursery may be closed already (a
+        cancelled body). Returns the clock time from which another refresh may start
+        (infinity when one started, runs, or the sender closes: a refresh's end wakes
+        the loop)."""
         if self._refreshing or self.closing:
-            return
+            return math.inf
         now = self.clock.now()
-        if now - self._last_refresh < self.core.config.retry_backoff:
-            return
+        allowed = self._last_refresh + (self.core.config.retry_backoff if wait is None else wait)
+        if now < allowed:
+            return allowed
         self._refreshing = True
         self._last_refresh = now
         self.nursery.start_soon(self._refresh, sorted(topics))
+        return math.inf
 
     async def _refresh(self, topics: list[str]) -> None:
         try:

@@ -877,6 +877,16 @@ class BatchQueues:
                 del self.queues[tp]
         return expired
 
+    def take_topic(self, topic: str) -> list[ProducerBatch]:
+        """Remove and return every queued batch of `topic` (it no longer exists)."""
+        taken: list[ProducerBatch] = []
+        for tp in [tp for tp in self.queues if tp[0] == topic]:
+            taken += self.queues.pop(tp)
+            self.open.pop(tp, None)
+        for batch in taken:
+            batch.seal()
+        return taken
+
     def take_all_queued(self) -> list[ProducerBatch]:
         """Remove every queued batch (closing, or a fatal error)."""
         batches = [b for q in self.queues.values() for b in q]

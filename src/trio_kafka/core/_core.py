@@ -75,6 +75,7 @@ from trio_kafka.errors import (
     ProducerFencedError,
     RecordTooLargeError,
     RequestTimeoutError,
+    UnknownTopicError,
     error_for_code,
     error_info,
 )
@@ -984,6 +985,22 @@ class ProducerCore:
             self.sequencing.on_final(batch, gap=False, error=error)
             self.finish_failed(batch, error)
         return len(batches)
+
+    def fail_topic(self, topic: str, reason: str) -> list[ProducerBatch]:
+        """`topic` no longer exists (its metadata says so, `reason`): fail its queued
+        batches with `UnknownTopicError` (Ambiguous if an earlier attempt may have been
+        written); in-flight ones settle when they return, and are failed here the next
+        time. Returns the batches failed."""
+        batches = self.accumulator.batches.take_topic(topic)
+        for batch in batches:
+            error = UnknownTopicError(
+                f"{reason}: {batch.record_count} record(s) for {topic}-{batch.partition} "
+                "were not written",
+                topic=topic,
+            )
+            self.sequencing.on_final(batch, gap=False, error=error)
+            self.finish_failed(batch, error)
+        return batches
 
     # -- flush, close, metrics -------------------------------------------------------
 

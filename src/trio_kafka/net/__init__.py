@@ -77,11 +77,19 @@ from trio_kafka.net._sasl import (
     TokenProvider,
     TokenSource,
 )
-from trio_kafka.net._selector import KafkaSelector, SelectorConfig, open_selector
+from trio_kafka.net._selector import (
+    TOPIC_PROPAGATION,
+    UNKNOWN_TOPIC_ANSWERS,
+    KafkaSelector,
+    SelectorConfig,
+    open_selector,
+)
 
 __all__ = [
     "CAS_FEATURE",
+    "TOPIC_PROPAGATION",
     "TRANSACTION_VERSION_FEATURE",
+    "UNKNOWN_TOPIC_ANSWERS",
     "ApiVersionsInfo",
     "BrokerConnection",
     "BrokerMetadata",
