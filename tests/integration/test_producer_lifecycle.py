@@ -137,15 +137,17 @@ async def test_records_of_a_topic_deleted_under_them_fail_naming_it() -> None:
     `UnknownTopicError` within seconds of the topic's deletion, not at
     `delivery_timeout`; the producer goes on with its other topics."""
     options = ClusterOptions(auto_create_topics=False)
-    async with open_cluster(options=options, topics={"gone": 2, "kept": 1}) as cluster:
-        async with open_producer(cluster.bootstrap) as producer:
-            await producer.send_and_wait("gone", b"before")
-            assert cluster.state.delete_topic("gone") == ErrorCode.NONE
-            handles = [await producer.send("gone", b"after", partition=p) for p in (0, 1)]
-            started = trio.current_time()
-            with trio.fail_after(30):
-                for handle in handles:
-                    with pytest.raises(UnknownTopicError, match="'gone' no longer exists"):
-                        await handle
-            assert trio.current_time() - started < 10
-            await producer.send_and_wait("kept", b"the producer lives")
+    async with (
+        open_cluster(options=options, topics={"gone": 2, "kept": 1}) as cluster,
+        open_producer(cluster.bootstrap) as producer,
+    ):
+        await producer.send_and_wait("gone", b"before")
+        assert cluster.state.delete_topic("gone") == ErrorCode.NONE
+        handles = [await producer.send("gone", b"after", partition=p) for p in (0, 1)]
+        started = trio.current_time()
+        with trio.fail_after(30):
+            for handle in handles:
+                with pytest.raises(UnknownTopicError, match="'gone' no longer exists"):
+                    await handle
+        assert trio.current_time() - started < 10
+        await producer.send_and_wait("kept", b"the producer lives")
