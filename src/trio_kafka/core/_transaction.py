@@ -992,6 +992,13 @@ _EPOCH = frozenset({E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED})
 _UNKNOWN_PRODUCER = frozenset({E.UNKNOWN_PRODUCER_ID, E.INVALID_PRODUCER_ID_MAPPING})
 _FATAL_CODES = frozenset({E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, E.INVALID_TXN_STATE})
 _NO_UPDATE = TxnUpdate()
+#: INVALID_PRODUCER_ID_MAPPING on a batch: what Kafka's message leaves out (Java's
+#: producer too makes it abortable and takes a new producer id at the abort).
+_ID_EXPIRED = (
+    " (the coordinator no longer maps this transactional id to the producer id: it "
+    "expires after transactional.id.expiration.ms without a transaction, 7 days by "
+    "default. Abort; the next transaction gets a new producer id)"
+)
 
 
 def _retriable(code: int) -> bool:
@@ -1312,10 +1319,13 @@ class TransactionManager:
         elif code == ErrorCode.INVALID_PRODUCER_EPOCH:
             self.make_abortable(self._timed_out(where, error), skip_end=True)
         else:
+            expired = code == ErrorCode.INVALID_PRODUCER_ID_MAPPING
             self.make_abortable(
-                TransactionAbortableError(f"{where} failed: {error}", error),
+                TransactionAbortableError(
+                    f"{where} failed: {error}" + (_ID_EXPIRED if expired else ""), error
+                ),
                 bump=sequenced,
-                skip_end=code == ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                skip_end=expired,
             )
 
     # -- the idempotent Sequencer's hooks (`SequencerHooks`) ----------------------------
