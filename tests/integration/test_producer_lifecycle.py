@@ -20,7 +20,7 @@ from trio_kafka import (
     open_producer,
 )
 from trio_kafka.broker import BLACKHOLE, ClusterOptions, open_cluster
-from trio_kafka.errors import ErrorCode
+from trio_kafka.errors import ErrorCode, KafkaError
 from trio_kafka.protocol.messages.produce import ProduceRequest
 from trio_kafka.records import decode_batches
 from trio_kafka.testing import MemoryTransport, make_cluster, producer_for
@@ -151,3 +151,18 @@ async def test_records_of_a_topic_deleted_under_them_fail_naming_it() -> None:
                     await handle
         assert trio.current_time() - started < 10
         await producer.send_and_wait("kept", b"the producer lives")
+
+
+async def test_a_record_for_an_internal_topic_is_refused_as_kafka_refuses_it() -> None:
+    """The mock broker refuses a Produce to Kafka's internal topics as Kafka does
+    (INVALID_TOPIC_EXCEPTION, tests/integration/test_producer_real.py), and the record's
+    error names the topic and why."""
+    async with (
+        open_cluster(topics={"__consumer_offsets": 1, "kept": 1}) as cluster,
+        open_producer(cluster.bootstrap) as producer,
+    ):
+        with trio.fail_after(30), pytest.raises(KafkaError) as info:
+            await producer.send_and_wait("__consumer_offsets", b"x")
+        await producer.send_and_wait("kept", b"the producer lives")
+    assert getattr(info.value, "code", None) == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert "topic '__consumer_offsets' is internal to Kafka" in str(info.value)

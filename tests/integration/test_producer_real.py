@@ -16,8 +16,15 @@ from tests.integration._helpers import create_topic, delete_topic, read_partitio
 from tests.integration._real import RealBroker, real_broker_per_backend, tansu_differs
 from trio_kafka.client import Acknowledged, open_producer
 from trio_kafka.client import create_topic as create_topic_with
-from trio_kafka.errors import InvalidTopicError, KafkaError, ProducerFencedError, UnknownTopicError
+from trio_kafka.errors import (
+    ErrorCode,
+    InvalidTopicError,
+    KafkaError,
+    ProducerFencedError,
+    UnknownTopicError,
+)
 from trio_kafka.net import open_selector
+from trio_kafka.protocol.messages.find_coordinator import FindCoordinatorRequest
 
 # On trio, then on asyncio (issue 16; tests/conftest.py).
 pytestmark = pytest.mark.anyio
@@ -215,6 +222,39 @@ async def test_records_of_a_deleted_topic_fail_within_seconds_naming_it(
         assert anyio.current_time() - started < 15
     assert all(f"topic {topic!r} no longer exists" in e for e in errors), errors
     assert all("UNKNOWN_TOPIC_OR_PARTITION" in e and "were not written" in e for e in errors)
+
+
+async def _group_coordinator_ready(bootstrap: str) -> None:
+    """FindCoordinator for a group until it answers: Kafka creates __consumer_offsets."""
+    async with open_selector(bootstrap) as selector:
+        with anyio.fail_after(60):
+            while True:
+                response = await selector.request(
+                    selector.least_loaded_node(),
+                    FindCoordinatorRequest(key="g", key_type=0, coordinator_keys=["g"]),
+                )
+                codes = [c.error_code for c in response.coordinators] or [response.error_code]
+                if codes == [0]:
+                    return
+                await anyio.sleep(0.2)
+
+
+async def test_a_record_for_an_internal_topic_is_refused_naming_it(
+    real_broker: RealBroker, request: pytest.FixtureRequest
+) -> None:
+    """Kafka refuses a Produce to its internal topics (INVALID_TOPIC_EXCEPTION, whose
+    own text is "an invalid topic"); the record's error says which topic and why, and the
+    producer goes on."""
+    tansu_differs(request, real_broker, "appends to __consumer_offsets")
+    await _group_coordinator_ready(real_broker.bootstrap)
+    valid = real_broker.name("valid")
+    await create_topic(real_broker.bootstrap, valid, 1)
+    async with open_producer(real_broker.bootstrap) as producer:
+        with anyio.fail_after(30), pytest.raises(KafkaError) as info:
+            await producer.send_and_wait("__consumer_offsets", b"x", partition=0)
+        await producer.send_and_wait(valid, b"the producer lives")
+    assert getattr(info.value, "code", None) == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert "topic '__consumer_offsets' is internal to Kafka" in str(info.value)
 
 
 async def test_kafka_accepts_an_idempotent_epoch_bump_of_the_same_producer_id(

@@ -79,6 +79,7 @@ from trio_kafka.errors import (
     error_for_code,
     error_info,
 )
+from trio_kafka.protocol import INTERNAL_TOPICS
 
 
 class Action(enum.Enum):
@@ -805,6 +806,11 @@ class ProducerCore:
             decided = self.rules.answered_after_append(self, batch, now, code, message)
             if decided is not None:
                 return decided
+        if code == ErrorCode.INVALID_TOPIC_EXCEPTION and batch.topic in INTERNAL_TOPICS:
+            message = (
+                f"topic {batch.topic!r} is internal to Kafka (its group coordinator's or "
+                "transaction coordinator's): brokers take no records for it from a producer"
+            )
         error = error_for_code(code, message)
         if (
             code == ErrorCode.PRODUCER_FENCED

@@ -27,11 +27,12 @@ from ._codec import (
     read_uvarlong,
     write_uvarint,
 )
-from ._produce import ProduceAnswer, ProduceFrame, read_produce_answer
+from ._produce import INTERNAL_TOPICS, ProduceAnswer, ProduceFrame, read_produce_answer
 from .messages import REQUEST_CLASSES, decode_request
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
+    "INTERNAL_TOPICS",
     "REQUEST_CLASSES",
     "FrameSplitter",
     "Malformed",

@@ -55,6 +55,11 @@ from .messages.produce import (
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 
+#: Kafka's internal topics (`Topic.isInternal`): a Produce to one of them that exists is
+#: answered INVALID_TOPIC_EXCEPTION (the mock broker too), whose own text only says "an
+#: invalid topic" (the producer says which and why).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
 
 # === the request =========================================================================
 

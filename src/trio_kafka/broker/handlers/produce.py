@@ -19,6 +19,7 @@ from __future__ import annotations
 from trio_kafka.broker._context import RequestContext
 from trio_kafka.broker._partition import ProduceOutcome
 from trio_kafka.errors import ErrorCode
+from trio_kafka.protocol import INTERNAL_TOPICS
 from trio_kafka.protocol.messages.produce import (
     BatchIndexAndErrorMessage,
     LeaderIdAndEpoch,
@@ -63,6 +64,10 @@ def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse:
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     f"unknown partition {topic_data.name}-{pdata.index}",
                 )
+            elif topic_data.name in INTERNAL_TOPICS:
+                # Kafka's ReplicaManager refuses an internal topic before the leader
+                # check, with no message in the answer (conformance test).
+                out = ProduceOutcome(ErrorCode.INVALID_TOPIC_EXCEPTION, None)
             elif part.leader != ctx.node_id:
                 out = ProduceOutcome(
                     ErrorCode.NOT_LEADER_OR_FOLLOWER,
