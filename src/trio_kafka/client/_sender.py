@@ -198,10 +198,10 @@ class Sender:
                 # backoff, growing while they stay leaderless, as Java's metadata
                 # refreshes since KIP-580; a refresh in progress wakes the loop).
                 wait = self._retry.backoff(self._leaderless_refreshes, self.core.rng)
-                retry_at = self.refresh_metadata(unknown, wait=wait)
-                if retry_at == math.inf:
+                running = self._refreshing
+                wake_at = min(wake_at, self.refresh_metadata(unknown, wait=wait))
+                if self._refreshing and not running:  # (one started)
                     self._leaderless_refreshes += 1
-                wake_at = min(wake_at, retry_at)
             else:
                 self._leaderless_refreshes = 0
             connected = []
