@@ -33,3 +33,22 @@ async def test_a_cas_send_to_a_plain_topic_is_refused_and_writes_nothing(
                     pass
         reader = PartitionReader(selector)
         assert await reader.read_all(topic, 0) == []
+
+
+async def test_creating_a_cas_topic_is_refused_naming_the_remedy(real_broker: RealBroker) -> None:
+    """`create_topic(cas=True)` (the default) on a broker without the extension: a
+    `CasNotSupportedError` naming the broker's features and what to do instead, before
+    any request. Kafka answered it INVALID_CONFIG "Unknown topic config name:
+    expected.offset.check.enable", which `trio-kafka load` printed at its first run on a
+    Kafka cluster."""
+    topic = real_broker.name("cas-create")
+    # (No auto-creation: the look at the metadata below must not create the topic.)
+    async with open_selector(real_broker.bootstrap, allow_auto_create_topics=False) as selector:
+        with pytest.raises(CasNotSupportedError) as info:
+            await create_topic(selector, topic, 1)
+        message = str(info.value)
+        assert f"cannot create {topic!r} with CAS" in message and "cas=False" in message
+        await selector.refresh_metadata([topic])
+        assert (
+            selector.metadata.topic(topic) is None or not selector.metadata.topic(topic).is_usable
+        )

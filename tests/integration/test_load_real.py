@@ -8,11 +8,15 @@ interrupted loads: tests/integration/test_load_sigkill.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import pytest
+from click.testing import CliRunner
 
 from tests.integration._helpers import consume_all, rows
 from tests.integration._real import RealBroker, real_broker_per_backend
+from trio_kafka.cli import main
 from trio_kafka.client import BulkLoader, PartitionReader, create_topic
 from trio_kafka.errors import CasNotSupportedError
 from trio_kafka.net import open_selector
@@ -50,3 +54,23 @@ async def test_a_forced_cas_load_is_refused(real_broker: RealBroker) -> None:
         with pytest.raises(CasNotSupportedError, match=r"expected\.offset\.cas"):
             await loader.run(rows(10))
         assert await PartitionReader(selector).read_all(topic, 0) == []
+
+
+async def test_the_cli_loads_at_its_defaults_creating_the_topic(
+    real_broker: RealBroker, tmp_path: Path
+) -> None:
+    """`trio-kafka load FILE --topic T --bootstrap B`, the README's command pointed at a
+    real cluster: the topic is created without CAS (the broker has none) and loaded in
+    transactions; run again, nothing is loaded twice. It stopped at once on Kafka with
+    "INVALID_CONFIG Unknown topic config name: expected.offset.check.enable"."""
+    path = tmp_path / "rows.csv"
+    path.write_text("id,v\n" + "".join(f"{i},v{i}\n" for i in range(50)))
+    topic = real_broker.name("cli-load")
+    args = ["load", str(path), "--topic", topic, "--bootstrap", real_broker.bootstrap, "--quiet"]
+    first = await anyio.to_thread.run_sync(CliRunner().invoke, main, args)
+    assert first.exit_code == 0, first.output
+    assert f"created topic {topic} (1 partition, CAS off)" in first.output
+    assert "50 records loaded" in first.output and "guarantee transactional" in first.output
+    again = await anyio.to_thread.run_sync(CliRunner().invoke, main, args)
+    assert again.exit_code == 0, again.output
+    assert "0 records loaded, 50 already there" in again.output

@@ -160,7 +160,8 @@ def count_rows(path: Path, fmt: str) -> int:
 @click.option(
     "--topic",
     required=True,
-    help="Topic to load into (created with CAS on unless --guarantee transactional).",
+    help="Topic to load into (created if missing: with CAS on when --guarantee is "
+    "exactly_once_cas, or auto on a broker with the extension).",
 )
 @click.option(
     "--partitions",
@@ -297,7 +298,7 @@ async def _load(
     import trio
 
     from trio_kafka._cli._signals import stop_on_signals
-    from trio_kafka.client import BulkLoader, create_topic
+    from trio_kafka.client import BulkLoader, broker_features, create_topic
     from trio_kafka.errors import KafkaError
     from trio_kafka.net import group_leaves, open_selector
 
@@ -345,7 +346,11 @@ async def _load(
                 finished_before = result is not None
                 if result is None and key_field is not None:
                     check_key_field(file, fmt, key_field)  # before anything is written
-                cas = guarantee != "transactional"
+                # CAS when asked for, or with "auto" where the broker has it (Apache
+                # Kafka refuses the CAS topic config as unknown).
+                cas = guarantee == "exactly_once_cas" or (
+                    guarantee == "auto" and (await broker_features(selector)).supports_cas
+                )
                 if await create_topic(selector, topic, partitions, cas=cas):
                     click.echo(
                         f"created topic {topic} ({partitions} partition{'s' if partitions != 1 else ''}, "

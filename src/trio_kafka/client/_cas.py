@@ -280,7 +280,19 @@ async def create_topic(
             f"partitions={partitions}: a topic needs at least 1 (or -1: the broker's default)"
         )
     settings = dict(configs or {})
+    node = selector.least_loaded_node()
     if cas:
+        info = await broker_features(selector, node)
+        if not info.supports_cas:
+            raise CasNotSupportedError(
+                f"cannot create {topic!r} with CAS: the broker at "
+                f"{selector.node_address(node)} does not advertise the {CAS_FEATURE!r} "
+                f"feature in ApiVersions (it lists {sorted(info.supported_features) or 'none'}) "
+                f"and would refuse {CAS_TOPIC_CONFIG} as an unknown config (Apache Kafka "
+                "has no CAS). Create it with cas=False and write with transactions "
+                "(guarantee='transactional', or 'auto' which takes CAS only where the "
+                "broker has it; `trio-kafka load --guarantee auto`)"
+            )
         settings[CAS_TOPIC_CONFIG] = "true"
     creatable = [CreatableTopicConfig(name=n, value=v) for n, v in sorted(settings.items())]
     request = CreateTopicsRequest(
@@ -295,7 +307,7 @@ async def create_topic(
         timeout_ms=int(timeout * 1000),
     )
     # CreateTopics must go to the controller; the mock broker and Tansu accept it anywhere.
-    response = await selector.request(selector.least_loaded_node(), request, timeout=timeout)
+    response = await selector.request(node, request, timeout=timeout)
     for result in response.topics:
         if result.name != topic:
             continue
@@ -307,9 +319,22 @@ async def create_topic(
     return True
 
 
+async def broker_features(selector: KafkaSelector, node: int | None = None) -> ApiVersionsInfo:
+    """What broker `node` (default: the least loaded one) said in ApiVersions, connecting
+    to it if need be: `supports_cas` tells a broker with the expected-offset extension."""
+    if node is None:
+        node = selector.least_loaded_node()
+    await selector.connection(node)
+    info = selector.api_versions(node)
+    if info is None:  # (a connection is up only once ApiVersions was answered)
+        raise KafkaError(f"no ApiVersions answer from {selector.node_address(node)}")
+    return info
+
+
 __all__ = [
     "CAS_TOPIC_CONFIG",
     "CasGate",
+    "broker_features",
     "cas_gate",
     "create_topic",
     "describe_topic_config",
