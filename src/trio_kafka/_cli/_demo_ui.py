@@ -41,7 +41,8 @@ class Check:
     guarantee: str
     how: str
     numbers: str
-    #: True: passed; False: failed; None: not available in this build (not run).
+    #: True: passed; False: failed; None: not available in this build or on this broker
+    #: (not run; its `numbers` say why).
     ok: bool | None
 
 

@@ -253,7 +253,7 @@ def demo(
             highlight=False,
         )
         raise SystemExit(1)
-    note = f", {len(skipped)} not available in this build" if skipped else ""
+    note = f", {len(skipped)} not available here (see its row)" if skipped else ""
     console.print(
         f"[bold green]every guarantee passed[/]: {len(passed)} of {len(checks)}{note} "
         f"({elapsed:.0f} s, seed {seed})",
