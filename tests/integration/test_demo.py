@@ -16,6 +16,23 @@ import pytest
 _TRIO_KAFKA = [sys.executable, "-c", "from trio_kafka.cli import main; main()"]
 
 
+def _quick_demo(*options: str) -> str:
+    """`trio-kafka demo --quick --seed 7 OPTIONS` as a user runs it; its output, once it
+    exited 0."""
+    completed = subprocess.run(
+        [*_TRIO_KAFKA, "demo", "--quick", "--seed", "7", *options],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+        # Wide enough that each guarantee's name stays on one line of the table.
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    print(completed.stdout, completed.stderr)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    return completed.stdout
+
+
 @pytest.mark.parametrize(
     ("options", "says", "guarantees"),
     [
@@ -50,18 +67,7 @@ _TRIO_KAFKA = [sys.executable, "-c", "from trio_kafka.cli import main; main()"]
 def test_the_quick_demo_passes_every_guarantee(
     options: list[str], says: str, guarantees: tuple[str, ...]
 ) -> None:
-    completed = subprocess.run(
-        [*_TRIO_KAFKA, "demo", "--quick", "--seed", "7", *options],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-        # Wide enough that each guarantee's name stays on one line of the table.
-        env={**os.environ, "COLUMNS": "200"},
-    )
-    output = completed.stdout
-    print(output, completed.stderr)
-    assert completed.returncode == 0, completed.stderr[-2000:]
+    output = _quick_demo(*options)
     assert says in output
     table = output[output.index("5. the guarantees") :]
     for guarantee in guarantees:
@@ -80,17 +86,7 @@ def test_the_quick_demo_on_apache_kafka_loads_in_transactions() -> None:
     from trio_kafka.testing import kafka_broker
 
     with kafka_broker() as node:
-        completed = subprocess.run(
-            [*_TRIO_KAFKA, "demo", "--quick", "--seed", "7", "--bootstrap", node.bootstrap],
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
-            env={**os.environ, "COLUMNS": "200"},
-        )
-    output = completed.stdout
-    print(output, completed.stderr)
-    assert completed.returncode == 0, completed.stderr[-2000:]
+        output = _quick_demo("--bootstrap", node.bootstrap)
     assert "no CAS here: loaded in transactions" in output
     table = output[output.index("5. the guarantees") :]
     assert "FAIL" not in table

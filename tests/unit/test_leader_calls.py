@@ -66,6 +66,9 @@ class _Selector:
     def api_versions(self, node: int) -> Any:
         return SimpleNamespace(supports_cas=False, supported_features={})
 
+    async def negotiated_versions(self, node: int | None = None) -> Any:
+        return self.api_versions(1 if node is None else node)
+
     def node_address(self, node: int) -> str:
         return "b1:9092"
 

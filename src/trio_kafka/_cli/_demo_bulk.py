@@ -151,7 +151,7 @@ async def read_back(bootstrap: str, topic: str, count: int, bar: Bar) -> ReadBac
 async def bulk_load_step(
     console: Console, bootstrap: str, count: int, seed: int, suffix: str
 ) -> list[Check]:
-    from trio_kafka.client import broker_features, create_topic
+    from trio_kafka.client import create_topic
     from trio_kafka.net import open_selector
 
     topic = f"demo-load-{suffix}"
@@ -159,7 +159,7 @@ async def bulk_load_step(
     async with open_selector(bootstrap) as selector:
         # CAS where the broker has it; elsewhere (Apache Kafka) the loader's "auto"
         # guarantee loads in transactions.
-        cas = (await broker_features(selector)).supports_cas
+        cas = (await selector.negotiated_versions()).supports_cas
         await create_topic(selector, topic, PARTITIONS, cas=cas)
     batch_bytes = 256 * 1024 if count >= 200_000 else 32 * 1024
     kill_at = random.Random(seed).randrange(count // 10, count * 7 // 10)

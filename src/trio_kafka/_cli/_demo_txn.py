@@ -60,7 +60,6 @@ async def commit_log_step(
     from trio_kafka.client import (
         IsolationLevel,
         PartitionReader,
-        broker_features,
         create_topic,
         writer_of,
     )
@@ -68,7 +67,7 @@ async def commit_log_step(
 
     topic = f"demo-log-{suffix}"
     async with open_selector(bootstrap) as selector:
-        if not (await broker_features(selector)).supports_cas:
+        if not (await selector.negotiated_versions()).supports_cas:
             # The race needs CAS; with transactions a second writer of the partition
             # fences the first instead of racing it (docs/cas.md).
             console.print(

@@ -298,7 +298,7 @@ async def _load(
     import trio
 
     from trio_kafka._cli._signals import stop_on_signals
-    from trio_kafka.client import BulkLoader, broker_features, create_topic
+    from trio_kafka.client import BulkLoader, create_topic
     from trio_kafka.errors import KafkaError
     from trio_kafka.net import group_leaves, open_selector
 
@@ -349,7 +349,7 @@ async def _load(
                 # CAS when asked for, or with "auto" where the broker has it (Apache
                 # Kafka refuses the CAS topic config as unknown).
                 cas = guarantee == "exactly_once_cas" or (
-                    guarantee == "auto" and (await broker_features(selector)).supports_cas
+                    guarantee == "auto" and (await selector.negotiated_versions()).supports_cas
                 )
                 if await create_topic(selector, topic, partitions, cas=cas):
                     click.echo(

@@ -24,7 +24,7 @@ from trio_kafka.client._bulk import (
     partition_of,
     row_of,
 )
-from trio_kafka.client._cas import broker_features, create_topic, describe_topic_config
+from trio_kafka.client._cas import create_topic, describe_topic_config
 from trio_kafka.client._conditional import (
     ConditionalWriter,
     open_conditional_writer,
@@ -77,7 +77,6 @@ __all__ = [
     "RecordHandle",
     "RowChunk",
     "Security",
-    "broker_features",
     "create_topic",
     "describe_topic_config",
     "group_leaves",

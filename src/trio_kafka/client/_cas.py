@@ -122,10 +122,9 @@ class CasGate:
                 f"{meta.partition_count}"
             )
         leader = await find_leader(selector, topic, partition)
-        await selector.connection(leader)
-        info = selector.api_versions(leader)
-        if info is None or not info.supports_cas:
-            features = sorted(info.supported_features) if info is not None else []
+        info = await selector.negotiated_versions(leader)
+        if not info.supports_cas:
+            features = sorted(info.supported_features)
             raise CasNotSupportedError(
                 f"refusing a write with expected_offset to {topic}-{partition}: its leader, "
                 f"broker {selector.node_address(leader)} (node {leader}), does not advertise "
@@ -282,7 +281,7 @@ async def create_topic(
     settings = dict(configs or {})
     node = selector.least_loaded_node()
     if cas:
-        info = await broker_features(selector, node)
+        info = await selector.negotiated_versions(node)
         if not info.supports_cas:
             raise CasNotSupportedError(
                 f"cannot create {topic!r} with CAS: the broker at "
@@ -319,22 +318,9 @@ async def create_topic(
     return True
 
 
-async def broker_features(selector: KafkaSelector, node: int | None = None) -> ApiVersionsInfo:
-    """What broker `node` (default: the least loaded one) said in ApiVersions, connecting
-    to it if need be: `supports_cas` tells a broker with the expected-offset extension."""
-    if node is None:
-        node = selector.least_loaded_node()
-    await selector.connection(node)
-    info = selector.api_versions(node)
-    if info is None:  # (a connection is up only once ApiVersions was answered)
-        raise KafkaError(f"no ApiVersions answer from {selector.node_address(node)}")
-    return info
-
-
 __all__ = [
     "CAS_TOPIC_CONFIG",
     "CasGate",
-    "broker_features",
     "cas_gate",
     "create_topic",
     "describe_topic_config",

@@ -254,9 +254,7 @@ class TransactionDriver:
         if info is None and self._info is None:
             # Nothing negotiated yet: connect to some node to learn the versions.
             try:
-                node_id = selector.least_loaded_node()
-                await selector.connection(node_id)
-                info = selector.api_versions(node_id)
+                info = await selector.negotiated_versions()
             except KafkaError as exc:
                 logger.debug("no node for ApiVersions yet: %s", exc)
         if info is not None and info is not self._info:

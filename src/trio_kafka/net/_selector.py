@@ -368,6 +368,16 @@ class KafkaSelector:
         """What the node said in ApiVersions on its current (or last) connection."""
         return self._node(node_id).info
 
+    async def negotiated_versions(self, node_id: int | None = None) -> ApiVersionsInfo:
+        """What `node_id` (default: the least loaded node) said in ApiVersions, connecting
+        to it first if need be (e.g. `supports_cas`: the expected-offset extension)."""
+        if node_id is None:
+            node_id = self.least_loaded_node()
+        await self.connection(node_id)
+        info = self._node(node_id).info
+        assert info is not None  # (set with the connection, kept after it)
+        return info
+
     async def connection(self, node_id: int) -> BrokerConnection:
         """The node's open connection, opening it (after any backoff) if needed.
 
