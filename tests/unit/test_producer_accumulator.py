@@ -470,8 +470,8 @@ def test_one_unknown_topic_error_for_the_core_and_the_network_layer() -> None:
 
 
 def test_records_with_and_without_keys_headers_and_timestamps_encode_as_sent() -> None:
-    class Handle(DeliveryHandle):
-        __slots__ = ()
+    class Handle(DeliveryHandle, frozen=True, gc=False):
+        pass
 
     config = ProducerConfig.from_kwargs(linger=0.0)
     core = ProducerCore(

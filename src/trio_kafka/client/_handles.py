@@ -2,9 +2,9 @@
 
 The core (`trio_kafka.core`) hands back a `DeliveryHandle` (a batch and an index)
 for every record; it knows nothing of event loops. `RecordHandle` is the same object with
-`__await__` added: `send()` changes the class of the handle the core made rather than
-wrapping it, because a wrapper would be one more allocation on the per-record path and
-the two classes share one slot layout (the subclass adds no slots).
+`__await__` added: the core makes its handles of this class (the accumulator's
+`handle_class`), because a wrapper would be one more allocation on the per-record path.
+Like `DeliveryHandle`, it is a msgspec struct the garbage collector does not track.
 
 Waiting is per batch: the first awaiter of a batch registers one done-hook that sets an
 event; later awaiters of the same batch share it (`_BatchWaiter`), so awaiting the
@@ -85,7 +85,7 @@ async def wait_batch(batch: ProducerBatch) -> None:
     await waiter.event.wait()
 
 
-class RecordHandle(DeliveryHandle):
+class RecordHandle(DeliveryHandle, frozen=True, gc=False):
     """One record's delivery: `await handle` returns `Acknowledged` or raises the error
     (a `KafkaError`; an `AmbiguousError` when the record may have been written).
 
@@ -101,8 +101,6 @@ class RecordHandle(DeliveryHandle):
     still yields to other tasks and sees a cancellation within 256 awaits; a single await
     of a done handle may return without noticing a pending cancellation.
     """
-
-    __slots__ = ()
 
     def __await__(self) -> Generator[Any, None, Acknowledged]:
         global _done_awaits

@@ -68,8 +68,6 @@ from trio_kafka.core._sequencer import SequencingPolicy, TopicPartition
 from trio_kafka.errors import InvalidPartitionError, RecordTooLargeError, UnknownTopicError
 
 _KEY_CACHE = 65536
-# Makes a handle without running its __init__ (the per-record path sets its two slots).
-_new_object = object.__new__
 
 
 class BatchSpan(NamedTuple):
@@ -147,8 +145,7 @@ class RecordAccumulator:
         self.config = config
         # The class of the handles `append` returns (the trio driver's awaitable
         # subclass: made directly, rather than converted, on the per-record path).
-        # The fast paths make them without calling `__init__` (a Python call, the
-        # handle's costliest part) and set the two slots: a subclass adds no state.
+        # A msgspec struct: its constructor is C, ~40 ns (see `DeliveryHandle`).
         self.handle_class = handle_class
         self.rng = rng
         self.sequencing = sequencing
@@ -247,10 +244,7 @@ class RecordAccumulator:
                         batch.stamp(index, now)
                     if key is not None or headers or timestamp_ms is not None:
                         batch.set_extras(index, timestamp_ms, key, headers)
-                    handle = _new_object(self.handle_class)  # (as in append_value)
-                    handle.batch = batch
-                    handle.index = index
-                    return handle
+                    return self.handle_class(batch, index)
         elif partition is not None:
             # An explicit partition: straight into its open batch when it has room, the
             # record may join it (`_joins`: a CAS record continues a CAS batch, a plain
@@ -278,10 +272,7 @@ class RecordAccumulator:
                     open_batch.stamp(index, now)
                 if key is not None or headers or timestamp_ms is not None:
                     open_batch.set_extras(index, timestamp_ms, key, headers)
-                handle = _new_object(self.handle_class)  # (as in append_value)
-                handle.batch = open_batch
-                handle.index = index
-                return handle
+                return self.handle_class(open_batch, index)
         return self._append_slow(
             topic, value, key, headers, partition, timestamp_ms, now, expected_offset, size
         )
@@ -306,11 +297,7 @@ class RecordAccumulator:
                     values.append(value)
                     if now >= batch.tick:
                         batch.stamp(index, now)
-                    # The handle without its __init__ (a Python call per record).
-                    handle = _new_object(self.handle_class)
-                    handle.batch = batch
-                    handle.index = index
-                    return handle
+                    return self.handle_class(batch, index)
         return self.append(topic, value, now=now)
 
     def append_record(self, record: ProducerRecord, now: float) -> DeliveryHandle | None:
