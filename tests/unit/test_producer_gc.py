@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import pickle
 import random
 import sys
 from collections.abc import Iterator
+
+import pytest
 
 from trio_kafka.client._handles import RecordHandle
 from trio_kafka.core import (
@@ -22,6 +25,7 @@ from trio_kafka.core import (
     ClusterView,
     ProducerConfig,
     ProducerCore,
+    ProducerRecord,
 )
 
 RECORDS = 1000
@@ -134,3 +138,18 @@ def test_a_done_callback_gets_an_equal_handle_and_the_batch_does_not_keep_this_o
     assert seen[0] is not handle
     assert hash(seen[0]) == hash(handle)
     assert handle != core.append("t", b"v", now=0.0)
+
+
+def test_a_producer_record_is_untracked_and_keeps_its_named_tuple_surface() -> None:
+    record = ProducerRecord("t", b"v", partition=2)
+    assert not gc.is_tracked(record)  # a list of them costs the collector nothing
+    topic, value, key, headers, partition, timestamp = record
+    assert (topic, value, key, headers, partition, timestamp) == ("t", b"v", None, (), 2, None)
+    assert (len(record), record[1], record[-2], record[:2]) == (6, b"v", 2, ("t", b"v"))
+    assert record._replace(partition=3) == ProducerRecord("t", b"v", partition=3)
+    assert record._replace(partition=3) != record
+    assert record._asdict() == dict(zip(ProducerRecord._fields, record, strict=True))
+    assert hash(record) == hash(ProducerRecord("t", b"v", None, (), 2))
+    assert pickle.loads(pickle.dumps(record)) == record  # (Spark ships them to workers)
+    with pytest.raises(AttributeError):
+        record.partition = 4  # type: ignore[misc]

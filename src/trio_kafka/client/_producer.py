@@ -328,9 +328,13 @@ class Producer:
                 or timestamp is not None
             ):  # fields beside the record: _record_fields merges or refuses them
                 return await self._send_slow(topic, value, key, headers, partition, timestamp)
-            topic, value, key, headers, partition, timestamp = topic
-            if not headers:
-                headers = None
+            record = topic  # (its fields by name: a struct's slots, read in C)
+            topic = record.topic
+            value = record.value
+            key = record.key
+            headers = record.headers or None
+            partition = record.partition
+            timestamp = record.timestamp
         # The fast path: every test below is one comparison; anything unusual (a
         # subclass of ProducerRecord, serializers, interceptors, closing, a fatal error,
         # a value that is not bytes, an unknown topic, a full buffer) takes _send_slow.

@@ -9,10 +9,12 @@ batch's, except where the broker named the record (`record_errors`).
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import attrs
+import msgspec
+import msgspec.structs
 
 from trio_kafka.errors import AmbiguousError, KafkaError
 
@@ -41,12 +43,20 @@ def record_size(value: bytes | None, key: bytes | None, headers: Headers | None)
     return size + headers_size(headers) if headers else size
 
 
-class ProducerRecord(NamedTuple):
+class ProducerRecord(msgspec.Struct, frozen=True, gc=False):
     """One record to produce; `partition=None` lets the partitioner choose.
 
-    A named tuple (immutable; `record._replace(partition=3)` makes a changed copy): a
-    user building one per `send()` pays ~0.25 us for it, against ~0.6 us for a frozen
-    attrs class."""
+    Immutable, equal to a record with the same fields, and used like the named tuple it
+    once was: `record._replace(partition=3)` makes a changed copy, and it unpacks as
+    `topic, value, key, headers, partition, timestamp = record` (also `len`, indexing,
+    `_fields`, `_asdict()`). It is not a tuple: it does not compare equal to one.
+
+    A msgspec struct (C): a user building one per `send()` pays ~50 ns for it, against
+    ~230 ns for a named tuple (typing's generated `__new__`) and ~600 ns for a frozen
+    attrs class; with `gc=False` the garbage collector does not track it, so a list of
+    a million records built for `send_many` costs its collections nothing (the record
+    refers to its fields only: no cycle can pass through it).
+    """
 
     topic: str
     value: bytes | None
@@ -55,6 +65,36 @@ class ProducerRecord(NamedTuple):
     partition: int | None = None
     #: Create time in ms since the epoch; None stamps it when appended.
     timestamp: int | None = None
+
+    _fields: ClassVar[tuple[str, ...]] = (
+        "topic",
+        "value",
+        "key",
+        "headers",
+        "partition",
+        "timestamp",
+    )
+
+    def _astuple(
+        self,
+    ) -> tuple[str, bytes | None, bytes | None, Headers, int | None, int | None]:
+        return (self.topic, self.value, self.key, self.headers, self.partition, self.timestamp)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._astuple())
+
+    def __len__(self) -> int:
+        return 6
+
+    def __getitem__(self, index: int | slice) -> Any:
+        return self._astuple()[index]
+
+    def _replace(self, **changes: Any) -> ProducerRecord:
+        """A copy with `changes` (field=value) applied, as a named tuple's `_replace`."""
+        return msgspec.structs.replace(self, **changes)
+
+    def _asdict(self) -> dict[str, Any]:
+        return dict(zip(self._fields, self._astuple(), strict=True))
 
 
 class Acknowledged(NamedTuple):
