@@ -13,7 +13,8 @@ The rounds run in a child process that imports only the client (the broker helpe
 
 `--floor` runs, before each round in the same process (the same heap, so the same
 collector work), the floor of this API: a `send()` coroutine that appends the value to a
-list and returns a two-slot handle, and an `await handle` that builds the
+list and returns a two-field handle (a msgspec struct the collector does not track, as
+the producer's own), and an `await handle` that builds the
 `Acknowledged` from its batch, nothing else (no network, no encoding, no checks): what
 any pure-Python producer with `handle = await send(...)` / `await handle` pays per
 record on this interpreter, kept handles and the collector included.
@@ -36,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -125,8 +127,11 @@ class _FloorBatch:
 _new_tuple = tuple.__new__
 
 
-class _FloorHandle:
-    __slots__ = ("batch", "index")
+class _FloorHandle(msgspec.Struct, gc=False):
+    """Untracked by the collector, as the producer's handles are (core/_batch.py)."""
+
+    batch: _FloorBatch
+    index: int
 
     def __await__(self) -> Any:
         batch, index = self.batch, self.index
@@ -148,12 +153,9 @@ class _FloorProducer:
         values = batch.values
         index = len(values)
         values.append(value)
-        handle = object.__new__(_FloorHandle)
-        handle.batch = batch
-        handle.index = index
         if index == 4095:
             self.batch = _FloorBatch(topic)
-        return handle
+        return _FloorHandle(batch, index)
 
 
 async def floor_round(topic: str, records: int, gc_timer: GcTimer) -> str:
