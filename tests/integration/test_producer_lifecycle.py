@@ -7,6 +7,7 @@ no-op. A close with a transaction open aborts it (as Java's `close()` does).
 
 from __future__ import annotations
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -16,11 +17,13 @@ from trio_kafka import (
     Ambiguous,
     ProducerClosedError,
     ProducerRecord,
+    TopicAuthorizationError,
     UnknownTopicError,
     open_producer,
 )
-from trio_kafka.broker import BLACKHOLE, ClusterOptions, open_cluster
+from trio_kafka.broker import BLACKHOLE, ClusterOptions, HookCall, open_cluster
 from trio_kafka.errors import ErrorCode, KafkaError
+from trio_kafka.protocol.messages.metadata import MetadataRequest
 from trio_kafka.protocol.messages.produce import ProduceRequest
 from trio_kafka.records import decode_batches
 from trio_kafka.testing import MemoryTransport, make_cluster, producer_for
@@ -166,3 +169,35 @@ async def test_a_record_for_an_internal_topic_is_refused_as_kafka_refuses_it() -
         await producer.send_and_wait("kept", b"the producer lives")
     assert getattr(info.value, "code", None) == ErrorCode.INVALID_TOPIC_EXCEPTION
     assert "topic '__consumer_offsets' is internal to Kafka" in str(info.value)
+
+
+async def test_a_topic_the_brokers_deny_fails_its_records_at_once_not_at_max_block() -> None:
+    """Kafka answers TOPIC_AUTHORIZATION_FAILED in Metadata for a topic the principal may
+    not describe (tests/integration/test_kafka_authorization.py, with real ACLs). The mock
+    broker has no authorizer, so a hook gives that answer for topic "secret": the send
+    that waits (before any answer) and the records kept by a producer that has had one
+    fail with `TopicAuthorizationError` at the answer, not after `max_block` (60 s)."""
+
+    def deny(call: HookCall) -> object:
+        topics = [
+            attrs.evolve(t, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, partitions=[])
+            if t.name == "secret"
+            else t
+            for t in call.response.topics
+        ]
+        return attrs.evolve(call.response, topics=topics)
+
+    async with open_cluster(topics={"secret": 1, "kept": 1}) as cluster:
+        cluster.add_hook(MetadataRequest, deny, after=True)
+        started = trio.current_time()
+        async with open_producer(cluster.bootstrap) as producer:
+            with pytest.raises(TopicAuthorizationError, match="describe topic 'secret'"):
+                await producer.send("secret", b"first")  # no answer yet: send() waits
+            await producer.send_and_wait("kept", b"an answer came")
+            kept = [await producer.send("secret", b"%d" % i) for i in range(3)]
+            for handle in kept:
+                with pytest.raises(TopicAuthorizationError) as info:
+                    await handle
+                assert info.value.topic == "secret"
+            await producer.send_and_wait("kept", b"the producer lives")
+        assert trio.current_time() - started < 10

@@ -28,6 +28,7 @@ from trio_kafka.errors import (
     KafkaError,
     error_for_code,
     error_info,
+    idempotence_refused,
 )
 from trio_kafka.net import KafkaSelector
 from trio_kafka.protocol.messages.init_producer_id import InitProducerIdRequest
@@ -72,6 +73,8 @@ async def init_idempotent_producer_id(
                     "producer id %s epoch %s", response.producer_id, response.producer_epoch
                 )
                 return response.producer_id, response.producer_epoch
+            if code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+                raise idempotence_refused()
             error = error_for_code(code, f"InitProducerId v{version}")
             if not error_info(code).retriable:
                 raise error

@@ -81,6 +81,7 @@ from trio_kafka.errors import (
     InvalidTopicError,
     KafkaError,
     ProducerClosedError,
+    TopicAuthorizationError,
     UnknownTopicError,
 )
 from trio_kafka.net import (
@@ -344,11 +345,11 @@ class UnknownTopics:
 
     def _gone(self, error: KafkaError, deadline: float) -> bool:
         """Whether a wait for the topic ended before its deadline because the brokers
-        say the topic does not exist or is invalid: every record queued for it fails
+        say the topic does not exist, is invalid or is not for this client: every record queued for it fails
         then, in one step (a timeout fails only the records whose `max_block` passed;
         it raises `UnknownTopicError` too, at the deadline give or take a rounding)."""
         return (
-            isinstance(error, UnknownTopicError | InvalidTopicError)
+            isinstance(error, UnknownTopicError | InvalidTopicError | TopicAuthorizationError)
             and self._now() < deadline - 0.001
         )
 

@@ -75,6 +75,7 @@ from trio_kafka.errors import (
     ProducerFencedError,
     RecordTooLargeError,
     RequestTimeoutError,
+    TopicAuthorizationError,
     UnknownTopicError,
     error_for_code,
     error_info,
@@ -811,7 +812,10 @@ class ProducerCore:
                 f"topic {batch.topic!r} is internal to Kafka (its group coordinator's or "
                 "transaction coordinator's): brokers take no records for it from a producer"
             )
-        error = error_for_code(code, message)
+        if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+            error: KafkaError = TopicAuthorizationError(topic=batch.topic)
+        else:
+            error = error_for_code(code, message)
         if (
             code == ErrorCode.PRODUCER_FENCED
             and batch.base_sequence >= 0

@@ -153,8 +153,10 @@ from trio_kafka.errors import (
     KafkaError,
     ProducerClosedError,
     ProducerFencedError,
+    TopicAuthorizationError,
     TransactionAbortableError,
     TransactionAbortedError,
+    TransactionalIdAuthorizationError,
     TransactionOutcomeUnknownError,
     TransactionTimedOutError,
     error_for_code,
@@ -1602,6 +1604,15 @@ class TransactionManager:
                 self.last_error or TransactionAbortedError("the transaction was aborted")
             )
 
+    def _fatal_code(self, code: int, during: str, message: str | None = None) -> FatalError:
+        """The fatal error for `code` (one of `_FATAL_CODES`) answered to `during`'s
+        request: a refused transactional id names the id and the ACL it needs."""
+        if code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            return TransactionalIdAuthorizationError(self.transactional_id, during)
+        error = error_for_code(code, message)
+        assert isinstance(error, FatalError)
+        return error
+
     def _unexpected(self, request: TxnRequest, code: int, message: str | None) -> None:
         self.set_fatal(
             FatalBrokerError(
@@ -1623,7 +1634,7 @@ class TransactionManager:
         elif _retriable(code):
             self.retry_work(work, now)
         elif code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
-            self.set_fatal(error_for_code(code, message))
+            self.set_fatal(self._fatal_code(code, "FindCoordinator", message))
         elif code in (E.GROUP_AUTHORIZATION_FAILED, E.TRANSACTION_ABORTABLE):
             self.make_abortable(error_for_code(code, message), bump=False)
         else:
@@ -1641,7 +1652,9 @@ class TransactionManager:
             self.set_fatal(self._fenced(code, "InitProducerId"))
         elif code == E.UNKNOWN_SERVER_ERROR and request.message.producer_id >= 0:
             self.set_fatal(self._bump_refused(request))
-        elif code in _FATAL_CODES or code == E.CLUSTER_AUTHORIZATION_FAILED:
+        elif code in _FATAL_CODES:
+            self.set_fatal(self._fatal_code(code, "InitProducerId"))
+        elif code == E.CLUSTER_AUTHORIZATION_FAILED:
             self.set_fatal(error_for_code(code))
         elif code == E.INVALID_TRANSACTION_TIMEOUT:
             self.set_fatal(_timeout_refused(request.message.transaction_timeout_ms))
@@ -1672,7 +1685,7 @@ class TransactionManager:
             if code in _EPOCH:
                 return self._epoch_error(code, "AddPartitionsToTxn")
             if code in _FATAL_CODES:
-                return self.set_fatal(error_for_code(code))
+                return self.set_fatal(self._fatal_code(code, "AddPartitionsToTxn"))
             if code in _UNKNOWN_PRODUCER:
                 return self.make_abortable(
                     error_for_code(code), skip_end=code == E.INVALID_PRODUCER_ID_MAPPING
@@ -1688,8 +1701,10 @@ class TransactionManager:
             topics = sorted({t for t, _ in unauthorized})
             self.make_abortable(
                 TransactionAbortableError(
-                    f"not authorised to write to topic(s) {', '.join(topics)} in a transaction",
-                    error_for_code(E.TOPIC_AUTHORIZATION_FAILED),
+                    f"not authorized to write to topic(s) {', '.join(topics)} in a "
+                    "transaction: the coordinator answered AddPartitionsToTxn with "
+                    "TOPIC_AUTHORIZATION_FAILED",
+                    TopicAuthorizationError(topic=topics[0]),
                 ),
                 bump=False,
             )
@@ -1729,7 +1744,7 @@ class TransactionManager:
         elif code in _EPOCH:
             self._epoch_error(code, "AddOffsetsToTxn")
         elif code in _FATAL_CODES:
-            self.set_fatal(error_for_code(code))
+            self.set_fatal(self._fatal_code(code, "AddOffsetsToTxn"))
         elif code in (E.GROUP_AUTHORIZATION_FAILED, E.TRANSACTION_ABORTABLE):
             self._fail_work(work, error_for_code(code), bump=False)
         else:
@@ -1763,10 +1778,9 @@ class TransactionManager:
                 return self._fail_work(work, error_for_code(code), bump=False)
             elif code in _EPOCH:
                 return self._epoch_error(code, "TxnOffsetCommit")
-            elif code in (
-                E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                E.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-            ):
+            elif code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                return self.set_fatal(self._fatal_code(code, "TxnOffsetCommit"))
+            elif code == E.UNSUPPORTED_FOR_MESSAGE_FORMAT:
                 return self.set_fatal(error_for_code(code))
             else:
                 return self._unexpected(request, code, None)
@@ -1820,7 +1834,7 @@ class TransactionManager:
         elif code == E.INVALID_PRODUCER_EPOCH:
             self._epoch_error(code, "EndTxn", during_abort=not committing)
         elif code in _FATAL_CODES:
-            self.set_fatal(error_for_code(code))
+            self.set_fatal(self._fatal_code(code, "EndTxn"))
         elif code in _UNKNOWN_PRODUCER or code == E.TRANSACTION_ABORTABLE:
             if committing:
                 self.make_abortable(

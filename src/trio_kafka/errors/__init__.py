@@ -52,8 +52,10 @@ from trio_kafka.errors._exceptions import (
     RequestTooLargeError,
     RetriableBrokerError,
     RetriableError,
+    TopicAuthorizationError,
     TransactionAbortableError,
     TransactionAbortedError,
+    TransactionalIdAuthorizationError,
     TransactionOutcomeUnknownError,
     TransactionTimedOutError,
     UnknownTopicError,
@@ -61,6 +63,7 @@ from trio_kafka.errors._exceptions import (
     UnsupportedRequestError,
     WriterFencedError,
     error_for_code,
+    idempotence_refused,
     refuses_records,
 )
 from trio_kafka.errors._table import ERRORS, ErrorCode, ErrorInfo, error_info
@@ -100,16 +103,19 @@ __all__ = [
     "RequestTooLargeError",
     "RetriableBrokerError",
     "RetriableError",
+    "TopicAuthorizationError",
     "TransactionAbortableError",
     "TransactionAbortedError",
     "TransactionOutcomeUnknownError",
     "TransactionTimedOutError",
+    "TransactionalIdAuthorizationError",
     "UnknownTopicError",
     "UnsupportedCodecError",
     "UnsupportedRequestError",
     "WriterFencedError",
     "error_for_code",
     "error_info",
+    "idempotence_refused",
     "refuses_records",
 ]
 

@@ -189,6 +189,79 @@ class ExpectedOffsetMismatchError(AbortableBrokerError):
         self.log_end_offset = log_end_offset
 
 
+#: How an administrator grants an ACL, for the messages below (the principal is the
+#: client's: its SASL user name, or its TLS certificate's subject).
+_GRANT = "kafka-acls.sh --bootstrap-server <brokers> --add --allow-principal User:<principal>"
+
+
+class TopicAuthorizationError(AbortableBrokerError):
+    """The brokers refuse this client's principal a topic (TOPIC_AUTHORIZATION_FAILED):
+    it lacks an ACL. Nothing of the records was written; `topic` names the topic. Waiting
+    cannot help until an administrator grants the ACL, and other topics go on. In a
+    transaction it is abortable (as in Java): abort, then go on without the topic.
+
+    Kafka answers it in Metadata when the principal may not DESCRIBE the topic (then,
+    with `allow.everyone.if.no.acl.found=false`, whether or not the topic exists), and
+    in Produce when it may describe but not WRITE it. The message says which, and how an
+    administrator grants it."""
+
+    def __init__(
+        self, message: str | None = None, *, topic: str | None = None, metadata: bool = False
+    ) -> None:
+        if message is None and topic is not None:
+            operations = "--operation Write --operation Describe"
+            if metadata:
+                message = (
+                    f"not authorized to describe topic {topic!r}: the brokers answer "
+                    "TOPIC_AUTHORIZATION_FAILED for it in Metadata (a principal without "
+                    "DESCRIBE on a topic is told this whether or not the topic exists)"
+                )
+            else:
+                message = (
+                    f"not authorized to write to topic {topic!r}: the broker refused the "
+                    "records with TOPIC_AUTHORIZATION_FAILED (the principal may describe "
+                    "the topic but not WRITE it)"
+                )
+            message += (
+                ". Producing needs the WRITE and DESCRIBE operations on the topic; an "
+                f"administrator grants them: `{_GRANT} {operations} --topic {topic}`"
+            )
+        super().__init__(ErrorCode.TOPIC_AUTHORIZATION_FAILED, message)
+        self.topic = topic
+
+
+class TransactionalIdAuthorizationError(FatalBrokerError):
+    """The brokers refuse this client's principal its transactional id
+    (TRANSACTIONAL_ID_AUTHORIZATION_FAILED): a transactional producer needs the WRITE and
+    DESCRIBE operations on it. Fatal, as in Java: close the producer; a new one works
+    once an administrator grants the ACL. `transactional_id` names it."""
+
+    def __init__(self, transactional_id: str | None, during: str) -> None:
+        if transactional_id is None:
+            message = f"not authorized to use a transactional id ({during})"
+        else:
+            message = (
+                f"not authorized to use transactional id {transactional_id!r} ({during}): "
+                "a transactional producer needs the WRITE and DESCRIBE operations on its "
+                f"transactional id; an administrator grants them: `{_GRANT} --operation "
+                f"Write --operation Describe --transactional-id {transactional_id}`"
+            )
+        super().__init__(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, message)
+        self.transactional_id = transactional_id
+
+
+def idempotence_refused() -> FatalBrokerError:
+    """CLUSTER_AUTHORIZATION_FAILED at an idempotent producer's InitProducerId."""
+    return FatalBrokerError(
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        "not authorized to start an idempotent producer: the broker refused InitProducerId. "
+        "Since Kafka 3.0 (KIP-679) an idempotent producer needs the WRITE operation on at "
+        "least one topic, or IDEMPOTENT_WRITE on the cluster; an administrator grants it "
+        f"(`{_GRANT} --operation Write --topic <topic>`), or set enable_idempotence=False "
+        "(and give up its guarantees)",
+    )
+
+
 def refuses_records(error: BaseException | None) -> bool:
     """`error` is a broker's refusal of a batch for what its records hold
     (`ErrorInfo.refuses_records`: INVALID_RECORD, INVALID_TIMESTAMP): sent again, the
@@ -203,6 +276,8 @@ def error_for_code(code: int, message: str | None = None) -> BrokerError:
     info = error_info(code)
     if code == ErrorCode.PRODUCER_FENCED:
         return ProducerFencedError(code, message)
+    if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+        return TopicAuthorizationError(message)
     if info.fatal:
         return FatalBrokerError(code, message)
     if info.retriable:

@@ -80,6 +80,7 @@ from trio_kafka.errors import (
     KafkaError,
     ProtocolError,
     RequestTooLargeError,
+    TopicAuthorizationError,
     UnknownTopicError,
     error_info,
 )
@@ -535,7 +536,8 @@ class KafkaSelector:
         """The topic's metadata, refreshing until it has partitions.
 
         Fails fast when waiting cannot help: `InvalidTopicError` at the first answer
-        saying INVALID_TOPIC_EXCEPTION (Java's `maybeThrowExceptionForTopic`), and
+        saying INVALID_TOPIC_EXCEPTION and `TopicAuthorizationError` at the first saying
+        TOPIC_AUTHORIZATION_FAILED (Java's `maybeThrowExceptionForTopic`), and
         `UnknownTopicError` after `UNKNOWN_TOPIC_ANSWERS` answers over `TOPIC_PROPAGATION`
         seconds saying the topic does not exist (the broker did not auto-create it; a
         few answers, not one, because a topic just created elsewhere takes a moment to
@@ -562,6 +564,9 @@ class KafkaSelector:
                 else:
                     found = self.metadata.topic(topic)
                     code = ErrorCode.NONE if found is None else found.error_code
+                    if code == ErrorCode.TOPIC_AUTHORIZATION_FAILED:
+                        # An ACL, not time, is missing (Java's maybeThrowExceptionForTopic).
+                        raise TopicAuthorizationError(topic=topic, metadata=True)
                     if code == ErrorCode.INVALID_TOPIC_EXCEPTION:
                         raise InvalidTopicError(
                             f"topic {topic!r} is invalid: the broker answers "
