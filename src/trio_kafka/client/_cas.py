@@ -259,16 +259,21 @@ async def create_topic(
     topic: str,
     partitions: int = 1,
     *,
-    cas: bool = True,
+    cas: bool | None = None,
     replication_factor: int = -1,
     exist_ok: bool = True,
     timeout: float = 30.0,
     configs: Mapping[str, str] | None = None,
 ) -> bool:
-    """Create `topic` (with `expected.offset.check.enable=true` when `cas`, and the
-    topic `configs` given, e.g. `{"cleanup.policy": "compact"}`); returns False when it
-    already existed (and `exist_ok`). An invalid name raises `InvalidTopicError` before
-    any request, as do partitions that are not an int >= 1 (or -1: the broker's default)."""
+    """Create `topic`, with the topic `configs` given (e.g. `{"cleanup.policy":
+    "compact"}`); returns False when it already existed (and `exist_ok`).
+
+    `cas`: None (the default) turns the CAS check on (`expected.offset.check.enable=true`)
+    where the broker advertises the extension and leaves it out elsewhere (Apache Kafka:
+    a plain topic, as `guarantee="auto"` writes with transactions there); True requires
+    it (`CasNotSupportedError` before any request on a broker without it); False never
+    asks for it. An invalid name raises `InvalidTopicError` before any request, as do
+    partitions that are not an int >= 1 (or -1: the broker's default)."""
     check_topic_name(topic)
     if isinstance(partitions, bool) or not isinstance(partitions, int):
         raise TypeError(
@@ -280,7 +285,9 @@ async def create_topic(
         )
     settings = dict(configs or {})
     node = selector.least_loaded_node()
-    if cas:
+    if cas is None:
+        cas = (await selector.negotiated_versions(node)).supports_cas
+    elif cas:
         info = await selector.negotiated_versions(node)
         if not info.supports_cas:
             raise CasNotSupportedError(
@@ -292,6 +299,7 @@ async def create_topic(
                 "(guarantee='transactional', or 'auto' which takes CAS only where the "
                 "broker has it; `trio-kafka load --guarantee auto`)"
             )
+    if cas:
         settings[CAS_TOPIC_CONFIG] = "true"
     creatable = [CreatableTopicConfig(name=n, value=v) for n, v in sorted(settings.items())]
     request = CreateTopicsRequest(
