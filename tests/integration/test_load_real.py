@@ -74,3 +74,12 @@ async def test_the_cli_loads_at_its_defaults_creating_the_topic(
     again = await anyio.to_thread.run_sync(CliRunner().invoke, main, args)
     assert again.exit_code == 0, again.output
     assert "0 records loaded, 50 already there" in again.output
+    # The same end both times: the first run reads it once its commit markers are in.
+    # It said "ends at 50" and the rerun, which wrote nothing, "ends at 51".
+    ends = [
+        line.split("; ")[1]
+        for output in (first.output, again.output)
+        for line in output.splitlines()
+        if line.startswith("done:")
+    ]
+    assert len(ends) == 2 and ends[0] == ends[1], ends

@@ -30,6 +30,14 @@ def _text(data: bytes | None) -> str:
 )
 @click.option("--bootstrap", default="127.0.0.1:9092", show_default=True)
 @click.option("--headers", "show_headers", is_flag=True, help="Print the record headers too.")
+@click.option(
+    "--isolation",
+    type=click.Choice(["read_committed", "read_uncommitted"]),
+    default="read_committed",
+    show_default=True,
+    help="read_committed: what consumers of committed data see (no records of aborted or "
+    "still open transactions); read_uncommitted: every record written.",
+)
 @security_options
 def tail(
     topic: str,
@@ -38,11 +46,15 @@ def tail(
     lines: int,
     bootstrap: str,
     show_headers: bool,
+    isolation: str,
     **security: Any,
 ) -> None:
     """Print what TOPIC holds: `partition:offset<TAB>key<TAB>value` per record.
 
-    SIGINT or SIGTERM stops it after the record being printed (exit 130 or 143)."""
+    `-n N` prints the last N records of each partition: records, not offsets (on a
+    topic written in transactions, commit and abort markers and aborted records take
+    offsets too). SIGINT or SIGTERM stops it after the record being printed (exit 130
+    or 143)."""
     import anyio
     import trio
 
@@ -66,22 +78,31 @@ def tail(
             sasl=connection.sasl,
         ) as selector:
             meta = await selector.wait_for_topic(topic, timeout=10)
-            reader = PartitionReader(selector)
+            reader = PartitionReader(selector, isolation=isolation)
             chosen = [partition] if partition is not None else range(meta.partition_count)
+
+            def echo(p: int, record: Any) -> None:
+                line = f"{p}:{record.offset}\t{_text(record.key)}\t{_text(record.value)}"
+                if show_headers and record.headers:
+                    line += "\t" + " ".join(f"{k}={_text(v)}" for k, v in record.headers)
+                click.echo(line)
+
             for p in chosen:
                 start = await reader.log_start_offset(topic, p)
-                # Where the read below stops (the Fetch high watermark), not ListOffsets:
-                # Tansu's is short after a batch of several records.
+                # Where the read below stops (the Fetch high watermark, or the last
+                # stable offset with read_committed), not ListOffsets: Tansu's is short
+                # after a batch of several records.
                 end = await reader.read_end(topic, p)
-                if not from_beginning:
-                    start = max(start, end - lines)
-                async for record in reader.read(topic, p, start=start, end=end):
+                if from_beginning:
+                    async for record in reader.read(topic, p, start=start, end=end):
+                        if requested.is_set():
+                            return
+                        echo(p, record)
+                    continue
+                for record in await _last_records(reader, topic, p, start, end, lines):
                     if requested.is_set():
                         return
-                    line = f"{p}:{record.offset}\t{_text(record.key)}\t{_text(record.value)}"
-                    if show_headers and record.headers:
-                        line += "\t" + " ".join(f"{k}={_text(v)}" for k, v in record.headers)
-                    click.echo(line)
+                    echo(p, record)
 
     try:
         code = trio.run(run)
@@ -89,6 +110,21 @@ def tail(
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
     if code:
         sys.exit(code)
+
+
+async def _last_records(
+    reader: Any, topic: str, partition: int, start: int, end: int, count: int
+) -> list[Any]:
+    """The last `count` records of `[start, end)`: read back from `end` in windows that
+    double, since markers and records the reader skips (aborted, with read_committed)
+    take offsets too, so `count` offsets may hold fewer records."""
+    found: list[Any] = []
+    high, window = end, max(count, 1)
+    while count and len(found) < count and high > start:
+        low = max(start, high - window)
+        found[:0] = [record async for record in reader.read(topic, partition, start=low, end=high)]
+        high, window = low, window * 2
+    return found[max(len(found) - count, 0) :] if count else []
 
 
 __all__ = ["tail"]

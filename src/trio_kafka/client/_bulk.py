@@ -209,7 +209,8 @@ class PartitionLoad:
 
     partition: int
     #: Log end offset when the run started, and when it finished (with transactions:
-    #: the last stable offset, read once the run is done).
+    #: the last stable offset once this run's commit markers are in, so a rerun that
+    #: writes nothing reports the same end).
     start_offset: int
     end_offset: int
     #: The last input row of this load found in the partition at the start (-1: none).
@@ -233,6 +234,8 @@ class LoadResult:
 #: the planted bug load-restream-on at its seed (and in the 30 after it), so the load's
 #: retries keep the timing the pinned seeds were found with.
 LOAD_BACKOFF = ExponentialBackoff(0.05, 1.0)
+# Between looks at the last stable offset while the last commit markers land (a few ms).
+MARKER_BACKOFF = ExponentialBackoff(0.002, 0.1)
 
 
 class BulkLoader:
@@ -641,7 +644,7 @@ class BulkLoader:
         if backend is Backend.CAS:
             ends = [p.next_offset for p in pipes]  # exact: the batches are contiguous
         else:  # commit markers (and other writers) take offsets too: ask the broker
-            ends = [await self.reader.log_end_offset(topic, p.partition) for p in pipes]
+            ends = [await self._settled_end(topic, p.partition) for p in pipes]
         return LoadResult(
             self.load_id,
             sum(p.loaded for p in pipes),
@@ -649,6 +652,24 @@ class BulkLoader:
             tuple(_summary(p, end) for p, end in zip(pipes, ends, strict=True)),
             backend.value,
         )
+
+    async def _settled_end(self, topic: str, partition: int) -> int:
+        """The partition's end once this run's commit markers are in: Kafka writes them
+        after EndTxn has answered, so the end read at once may stop before the last
+        marker (a load reported "ends at 1000", and a rerun that loaded nothing "ends at
+        1001"). Waits, up to `request_timeout`, for the last stable offset to reach the
+        end the records made; another writer's transaction still open there leaves it
+        behind: then the end as read."""
+        high = await self.reader.log_end_offset(topic, partition)
+        with anyio.move_on_after(self.request_timeout):
+            attempt = 0
+            while True:
+                stable = await self.committed_reader.log_end_offset(topic, partition)
+                if stable >= high:
+                    return stable
+                await anyio.sleep(MARKER_BACKOFF.backoff(attempt, self.selector.rng))
+                attempt += 1
+        return high
 
     async def _checkpoints(
         self,
