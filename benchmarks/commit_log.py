@@ -28,7 +28,7 @@ appends, and appends/s with A tasks over appends/s with one.
 
     .venv/bin/python benchmarks/commit_log.py [--appends N] [--size BYTES] [--repeat R]
         [--appenders 1,16] [--backends cas,transactional,txn-mock] [--max-in-flight N]
-        [--max-group N] [--group-linger SECONDS]
+        [--max-group N] [--group-linger SECONDS] [--kafka-property KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -57,12 +57,12 @@ BACKENDS = {
 
 
 @contextlib.contextmanager
-def broker_for(backend: str) -> Iterator[str]:
+def broker_for(backend: str, kafka_properties: dict[str, str] | None = None) -> Iterator[str]:
     if BACKENDS[backend][1] == "mock broker":
         with mock_broker_process(1) as bootstrap:
             yield bootstrap
     else:
-        with kafka_broker(log_level="WARN", heap="1g") as node:
+        with kafka_broker(log_level="WARN", heap="1g", server_properties=kafka_properties) as node:
             yield node.bootstrap
 
 
@@ -159,6 +159,14 @@ def main() -> None:
     parser.add_argument("--max-in-flight", type=int, default=None)
     parser.add_argument("--max-group", type=int, default=None)
     parser.add_argument("--group-linger", type=float, default=None)
+    parser.add_argument(
+        "--kafka-property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker setting for the Kafka node (repeatable), e.g. "
+        "add.partitions.to.txn.retry.backoff.ms=2",
+    )
     args = parser.parse_args()
     options: dict[str, Any] = {
         name: value
@@ -169,11 +177,12 @@ def main() -> None:
         )
         if value is not None
     }
+    kafka_properties = dict(item.split("=", 1) for item in args.kafka_property)
     appenders = [int(a) for a in args.appenders.split(",")]
     backends = [b.strip() for b in args.backends.split(",")]
     results: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for backend in backends:
-        with broker_for(backend) as bootstrap:
+        with broker_for(backend, kafka_properties) as bootstrap:
             for run in range(args.repeat):
                 for a in appenders:
                     topic = f"log-{backend}-{a}-{run}"
