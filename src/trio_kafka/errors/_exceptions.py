@@ -9,8 +9,25 @@ from typing import Any
 from trio_kafka.errors._table import ErrorCode, error_info
 
 
+def _rebuilt(cls: type[KafkaError], args: tuple[Any, ...], state: dict[str, Any]) -> KafkaError:
+    """`KafkaError.__reduce__`'s other half: the error as it was, without its
+    `__init__` (whose arguments are not its `args`)."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class KafkaError(Exception):
-    """The root of every error trio-kafka raises."""
+    """The root of every error trio-kafka raises.
+
+    Every one pickles and unpickles as it was (its message and attributes), so it can
+    cross a process boundary (a `ProcessPoolExecutor`, `multiprocessing`): Python's
+    default rebuilds an exception by calling its class with its `args`, which fails for
+    the many whose `__init__` takes keyword arguments (`UnknownTopicError(topic=...)`)."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuilt, (type(self), self.args, self.__dict__))
 
 
 class RetriableError(KafkaError):
