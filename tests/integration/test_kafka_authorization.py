@@ -21,8 +21,8 @@ transactional id and a refused idempotent producer said only "[..._AUTHORIZATION
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 
@@ -34,7 +34,8 @@ from trio_kafka import (
     TransactionalIdAuthorizationError,
     open_producer,
 )
-from trio_kafka.errors import FatalBrokerError
+from trio_kafka.client import Producer
+from trio_kafka.errors import FatalBrokerError, KafkaError
 from trio_kafka.testing import KafkaNode, kafka_broker
 
 pytestmark = pytest.mark.kafka
@@ -47,6 +48,7 @@ AUTHORIZER = {
     "super.users": "User:ANONYMOUS",
     "allow.everyone.if.no.acl.found": "false",
 }
+E = TypeVar("E", bound=KafkaError)
 #: Each refusal must come long before max_block (30 s below; 60 s by default).
 FAST = 10.0
 
@@ -100,6 +102,19 @@ def _options(node: KafkaNode, user: str = "alice", **extra: Any) -> dict[str, An
     }
 
 
+async def _refused_at_once(
+    error: type[E], call: Callable[[Producer], Awaitable[Any]], **options: Any
+) -> E:
+    """The `error` that `call(producer)` on a new producer with `options` raises (from
+    the call or the close), checked to come within FAST seconds."""
+    started = time.monotonic()
+    with pytest.raises(error) as info:
+        async with open_producer(**options) as producer:
+            await call(producer)
+    assert time.monotonic() - started < FAST
+    return info.value
+
+
 async def test_a_topic_the_principal_may_not_describe_fails_the_send_at_once(
     secured: KafkaNode,
 ) -> None:
@@ -148,13 +163,13 @@ async def test_a_refused_write_names_the_topic_and_the_write_acl_and_hurts_no_ot
 async def test_a_refused_transactional_id_is_fatal_and_names_the_id_and_its_acl(
     secured: KafkaNode,
 ) -> None:
-    started = time.monotonic()
-    with pytest.raises(TransactionalIdAuthorizationError) as info:
-        async with open_producer(**_options(secured, transactional_id="tx-other")) as producer:
-            await producer.init_transactions()
-    assert time.monotonic() - started < FAST
-    assert info.value.transactional_id == "tx-other"
-    assert "--operation Write --operation Describe --transactional-id tx-other" in str(info.value)
+    error = await _refused_at_once(
+        TransactionalIdAuthorizationError,
+        lambda producer: producer.init_transactions(),
+        **_options(secured, transactional_id="tx-other"),
+    )
+    assert error.transactional_id == "tx-other"
+    assert "--operation Write --operation Describe --transactional-id tx-other" in str(error)
 
 
 async def test_a_topic_refused_in_a_transaction_aborts_it_and_the_next_one_commits(
@@ -177,14 +192,14 @@ async def test_an_idempotent_producer_without_any_write_acl_says_what_kip_679_ne
 ) -> None:
     # carol may describe the topic, so nothing but InitProducerId can refuse her (bob,
     # who may not even describe it, meets whichever refusal comes first).
-    started = time.monotonic()
-    with pytest.raises(FatalBrokerError) as info:
-        async with open_producer(**_options(secured, user="carol")) as producer:
-            await producer.send_and_wait("open", b"v")
-    assert time.monotonic() - started < FAST
-    assert "CLUSTER_AUTHORIZATION_FAILED" in str(info.value)
-    assert "WRITE operation on at least one topic" in str(info.value)
-    assert "enable_idempotence=False" in str(info.value)
+    error = await _refused_at_once(
+        FatalBrokerError,
+        lambda producer: producer.send_and_wait("open", b"v"),
+        **_options(secured, user="carol"),
+    )
+    assert "CLUSTER_AUTHORIZATION_FAILED" in str(error)
+    assert "WRITE operation on at least one topic" in str(error)
+    assert "enable_idempotence=False" in str(error)
     # Without idempotence the same principal learns which topic it lacks.
     async with open_producer(**_options(secured, user="bob", enable_idempotence=False)) as plain:
         with pytest.raises(TopicAuthorizationError, match="topic 'open'"):

@@ -66,35 +66,27 @@ class ProducerRecord(msgspec.Struct, frozen=True, gc=False):
     #: Create time in ms since the epoch; None stamps it when appended.
     timestamp: int | None = None
 
-    _fields: ClassVar[tuple[str, ...]] = (
-        "topic",
-        "value",
-        "key",
-        "headers",
-        "partition",
-        "timestamp",
-    )
-
-    def _astuple(
-        self,
-    ) -> tuple[str, bytes | None, bytes | None, Headers, int | None, int | None]:
-        return (self.topic, self.value, self.key, self.headers, self.partition, self.timestamp)
+    #: The field names, as a named tuple's (set below, from `__struct_fields__`).
+    _fields: ClassVar[tuple[str, ...]]
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(self._astuple())
+        return iter(msgspec.structs.astuple(self))
 
     def __len__(self) -> int:
-        return 6
+        return len(self.__struct_fields__)
 
     def __getitem__(self, index: int | slice) -> Any:
-        return self._astuple()[index]
+        return msgspec.structs.astuple(self)[index]
 
     def _replace(self, **changes: Any) -> ProducerRecord:
         """A copy with `changes` (field=value) applied, as a named tuple's `_replace`."""
         return msgspec.structs.replace(self, **changes)
 
     def _asdict(self) -> dict[str, Any]:
-        return dict(zip(self._fields, self._astuple(), strict=True))
+        return msgspec.structs.asdict(self)
+
+
+ProducerRecord._fields = ProducerRecord.__struct_fields__
 
 
 class Acknowledged(NamedTuple):
